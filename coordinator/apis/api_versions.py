@@ -1,0 +1,45 @@
+"""ApiVersions (18), v0–v4.
+
+v1 adds throttle time; v3 is flexible and carries the client's software name and version
+(validated like Kafka: an invalid one gets INVALID_REQUEST); v4 changes nothing on the wire.
+The response never carries the tagged feature fields: librdkafka < 2.2 cannot skip them.
+A version above ours is answered as v0 with UNSUPPORTED_VERSION and the table (KIP-511).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+from protocol import ErrorCode
+from protocol.apis import SUPPORTED_VERSIONS, ApiKey
+from protocol.codec import build_response
+
+from . import Request
+
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def _table() -> list[dict]:
+    return [{"api_key": int(k), "min_version": lo, "max_version": hi}
+            for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())]
+
+
+@cache
+def _ok(version: int):
+    return build_response(ApiKey.API_VERSIONS, version, {"error_code": ErrorCode.none, "api_keys": _table()})
+
+
+@cache
+def unsupported_version_response():
+    return build_response(ApiKey.API_VERSIONS, 0,
+                          {"error_code": ErrorCode.unsupported_version, "api_keys": _table()})
+
+
+def handle(node, request: Request):
+    body = request.body
+    if request.version >= 3 and not (_SOFTWARE.fullmatch(body.client_software_name)
+                                     and _SOFTWARE.fullmatch(body.client_software_version)):
+        return build_response(ApiKey.API_VERSIONS, request.version,
+                              {"error_code": ErrorCode.invalid_request, "api_keys": []})
+    return _ok(request.version)

@@ -1,0 +1,64 @@
+"""CreateTopics (19), v2–v7 (Kafka 4 removed v0–v1).
+
+v3/v4 change nothing on the wire; v5 is flexible and returns the created topic's partitions,
+replication factor and configs; v6 only changes quota semantics; v7 returns the topic id.
+
+A single node can hold one replica: a replication factor above 1 is refused as Kafka refuses it on
+a one-broker cluster. Topic configs are accepted and not interpreted (groupd stores no records).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from protocol import ErrorCode
+from protocol.apis import ApiKey
+from protocol.codec import build_response
+
+from . import Request
+from .metadata import legal_topic_name
+
+
+def _check(node, t, duplicated: bool) -> tuple[ErrorCode, str | None, int]:
+    """(error, message, partition count) for one requested topic."""
+    if duplicated:
+        return ErrorCode.invalid_request, f"Create topics request from client contains a duplicate topic {t.name}", -1
+    if not legal_topic_name(t.name):
+        return ErrorCode.invalid_topic_exception, f"Topic name {t.name!r} is illegal", -1
+    if node.catalog.get(t.name) is not None:
+        return ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists.", -1
+    if t.assignments:
+        if t.num_partitions != -1 or t.replication_factor != -1:
+            return (ErrorCode.invalid_request, "Both numPartitions or replicationFactor and "
+                    "replicasAssignments were set. Both cannot be used at the same time.", -1)
+        if sorted(a.partition_index for a in t.assignments) != list(range(len(t.assignments))) or any(
+                list(a.broker_ids) != [node.node_id] for a in t.assignments):
+            return ErrorCode.invalid_replica_assignment, f"Replica assignment must place one replica on broker {node.node_id}", -1
+        return ErrorCode.none, None, len(t.assignments)
+    partitions = node.settings.num_partitions if t.num_partitions == -1 else t.num_partitions
+    if partitions <= 0:
+        return ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.", -1
+    if t.replication_factor not in (-1, 1):
+        if t.replication_factor <= 0:
+            return ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.", -1
+        return (ErrorCode.invalid_replication_factor, f"Unable to replicate the partition "
+                f"{t.replication_factor} time(s): The target replication factor of "
+                f"{t.replication_factor} cannot be reached because only 1 broker(s) are registered.", -1)
+    return ErrorCode.none, None, partitions
+
+
+def handle(node, request: Request):
+    body = request.body
+    counts = Counter(t.name for t in body.topics)
+    results = []
+    for t in body.topics:
+        error, message, partitions = _check(node, t, counts[t.name] > 1)
+        topic_id = None
+        if error is ErrorCode.none and not body.validate_only:
+            topic_id = node.catalog.create(t.name, partitions).topic_id
+            node.log_topic_change("created", t.name, partitions, request)
+        ok = error is ErrorCode.none
+        results.append({"name": t.name, "topic_id": topic_id, "error_code": error,
+                        "error_message": message, "num_partitions": partitions if ok else -1,
+                        "replication_factor": 1 if ok else -1, "configs": () if ok else None})
+    return build_response(ApiKey.CREATE_TOPICS, request.version, {"topics": results})

@@ -1,0 +1,34 @@
+"""DeleteTopics (20), v1–v6 (Kafka 4 removed v0).
+
+v4 is flexible; v5 adds error messages; v6 names topics by name or id (`topics[]` instead of
+`topic_names[]`) and returns ids.
+"""
+
+from __future__ import annotations
+
+from protocol import ErrorCode
+from protocol.apis import ApiKey
+from protocol.codec import build_response
+
+from . import Request
+
+
+def _delete(node, name: str | None, topic_id, request: Request) -> dict:
+    topic = node.catalog.get(name) if name is not None else node.catalog.by_id(topic_id)
+    if topic is None:
+        error = ErrorCode.unknown_topic_or_partition if name is not None else ErrorCode.unknown_topic_id
+        return {"name": name, "topic_id": topic_id, "error_code": error,
+                "error_message": "This server does not host this topic ID." if name is None else
+                "This server does not host this topic-partition."}
+    node.catalog.delete(topic.name)
+    node.log_topic_change("deleted", topic.name, topic.partitions, request)
+    return {"name": topic.name, "topic_id": topic.topic_id, "error_code": ErrorCode.none, "error_message": None}
+
+
+def handle(node, request: Request):
+    body = request.body
+    if request.version >= 6:
+        results = [_delete(node, t.name, t.topic_id, request) for t in body.topics]
+    else:
+        results = [_delete(node, name, None, request) for name in body.topic_names]
+    return build_response(ApiKey.DELETE_TOPICS, request.version, {"responses": results})

@@ -1,0 +1,39 @@
+"""FindCoordinator (10), v0–v6.
+
+v1 adds the key type and error message; v3 is flexible; v4 batches keys (CoordinatorKeys in,
+Coordinators[] out); v5/v6 change only error semantics. Every group is coordinated by this node;
+transactions and share groups have no coordinator here.
+"""
+
+from __future__ import annotations
+
+from protocol import ErrorCode
+from protocol.apis import ApiKey
+from protocol.codec import build_response
+
+from . import Request
+
+GROUP, TRANSACTION, SHARE = 0, 1, 2
+
+
+def _lookup(node, key: str, key_type: int) -> dict:
+    if key_type == GROUP:
+        adv = node.advertised
+        return {"key": key, "node_id": node.node_id, "host": adv.host, "port": adv.port,
+                "error_code": ErrorCode.none, "error_message": None}
+    if key_type in (TRANSACTION, SHARE):
+        error = ErrorCode.coordinator_not_available
+        message = "groupd coordinates consumer groups only"
+    else:
+        error, message = ErrorCode.invalid_request, f"Unknown coordinator type {key_type}"
+    return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": error,
+            "error_message": message}
+
+
+def handle(node, request: Request):
+    body = request.body
+    key_type = getattr(body, "key_type", GROUP)
+    if request.version >= 4:
+        coordinators = [_lookup(node, key, key_type) for key in body.coordinator_keys]
+        return build_response(ApiKey.FIND_COORDINATOR, request.version, {"coordinators": coordinators})
+    return build_response(ApiKey.FIND_COORDINATOR, request.version, _lookup(node, body.key, key_type))

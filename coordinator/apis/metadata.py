@@ -1,0 +1,77 @@
+"""Metadata (3), v0–v12.
+
+v1 makes the topic list nullable (null = all topics; in v0 an empty list means all) and adds the
+controller; v2 the cluster id; v4 `allow_auto_topic_creation`; v5 offline replicas; v7 leader
+epochs; v8 authorized operations (left at Kafka's "not requested" value); v9 is flexible; v10
+topic ids (a topic may be asked for by id alone).
+
+This node is the only broker, the controller, and the leader of every partition (leader epoch -1,
+so no client tries to validate positions). Requested topics that do not exist are created when
+`auto.create.topics.enable` is on and the request allows it, and are answered without an error
+(KafkaJS fails on any topic error).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from protocol import ErrorCode
+from protocol.apis import ApiKey
+from protocol.codec import build_response
+
+from . import Request
+
+_LEGAL_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_ZERO_ID = uuid.UUID(int=0)
+
+
+def legal_topic_name(name: str | None) -> bool:
+    return bool(name) and name not in (".", "..") and _LEGAL_NAME.fullmatch(name) is not None
+
+
+def topic_entry(node, topic) -> dict:
+    me = node.node_id
+    return {
+        "error_code": ErrorCode.none, "name": topic.name, "topic_id": topic.topic_id,
+        "is_internal": False,
+        "partitions": [{"error_code": ErrorCode.none, "partition_index": p, "leader_id": me,
+                        "leader_epoch": -1, "replica_nodes": (me,), "isr_nodes": (me,),
+                        "offline_replicas": ()} for p in range(topic.partitions)],
+    }
+
+
+def _error_entry(name: str | None, topic_id: uuid.UUID | None, error: ErrorCode) -> dict:
+    return {"error_code": error, "name": name, "topic_id": topic_id or _ZERO_ID, "partitions": []}
+
+
+def handle(node, request: Request):
+    body, version = request.body, request.version
+    wanted = body.topics
+    if wanted is None or (version == 0 and not wanted):
+        topics = [topic_entry(node, t) for t in node.catalog]
+    else:
+        may_create = node.settings.auto_create_topics_enable and getattr(body, "allow_auto_topic_creation", True)
+        topics = []
+        for t in wanted:
+            name = t.name
+            if name is None:  # v10+: asked for by id
+                topic = node.catalog.by_id(t.topic_id)
+                topics.append(topic_entry(node, topic) if topic else
+                              _error_entry(None, t.topic_id, ErrorCode.unknown_topic_id))
+                continue
+            topic = node.catalog.get(name)
+            if topic is None and may_create:
+                if not legal_topic_name(name):
+                    topics.append(_error_entry(name, None, ErrorCode.invalid_topic_exception))
+                    continue
+                topic = node.auto_create(name)
+            topics.append(topic_entry(node, topic) if topic else
+                          _error_entry(name, None, ErrorCode.unknown_topic_or_partition))
+    adv = node.advertised
+    return build_response(ApiKey.METADATA, version, {
+        "brokers": [{"node_id": node.node_id, "host": adv.host, "port": adv.port, "rack": None}],
+        "cluster_id": node.cluster_id,
+        "controller_id": node.node_id,
+        "topics": topics,
+    })

@@ -1,0 +1,77 @@
+"""What one groupd node knows: its settings, its identity in the cluster, the topic catalog, and
+the requests it holds open (empty fetches wait out their max wait)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import Any
+
+from storage.catalog import Topic, TopicCatalog, load_cluster_id
+
+from .settings import Settings
+
+log = logging.getLogger("groupd")
+
+
+class Node:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.node_id = settings.node_id
+        self.advertised = settings.advertised
+        os.makedirs(settings.data_dir, exist_ok=True)
+        self.cluster_id = load_cluster_id(settings.data_dir, settings.node_id)
+        self.catalog = TopicCatalog(settings.data_dir)
+        for name, partitions in settings.topics.items():
+            self._declare(name, partitions)
+        self._held: dict[asyncio.TimerHandle, tuple[asyncio.Future, Any]] = {}
+        self.closing = False
+
+    def _declare(self, name: str, partitions: int) -> None:
+        topic = self.catalog.get(name)
+        if topic is None:
+            self.catalog.create(name, partitions)
+            log.info("topic created topic=%s partitions=%d reason=config", name, partitions)
+        elif topic.partitions < partitions:
+            self.catalog.set_partitions(name, partitions)
+            log.info("topic partitions added topic=%s partitions=%d reason=config", name, partitions)
+        elif topic.partitions > partitions:
+            log.warning("topic %s has %d partitions, more than the %d in the config; partitions "
+                        "cannot be removed, keeping %d", name, topic.partitions, partitions, topic.partitions)
+
+    def auto_create(self, name: str) -> Topic:
+        topic = self.catalog.create(name, self.settings.num_partitions)
+        log.info("topic created topic=%s partitions=%d reason=auto-create", name, topic.partitions)
+        return topic
+
+    def log_topic_change(self, what: str, name: str, partitions: int, request: Any) -> None:
+        log.info("topic %s topic=%s partitions=%d client=%s host=%s", what, name, partitions,
+                 request.header.client_id, request.client_host)
+
+    # -----------------------------------------------------------------------------------------
+    # Held replies
+
+    def hold(self, seconds: float, reply: Any) -> asyncio.Future:
+        """A future that resolves to `reply` after `seconds`, or at once when the node closes."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        if self.closing:
+            fut.set_result(reply)
+            return fut
+        handle = loop.call_later(seconds, self._release, fut, reply)
+        self._held[handle] = (fut, reply)
+        fut.add_done_callback(lambda _f, h=handle: self._held.pop(h, None))
+        return fut
+
+    @staticmethod
+    def _release(fut: asyncio.Future, reply: Any) -> None:
+        if not fut.done():
+            fut.set_result(reply)
+
+    def release_all(self) -> None:
+        """Shutdown: answer every held request now."""
+        self.closing = True
+        for handle, (fut, reply) in list(self._held.items()):
+            handle.cancel()
+            self._release(fut, reply)

@@ -1,0 +1,292 @@
+"""The one typed settings object, read from (lowest to highest precedence) built-in defaults,
+a YAML file, `GROUPD_<KEY>` environment variables and `--set key=value` arguments.
+
+Keys carry Kafka's names and defaults. An unknown key or a bad value stops start-up with a
+message that names the key and what it accepts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+
+class ConfigError(Exception):
+    pass
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Value parsers: each takes what a file, the environment or the command line gave and returns
+# the typed value, or raises ValueError with what is allowed.
+
+
+def _int(lo: int | None = None, hi: int | None = None) -> Callable[[Any], int]:
+    def parse(v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, (int, str)):
+            raise ValueError("an integer")
+        try:
+            n = int(v)
+        except ValueError:
+            raise ValueError("an integer") from None
+        if (lo is not None and n < lo) or (hi is not None and n > hi):
+            raise ValueError(f"an integer in [{lo if lo is not None else '-inf'}, "
+                             f"{hi if hi is not None else 'inf'}]")
+        return n
+
+    parse.__doc__ = "int"
+    return parse
+
+
+def _ratio(v: Any) -> float:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise ValueError("a number in [0, 1]") from None
+    if not 0 <= x <= 1:
+        raise ValueError("a number in [0, 1]")
+    return x
+
+
+def _bool(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.strip().lower() in ("true", "false"):
+        return v.strip().lower() == "true"
+    raise ValueError("true or false")
+
+
+def _str(v: Any) -> str:
+    if not isinstance(v, (str, int)) or isinstance(v, bool):
+        raise ValueError("a string")
+    return str(v)
+
+
+def _choice(*allowed: str) -> Callable[[Any], str]:
+    def parse(v: Any) -> str:
+        s = _str(v).strip().lower()
+        if s not in allowed:
+            raise ValueError("one of " + ", ".join(allowed))
+        return s
+
+    return parse
+
+
+def _listeners(v: Any) -> tuple[Listener, ...]:
+    text = ",".join(v) if isinstance(v, list) else _str(v)
+    out = []
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)://(\[[^\]]*\]|[^:/]*):(\d+)", item)
+        if not m or not 0 <= int(m.group(3)) <= 65535:
+            raise ValueError("a comma-separated list of NAME://host:port, e.g. PLAINTEXT://127.0.0.1:9092")
+        out.append(Listener(m.group(1).upper(), m.group(2).strip("[]"), int(m.group(3))))
+    return tuple(out)
+
+
+def _protocols(v: Any) -> tuple[str, ...]:
+    items = tuple(s.strip().lower() for s in (v if isinstance(v, list) else _str(v).split(",")))
+    if "classic" not in items or not set(items) <= {"classic", "consumer", "share", "streams"}:
+        raise ValueError("a comma-separated list of classic, consumer, share, streams that includes classic")
+    return items
+
+
+def _topics(v: Any) -> dict[str, int]:
+    """`{name: partitions}` in YAML, or `name:partitions,...` in the environment or on the CLI."""
+    if isinstance(v, str):
+        pairs = [item.rsplit(":", 1) for item in v.split(",") if item.strip()]
+        if any(len(p) != 2 for p in pairs):
+            raise ValueError("a map of topic name to partition count (name:count,... outside YAML)")
+        v = {name.strip(): count for name, count in pairs}
+    if not isinstance(v, Mapping):
+        raise ValueError("a map of topic name to partition count")
+    out = {}
+    for name, count in v.items():
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", name) or name in (".", ".."):
+            raise ValueError(f"valid topic names (not {name!r})")
+        out[name] = _int(1, 1_000_000)(count)
+    return out
+
+
+def _url(v: Any) -> str:
+    s = _str(v)
+    if s and not urlsplit(s).port:
+        raise ValueError("an http://host:port/path URL, or empty to turn metrics off")
+    return s
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Key:
+    name: str  # Kafka's name
+    default: Any
+    parse: Callable[[Any], Any]
+    doc: str
+
+
+KEYS: tuple[Key, ...] = (
+    Key("listeners", "PLAINTEXT://127.0.0.1:9092", _listeners, "where groupd accepts connections"),
+    Key("advertised.listeners", "", _listeners,
+        "the address clients are told to use (Metadata, FindCoordinator); empty = listeners"),
+    Key("node.id", 1, _int(0, 2**31 - 1), "this server's broker id in Metadata and FindCoordinator"),
+    Key("data.dir", "data", _str, "directory for the offsets log, the topic catalog and the cluster id"),
+    Key("num.partitions", 1, _int(1, 1_000_000), "partitions of an auto-created topic"),
+    Key("auto.create.topics.enable", True, _bool, "create a topic when Metadata asks for an unknown one"),
+    Key("topics", {}, _topics, "topics declared at start-up: {name: partitions}"),
+    Key("socket.request.max.bytes", 104857600, _int(1024, 2**31 - 1),
+        "largest request frame; a bigger one closes the connection"),
+    Key("connections.max.idle.ms", 600000, _int(1), "idle connections are closed after this long"),
+    Key("group.min.session.timeout.ms", 6000, _int(1), "lowest session timeout a member may ask for"),
+    Key("group.max.session.timeout.ms", 1800000, _int(1), "highest session timeout a member may ask for"),
+    Key("group.initial.rebalance.delay.ms", 3000, _int(0),
+        "how long a new group waits for more members before its first generation"),
+    Key("group.max.size", 2147483647, _int(1), "most members a classic group may have"),
+    Key("group.coordinator.rebalance.protocols", "classic,consumer", _protocols,
+        "rebalance protocols enabled; classic must be one"),
+    Key("group.coordinator.threads", 4, _int(1), "accepted for compatibility; groupd runs one event loop"),
+    Key("group.coordinator.append.linger.ms", 5, _int(0),
+        "how long a log append waits to gather more records into one batch"),
+    Key("offset.metadata.max.bytes", 4096, _int(0), "longest commit metadata (UTF-16 code units)"),
+    Key("offsets.retention.minutes", 10080, _int(1), "how long committed offsets are kept (KIP-211)"),
+    Key("offsets.retention.check.interval.ms", 600000, _int(1), "how often expired offsets are removed"),
+    Key("offsets.topic.num.partitions", 50, _int(1, 10_000),
+        "partitions of the offsets log; never change it once data exists"),
+    Key("offsets.topic.replication.factor", 3, _int(1, 32767),
+        "accepted for compatibility; groupd is a single node"),
+    Key("offsets.topic.segment.bytes", 104857600, _int(14, 2**31 - 1), "segment size of the offsets log"),
+    Key("offsets.topic.compression.codec", 0, _int(0, 4),
+        "compression of offsets log batches (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd)"),
+    Key("offsets.load.buffer.size", 5242880, _int(1), "read size when loading the offsets log"),
+    Key("offsets.commit.timeout.ms", 5000, _int(1), "how long a log write may take before it fails"),
+    Key("log.level", "info", _choice("debug", "info", "warning", "error"), "groupd's own log level"),
+)
+
+KEYS_BY_NAME = {k.name: k for k in KEYS}
+
+
+def attribute(name: str) -> str:
+    return name.replace(".", "_")
+
+
+def env_var(name: str) -> str:
+    return "GROUPD_" + name.replace(".", "_").upper()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Settings:
+    listeners: tuple[Listener, ...]
+    advertised_listeners: tuple[Listener, ...]
+    node_id: int
+    data_dir: str
+    num_partitions: int
+    auto_create_topics_enable: bool
+    topics: dict[str, int]
+    socket_request_max_bytes: int
+    connections_max_idle_ms: int
+    group_min_session_timeout_ms: int
+    group_max_session_timeout_ms: int
+    group_initial_rebalance_delay_ms: int
+    group_max_size: int
+    group_coordinator_rebalance_protocols: tuple[str, ...]
+    group_coordinator_threads: int
+    group_coordinator_append_linger_ms: int
+    offset_metadata_max_bytes: int
+    offsets_retention_minutes: int
+    offsets_retention_check_interval_ms: int
+    offsets_topic_num_partitions: int
+    offsets_topic_replication_factor: int
+    offsets_topic_segment_bytes: int
+    offsets_topic_compression_codec: int
+    offsets_load_buffer_size: int
+    offsets_commit_timeout_ms: int
+    log_level: str
+    # where each value came from: "default", "file <path>", "env GROUPD_X" or "--set"
+    origins: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
+
+    @property
+    def advertised(self) -> Listener:
+        """The address clients use to reach this node."""
+        return (self.advertised_listeners or self.listeners)[0]
+
+    def value(self, name: str) -> Any:
+        return getattr(self, attribute(name))
+
+    @classmethod
+    def load(cls, config_file: str | None = None, env: Mapping[str, str] | None = None,
+             overrides: list[str] | tuple[str, ...] = ()) -> Settings:
+        env = os.environ if env is None else env
+        raw: dict[str, tuple[Any, str]] = {k.name: (k.default, "default") for k in KEYS}
+        if config_file:
+            for name, value in _read_yaml(config_file).items():
+                _known(name, f"in {config_file}")
+                raw[name] = (value, f"file {config_file}")
+        by_env = {env_var(k.name): k.name for k in KEYS}
+        for var, value in env.items():
+            if var.startswith("GROUPD_"):
+                if var not in by_env:
+                    raise ConfigError(f"unknown setting {var} in the environment (GROUPD_<KEY> with "
+                                      f"dots as underscores; `groupd config show` lists the keys)")
+                raw[by_env[var]] = (value, f"env {var}")
+        for item in overrides:
+            name, sep, value = item.partition("=")
+            if not sep:
+                raise ConfigError(f"--set takes key=value, not {item!r}")
+            _known(name.strip(), "given to --set")
+            raw[name.strip()] = (value, "--set")
+
+        values = {}
+        for name, (value, origin) in raw.items():
+            try:
+                values[attribute(name)] = KEYS_BY_NAME[name].parse(value)
+            except ValueError as e:
+                raise ConfigError(f"{name}={value!r} ({origin}) is not valid: expected {e}") from None
+        settings = cls(**values, origins={name: origin for name, (_, origin) in raw.items()})
+        settings._check()
+        return settings
+
+    def _check(self) -> None:
+        if not self.listeners:
+            raise ConfigError("listeners must name at least one PLAINTEXT://host:port")
+        if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
+            raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
+        adv = self.advertised
+        if adv.host in ("0.0.0.0", "::"):
+            raise ConfigError(f"advertised.listeners cannot use the non-routable address {adv.host}; "
+                              "set advertised.listeners to an address clients can reach")
+
+
+def _known(name: str, where: str) -> None:
+    if name not in KEYS_BY_NAME:
+        raise ConfigError(f"unknown setting {name!r} {where}; known settings: "
+                          + ", ".join(k.name for k in KEYS))
+
+
+def _read_yaml(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config file {path} is not valid YAML: {e}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must be a mapping of setting names to values")
+    return data

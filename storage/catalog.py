@@ -1,0 +1,105 @@
+"""The topic catalog and the cluster id, kept in the data directory across restarts.
+
+groupd stores no records, but clients need topics that exist with a stable partition count and a
+stable topic id: the catalog is `topics.json` (name → partitions, topic id), and the cluster id
+lives in `meta.properties` as Kafka keeps it.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import os
+import uuid
+
+from .files import atomic_write
+
+CATALOG_FILE = "topics.json"
+META_FILE = "meta.properties"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Topic:
+    name: str
+    partitions: int
+    topic_id: uuid.UUID
+
+
+class TopicCatalog:
+    """Topics by name and by id. Every change is written to disk before it is visible."""
+
+    def __init__(self, data_dir: str) -> None:
+        self._path = os.path.join(data_dir, CATALOG_FILE)
+        self._by_name: dict[str, Topic] = {}
+        self._by_id: dict[uuid.UUID, Topic] = {}
+        if os.path.exists(self._path):
+            with open(self._path, encoding="utf-8") as f:
+                for entry in json.load(f)["topics"]:
+                    self._index(Topic(entry["name"], entry["partitions"], uuid.UUID(entry["id"])))
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def __iter__(self):
+        return iter(list(self._by_name.values()))
+
+    def get(self, name: str) -> Topic | None:
+        return self._by_name.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> Topic | None:
+        return self._by_id.get(topic_id)
+
+    def create(self, name: str, partitions: int) -> Topic:
+        assert name not in self._by_name, name
+        topic = Topic(name, partitions, _new_topic_id())
+        self._save({**self._by_name, name: topic})
+        return topic
+
+    def set_partitions(self, name: str, partitions: int) -> Topic:
+        topic = dataclasses.replace(self._by_name[name], partitions=partitions)
+        self._save({**self._by_name, name: topic})
+        return topic
+
+    def delete(self, name: str) -> Topic:
+        topic = self._by_name[name]
+        self._save({n: t for n, t in self._by_name.items() if n != name})
+        return topic
+
+    def _save(self, topics: dict[str, Topic]) -> None:
+        doc = {"topics": [{"name": t.name, "partitions": t.partitions, "id": str(t.topic_id)}
+                          for t in topics.values()]}
+        atomic_write(self._path, json.dumps(doc, indent=1).encode())
+        self._by_name.clear()
+        self._by_id.clear()
+        for t in topics.values():
+            self._index(t)
+
+    def _index(self, topic: Topic) -> None:
+        self._by_name[topic.name] = topic
+        self._by_id[topic.topic_id] = topic
+
+
+def _new_topic_id() -> uuid.UUID:
+    # Kafka never hands out the zero uuid (it means "no id"), nor ids whose base64 starts with '-'.
+    while True:
+        topic_id = uuid.uuid4()
+        if base64.urlsafe_b64encode(topic_id.bytes)[:1] != b"-":
+            return topic_id
+
+
+def load_cluster_id(data_dir: str, node_id: int) -> str:
+    """The cluster id from `meta.properties`, created on first start (22 chars, like Kafka's)."""
+    path = os.path.join(data_dir, META_FILE)
+    props = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                key, sep, value = line.strip().partition("=")
+                if sep and not key.startswith("#"):
+                    props[key] = value
+    if "cluster.id" not in props:
+        props = {"version": "1", "cluster.id": base64.urlsafe_b64encode(uuid.uuid4().bytes)[:22].decode(),
+                 "node.id": str(node_id)}
+        atomic_write(path, "".join(f"{k}={v}\n" for k, v in props.items()).encode())
+    return props["cluster.id"]
