@@ -1,0 +1,29 @@
+import pytest
+
+from tests.support import GroupdProcess
+
+
+@pytest.fixture(scope="module")
+def groupd(tmp_path_factory):
+    """One server per test module, with a few declared topics."""
+    server = GroupdProcess(str(tmp_path_factory.mktemp("groupd")), "topics=t1:1,t3:3,t6:6",
+                           "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000")
+    server.start()
+    yield server
+    rc = server.stop()
+    assert rc == 0, server.log()
+
+
+@pytest.fixture
+def start_groupd(tmp_path):
+    """Start servers with settings of the test's own; all are stopped at the end."""
+    servers = []
+
+    def start(*settings, data_dir=None, port=None):
+        server = GroupdProcess(str(data_dir or tmp_path / f"data{len(servers)}"), *settings, port=port)
+        servers.append(server)
+        return server.start()
+
+    yield start
+    for server in servers:
+        server.stop()

@@ -1,0 +1,141 @@
+"""Test support: the real groupd process on 127.0.0.1, and a small blocking wire client."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from itertools import count
+from typing import Any
+
+from protocol.codec import RequestHeader, build_request, decode_response, encode_request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class GroupdProcess:
+    """`groupd serve` as a child process, bound to a free loopback port."""
+
+    def __init__(self, data_dir: str, *settings: str, port: int | None = None) -> None:
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.settings = list(settings)
+        self.proc: subprocess.Popen | None = None
+        self.log_path = os.path.join(data_dir, f"groupd-{self.port}.log")
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> GroupdProcess:
+        os.makedirs(self.data_dir, exist_ok=True)
+        args = [sys.executable, "-m", "coordinator", "serve",
+                "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                "--set", f"data.dir={self.data_dir}"]
+        for s in self.settings:
+            args += ["--set", s]
+        self._log = open(self.log_path, "ab")
+        seen = len(self.log())  # a restart appends: look for "ready" only past this point
+        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"groupd exited with {self.proc.returncode}:\n{self.log()}")
+            if "groupd ready" in self.log()[seen:]:
+                return self
+            time.sleep(0.05)
+        raise TimeoutError(f"groupd did not start:\n{self.log()}")
+
+    def log(self) -> str:
+        with open(self.log_path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+        self._log.close()
+        self.proc = None
+        return rc
+
+    def kill(self) -> int:
+        return self.stop(signal.SIGKILL)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+class WireClient:
+    """Blocking Kafka client for tests: build a request from plain values, get the decoded
+    kio response back. Speaks whatever (api, version) it is asked to, so tests can also send
+    what a server must refuse."""
+
+    def __init__(self, bootstrap: str, client_id: str | None = "wire-test", timeout: float = 10.0) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.client_id = client_id
+        self._ids = count(1)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> WireClient:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def frame(self, api_key: int, version: int, values: dict, correlation_id: int | None = None) -> tuple[int, bytes]:
+        cid = next(self._ids) if correlation_id is None else correlation_id
+        header = RequestHeader(api_key, version, cid, self.client_id)
+        return cid, encode_request(header, build_request(api_key, version, values))
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def read_frame(self) -> bytes:
+        (size,) = struct.unpack(">i", self._read_exactly(4))
+        return self._read_exactly(size)
+
+    def _read_exactly(self, n: int) -> bytes:
+        chunks = []
+        while n:
+            chunk = self.sock.recv(n)
+            if not chunk:
+                raise ConnectionError("server closed the connection")
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def request(self, api_key: int, version: int, values: dict) -> Any:
+        cid, data = self.frame(api_key, version, values)
+        self.send_raw(data)
+        got, response = decode_response(api_key, version, self.read_frame())
+        assert got == cid, f"correlation id {got} != {cid}"
+        return response
+
+    def closed_by_server(self, timeout: float = 5.0) -> bool:
+        """True when the server closes the connection (EOF or reset) within `timeout`."""
+        self.sock.settimeout(timeout)
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+        except socket.timeout:
+            return False

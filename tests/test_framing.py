@@ -1,0 +1,67 @@
+"""Size-prefixed framing and request headers, without sockets."""
+
+import struct
+
+import pytest
+
+from protocol import codec
+from protocol.codec import MalformedRequest, RequestHeader
+from protocol.framing import FrameReader, FrameTooLarge
+
+
+def framed(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def test_frames_split_across_and_within_reads():
+    reader = FrameReader(1024)
+    data = framed(b"abc") + framed(b"") + framed(b"hello")
+    assert reader.feed(data[:2]) == []
+    assert reader.feed(data[2:13]) == [b"abc", b""]  # 7 + 4 bytes, then 2 of the third prefix
+    assert reader.pending == 2
+    assert reader.feed(data[13:]) == [b"hello"]
+    assert reader.pending == 0
+
+
+def test_frame_over_limit_is_refused_before_it_is_read():
+    with pytest.raises(FrameTooLarge):
+        FrameReader(100).feed(struct.pack(">i", 101))
+    with pytest.raises(FrameTooLarge):
+        FrameReader(100).feed(struct.pack(">i", -1))
+
+
+def test_header_v1_and_v2():
+    frame = struct.pack(">hhih", 3, 8, 42, 3) + b"cid" + b"body"
+    header, offset = codec.parse_header(frame, flexible=False)
+    assert header == RequestHeader(3, 8, 42, "cid") and frame[offset:] == b"body"
+    # v2: a tag buffer with one (unknown) tagged field follows the client id
+    frame = struct.pack(">hhih", 3, 12, 43, -1) + bytes([1, 5, 2, 0xAA, 0xBB]) + b"body"
+    header, offset = codec.parse_header(frame, flexible=True)
+    assert header.client_id is None and frame[offset:] == b"body"
+
+
+@pytest.mark.parametrize("frame", [
+    b"\x00\x03",                                              # shorter than a header
+    struct.pack(">hhih", 3, 1, 1, 10) + b"abc",               # client id runs past the end
+    struct.pack(">hhih", 3, 9, 1, 0) + bytes([1, 0x80]),      # tag buffer with a broken varint
+    struct.pack(">hhih", 3, 9, 1, 0) + bytes([1, 1, 9, 0]),   # tagged field longer than the frame
+])
+def test_malformed_headers_raise(frame):
+    with pytest.raises(MalformedRequest):
+        codec.peek_header(frame)
+        codec.parse_header(frame, flexible=True)
+
+
+def test_truncated_body_raises():
+    header = struct.pack(">hhih", 3, 1, 1, 0)
+    body = struct.pack(">i", 2) + struct.pack(">h", 5) + b"ab"  # array of 2 topics, first cut short
+    with pytest.raises(MalformedRequest):
+        codec.decode_request(3, 1, header + body, len(header))
+
+
+def test_build_ignores_fields_of_other_versions_and_requires_the_rest():
+    old = codec.build_response(10, 0, {"error_code": 0, "error_message": "x", "node_id": 1,
+                                      "host": "h", "port": 1, "coordinators": []})
+    assert old.node_id == 1 and not hasattr(old, "error_message")
+    with pytest.raises(KeyError, match="node_id"):
+        codec.build_response(10, 0, {"error_code": 0, "host": "h", "port": 1})
