@@ -139,3 +139,21 @@ class WireClient:
             return True
         except socket.timeout:
             return False
+
+
+def established_peers(port: int) -> set[int]:
+    """Client ports of the ESTABLISHED TCP connections to 127.0.0.1:`port`, from /proc: a client
+    stuck in a reconnect loop shows up as a changing set."""
+    peers = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for row in rows:
+            fields = row.split()
+            local, remote, state = fields[1], fields[2], fields[3]
+            if state == "01" and int(local.rsplit(":", 1)[1], 16) == port:
+                peers.add(int(remote.rsplit(":", 1)[1], 16))
+    return peers
