@@ -10,6 +10,7 @@ from typing import Any
 
 from storage.catalog import Topic, TopicCatalog, load_cluster_id
 
+from .runtime import GroupCoordinator
 from .settings import Settings
 
 log = logging.getLogger("groupd")
@@ -25,6 +26,7 @@ class Node:
         self.catalog = TopicCatalog(settings.data_dir)
         for name, partitions in settings.topics.items():
             self._declare(name, partitions)
+        self.groups = GroupCoordinator(settings)
         self._held: dict[asyncio.TimerHandle, tuple[asyncio.Future, Any]] = {}
         self.closing = False
 
@@ -72,6 +74,7 @@ class Node:
     def release_all(self) -> None:
         """Shutdown: answer every held request now."""
         self.closing = True
+        self.groups.close()
         for handle, (fut, reply) in list(self._held.items()):
             handle.cancel()
             self._release(fut, reply)

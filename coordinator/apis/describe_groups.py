@@ -1,0 +1,36 @@
+"""DescribeGroups (15), v0–v6.
+
+v1 adds throttle time; v2 nothing on the wire; v3 authorized operations (when asked for: every
+operation on a group, READ, DELETE and DESCRIBE, since groupd has no ACLs; otherwise Kafka's
+"omitted" value); v4 the members' group.instance.id; v5 is flexible; v6 answers an unknown group
+GROUP_ID_NOT_FOUND with a message (KIP-1043) instead of an empty "Dead" group.
+"""
+
+from __future__ import annotations
+
+from protocol import ErrorCode
+from protocol.apis import ApiKey
+from protocol.codec import build_response
+
+from . import Request
+
+OMITTED = -(2**31)
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)  # READ, DELETE, DESCRIBE
+
+
+def handle(node, request: Request):
+    body, version = request.body, request.version
+    operations = GROUP_OPERATIONS if getattr(body, "include_authorized_operations", False) else OMITTED
+    groups = []
+    for group_id in body.groups:
+        described = node.groups.describe(group_id)
+        if described is None:
+            missing = version >= 6
+            groups.append({"error_code": ErrorCode.group_id_not_found if missing else ErrorCode.none,
+                           "error_message": f"Group {group_id} not found." if missing else None,
+                           "group_id": group_id, "group_state": "Dead", "protocol_type": "",
+                           "protocol_data": "", "members": [], "authorized_operations": OMITTED})
+        else:
+            groups.append({**described, "error_code": ErrorCode.none, "error_message": None,
+                           "authorized_operations": operations})
+    return build_response(ApiKey.DESCRIBE_GROUPS, version, {"groups": groups})

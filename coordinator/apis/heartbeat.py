@@ -1,0 +1,27 @@
+"""Heartbeat (12), v0–v4.
+
+v1 adds throttle time; v2 nothing on the wire; v3 static membership (group.instance.id); v4 is
+flexible. The hot path: a valid heartbeat only moves the member's session deadline.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from protocol import ErrorCode
+from protocol.apis import ApiKey
+from protocol.codec import build_response
+
+from . import Request
+
+
+@cache
+def _response(version: int, error: ErrorCode):
+    return build_response(ApiKey.HEARTBEAT, version, {"error_code": error})
+
+
+def handle(node, request: Request):
+    body = request.body
+    error = node.groups.heartbeat(body.group_id, body.generation_id, body.member_id,
+                                  getattr(body, "group_instance_id", None))
+    return _response(request.version, error)

@@ -1,0 +1,39 @@
+"""JoinGroup (11), v0–v9.
+
+v1 adds the rebalance timeout (v0: it equals the session timeout); v2 throttle time; v3 nothing
+on the wire; v4 dynamic members joining with an empty id get MEMBER_ID_REQUIRED and must re-join
+with the id they were given; v5 static membership (group.instance.id); v6 is flexible; v7 echoes
+the protocol type and makes the protocol name nullable; v8 adds a reason (logged only); v9
+SkipAssignment (KIP-814: a static leader re-joining a Stable group keeps the old assignment).
+"""
+
+from __future__ import annotations
+
+from protocol.apis import ApiKey
+from protocol.codec import build_response
+
+from ..shard import JoinRequest
+from . import Request, ms, respond
+
+
+def handle(node, request: Request):
+    body, version = request.body, request.version
+    session_ms = ms(body.session_timeout)
+    req = JoinRequest(
+        group_id=body.group_id, member_id=body.member_id,
+        group_instance_id=getattr(body, "group_instance_id", None),
+        session_timeout_ms=session_ms,
+        rebalance_timeout_ms=ms(body.rebalance_timeout) if version >= 1 else session_ms,
+        protocol_type=body.protocol_type,
+        protocols=tuple((p.name, p.metadata) for p in body.protocols),
+        version=version, client_id=request.header.client_id, client_host=request.client_host,
+        reason=getattr(body, "reason", None))
+    return respond(node.groups.join(req), lambda reply: _response(version, reply))
+
+
+def _response(version: int, reply: dict):
+    if version < 7:  # the name is not nullable before v7; from v7 an empty name is sent as null
+        reply = {**reply, "protocol_name": reply["protocol_name"] or ""}
+    elif reply["protocol_name"] == "":
+        reply = {**reply, "protocol_name": None}
+    return build_response(ApiKey.JOIN_GROUP, version, reply)

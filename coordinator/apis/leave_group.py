@@ -1,0 +1,34 @@
+"""LeaveGroup (13), v0–v5.
+
+v1 adds throttle time; v2 nothing on the wire; v3 batches members (identities with member id and
+group.instance.id; an empty member id with an instance id removes that static member, as
+`kafka-consumer-groups --delete-members` does); v4 is flexible; v5 adds a reason per member.
+v0–v2 carry one member id and answer with a single top-level error.
+"""
+
+from __future__ import annotations
+
+from protocol import ErrorCode
+from protocol.apis import ApiKey
+from protocol.codec import build_response
+
+from . import Request, respond
+
+
+def handle(node, request: Request):
+    body, version = request.body, request.version
+    if version >= 3:
+        identities = [(m.member_id, m.group_instance_id) for m in body.members]
+    else:
+        identities = [(body.member_id, None)]
+    return respond(node.groups.leave(body.group_id, identities), lambda reply: _response(version, reply))
+
+
+def _response(version: int, reply: dict):
+    error, members = reply["error_code"], reply["members"]
+    if version < 3:
+        if error is ErrorCode.none and members:
+            error = members[0][2]
+        return build_response(ApiKey.LEAVE_GROUP, version, {"error_code": error})
+    return build_response(ApiKey.LEAVE_GROUP, version, {"error_code": error, "members": [
+        {"member_id": m, "group_instance_id": i, "error_code": e} for m, i, e in members]})

@@ -1,0 +1,25 @@
+"""ListGroups (16), v0–v5.
+
+v1 adds throttle time; v2 nothing on the wire; v3 is flexible; v4 a states filter and each
+group's state; v5 a types filter and each group's type (classic groups are "classic").
+Filters compare case-insensitively after trimming; an unknown value matches nothing.
+"""
+
+from __future__ import annotations
+
+from protocol import ErrorCode
+from protocol.apis import ApiKey
+from protocol.codec import build_response
+
+from . import Request
+
+
+def handle(node, request: Request):
+    body = request.body
+    states = {s.strip().lower() for s in getattr(body, "states_filter", ())}
+    types = {t.strip().lower() for t in getattr(body, "types_filter", ())}
+    groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
+               "group_state": g.state.value, "group_type": "classic"}
+              for g in node.groups.list_groups()
+              if (not states or g.state.value.lower() in states) and (not types or "classic" in types)]
+    return build_response(ApiKey.LIST_GROUPS, request.version, {"error_code": ErrorCode.none, "groups": groups})

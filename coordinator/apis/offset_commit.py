@@ -1,0 +1,46 @@
+"""OffsetCommit (8), v2–v9 (Kafka 4 removed v0–v1).
+
+v2–v4 carry a retention time (-1 = the broker's; otherwise the offset gets an expire timestamp
+and is written as OffsetCommitValue v1); v3 adds throttle time; v5 drops the retention time;
+v6 adds the committed leader epoch; v7 static membership (group.instance.id); v8 is flexible;
+v9 answers a commit with a generation for a group that does not exist with GROUP_ID_NOT_FOUND
+instead of ILLEGAL_GENERATION. v10 (topic ids) is not advertised.
+
+Topics and partitions that do not exist are answered UNKNOWN_TOPIC_OR_PARTITION here; the rest
+go to the group's shard, and the reply leaves once their records are durable.
+"""
+
+from __future__ import annotations
+
+from protocol import ErrorCode
+from protocol.apis import ApiKey
+from protocol.codec import build_response
+
+from . import Request, ms, respond
+
+
+def handle(node, request: Request):
+    body, version = request.body, request.version
+    unknown: dict[tuple[str, int], ErrorCode] = {}
+    offsets = []
+    for t in body.topics:
+        topic = node.catalog.get(t.name)
+        for p in t.partitions:
+            if topic is None or not 0 <= p.partition_index < topic.partitions:
+                unknown[(t.name, p.partition_index)] = ErrorCode.unknown_topic_or_partition
+            else:
+                offsets.append((t.name, p.partition_index, p.committed_offset,
+                                getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
+    retention_ms = ms(body.retention_time) if 2 <= version <= 4 else -1
+    order = [(t.name, [p.partition_index for p in t.partitions]) for t in body.topics]
+    if not offsets:
+        return _response(version, order, unknown)
+    result = node.groups.commit(body.group_id, body.generation_id_or_member_epoch, body.member_id,
+                                getattr(body, "group_instance_id", None), retention_ms, offsets, version)
+    return respond(result, lambda errors: _response(version, order, {**unknown, **errors}))
+
+
+def _response(version: int, order, errors: dict):
+    return build_response(ApiKey.OFFSET_COMMIT, version, {"topics": [
+        {"name": name, "partitions": [{"partition_index": p, "error_code": errors[(name, p)]} for p in parts]}
+        for name, parts in order]})

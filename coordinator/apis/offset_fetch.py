@@ -1,0 +1,60 @@
+"""OffsetFetch (9), v1–v9 (Kafka 4 removed v0).
+
+v1 has no top-level error: group-level errors go into every partition entry; v2 makes the topic
+list nullable (null = every committed offset) and adds a top-level error; v3 throttle time;
+v5 the committed leader epoch; v6 is flexible; v7 RequireStable (read after in-flight commits);
+v8 batches several groups (each answered on its own, in request order); v9 member id and epoch
+(ignored for classic groups). v10 (topic ids) is not advertised.
+
+Nothing committed → offset -1, leader epoch -1, metadata "", error 0; an unknown group is not an
+error. Topic existence is not checked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from protocol import ErrorCode
+from protocol.apis import ApiKey
+from protocol.codec import build_response
+
+from . import Request, respond
+
+
+def _topics(rows) -> list[dict]:
+    by_topic: dict[str, list[dict]] = {}
+    for topic, partition, value in rows:
+        by_topic.setdefault(topic, []).append({
+            "partition_index": partition,
+            "committed_offset": value.offset if value else -1,
+            "committed_leader_epoch": value.leader_epoch if value else -1,
+            "metadata": value.metadata if value else "",
+            "error_code": ErrorCode.none})
+    return [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+
+
+def _fetch(node, group_id: str, topics, require_stable: bool):
+    wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+    return node.groups.fetch_offsets(group_id, wanted, require_stable)
+
+
+def handle(node, request: Request):
+    body, version = request.body, request.version
+    require_stable = getattr(body, "require_stable", False)
+    if version >= 8:
+        results = [_fetch(node, g.group_id, g.topics, require_stable) for g in body.groups]
+        ids = [g.group_id for g in body.groups]
+        pending = [r for r in results if isinstance(r, asyncio.Future)]
+
+        def make(_=None):
+            rows = [r.result() if isinstance(r, asyncio.Future) else r for r in results]
+            return build_response(ApiKey.OFFSET_FETCH, version, {"groups": [
+                {"group_id": gid, "topics": _topics(r), "error_code": ErrorCode.none}
+                for gid, r in zip(ids, rows)]})
+
+        if not pending:
+            return make()
+        return respond(asyncio.gather(*pending), make)
+    return respond(_fetch(node, body.group_id, body.topics, require_stable),
+                   lambda rows: build_response(ApiKey.OFFSET_FETCH, version,
+                                               {"topics": _topics(rows), "error_code": ErrorCode.none}))

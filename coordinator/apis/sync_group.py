@@ -1,0 +1,35 @@
+"""SyncGroup (14), v0–v5.
+
+v1 adds throttle time; v2 nothing on the wire; v3 static membership (group.instance.id); v4 is
+flexible; v5 carries protocol type and name both ways (a v5 request without them is refused
+with INCONSISTENT_GROUP_PROTOCOL, as Kafka's request layer does).
+
+No SyncGroup reply of a generation, the leader's or the followers', leaves before the leader's
+assignment is durable.
+"""
+
+from __future__ import annotations
+
+from protocol import ErrorCode
+from protocol.apis import ApiKey
+from protocol.codec import build_response
+
+from ..shard import sync_reply
+from . import Request, respond
+
+
+def handle(node, request: Request):
+    body, version = request.body, request.version
+    protocol_type = getattr(body, "protocol_type", None)
+    protocol_name = getattr(body, "protocol_name", None)
+    if version >= 5 and (protocol_type is None or protocol_name is None):
+        return _response(version, sync_reply(ErrorCode.inconsistent_group_protocol))
+    assignments = {a.member_id: a.assignment for a in body.assignments}
+    result = node.groups.sync(body.group_id, body.generation_id, body.member_id,
+                              getattr(body, "group_instance_id", None), protocol_type, protocol_name,
+                              assignments)
+    return respond(result, lambda reply: _response(version, reply))
+
+
+def _response(version: int, reply: dict):
+    return build_response(ApiKey.SYNC_GROUP, version, reply)

@@ -1,0 +1,244 @@
+"""The records of `__consumer_offsets`, byte-identical to Kafka's (spec §12.2–12.5).
+
+key   = int16 record type + key struct   (0/1 OffsetCommitKey, 2 GroupMetadataKey)
+value = int16 version + value struct, or None for a tombstone
+
+Writers use OffsetCommitKey type 1, OffsetCommitValue v3 (v1 when the commit carried an expire
+timestamp) and GroupMetadataValue v3, as Kafka 4 does; readers accept every version (0–4; v4 is
+flexible). Other key types (KIP-848 and share groups) are reported as unknown so loaders can skip
+them with a warning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from typing import Union
+
+OFFSET_COMMIT_KEY_TYPE = 1
+GROUP_METADATA_KEY_TYPE = 2
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OffsetCommitKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OffsetCommitValue:
+    offset: int
+    leader_epoch: int  # -1 = none
+    metadata: str
+    commit_timestamp: int
+    expire_timestamp: int = -1  # -1 = none; only v1 carries it
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupMetadataKey:
+    group: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MemberMetadata:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout: int
+    session_timeout: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupMetadataValue:
+    protocol_type: str  # "" = none
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp: int  # -1 = unknown
+    members: tuple[MemberMetadata, ...]
+
+
+Key = Union[OffsetCommitKey, GroupMetadataKey]
+Value = Union[OffsetCommitValue, GroupMetadataValue, None]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Record:
+    key: Key
+    value: Value  # None = tombstone
+
+
+class UnknownRecordType(Exception):
+    def __init__(self, key_type: int) -> None:
+        super().__init__(f"unknown record key type {key_type}")
+        self.key_type = key_type
+
+
+class CorruptRecord(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+def _str(s: str) -> bytes:
+    b = s.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+def _nstr(s: str | None) -> bytes:
+    return b"\xff\xff" if s is None else _str(s)
+
+
+def _bytes(b: bytes) -> bytes:
+    return struct.pack(">i", len(b)) + b
+
+
+def encode_key(key: Key) -> bytes:
+    if isinstance(key, OffsetCommitKey):
+        return (struct.pack(">h", OFFSET_COMMIT_KEY_TYPE) + _str(key.group) + _str(key.topic)
+                + struct.pack(">i", key.partition))
+    return struct.pack(">h", GROUP_METADATA_KEY_TYPE) + _str(key.group)
+
+
+def encode_value(value: Value) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, OffsetCommitValue):
+        if value.expire_timestamp != -1:  # v1: offset, metadata, commit ts, expire ts
+            return (struct.pack(">hq", 1, value.offset) + _str(value.metadata)
+                    + struct.pack(">qq", value.commit_timestamp, value.expire_timestamp))
+        return (struct.pack(">hqi", 3, value.offset, value.leader_epoch) + _str(value.metadata)
+                + struct.pack(">q", value.commit_timestamp))
+    parts = [struct.pack(">h", 3), _str(value.protocol_type), struct.pack(">i", value.generation),
+             _nstr(value.protocol), _nstr(value.leader), struct.pack(">q", value.current_state_timestamp),
+             struct.pack(">i", len(value.members))]
+    for m in value.members:
+        parts += [_str(m.member_id), _nstr(m.group_instance_id), _str(m.client_id), _str(m.client_host),
+                  struct.pack(">ii", m.rebalance_timeout, m.session_timeout), _bytes(m.subscription),
+                  _bytes(m.assignment)]
+    return b"".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading (every version)
+
+
+class _Reader:
+    __slots__ = ("buf", "pos", "flexible")
+
+    def __init__(self, buf: bytes, pos: int = 0, flexible: bool = False) -> None:
+        self.buf, self.pos, self.flexible = buf, pos, flexible
+
+    def _take(self, fmt: str):
+        try:
+            (v,) = struct.unpack_from(fmt, self.buf, self.pos)
+        except struct.error:
+            raise CorruptRecord("record ends early") from None
+        self.pos += struct.calcsize(fmt)
+        return v
+
+    def i16(self) -> int:
+        return self._take(">h")
+
+    def i32(self) -> int:
+        return self._take(">i")
+
+    def i64(self) -> int:
+        return self._take(">q")
+
+    def uvarint(self) -> int:
+        value = shift = 0
+        while True:
+            b = self._take(">B")
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return value
+            shift += 7
+
+    def _length(self, wide: str) -> int:
+        return self.uvarint() - 1 if self.flexible else self._take(wide)
+
+    def raw(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.buf):
+            raise CorruptRecord("field runs past the end of the record")
+        b = self.buf[self.pos : self.pos + n]
+        self.pos += n
+        return b
+
+    def nstr(self) -> str | None:
+        n = self._length(">h")
+        return None if n < 0 else self.raw(n).decode()
+
+    def str(self) -> str:
+        s = self.nstr()
+        if s is None:
+            raise CorruptRecord("null in a non-nullable string")
+        return s
+
+    def bytes(self) -> bytes:
+        n = self._length(">i")
+        return b"" if n < 0 else self.raw(n)
+
+    def array_len(self) -> int:
+        return self._length(">i")
+
+    def tags(self) -> None:
+        if self.flexible:
+            for _ in range(self.uvarint()):
+                self.uvarint()
+                self.raw(self.uvarint())
+
+
+def decode_key(data: bytes) -> Key:
+    r = _Reader(data)
+    key_type = r.i16()
+    if key_type in (0, 1):
+        return OffsetCommitKey(r.str(), r.str(), r.i32())
+    if key_type == GROUP_METADATA_KEY_TYPE:
+        return GroupMetadataKey(r.str())
+    raise UnknownRecordType(key_type)
+
+
+def decode_value(key: Key, data: bytes | None) -> Value:
+    if data is None:
+        return None
+    r = _Reader(data)
+    version = r.i16()
+    if not 0 <= version <= 4:
+        raise CorruptRecord(f"unknown value version {version}")
+    r.flexible = version >= 4
+    if isinstance(key, OffsetCommitKey):
+        offset = r.i64()
+        epoch = r.i32() if version >= 3 else -1
+        metadata = r.str()
+        commit_ts = r.i64()
+        expire_ts = r.i64() if version == 1 else -1
+        r.tags()
+        return OffsetCommitValue(offset, epoch, metadata, commit_ts, expire_ts)
+    protocol_type, generation = r.str(), r.i32()
+    protocol, leader = r.nstr(), r.nstr()
+    state_ts = r.i64() if version >= 2 else -1
+    members = []
+    for _ in range(max(r.array_len(), 0)):
+        member_id = r.str()
+        instance_id = r.nstr() if version >= 3 else None
+        client_id, client_host = r.str(), r.str()
+        rebalance_timeout = r.i32() if version >= 1 else -1
+        session_timeout = r.i32()
+        subscription, assignment = r.bytes(), r.bytes()
+        r.tags()
+        members.append(MemberMetadata(member_id, instance_id, client_id, client_host, rebalance_timeout,
+                                      session_timeout, subscription, assignment))
+    r.tags()
+    return GroupMetadataValue(protocol_type, generation, protocol, leader, state_ts, tuple(members))
+
+
+def decode(key: bytes, value: bytes | None) -> Record:
+    k = decode_key(key)
+    return Record(k, decode_value(k, value))
