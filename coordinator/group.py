@@ -191,7 +191,7 @@ class ClassicGroup:
 
     def supports_protocols(self, protocol_type: str, protocols) -> bool:
         """The protocol check of JoinGroup (spec §3.5 step 2)."""
-        if not self.members:  # an Empty group takes any non-empty type and protocol list
+        if self.state is EMPTY:  # an Empty group takes any non-empty type and protocol list
             return bool(protocol_type) and bool(protocols)
         n = len(self.members)
         return protocol_type == self.protocol_type and any(

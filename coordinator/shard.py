@@ -189,8 +189,10 @@ class GroupShard:
             self._join_known_member(out, group, req, ticket, now)
 
         if created and not out.records:
-            # a new group is written at once so that it exists in the log (Kafka 4 does this)
-            out.records.append(Record(GroupMetadataKey(group.group_id), group.metadata_value()))
+            # a new group is written at once so that it exists in the log (Kafka 4 does this):
+            # the empty group as created, whoever this join added (spec §3.3)
+            out.records.append(Record(GroupMetadataKey(group.group_id), GroupMetadataValue(
+                "", 0, None, None, group.state_timestamp if group.state_timestamp is not None else -1, ())))
             out.after_write = lambda error, at: self._new_group_written(group, ticket, error)
         return out
 
@@ -200,6 +202,7 @@ class GroupShard:
             return out
         for member in list(group.members.values()):  # the group never became durable
             if member.awaiting_join is ticket:
+                group.set_awaiting_join(member, None)  # answered with the write error, not as removed
                 self._remove_member(out, group, member.member_id)
                 out.released.append((ticket, join_reply(error, "")))
         if not group.members and self.groups.get(group.group_id) is group and group.group_id not in self.offsets:
@@ -360,7 +363,7 @@ class GroupShard:
 
     def _prepare_rebalance(self, out: Outcome, group: ClassicGroup, now: int, why: str) -> None:
         if group.is_in(COMPLETING_REBALANCE):
-            self._reset_assignments_with_error(out, group, E.rebalance_in_progress)
+            self._reset_assignments_with_error(out, group, E.rebalance_in_progress, now)
         group.sync_deadline = None
         group.pending_sync.clear()
         initial = group.is_in(EMPTY)
@@ -426,18 +429,25 @@ class GroupShard:
         log.info("join phase completed group=%s generation=%d protocol=%s leader=%s members=%d",
                  group.group_id, group.generation, group.protocol_name, group.leader_id, len(group.members))
 
-    def _reset_assignments_with_error(self, out: Outcome, group: ClassicGroup, error: ErrorCode) -> None:
+    def _reset_assignments_with_error(self, out: Outcome, group: ClassicGroup, error: ErrorCode, now: int) -> None:
         for member in group.members.values():
             member.assignment = b""
             if member.awaiting_sync is not None:
                 out.released.append((member.awaiting_sync, sync_reply(error)))
                 member.awaiting_sync = None
+                self._arm_session(out, group, member, now, member.session_timeout_ms)
 
     def _remove_member(self, out: Outcome, group: ClassicGroup, member_id: str) -> Member | None:
         member = group.remove(member_id)
-        if member is not None and member.awaiting_join is not None:
-            out.released.append((member.awaiting_join, join_reply(E.unknown_member_id, "")))
-            member.awaiting_join = None
+        if member is not None:
+            # Kafka leaves a removed member's parked SyncGroup unanswered; a reply that never
+            # comes would hold back every later reply on that connection, so it is answered
+            if member.awaiting_join is not None:
+                out.released.append((member.awaiting_join, join_reply(E.unknown_member_id, "")))
+                member.awaiting_join = None
+            if member.awaiting_sync is not None:
+                out.released.append((member.awaiting_sync, sync_reply(E.unknown_member_id)))
+                member.awaiting_sync = None
         return member
 
     def _validate_member(self, group: ClassicGroup, member_id: str, instance_id: str | None) -> ErrorCode | None:
@@ -570,6 +580,9 @@ class GroupShard:
             group.pending_sync.discard(member_id)
             out.reply = sync_reply(E.none, group.protocol_type, group.protocol_name, member.assignment)
         else:  # CompletingRebalance: park until the leader's assignment is durable
+            if member.awaiting_sync is not None and member.awaiting_sync is not ticket:
+                # a retried SyncGroup supersedes the parked one, which its client has given up on
+                out.released.append((member.awaiting_sync, sync_reply(E.rebalance_in_progress)))
             member.awaiting_sync = ticket
             group.pending_sync.discard(member_id)
             if not group.pending_sync:
@@ -587,7 +600,7 @@ class GroupShard:
         if error is not None:
             log.warning("assignment write failed group=%s generation=%d error=%s", group.group_id,
                         generation, error.name)
-            self._reset_assignments_with_error(out, group, error)
+            self._reset_assignments_with_error(out, group, error, now)
             self._prepare_rebalance(out, group, now, f"assignment could not be written ({error.name})")
             return out
         for member in group.members.values():  # apply() has stored the assignments

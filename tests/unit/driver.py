@@ -1,0 +1,295 @@
+"""A fake clock and a test driver around one `GroupShard`: it carries out every `Outcome` exactly
+as `GroupCoordinator.run/_written` does (released replies first, timers armed, records appended,
+then applied, then `after_write`, then the reply), with time and write failures under the test's
+control. No sockets, no sleeps, no event loop.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from coordinator.group import EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup
+from coordinator.shard import GroupSettings, GroupShard, JoinRequest, Outcome
+from protocol import ErrorCode
+from storage.records import Record
+
+E = ErrorCode
+START = 1_000_000  # the fake wall clock starts here, so timestamps are never 0 by accident
+
+
+class FakeClock:
+    def __init__(self, now: int = START) -> None:
+        self.now = now
+
+
+class Driver:
+    """Runs shard operations at `clock.now`. Every reply, immediate or released later, lands in
+    `replies[ticket]` (first answer wins, as a resolved future would); `answers` keeps every
+    delivery in order, duplicates included."""
+
+    def __init__(self, settings: GroupSettings | None = None, clock: FakeClock | None = None) -> None:
+        self.settings = settings or GroupSettings()
+        self.clock = clock or FakeClock()
+        self._ids = itertools.count(1)
+        self.shard = self.new_shard()
+        self.replies: dict[Any, Any] = {}
+        self.answers: list[tuple[Any, Any]] = []
+        self.timers: dict[tuple, int] = {}  # armed timers: key → deadline (one per key)
+        self._armed_order: dict[tuple, int] = {}
+        self._seq = itertools.count()
+        self.written: list[Record] = []  # every record durably written, in log order
+        self._fail_next: ErrorCode | None = None
+        self.holding = False
+        self._held: list[tuple[Outcome, Any]] = []
+        self._tickets: set = set()
+        self._internal = itertools.count()
+
+    def new_shard(self) -> GroupShard:
+        return GroupShard(0, self.settings, lambda prefix: f"{prefix}-{next(self._ids)}")
+
+    @property
+    def now(self) -> int:
+        return self.clock.now
+
+    def group(self, group_id: str = "g") -> ClassicGroup:
+        return self.shard.groups[group_id]
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    def fail_next_write(self, error: ErrorCode) -> None:
+        """The next append fails with `error` (already mapped, as the runtime hands it over)."""
+        self._fail_next = error
+
+    def hold_writes(self) -> None:
+        """Appends stay in flight until `finish_writes`."""
+        self.holding = True
+
+    def finish_writes(self, error: ErrorCode | None = None) -> None:
+        """Complete every held append, in order, with success or `error`."""
+        self.holding = False
+        held, self._held = self._held, []
+        for out, ticket in held:
+            self._written(out, ticket, error)
+
+    @property
+    def writes_in_flight(self) -> int:
+        return len(self._held)
+
+    # -- the runtime's run/_written, replicated -------------------------------------------------
+
+    def _run(self, out: Outcome, ticket: Any) -> None:
+        for parked, reply in out.released:
+            self._resolve(parked, reply)
+        for key, deadline in out.timers:
+            self._arm(key, deadline)
+        if out.records:
+            if self.holding:
+                self._held.append((out, ticket))
+                return
+            error, self._fail_next = self._fail_next, None
+            self._written(out, ticket, error)
+            return
+        if out.reply is not None:
+            self._resolve(ticket, out.reply)
+
+    def _written(self, out: Outcome, ticket: Any, error: ErrorCode | None) -> None:
+        if error is None:
+            self.written.extend(out.records)
+            for record in out.records:
+                self.shard.apply(record)
+        if out.after_write is not None:
+            self._run(out.after_write(error, self.clock.now), ticket)
+        if out.reply is not None:
+            self._resolve(ticket, out.reply)
+
+    def _resolve(self, ticket: Any, reply: Any) -> None:
+        self.answers.append((ticket, reply))
+        self.replies.setdefault(ticket, reply)
+
+    def _op(self, ticket: Any, operation) -> Any:
+        if ticket is None:
+            ticket = ("internal", next(self._internal))
+        assert ticket not in self._tickets, f"ticket {ticket!r} used twice"
+        self._tickets.add(ticket)
+        self._run(operation(ticket), ticket)
+        return self.replies.get(ticket)
+
+    def answers_to(self, ticket: Any) -> list:
+        return [reply for t, reply in self.answers if t == ticket]
+
+    # -- timers ---------------------------------------------------------------------------------
+
+    def _arm(self, key: tuple, deadline: int) -> None:
+        armed = self.timers.get(key)
+        if armed is not None and armed <= deadline:
+            return  # the earlier timer fires first; the shard re-arms it for the later deadline
+        self.timers[key] = deadline
+        self._armed_order[key] = next(self._seq)
+
+    def advance(self, ms: int) -> None:
+        """Move the clock by `ms`, firing every timer that falls due, in deadline order, each at
+        its own deadline."""
+        target = self.clock.now + ms
+        while True:
+            due = [(deadline, self._armed_order[key], key) for key, deadline in self.timers.items()
+                   if deadline <= target]
+            if not due:
+                break
+            deadline, _, key = min(due)
+            del self.timers[key]
+            self.clock.now = max(self.clock.now, deadline)
+            self._run(self.shard.on_timer(key, self.clock.now), ("timer", next(self._internal)))
+        self.clock.now = target
+
+    def advance_until(self, condition, limit_ms: int = 3_600_000) -> None:
+        """Fire timers one deadline at a time until `condition()` holds."""
+        end = self.clock.now + limit_ms
+        while not condition():
+            assert self.timers, "nothing armed and the condition does not hold"
+            step = min(self.timers.values()) - self.clock.now
+            assert self.clock.now + step <= end, "condition did not hold within the limit"
+            self.advance(max(step, 0))
+
+    # -- operations -----------------------------------------------------------------------------
+
+    def join(self, group_id: str, member_id: str = "", *, ticket: Any, instance_id: str | None = None,
+             version: int = 9, session_timeout_ms: int = 10_000, rebalance_timeout_ms: int = 20_000,
+             protocol_type: str = "consumer", protocols=(("range", b"range-meta"),), client_id: str = "client",
+             client_host: str = "/127.0.0.1", reason: str | None = None) -> dict | None:
+        req = JoinRequest(group_id, member_id, instance_id, session_timeout_ms, rebalance_timeout_ms,
+                          protocol_type, tuple(protocols), version, client_id, client_host, reason)
+        return self._op(ticket, lambda t: self.shard.join(req, t, self.clock.now))
+
+    def sync(self, group_id: str, member_id: str, generation: int, *, ticket: Any,
+             instance_id: str | None = None, assignments: dict[str, bytes] | None = None,
+             protocol_type: str | None = None, protocol_name: str | None = None) -> dict | None:
+        return self._op(ticket, lambda t: self.shard.sync(
+            group_id, generation, member_id, instance_id, protocol_type, protocol_name, assignments or {}, t,
+            self.clock.now))
+
+    def heartbeat(self, group_id: str, member_id: str, generation: int, instance_id: str | None = None) -> ErrorCode:
+        return self.shard.heartbeat(group_id, generation, member_id, instance_id, self.clock.now)
+
+    def leave(self, group_id: str, *identities) -> dict | None:
+        """Identities are member ids or (member id, instance id) pairs."""
+        ids = [(i, None) if isinstance(i, str) else tuple(i) for i in identities]
+        return self._op(None, lambda t: self.shard.leave(group_id, ids, self.clock.now))
+
+    def commit(self, group_id: str, offsets, *, generation: int = -1, member_id: str = "",
+               instance_id: str | None = None, retention_ms: int = -1, version: int = 9) -> dict | None:
+        """Offsets are (topic, partition, offset[, leader epoch[, metadata]])."""
+        rows = [tuple(o) + (-1, None)[len(o) - 3:] for o in offsets]
+        return self._op(None, lambda t: self.shard.commit(
+            group_id, generation, member_id, instance_id, retention_ms, rows, version, self.clock.now))
+
+    def fetch(self, group_id: str, topics=None):
+        return self.shard.fetch_offsets(group_id, topics)
+
+    def describe(self, group_id: str) -> dict | None:
+        return self.shard.describe(group_id)
+
+    def delete_group(self, group_id: str) -> ErrorCode | None:
+        return self._op(None, lambda t: self.shard.delete_group(group_id))
+
+    def delete_offsets(self, group_id: str, topics) -> dict | None:
+        return self._op(None, lambda t: self.shard.delete_offsets(group_id, topics))
+
+    # -- re-apply and compare -------------------------------------------------------------------
+
+    def replay(self) -> GroupShard:
+        """A fresh shard loaded from every record written so far."""
+        fresh = self.new_shard()
+        fresh.active = False
+        for record in self.written:
+            fresh.apply(record)
+        fresh.on_loaded(self.clock.now)
+        return fresh
+
+    def assert_replay_matches(self) -> None:
+        """The log alone rebuilds what the live shard holds durably: every Stable or Empty group
+        on its durable fields, and every committed offset."""
+        fresh = self.replay()
+        assert set(fresh.groups) <= set(self.shard.groups), "the log holds a group the shard has not"
+        for group_id, live in self.shard.groups.items():
+            if live.state not in (STABLE, EMPTY):
+                continue
+            assert group_id in fresh.groups, f"group {group_id} is not in the log"
+            assert durable(fresh.groups[group_id]) == durable(live), f"group {group_id} differs after replay"
+        assert fresh.offsets == self.shard.offsets
+
+
+def durable(group: ClassicGroup) -> dict:
+    return {"state": group.state, "generation": group.generation, "protocol_type": group.protocol_type,
+            "protocol_name": group.protocol_name, "leader": group.leader_id,
+            "members": {m.member_id: (m.group_instance_id, m.assignment) for m in group.members.values()}}
+
+
+# -- scenario builders ------------------------------------------------------------------------------
+
+def new_member(d: Driver, group_id: str, name: str, *, ticket: Any = None, **join) -> str:
+    """A dynamic v4+ member joins with an empty id, is told MEMBER_ID_REQUIRED and re-joins with
+    the id it was given; that second join is parked under `ticket` (default "join-<name>")."""
+    ticket = ticket or f"join-{name}"
+    first = d.join(group_id, ticket=f"{ticket}:member-id", client_id=name, **join)
+    assert first["error_code"] == E.member_id_required, first
+    d.join(group_id, first["member_id"], ticket=ticket, client_id=name, **join)
+    return first["member_id"]
+
+
+def static_member(d: Driver, group_id: str, name: str, *, ticket: Any = None, **join) -> str:
+    """A static member (instance id "<name>-instance") joins with an empty id; parked under `ticket`."""
+    instance = f"{name}-instance"
+    d.join(group_id, ticket=ticket or f"join-{name}", client_id=name, instance_id=instance, **join)
+    return d.group(group_id).static_members[instance]
+
+
+def assignment_of(name: str) -> bytes:
+    return f"assignment-of-{name}".encode()
+
+
+def completing_group(d: Driver, group_id: str = "g", names=("a", "b"), *, static: bool = False,
+                     **join) -> dict[str, str]:
+    """Members join an Empty group together; the initial delay runs out → CompletingRebalance,
+    generation 1, join replies released (tickets "join-<name>"). Returns name → member id."""
+    add = static_member if static else new_member
+    ids = {name: add(d, group_id, name, **join) for name in names}
+    d.advance_until(lambda: d.group(group_id).state is not PREPARING_REBALANCE)
+    return ids
+
+
+def stable_group(d: Driver, group_id: str = "g", names=("a", "b"), *, static: bool = False,
+                 **join) -> dict[str, str]:
+    """`completing_group`, then the leader and every follower send SyncGroup (tickets
+    "sync-<name>-1"); the leader gives each member `assignment_of(name)` → Stable, generation 1."""
+    ids = completing_group(d, group_id, names, static=static, **join)
+    group = d.group(group_id)
+    by_id = {member_id: name for name, member_id in ids.items()}
+    leader = by_id[group.leader_id]
+    d.sync(group_id, ids[leader], group.generation, ticket=f"sync-{leader}-1",
+           assignments={member_id: assignment_of(name) for name, member_id in ids.items()})
+    for name in names:
+        if name != leader:
+            d.sync(group_id, ids[name], group.generation, ticket=f"sync-{name}-1")
+    assert group.state is STABLE
+    return ids
+
+
+def preparing_group(d: Driver, group_id: str = "g", names=("a", "b"), **join) -> dict[str, str]:
+    """`stable_group`, then the leader (the first name) re-joins with unchanged metadata (ticket
+    "rejoin-<leader>") → PreparingRebalance at generation 1, the followers not yet re-joined."""
+    ids = stable_group(d, group_id, names, **join)
+    leader = names[0]
+    assert d.group(group_id).leader_id == ids[leader]
+    d.join(group_id, ids[leader], ticket=f"rejoin-{leader}", client_id=leader, **join)
+    assert d.group(group_id).state is PREPARING_REBALANCE
+    return ids
+
+
+def empty_group(d: Driver, group_id: str = "g", **join) -> dict[str, str]:
+    """A consumer group whose only member "a" reached generation 1 and then left → Empty,
+    generation 2."""
+    ids = stable_group(d, group_id, ("a",), **join)
+    d.leave(group_id, ids["a"])
+    assert d.group(group_id).state is EMPTY
+    return ids
