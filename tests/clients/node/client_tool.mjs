@@ -22,7 +22,7 @@ const need = k => {
 }
 // Java-style dotted keys mapped onto both libraries' option names (ms values)
 const DOTTED = { 'session.timeout.ms': 'sessionTimeout', 'heartbeat.interval.ms': 'heartbeatInterval',
-  'rebalance.timeout.ms': 'rebalanceTimeout', 'fetch.max.wait.ms': 'maxWaitTime' }
+  'rebalance.timeout.ms': 'rebalanceTimeout', 'fetch.max.wait.ms': 'maxWaitTime', 'metadata.max.age.ms': 'metadataMaxAge' }
 let requestTimeout // request.timeout.ms: KafkaJS requestTimeout; platformatic timeout + requestTimeout (30 s: a slower JoinGroup fails)
 const groupOpts = {}
 if (opts['session.ms']) groupOpts.sessionTimeout = Number(opts['session.ms'])
@@ -39,7 +39,11 @@ const require = createRequire(join(base, 'node', 'package.json'))
 
 let errors = 0, polls = 0, assignment = [], stopping = false
 const emit = obj => process.stdout.write(JSON.stringify(obj, (k, v) => typeof v === 'bigint' ? Number(v) : v) + '\n')
-const error = e => { errors++; if (process.env.CLIENT_TOOL_DEBUG) console.error(e); emit({ event: 'error', type: e?.name || e?.constructor?.name || 'Error', message: String(e?.message ?? e) }) }
+// platformatic wraps protocol errors in an AggregateError: report the inner ones too (e.g. FENCED_INSTANCE_ID)
+const describe = e => [String(e?.message ?? e), ...(e?.errors ?? []).map(describe), ...(e?.cause ? [describe(e.cause)] : []),
+  ...(e?.response?.errorCode !== undefined ? [`errorCode=${e.response.errorCode}`] : []),
+  ...(e?.apiCode !== undefined ? [`apiCode=${e.apiCode}`] : []), ...(e?.apiId ? [e.apiId] : [])].join('; ')
+const error = e => { errors++; if (process.env.CLIENT_TOOL_DEBUG) console.error(e); emit({ event: 'error', type: e?.name || e?.constructor?.name || 'Error', message: describe(e) }) }
 const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
 const names = parts => parts.map(([t, p]) => `${t}-${p}`).sort()
 

@@ -90,7 +90,8 @@ def run_confluent() -> list[str]:
     conf = {"bootstrap.servers": BOOTSTRAP, "group.id": OPTS.get("group", "client-tool"),
             "client.id": f"confluent-{MODE}", "enable.auto.commit": False, "auto.offset.reset": "earliest",
             "session.timeout.ms": session, "heartbeat.interval.ms": max(session // 10, 100),
-            "error_cb": error, **passthrough(False)}
+            "error_cb": error}
+    conf.update(passthrough(False))
     if "instance" in OPTS:
         conf["group.instance.id"] = OPTS["instance"]
     if "assignor" in OPTS:
@@ -135,7 +136,7 @@ def run_confluent() -> list[str]:
                     error(m.error())
         elif MODE == "commit":
             tp = TopicPartition(OPTS["topic"], int(OPTS["partition"]), int(OPTS["offset"]),
-                                metadata=OPTS.get("metadata"))
+                                **({"metadata": OPTS["metadata"]} if "metadata" in OPTS else {}))
             c.commit(offsets=[tp], asynchronous=False)
             emit("committed", offsets={f"{tp.topic}-{tp.partition}": {"offset": tp.offset, "metadata": tp.metadata}})
         elif MODE == "fetch":
@@ -178,7 +179,8 @@ def run_kafka_python() -> list[str]:
     session = int(OPTS.get("session.ms", 10000))
     conf = dict(bootstrap_servers=BOOTSTRAP, client_id=f"kafka-python-{MODE}", enable_auto_commit=False,
                 auto_offset_reset="earliest", group_id=OPTS.get("group"), session_timeout_ms=session,
-                heartbeat_interval_ms=max(session // 10, 100), **passthrough(True))
+                heartbeat_interval_ms=max(session // 10, 100))
+    conf.update(passthrough(True))
     if "instance" in OPTS:
         conf["group_instance_id"] = OPTS["instance"]
     assignor = _python_assignor("kafka-python")
@@ -244,7 +246,8 @@ async def run_aiokafka() -> list[str]:
     session = int(OPTS.get("session.ms", 10000))
     conf = dict(bootstrap_servers=BOOTSTRAP, client_id=f"aiokafka-{MODE}", enable_auto_commit=False,
                 auto_offset_reset="earliest", group_id=OPTS.get("group"), session_timeout_ms=session,
-                heartbeat_interval_ms=max(session // 10, 100), **passthrough(True))
+                heartbeat_interval_ms=max(session // 10, 100))
+    conf.update(passthrough(True))
     if "instance" in OPTS:
         conf["group_instance_id"] = OPTS["instance"]
     assignor = _python_assignor("aiokafka")
@@ -254,9 +257,10 @@ async def run_aiokafka() -> list[str]:
     assignment: set = set()
     await c.start()
     try:
+        topic_partitions = (await c._client.fetch_all_metadata()).partitions_for_topic
         if MODE in ("assign", "subscribe"):
             if MODE == "assign":
-                tps = [TopicPartition(OPTS["topic"], p) for p in sorted(c.partitions_for_topic(OPTS["topic"]) or [])]
+                tps = [TopicPartition(OPTS["topic"], p) for p in sorted(topic_partitions(OPTS["topic"]) or [])]
                 c.assign(tps)
                 await c.seek_to_beginning()
                 assignment.update(names(tps))
@@ -289,7 +293,7 @@ async def run_aiokafka() -> list[str]:
             emit("committed", offsets={f"{tp.topic}-{tp.partition}": {"offset": int(OPTS["offset"]),
                                                                        "metadata": OPTS.get("metadata", "")}})
         elif MODE == "fetch":
-            tps = [TopicPartition(OPTS["topic"], p) for p in sorted(c.partitions_for_topic(OPTS["topic"]) or [])]
+            tps = [TopicPartition(OPTS["topic"], p) for p in sorted(topic_partitions(OPTS["topic"]) or [])]
             out = {}
             for tp in tps:
                 committed = await c._coordinator.fetch_committed_offsets([tp])
