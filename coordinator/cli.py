@@ -24,7 +24,26 @@ def _parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="configuration commands")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     with_config(config_sub.add_parser("show", help="the effective configuration and where each value came from"))
+    logs = sub.add_parser("log", help="read the offsets log of a data directory (no server needed)")
+    logs_sub = logs.add_subparsers(dest="log_command", required=True)
+    dump = logs_sub.add_parser("dump", help="print every record, decoded, one JSON object per line")
+    dump.add_argument("--data-dir", required=True)
+    dump.add_argument("--partition", type=int)
+    verify = logs_sub.add_parser("verify", help="check every batch's CRC and report per partition")
+    verify.add_argument("--data-dir", required=True)
     return p
+
+
+def _log_command(args) -> int:
+    from storage import inspect
+
+    if args.log_command == "dump":
+        for line in inspect.dump(args.data_dir, args.partition):
+            print(line)
+        return 0
+    lines, ok = inspect.verify(args.data_dir)
+    print("\n".join(lines) if lines else "no records")
+    return 0 if ok else 1
 
 
 def _show(settings: Settings) -> None:
@@ -38,6 +57,8 @@ def _show(settings: Settings) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "log":
+        return _log_command(args)
     try:
         settings = Settings.load(args.config, overrides=args.set)
     except ConfigError as e:

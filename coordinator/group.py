@@ -95,6 +95,9 @@ class ClassicGroup:
     initial_delay: tuple[int, int] | None = None  # (delay, remaining) of the initial-delay chain
     sync_deadline: int | None = None
     sync_generation: int = -1
+    # when the current rebalance started and when its join phase completed (ms), for the log
+    rebalance_started_at: int = 0
+    join_completed_at: int = 0
 
     # -- state ---------------------------------------------------------------------------------
 

@@ -74,7 +74,6 @@ class Node:
     def release_all(self) -> None:
         """Shutdown: answer every held request now."""
         self.closing = True
-        self.groups.close()
         for handle, (fut, reply) in list(self._held.items()):
             handle.cancel()
             self._release(fut, reply)

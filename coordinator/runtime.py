@@ -9,16 +9,23 @@ key; a later deadline for the same key leaves it armed, and the shard re-arms wh
 from __future__ import annotations
 
 import asyncio
+import enum
+import logging
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from protocol import ErrorCode
 
-from storage.records import Record
+from storage.compaction import closed_bytes, compact
+from storage.log import LoadResult, PartitionLog
 
+from .log_writer import LogWriter
 from .partitioning import partition_for
-from .shard import GroupSettings, GroupShard, Outcome
+from .shard import GroupSettings, GroupShard, Outcome, join_reply, sync_reply
+
+log = logging.getLogger("groupd")
 
 
 def now_ms() -> int:
@@ -29,48 +36,24 @@ def new_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 
 
-class MemoryLog:
-    """The partition log until the durable one lands: appends complete on the next loop turn."""
-
-    def __init__(self) -> None:
-        self.records: list[Record] = []
-        self.in_flight = 0
-        self._drained: list[asyncio.Future] = []
-
-    def append(self, records: list[Record]) -> asyncio.Future:
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        self.in_flight += 1
-
-        def done() -> None:
-            self.records.extend(records)
-            self.in_flight -= 1
-            fut.set_result(None)
-            if not self.in_flight:
-                for waiter in self._drained:
-                    if not waiter.done():
-                        waiter.set_result(None)
-                self._drained.clear()
-
-        loop.call_soon(done)
-        return fut
-
-    def drained(self) -> asyncio.Future | None:
-        """None when no append is in flight, else a future for when none is."""
-        if not self.in_flight:
-            return None
-        fut = asyncio.get_running_loop().create_future()
-        self._drained.append(fut)
-        return fut
+class PartitionState(enum.Enum):
+    LOADING = "loading"
+    ACTIVE = "active"
+    FAILED = "failed"
 
 
 class GroupCoordinator:
     def __init__(self, settings) -> None:
+        self.settings = settings
         self.partitions = settings.offsets_topic_num_partitions
         group_settings = GroupSettings.from_settings(settings)
         self.shards = [GroupShard(p, group_settings, new_member_id) for p in range(self.partitions)]
-        self.logs = [MemoryLog() for _ in range(self.partitions)]
+        self.states = [PartitionState.LOADING] * self.partitions
+        self.writers: list[LogWriter | None] = [None] * self.partitions
         self._timers: dict[tuple, tuple[int, asyncio.TimerHandle]] = {}
+        self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="groupd-log")
+        self._tasks: dict[Any, asyncio.TimerHandle] = {}  # periodic work: expiry, fsync, compaction
+        self.loaded = asyncio.Event()
 
     def partition(self, group_id: str) -> int:
         return partition_for(group_id, self.partitions)
@@ -78,10 +61,115 @@ class GroupCoordinator:
     def shard(self, group_id: str) -> GroupShard:
         return self.shards[partition_for(group_id, self.partitions)]
 
-    def close(self) -> None:
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Load every partition off the loop; each serves requests once it is loaded."""
+        loop = asyncio.get_running_loop()
+        self._pending_loads = self.partitions
+        for p in range(self.partitions):
+            self.shards[p].active = False
+            loop.run_in_executor(self._executor, self._load, p).add_done_callback(
+                lambda f, p=p: self._loaded(p, f))
+        self._clean_bytes = [0] * self.partitions  # closed-segment bytes right after the last compaction
+        self._schedule("compact", self.settings.log_cleaner_backoff_ms / 1000, self._maybe_compact)
+        interval = self.settings.log_flush_interval_ms
+        if interval > 0:
+            self._schedule("fsync", interval / 1000, self._sync_all, interval / 1000)
+
+    def _load(self, p: int) -> tuple[PartitionLog, LoadResult, float]:
+        started = time.perf_counter()
+        plog = PartitionLog(self.settings.data_dir, p, self.settings.offsets_topic_segment_bytes)
+        result = plog.load(self.shards[p].apply)  # the shard is not active: no request reads it
+        return plog, result, time.perf_counter() - started
+
+    def _loaded(self, p: int, f: asyncio.Future) -> None:
+        if f.exception() is not None:
+            self.states[p] = PartitionState.FAILED
+            log.error("partition load failed partition=%d: %s", p, f.exception())
+        else:
+            plog, result, seconds = f.result()
+            self.writers[p] = LogWriter(plog, self._executor, self.settings.log_flush_interval_ms == 0,
+                                        self.settings.offsets_commit_timeout_ms)
+            self.states[p] = PartitionState.ACTIVE
+            shard = self.shards[p]
+            self.run(p, shard.on_loaded(now_ms()))
+            self._schedule(("expire", p), self.settings.offsets_retention_check_interval_ms / 1000, self._expire, p)
+            if result.records:
+                log.info("partition loaded partition=%d records=%d bytes=%d groups=%d offsets=%d ms=%d%s", p,
+                         result.records, result.bytes, len(shard.groups), sum(map(len, shard.offsets.values())),
+                         seconds * 1000, " (torn tail truncated)" if result.truncated else "")
+        self._pending_loads -= 1
+        if self._pending_loads == 0:
+            self.loaded.set()
+            log.info("offsets log loaded partitions=%d active=%d failed=%d groups=%d", self.partitions,
+                     self.states.count(PartitionState.ACTIVE), self.states.count(PartitionState.FAILED),
+                     sum(len(s.groups) for s in self.shards))
+
+    def _schedule(self, key: Any, delay: float, fn, *args) -> None:
+        self._tasks[key] = asyncio.get_running_loop().call_later(delay, fn, *args)
+
+    def _expire(self, p: int) -> None:
+        if self.states[p] is PartitionState.ACTIVE:
+            self.run(p, self.shards[p].expire(now_ms(), self.settings.offsets_retention_minutes * 60_000))
+        self._schedule(("expire", p), self.settings.offsets_retention_check_interval_ms / 1000, self._expire, p)
+
+    def _maybe_compact(self) -> None:
+        """Compact, off the loop, the first partition whose closed segments are dirty enough."""
+        loop = asyncio.get_running_loop()
+        for p, writer in enumerate(self.writers):
+            if writer is None or writer.closed:
+                continue
+            closed = closed_bytes(writer.plog.directory)
+            if closed and (closed - self._clean_bytes[p]) / closed >= self.settings.min_cleanable_dirty_ratio:
+                started = time.perf_counter()
+                job = loop.run_in_executor(self._executor, compact, writer.plog.directory, now_ms(),
+                                           self.settings.log_cleaner_delete_retention_ms)
+                job.add_done_callback(lambda f, p=p: self._compacted(p, f, started))
+                return
+        self._schedule("compact", self.settings.log_cleaner_backoff_ms / 1000, self._maybe_compact)
+
+    def _compacted(self, p: int, f: asyncio.Future, started: float) -> None:
+        if f.exception() is not None:
+            log.error("compaction failed partition=%d: %s", p, f.exception())
+            self._clean_bytes[p] = closed_bytes(self.writers[p].plog.directory)  # do not retry at once
+        else:
+            result = f.result()
+            self._clean_bytes[p] = closed_bytes(self.writers[p].plog.directory)
+            log.info("compacted partition=%d segments=%d records=%d->%d bytes=%d->%d ms=%d", p,
+                     result.segments_cleaned, result.records_before, result.records_after, result.bytes_before,
+                     result.bytes_after, (time.perf_counter() - started) * 1000)
+        self._schedule("compact", 0, self._maybe_compact)  # the next dirty partition, if any
+
+    def _sync_all(self, interval: float) -> None:
+        """Interval mode (`log.flush.interval.ms` > 0): fsync every log this often."""
+        for writer in self.writers:
+            if writer is not None and not writer.closed:
+                asyncio.get_running_loop().run_in_executor(self._executor, writer.plog.sync)
+        self._schedule("fsync", interval, self._sync_all, interval)
+
+    async def close(self) -> None:
+        """Cancel timers, let in-flight writes finish, close (and fsync) every log."""
         for _, handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
+        for task in self._tasks.values():
+            task.cancel()
+        for writer in self.writers:
+            if writer is not None:
+                idle = writer.idle()
+                if idle is not None:
+                    await idle
+                writer.closed = True
+                await asyncio.get_running_loop().run_in_executor(self._executor, writer.plog.close)
+        self._executor.shutdown(wait=True)
+
+    def unavailable(self, p: int) -> ErrorCode | None:
+        """The error for a request to partition `p` that cannot be served now (spec §10.1)."""
+        state = self.states[p]
+        if state is PartitionState.ACTIVE:
+            return None
+        return ErrorCode.coordinator_load_in_progress if state is PartitionState.LOADING else ErrorCode.not_coordinator
 
     # -- running operations --------------------------------------------------------------------
 
@@ -95,7 +183,7 @@ class GroupCoordinator:
         if out.records:
             if ticket is None:
                 ticket = asyncio.get_running_loop().create_future()
-            self.logs[p].append(out.records).add_done_callback(
+            self.writers[p].append(out.records).add_done_callback(
                 lambda f: self._written(p, out, ticket, f.result()))
             return ticket
         return out.reply if out.reply is not None else ticket
@@ -116,47 +204,74 @@ class GroupCoordinator:
 
     def join(self, req) -> Any:
         p = self.partition(req.group_id)
+        if (error := self.unavailable(p)) is not None:
+            return join_reply(error, req.member_id)
         ticket = asyncio.get_running_loop().create_future()
         return self.run(p, self.shards[p].join(req, ticket, now_ms()), ticket)
 
     def sync(self, group_id: str, *args) -> Any:
         p = self.partition(group_id)
+        if (error := self.unavailable(p)) is not None:
+            return sync_reply(error)
         ticket = asyncio.get_running_loop().create_future()
         return self.run(p, self.shards[p].sync(group_id, *args, ticket, now_ms()), ticket)
 
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
-        return self.shard(group_id).heartbeat(group_id, generation, member_id, instance_id, now_ms())
+        p = self.partition(group_id)
+        state = self.states[p]
+        if state is not PartitionState.ACTIVE:  # a loading coordinator answers heartbeats blind (spec §5.1)
+            return ErrorCode.none if state is PartitionState.LOADING else ErrorCode.not_coordinator
+        return self.shards[p].heartbeat(group_id, generation, member_id, instance_id, now_ms())
 
     def leave(self, group_id: str, identities) -> Any:
         p = self.partition(group_id)
+        if (error := self.unavailable(p)) is not None:
+            return {"error_code": error, "members": []}
         return self.run(p, self.shards[p].leave(group_id, identities, now_ms()))
 
-    def commit(self, group_id: str, *args) -> Any:
+    def commit(self, group_id: str, generation, member_id, instance_id, retention_ms, offsets, version) -> Any:
         p = self.partition(group_id)
-        return self.run(p, self.shards[p].commit(group_id, *args, now_ms()))
+        if (error := self.unavailable(p)) is not None:
+            return {(t, part): error for t, part, *_ in offsets}
+        return self.run(p, self.shards[p].commit(group_id, generation, member_id, instance_id, retention_ms,
+                                                 offsets, version, now_ms()))
 
     def fetch_offsets(self, group_id: str, topics, require_stable: bool) -> Any:
-        """Committed offsets; with require_stable, read after the partition's in-flight writes."""
+        """Committed offsets, or the group-level error; with require_stable, read after the
+        partition's in-flight writes."""
         p = self.partition(group_id)
-        drained = self.logs[p].drained() if require_stable else None
-        if drained is None:
+        if (error := self.unavailable(p)) is not None:
+            return error
+        idle = self.writers[p].idle() if require_stable else None
+        if idle is None:
             return self.shards[p].fetch_offsets(group_id, topics)
         result = asyncio.get_running_loop().create_future()
-        drained.add_done_callback(lambda _: _resolve(result, self.shards[p].fetch_offsets(group_id, topics)))
+        idle.add_done_callback(lambda _: _resolve(result, self.shards[p].fetch_offsets(group_id, topics)))
         return result
 
-    def describe(self, group_id: str) -> dict | None:
-        return self.shard(group_id).describe(group_id)
+    def describe(self, group_id: str) -> dict | ErrorCode | None:
+        p = self.partition(group_id)
+        if (error := self.unavailable(p)) is not None:
+            return error
+        return self.shards[p].describe(group_id)
 
-    def list_groups(self) -> list:
-        return [g for shard in self.shards for g in shard.list_groups()]
+    def list_groups(self) -> list | ErrorCode:
+        """Every group, or COORDINATOR_LOAD_IN_PROGRESS while any partition loads (spec §9.2)."""
+        if PartitionState.LOADING in self.states:
+            return ErrorCode.coordinator_load_in_progress
+        return [g for p, shard in enumerate(self.shards) if self.states[p] is PartitionState.ACTIVE
+                for g in shard.list_groups()]
 
     def delete_group(self, group_id: str) -> Any:
         p = self.partition(group_id)
+        if (error := self.unavailable(p)) is not None:
+            return error
         return self.run(p, self.shards[p].delete_group(group_id))
 
     def delete_offsets(self, group_id: str, topics) -> Any:
         p = self.partition(group_id)
+        if (error := self.unavailable(p)) is not None:
+            return {"error_code": error, "partitions": {}}
         return self.run(p, self.shards[p].delete_offsets(group_id, topics))
 
     # -- timers --------------------------------------------------------------------------------

@@ -174,6 +174,12 @@ KEYS: tuple[Key, ...] = (
         "compression of offsets log batches (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd)"),
     Key("offsets.load.buffer.size", 5242880, _int(1), "read size when loading the offsets log"),
     Key("offsets.commit.timeout.ms", 5000, _int(1), "how long a log write may take before it fails"),
+    Key("log.flush.interval.ms", 0, _int(0),
+        "0: fsync every batch before replying (no acknowledged commit is lost); N: fsync every N ms "
+        "(faster; a machine crash may lose the last N ms, a process crash loses nothing)"),
+    Key("min.cleanable.dirty.ratio", 0.5, _ratio, "compact a partition when this share of its closed segments is dirty"),
+    Key("log.cleaner.delete.retention.ms", 86400000, _int(0), "how long tombstones are kept before compaction drops them"),
+    Key("log.cleaner.backoff.ms", 15000, _int(1), "how often partitions are checked for compaction"),
     Key("log.level", "info", _choice("debug", "info", "warning", "error"), "groupd's own log level"),
 )
 
@@ -215,6 +221,10 @@ class Settings:
     offsets_topic_compression_codec: int
     offsets_load_buffer_size: int
     offsets_commit_timeout_ms: int
+    log_flush_interval_ms: int
+    min_cleanable_dirty_ratio: float
+    log_cleaner_delete_retention_ms: int
+    log_cleaner_backoff_ms: int
     log_level: str
     # where each value came from: "default", "file <path>", "env GROUPD_X" or "--set"
     origins: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)

@@ -372,6 +372,7 @@ class GroupShard:
             group.initial_delay = (delay, max(group.rebalance_timeout_ms() - delay, 0))
             self._arm_join(out, group, now + delay)
         group.transition_to(PREPARING_REBALANCE, now)
+        group.rebalance_started_at = now
         log.info("rebalance started group=%s generation=%d reason=%s members=%d", group.group_id,
                  group.generation, why, len(group.members))
         if not initial:
@@ -406,8 +407,8 @@ class GroupShard:
             group.transition_to(EMPTY, now)
             group.compute_subscribed_topics()
             out.records.append(Record(GroupMetadataKey(group.group_id), group.metadata_value()))
-            log.info("rebalance completed group=%s generation=%d state=Empty members=0", group.group_id,
-                     group.generation)
+            log.info("rebalance completed group=%s generation=%d state=Empty members=0 rebalance_ms=%d",
+                     group.group_id, group.generation, now - group.rebalance_started_at)
             return
         group.protocol_name = group.select_protocol()
         group.compute_subscribed_topics()
@@ -425,6 +426,7 @@ class GroupShard:
             group.pending_sync.add(member.member_id)
         group.sync_deadline = now + group.rebalance_timeout_ms()
         group.sync_generation = group.generation
+        group.join_completed_at = now
         out.timers.append((("sync", group.group_id), group.sync_deadline))
         log.info("join phase completed group=%s generation=%d protocol=%s leader=%s members=%d",
                  group.group_id, group.generation, group.protocol_name, group.leader_id, len(group.members))
@@ -610,8 +612,9 @@ class GroupShard:
                 member.awaiting_sync = None
                 self._arm_session(out, group, member, now, member.session_timeout_ms)
         group.transition_to(STABLE, now)
-        log.info("rebalance completed group=%s generation=%d protocol=%s members=%d", group.group_id,
-                 generation, group.protocol_name, len(group.members))
+        log.info("rebalance completed group=%s generation=%d protocol=%s members=%d rebalance_ms=%d sync_ms=%d",
+                 group.group_id, generation, group.protocol_name, len(group.members),
+                 now - group.rebalance_started_at, now - group.join_completed_at)
         return out
 
     # =========================================================================================
@@ -830,3 +833,40 @@ class GroupShard:
 
         out.after_write = written
         return out
+
+    # =========================================================================================
+    # Offset retention and group expiry (spec §11)
+
+    def expire(self, now: int, retention_ms: int) -> Outcome:
+        """Tombstones for expired offsets, and for Empty groups left without any (KIP-211)."""
+        out = Outcome()
+        expired_offsets = deleted_groups = 0
+        for group_id, group in list(self.groups.items()):
+            offsets = self.offsets.get(group_id, {})
+            gone = [tp for tp, value in offsets.items() if self._offset_expired(group, tp[0], value, now, retention_ms)]
+            out.records.extend(Record(OffsetCommitKey(group_id, t, p), None) for t, p in gone)
+            expired_offsets += len(gone)
+            # a group whose first member is still between MEMBER_ID_REQUIRED and its re-join is kept
+            if len(gone) == len(offsets) and group.is_in(EMPTY) and not group.members and not group.pending_join:
+                out.records.append(Record(GroupMetadataKey(group_id), None))
+                deleted_groups += 1
+        if out.records:
+            log.info("expired partition=%d offsets=%d groups=%d", self.partition, expired_offsets, deleted_groups)
+        return out
+
+    @staticmethod
+    def _offset_expired(group: ClassicGroup, topic: str, value: OffsetCommitValue, now: int, retention_ms: int) -> bool:
+        if group.protocol_type is None:  # a simple group: each offset ages from its commit
+            base = value.commit_timestamp
+        elif group.is_in(EMPTY):  # a group with members' offsets ages from when it became Empty
+            base = group.state_timestamp if group.state_timestamp is not None else value.commit_timestamp
+        elif group.is_in(STABLE) and group.protocol_type == "consumer" and group.subscribed_topics is not None:
+            if topic in group.subscribed_topics:
+                return False
+            base = value.commit_timestamp  # a topic the group no longer reads
+        else:
+            return False
+        if value.expire_timestamp != -1:  # an explicit retention (OffsetCommit v2–v4)
+            return now >= value.expire_timestamp
+        return now - base >= retention_ms
+

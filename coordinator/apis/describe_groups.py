@@ -24,7 +24,11 @@ def handle(node, request: Request):
     groups = []
     for group_id in body.groups:
         described = node.groups.describe(group_id)
-        if described is None:
+        if isinstance(described, ErrorCode):  # the group's partition is loading or failed
+            groups.append({"error_code": described, "error_message": None, "group_id": group_id,
+                           "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],
+                           "authorized_operations": OMITTED})
+        elif described is None:
             missing = version >= 6
             groups.append({"error_code": ErrorCode.group_id_not_found if missing else ErrorCode.none,
                            "error_message": f"Group {group_id} not found." if missing else None,

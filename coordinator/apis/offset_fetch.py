@@ -21,7 +21,7 @@ from protocol.codec import build_response
 from . import Request, respond
 
 
-def _topics(rows) -> list[dict]:
+def _topics(rows, error: ErrorCode = ErrorCode.none) -> list[dict]:
     by_topic: dict[str, list[dict]] = {}
     for topic, partition, value in rows:
         by_topic.setdefault(topic, []).append({
@@ -29,8 +29,15 @@ def _topics(rows) -> list[dict]:
             "committed_offset": value.offset if value else -1,
             "committed_leader_epoch": value.leader_epoch if value else -1,
             "metadata": value.metadata if value else "",
-            "error_code": ErrorCode.none})
+            "error_code": error})
     return [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+
+
+def _group(requested, result) -> tuple[list[dict], ErrorCode]:
+    """(topics, group error) from the coordinator's rows or its group-level error."""
+    if isinstance(result, ErrorCode):
+        return [], result
+    return _topics(result), ErrorCode.none
 
 
 def _fetch(node, group_id: str, topics, require_stable: bool):
@@ -43,18 +50,23 @@ def handle(node, request: Request):
     require_stable = getattr(body, "require_stable", False)
     if version >= 8:
         results = [_fetch(node, g.group_id, g.topics, require_stable) for g in body.groups]
-        ids = [g.group_id for g in body.groups]
         pending = [r for r in results if isinstance(r, asyncio.Future)]
 
         def make(_=None):
-            rows = [r.result() if isinstance(r, asyncio.Future) else r for r in results]
-            return build_response(ApiKey.OFFSET_FETCH, version, {"groups": [
-                {"group_id": gid, "topics": _topics(r), "error_code": ErrorCode.none}
-                for gid, r in zip(ids, rows)]})
+            groups = []
+            for g, r in zip(body.groups, results):
+                topics, error = _group(g.topics, r.result() if isinstance(r, asyncio.Future) else r)
+                groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
+            return build_response(ApiKey.OFFSET_FETCH, version, {"groups": groups})
 
-        if not pending:
-            return make()
-        return respond(asyncio.gather(*pending), make)
-    return respond(_fetch(node, body.group_id, body.topics, require_stable),
-                   lambda rows: build_response(ApiKey.OFFSET_FETCH, version,
-                                               {"topics": _topics(rows), "error_code": ErrorCode.none}))
+        return make() if not pending else respond(asyncio.gather(*pending), make)
+
+    def make_single(result):
+        if isinstance(result, ErrorCode) and version == 1:
+            # v1 has no top-level error: the group's error goes into every requested partition
+            rows = [(t.name, p, None) for t in body.topics or () for p in t.partition_indexes]
+            return build_response(ApiKey.OFFSET_FETCH, version, {"topics": _topics(rows, result)})
+        topics, error = _group(body.topics, result)
+        return build_response(ApiKey.OFFSET_FETCH, version, {"topics": topics, "error_code": error})
+
+    return respond(_fetch(node, body.group_id, body.topics, require_stable), make_single)

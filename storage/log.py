@@ -1,0 +1,220 @@
+"""One `__consumer_offsets` partition on disk: a directory of segments, each a sequence of Kafka
+record batches (magic 2, CRC32C, built and read with aiokafka's codec).
+
+    <data.dir>/__consumer_offsets-<p>/<20-digit base offset>.log
+
+Blocking file work happens here, in plain functions and methods that the runtime calls on a
+worker thread; nothing in this module touches the event loop.
+
+Recovery (`read`): every batch's CRC is checked. A torn or corrupt tail of the last segment is
+truncated (a crash mid-write leaves exactly that); a bad batch anywhere else fails the load,
+naming the file and the byte offset, because records after it cannot be trusted to be in order.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+from .files import fsync_dir
+from .records import Record, decode, encode_key, encode_value
+
+log = logging.getLogger("groupd.storage")
+
+SEGMENT_SUFFIX = ".log"
+CLEANED_SUFFIX = ".log.cleaned"
+BATCH_HEADER = 61  # v2 batch header size; bytes 8..12 hold the batch length after the base offset
+_LENGTH = struct.Struct(">qi")
+
+
+class CorruptLog(Exception):
+    """A closed segment holds a bad batch: the partition cannot be loaded."""
+
+
+def partition_dir(data_dir: str, partition: int) -> str:
+    return os.path.join(data_dir, f"__consumer_offsets-{partition}")
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}{SEGMENT_SUFFIX}"
+
+
+def list_segments(directory: str) -> list[tuple[int, str]]:
+    """(base offset, path) of every segment, oldest first."""
+    if not os.path.isdir(directory):
+        return []
+    out = []
+    for name in os.listdir(directory):
+        if name.endswith(SEGMENT_SUFFIX) and name[:-len(SEGMENT_SUFFIX)].isdigit():
+            out.append((int(name[:-len(SEGMENT_SUFFIX)]), os.path.join(directory, name)))
+    return sorted(out)
+
+
+def build_batch(records: list[Record], base_offset: int, timestamp_ms: int) -> bytes:
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    for delta, record in enumerate(records):
+        builder.append(delta, timestamp=timestamp_ms, key=encode_key(record.key),
+                       value=encode_value(record.value), headers=[])
+    buf = builder.build()
+    struct.pack_into(">q", buf, 0, base_offset)  # outside the CRC, which covers attributes onward
+    return bytes(buf)
+
+
+@dataclass(slots=True)
+class Batch:
+    position: int  # byte offset in the segment file
+    size: int
+    batch: DefaultRecordBatch
+
+
+def scan(data: bytes) -> tuple[list[Batch], int, str | None]:
+    """The valid batches at the start of `data`, where they end, and why scanning stopped early
+    (None when the data ended cleanly at a batch boundary)."""
+    batches, pos = [], 0
+    while pos < len(data):
+        if len(data) - pos < BATCH_HEADER:
+            return batches, pos, f"{len(data) - pos} trailing bytes are shorter than a batch header"
+        _, length = _LENGTH.unpack_from(data, pos)
+        size = 12 + length
+        if length < BATCH_HEADER - 12 or pos + size > len(data):
+            return batches, pos, f"batch length {length} runs past the end of the file"
+        batch = DefaultRecordBatch(data[pos:pos + size])
+        if batch.magic != 2 or not batch.validate_crc():
+            return batches, pos, "CRC mismatch" if batch.magic == 2 else f"magic {batch.magic}"
+        batches.append(Batch(pos, size, batch))
+        pos += size
+    return batches, pos, None
+
+
+def records_of(batch: DefaultRecordBatch) -> Iterator[tuple[int, Record | None, bytes]]:
+    """(offset, record or None when its key type is unknown, raw key) per record."""
+    for r in batch:
+        try:
+            yield r.offset, decode(bytes(r.key), None if r.value is None else bytes(r.value)), r.key
+        except Exception:  # unknown key types (KIP-848, share groups) are skipped by the loader
+            yield r.offset, None, r.key
+
+
+@dataclass(slots=True)
+class LoadResult:
+    records: int = 0
+    bytes: int = 0
+    truncated: str | None = None
+    next_offset: int = 0
+
+
+class PartitionLog:
+    """The segments of one partition, opened for append. Not thread-safe: the runtime serialises
+    appends per partition and runs them off the event loop."""
+
+    def __init__(self, data_dir: str, partition: int, segment_bytes: int) -> None:
+        self.partition = partition
+        self.directory = partition_dir(data_dir, partition)
+        self.segment_bytes = segment_bytes
+        self.next_offset = 0
+        self.segments: list[tuple[int, str]] = []
+        self._active = None  # file object of the last segment
+        self._active_size = 0
+
+    # -- recovery --------------------------------------------------------------------------------
+
+    def load(self, apply) -> LoadResult:
+        """Replay every record into `apply(record)`, oldest first; truncate a torn tail."""
+        os.makedirs(self.directory, exist_ok=True)
+        for name in os.listdir(self.directory):
+            if name.endswith(CLEANED_SUFFIX):  # a compaction that crashed before its rename
+                os.remove(os.path.join(self.directory, name))
+        self.segments = list_segments(self.directory)
+        result = LoadResult()
+        for i, (base, path) in enumerate(self.segments):
+            with open(path, "rb") as f:
+                data = f.read()
+            batches, end, problem = scan(data)
+            last = i == len(self.segments) - 1
+            if problem is not None and not last:
+                raise CorruptLog(f"{path}: bad batch at byte {end} ({problem}); the segment is closed, "
+                                 "so the partition is not loaded")
+            for b in batches:
+                for offset, record, _ in records_of(b.batch):
+                    if record is not None:
+                        apply(record)
+                    result.records += 1
+                result.next_offset = max(result.next_offset, b.batch.next_offset)
+            result.bytes += end
+            if problem is not None:
+                result.truncated = f"{path}: truncated {len(data) - end} bytes at byte {end} ({problem})"
+                log.warning("partition %d: torn tail truncated: %s", self.partition, result.truncated)
+                with open(path, "r+b") as f:
+                    f.truncate(end)
+                    os.fsync(f.fileno())
+        self.next_offset = max(result.next_offset, self.segments[-1][0] if self.segments else 0)
+        if not self.segments:
+            self._roll(0)
+        else:
+            self._open_active()
+        return result
+
+    def _open_active(self) -> None:
+        base, path = self.segments[-1]
+        self._active = open(path, "ab")
+        self._active_size = self._active.tell()
+
+    def _roll(self, base_offset: int) -> None:
+        if self._active is not None:
+            self._active.flush()
+            os.fsync(self._active.fileno())
+            self._active.close()
+        path = os.path.join(self.directory, segment_name(base_offset))
+        self.segments.append((base_offset, path))
+        self._active = open(path, "ab")
+        self._active_size = self._active.tell()
+        fsync_dir(self.directory)
+
+    # -- appends ---------------------------------------------------------------------------------
+
+    def append(self, records: list[Record], fsync: bool) -> int:
+        """Write one batch holding `records`; returns its size. On failure the segment is cut
+        back to where it was, so a failed write leaves nothing behind."""
+        batch = build_batch(records, self.next_offset, int(time.time() * 1000))
+        if self._active_size and self._active_size + len(batch) > self.segment_bytes:
+            self._roll(self.next_offset)
+        start = self._active_size
+        try:
+            self._active.write(batch)
+            self._active.flush()
+            if fsync:
+                os.fsync(self._active.fileno())
+        except OSError:
+            try:
+                self._active.truncate(start)
+                self._active.seek(start)
+            except OSError:
+                pass
+            raise
+        self._active_size = start + len(batch)
+        self.next_offset += len(records)
+        return len(batch)
+
+    def sync(self) -> None:
+        if self._active is not None:
+            self._active.flush()
+            os.fsync(self._active.fileno())
+
+    def close(self) -> None:
+        if self._active is not None:
+            try:
+                self.sync()
+            finally:
+                self._active.close()
+                self._active = None
+
+    @property
+    def size(self) -> int:
+        return sum(os.path.getsize(p) for _, p in self.segments if os.path.exists(p))
