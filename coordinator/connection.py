@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -152,6 +153,7 @@ class Connection(asyncio.Protocol):
                                 f"{ApiKey(api_key).name} v{version} (supported {lo}-{hi})")
         header, offset = codec.parse_header(frame, codec.is_flexible(api_key, version))
         body = codec.decode_request(api_key, version, frame, offset)
+        started = time.perf_counter()
         try:
             reply = handler(self.node, Request(header, body, self.client_host))
         except Exception:
@@ -163,10 +165,12 @@ class Connection(asyncio.Protocol):
         if reply is None:
             self._queue(_NO_REPLY)
         elif isinstance(reply, asyncio.Future):
-            reply.add_done_callback(lambda f, k=api_key, c=correlation_id: self._completed(f, k, c))
+            metrics.IN_FLIGHT.inc()
+            reply.add_done_callback(lambda f, k=api_key, c=correlation_id, t=started: self._completed(f, k, c, t))
             self._queue(reply)
         else:
             self._queue(codec.encode_response(api_key, correlation_id, reply))
+            metrics.request_done(api_key, reply, time.perf_counter() - started)
 
     def _queue(self, reply: bytes | asyncio.Future) -> None:
         if not self._replies and not isinstance(reply, asyncio.Future):
@@ -177,7 +181,8 @@ class Connection(asyncio.Protocol):
         if len(self._replies) >= _MAX_QUEUED:
             self._pause()
 
-    def _completed(self, fut: asyncio.Future, api_key: int, correlation_id: int) -> None:
+    def _completed(self, fut: asyncio.Future, api_key: int, correlation_id: int, started: float) -> None:
+        metrics.IN_FLIGHT.dec()
         if fut.cancelled() or self._transport is None:
             return
         try:
@@ -188,6 +193,7 @@ class Connection(asyncio.Protocol):
             self.close()
             return
         encoded = _NO_REPLY if response is None else codec.encode_response(api_key, correlation_id, response)
+        metrics.request_done(api_key, response, time.perf_counter() - started)
         # Swap the future for its bytes in place, then send whatever is ready at the head.
         for i, reply in enumerate(self._replies):
             if reply is fut:

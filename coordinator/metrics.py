@@ -1,14 +1,179 @@
-"""Prometheus series of the connection layer. Label children are bound once here so that the
-hot path only calls `.inc()`."""
+"""groupd's Prometheus series, served on `metrics.listener`.
 
-from prometheus_client import Counter, Gauge
+Cost stays off the hot path: label children are bound once (here, or lazily the first time a label
+value is seen), a request costs one dictionary lookup, one `inc()` and one `observe()`; everything
+that counts state (groups by state, members, offsets, log bytes, per-group series) is computed at
+scrape time by `CoordinatorCollector`, never maintained per request.
+"""
 
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, disable_created_metrics, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+
+from protocol.apis import ApiKey
+
+if TYPE_CHECKING:
+    from .runtime import GroupCoordinator
+
+disable_created_metrics()  # `_created` series double the exposition and no dashboard uses them
+
+# -- connections ---------------------------------------------------------------------------------
 CONNECTIONS_OPENED = Counter("groupd_connections_opened_total", "Client connections accepted")
 CONNECTIONS_CLOSED = Counter("groupd_connections_closed_total", "Client connections closed")
 CONNECTIONS_OPEN = Gauge("groupd_connections_open", "Client connections open now")
-_BAD_FRAMES = Counter("groupd_bad_frames_total",
-                      "Requests that closed their connection, by reason", ["reason"])
+_BAD_FRAMES = Counter("groupd_bad_frames_total", "Requests that closed their connection, by reason", ["reason"])
 BAD_FRAME = {reason: _BAD_FRAMES.labels(reason) for reason in
              ("oversized", "malformed", "unknown_api", "unsupported_version", "handler_error")}
 IDLE_CLOSED = Counter("groupd_connections_idle_closed_total",
                       "Connections closed after connections.max.idle.ms without traffic")
+
+# -- requests ------------------------------------------------------------------------------------
+_REQUESTS = Counter("groupd_requests_total", "Requests answered, by API and top-level error code", ["api", "error"])
+_LATENCY = Histogram("groupd_request_duration_seconds", "From a request's arrival to its reply being queued, by API",
+                     ["api"], buckets=(.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5,
+                                       5, 10, 30, 60, 300))
+IN_FLIGHT = Gauge("groupd_requests_in_flight", "Requests whose reply is parked (held fetches, joins, syncs, writes)")
+_API_NAMES = {int(k): k.name.lower() for k in ApiKey}
+_request_children: dict[tuple[int, str], Counter] = {}
+_latency_children = {k: _LATENCY.labels(name) for k, name in _API_NAMES.items()}
+
+
+def request_done(api_key: int, response, seconds: float) -> None:
+    error = getattr(response, "error_code", None)
+    label = "none" if error is None else error.name
+    child = _request_children.get((api_key, label))
+    if child is None:
+        child = _request_children[(api_key, label)] = _REQUESTS.labels(_API_NAMES[api_key], label)
+    child.inc()
+    _latency_children[api_key].observe(seconds)
+
+
+# -- groups (events reported by the shards) --------------------------------------------------------
+_REBALANCES_STARTED = Counter("groupd_rebalances_started_total", "Rebalances started, by reason", ["reason"])
+_REBALANCES_COMPLETED = Counter("groupd_rebalances_completed_total",
+                                "Rebalances completed, by the state they ended in (Stable, or Empty)", ["state"])
+_REBALANCE_SECONDS = Histogram("groupd_rebalance_duration_seconds",
+                               "From PreparingRebalance to Stable (or Empty)",
+                               buckets=(.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600))
+_MEMBERS_EXPIRED = Counter("groupd_members_expired_total", "Members removed by a timer", ["reason"])
+_STATIC_REPLACED = Counter("groupd_static_member_replacements_total", "Static members replaced by a new member id")
+_STATIC_FENCED = Counter("groupd_static_member_fencings_total", "Requests answered FENCED_INSTANCE_ID")
+_OFFSETS_REMOVED = Counter("groupd_offsets_removed_total", "Committed offsets removed, by reason", ["reason"])
+_GROUPS_REMOVED = Counter("groupd_groups_removed_total", "Groups removed, by reason", ["reason"])
+
+
+def group_event(name: str, value: float = 1, **labels) -> None:
+    """The shards' `on_event` hook."""
+    if name == "rebalance_started":
+        _REBALANCES_STARTED.labels(labels["reason"]).inc()
+    elif name == "rebalance_completed":
+        _REBALANCES_COMPLETED.labels(labels["state"]).inc()
+        _REBALANCE_SECONDS.observe(labels["seconds"])
+    elif name == "member_expired":
+        _MEMBERS_EXPIRED.labels(labels["reason"]).inc(value)
+    elif name == "static_member_replaced":
+        _STATIC_REPLACED.inc(value)
+    elif name == "static_member_fenced":
+        _STATIC_FENCED.inc(value)
+    elif name == "offsets_removed":
+        _OFFSETS_REMOVED.labels(labels["reason"]).inc(value)
+    elif name == "groups_removed":
+        _GROUPS_REMOVED.labels(labels["reason"]).inc(value)
+
+
+# -- the offsets log -------------------------------------------------------------------------------
+_BATCH_RECORDS = Histogram("groupd_log_append_batch_records", "Records per appended batch (group commit)",
+                           buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000))
+_APPEND_SECONDS = Histogram("groupd_log_append_duration_seconds",
+                            "Write of one batch, including its fsync when fsync runs per batch",
+                            buckets=(.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5))
+APPEND_BYTES = Counter("groupd_log_appended_bytes_total", "Bytes appended to the offsets log")
+COMPACTIONS = Counter("groupd_log_compactions_total", "Compaction runs")
+COMPACTION_RECLAIMED = Counter("groupd_log_compaction_reclaimed_bytes_total", "Bytes reclaimed by compaction")
+LOAD_SECONDS = Gauge("groupd_partition_load_seconds", "How long each partition took to load", ["partition"])
+
+
+def batch_written(records: int, size: int, seconds: float) -> None:
+    _BATCH_RECORDS.observe(records)
+    _APPEND_SECONDS.observe(seconds)
+    APPEND_BYTES.inc(size)
+
+
+class CoordinatorCollector:
+    """State gauges, computed when Prometheus scrapes."""
+
+    def __init__(self, groups: GroupCoordinator, generations: bool, offsets: bool) -> None:
+        self.groups = groups
+        self.generations = generations
+        self.per_offset = offsets
+
+    def collect(self):
+        import time
+
+        from .group import GroupState
+
+        by_state = GaugeMetricFamily("groupd_groups", "Groups, by state and protocol type", labels=["state", "protocol_type"])
+        members = GaugeMetricFamily("groupd_members", "Members of classic groups")
+        offsets = GaugeMetricFamily("groupd_offsets", "Committed offsets stored")
+        partition_state = GaugeMetricFamily("groupd_partition_state", "1 for the state each offsets partition is in",
+                                            labels=["partition", "state"])
+        log_bytes = GaugeMetricFamily("groupd_log_bytes", "Bytes of each offsets partition's log", labels=["partition"])
+        log_segments = GaugeMetricFamily("groupd_log_segments", "Segments of each offsets partition's log",
+                                         labels=["partition"])
+        counts: dict[tuple[str, str], int] = {}
+        n_members = n_offsets = 0
+        generation = GaugeMetricFamily("groupd_group_generation", "Generation of each group (opt-in)", labels=["group"])
+        committed = GaugeMetricFamily("groupd_group_committed_offset", "Committed offset (opt-in)",
+                                      labels=["group", "topic", "partition"])
+        age = GaugeMetricFamily("groupd_group_commit_age_seconds", "Seconds since the commit (opt-in)",
+                                labels=["group", "topic", "partition"])
+        now = time.time() * 1000
+        for p, shard in enumerate(self.groups.shards):
+            state = self.groups.states[p].value
+            for s in ("loading", "active", "failed"):
+                partition_state.add_metric([str(p), s], 1.0 if s == state else 0.0)
+            writer = self.groups.writers[p]
+            if writer is not None:
+                sizes = [os.path.getsize(path) for _, path in writer.plog.segments if os.path.exists(path)]
+                log_bytes.add_metric([str(p)], sum(sizes))
+                log_segments.add_metric([str(p)], len(sizes))
+            if state != "active":
+                continue
+            for group in list(shard.groups.values()):
+                key = (group.state.value, group.protocol_type or "")
+                counts[key] = counts.get(key, 0) + 1
+                n_members += len(group.members)
+                if self.generations and group.state is not GroupState.DEAD:
+                    generation.add_metric([group.group_id], group.generation)
+            for group_id, values in list(shard.offsets.items()):
+                n_offsets += len(values)
+                if self.per_offset:
+                    for (topic, partition), value in values.items():
+                        committed.add_metric([group_id, topic, str(partition)], value.offset)
+                        age.add_metric([group_id, topic, str(partition)], max(now - value.commit_timestamp, 0) / 1000)
+        for (state, protocol_type), n in counts.items():
+            by_state.add_metric([state, protocol_type], n)
+        members.add_metric([], n_members)
+        offsets.add_metric([], n_offsets)
+        yield from (by_state, members, offsets, partition_state, log_bytes, log_segments)
+        if self.generations:
+            yield generation
+        if self.per_offset:
+            yield from (committed, age)
+
+
+def serve(settings, groups: GroupCoordinator) -> str | None:
+    """Start the exposition server (a thread of prometheus-client) and the state collector."""
+    REGISTRY.register(CoordinatorCollector(groups, settings.metrics_group_generation_enabled,
+                                           settings.metrics_group_offsets_enabled))
+    listener = settings.metrics_listener
+    if not listener:
+        return None
+    url = urlsplit(listener)
+    start_http_server(url.port, addr=url.hostname or "0.0.0.0")
+    return listener

@@ -21,6 +21,7 @@ from protocol import ErrorCode
 from storage.compaction import closed_bytes, compact
 from storage.log import LoadResult, PartitionLog
 
+from . import metrics
 from .log_writer import LogWriter
 from .partitioning import partition_for
 from .shard import GroupSettings, GroupShard, Outcome, join_reply, sync_reply
@@ -48,6 +49,8 @@ class GroupCoordinator:
         self.partitions = settings.offsets_topic_num_partitions
         group_settings = GroupSettings.from_settings(settings)
         self.shards = [GroupShard(p, group_settings, new_member_id) for p in range(self.partitions)]
+        for shard in self.shards:
+            shard.on_event = metrics.group_event
         self.states = [PartitionState.LOADING] * self.partitions
         self.writers: list[LogWriter | None] = [None] * self.partitions
         self._timers: dict[tuple, tuple[int, asyncio.TimerHandle]] = {}
@@ -90,7 +93,8 @@ class GroupCoordinator:
         else:
             plog, result, seconds = f.result()
             self.writers[p] = LogWriter(plog, self._executor, self.settings.log_flush_interval_ms == 0,
-                                        self.settings.offsets_commit_timeout_ms)
+                                        self.settings.offsets_commit_timeout_ms, on_batch=metrics.batch_written)
+            metrics.LOAD_SECONDS.labels(str(p)).set(seconds)
             self.states[p] = PartitionState.ACTIVE
             shard = self.shards[p]
             self.run(p, shard.on_loaded(now_ms()))
@@ -136,6 +140,8 @@ class GroupCoordinator:
         else:
             result = f.result()
             self._clean_bytes[p] = closed_bytes(self.writers[p].plog.directory)
+            metrics.COMPACTIONS.inc()
+            metrics.COMPACTION_RECLAIMED.inc(result.reclaimed)
             log.info("compacted partition=%d segments=%d records=%d->%d bytes=%d->%d ms=%d", p,
                      result.segments_cleaned, result.records_before, result.records_after, result.bytes_before,
                      result.bytes_after, (time.perf_counter() - started) * 1000)

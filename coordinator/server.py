@@ -8,6 +8,7 @@ import logging
 import signal
 import time
 
+from . import metrics
 from .connection import Connection
 from .node import Node
 from .settings import Settings
@@ -37,6 +38,7 @@ class Server:
     async def startup(self) -> None:
         started = time.monotonic()
         self.node = Node(self.settings)
+        metrics_url = metrics.serve(self.settings, self.node.groups)
         self.node.groups.start()  # partitions load off the loop and answer LOAD_IN_PROGRESS until then
         loop = asyncio.get_running_loop()
         for listener in self.settings.listeners:
@@ -47,8 +49,8 @@ class Server:
         bound = ", ".join(f"{l.name}://{s.sockets[0].getsockname()[0]}:{s.sockets[0].getsockname()[1]}"
                           for l, s in zip(self.settings.listeners, self._servers))
         log.info("groupd ready listeners=%s advertised=%s node.id=%d cluster.id=%s data.dir=%s "
-                 "topics=%d startup_ms=%d", bound, self.settings.advertised, self.settings.node_id,
-                 self.node.cluster_id, self.settings.data_dir, len(self.node.catalog),
+                 "topics=%d metrics=%s startup_ms=%d", bound, self.settings.advertised, self.settings.node_id,
+                 self.node.cluster_id, self.settings.data_dir, len(self.node.catalog), metrics_url or "off",
                  (time.monotonic() - started) * 1000)
 
     def request_stop(self, signame: str = "") -> None:

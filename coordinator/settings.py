@@ -180,7 +180,23 @@ KEYS: tuple[Key, ...] = (
     Key("min.cleanable.dirty.ratio", 0.5, _ratio, "compact a partition when this share of its closed segments is dirty"),
     Key("log.cleaner.delete.retention.ms", 86400000, _int(0), "how long tombstones are kept before compaction drops them"),
     Key("log.cleaner.backoff.ms", 15000, _int(1), "how often partitions are checked for compaction"),
+    Key("metrics.listener", "http://0.0.0.0:9464/metrics", _url,
+        "where Prometheus scrapes groupd's metrics; empty turns the endpoint off"),
+    Key("metrics.group.generation.enabled", False, _bool, "export each group's generation (one series per group)"),
+    Key("metrics.group.offsets.enabled", False, _bool,
+        "export each committed offset and its age (series grow as groups x partitions)"),
     Key("log.level", "info", _choice("debug", "info", "warning", "error"), "groupd's own log level"),
+    Key("records.plane", "none", _choice("none", "memory"),
+        "none: store no records (Produce refused, Fetch empty); memory: keep produced record batches "
+        "in memory so producers and consumers move real messages"),
+    Key("records.retention.bytes", 67108864, _int(1),
+        "memory plane: most bytes kept per partition before the oldest batches are dropped "
+        "(Kafka's retention.bytes)"),
+    Key("records.retention.ms", 604800000, _int(-1),
+        "memory plane: batches whose newest timestamp is older than this are dropped "
+        "(Kafka's retention.ms); -1 = no time limit"),
+    Key("records.message.max.bytes", 1048588, _int(1),
+        "memory plane: largest record batch a Produce may carry (Kafka's message.max.bytes)"),
 )
 
 KEYS_BY_NAME = {k.name: k for k in KEYS}
@@ -225,7 +241,14 @@ class Settings:
     min_cleanable_dirty_ratio: float
     log_cleaner_delete_retention_ms: int
     log_cleaner_backoff_ms: int
+    metrics_listener: str
+    metrics_group_generation_enabled: bool
+    metrics_group_offsets_enabled: bool
     log_level: str
+    records_plane: str
+    records_retention_bytes: int
+    records_retention_ms: int
+    records_message_max_bytes: int
     # where each value came from: "default", "file <path>", "env GROUPD_X" or "--set"
     origins: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 

@@ -101,6 +101,14 @@ def sync_reply(error: ErrorCode, protocol_type=None, protocol_name=None, assignm
             "assignment": assignment}
 
 
+REBALANCE_REASONS = ("member-joined", "member-left", "session-expired", "metadata-changed", "leader-rejoin",
+                     "static-member-rejoin", "sync-timeout", "write-failed", "over-max-size")
+
+
+def _ignore(*args: Any, **kwargs: Any) -> None:
+    pass
+
+
 def _utf16_len(s: str) -> int:
     return len(s.encode("utf-16-le")) // 2
 
@@ -113,6 +121,7 @@ class GroupShard:
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
         self.active = True  # False while the partition loads: apply() then rebuilds groups
+        self.on_event: Callable[..., None] = _ignore  # (name, value=1, **labels): metrics, set by the shell
 
     # =========================================================================================
     # apply: the one mutation path of durable state, for live writes and log loading alike
@@ -152,7 +161,7 @@ class GroupShard:
             for member in group.members.values():
                 self._arm_session(out, group, member, now, member.session_timeout_ms)
             if len(group.members) > self.settings.max_size:
-                self._prepare_rebalance(out, group, now, "group is over group.max.size after loading")
+                self._prepare_rebalance(out, group, now, "over-max-size", "group is over group.max.size after loading")
         return out
 
     # =========================================================================================
@@ -264,12 +273,12 @@ class GroupShard:
                 out.reply = self._current_generation_reply(group, member, with_members=group.is_leader(member.member_id))
             else:
                 self._update_member(out, group, member, req, ticket)
-                self._prepare_rebalance(out, group, now, f"member {member.member_id} changed its protocols")
+                self._prepare_rebalance(out, group, now, "metadata-changed", f"member={member.member_id}")
         elif group.is_in(STABLE):
             if group.is_leader(member.member_id) or not member.matches(req.protocols):
-                why = "leader rejoined" if group.is_leader(member.member_id) else "member changed its protocols"
+                reason = "leader-rejoin" if group.is_leader(member.member_id) else "metadata-changed"
                 self._update_member(out, group, member, req, ticket)
-                self._prepare_rebalance(out, group, now, f"{why} member={member.member_id}")
+                self._prepare_rebalance(out, group, now, reason, f"member={member.member_id}")
             else:
                 out.reply = self._current_generation_reply(group, member, with_members=False)
         else:  # Empty: no members, so validation has already answered
@@ -295,8 +304,8 @@ class GroupShard:
         # sockets of parked joins are muted, so a new member that gave up would linger: it gets the
         # new-member join timeout instead of its session timeout until its first generation
         self._arm_session(out, group, member, now, NEW_MEMBER_JOIN_TIMEOUT_MS)
-        why = f"adding member {member_id}" + (f" instance={req.group_instance_id}" if req.group_instance_id else "")
-        self._maybe_prepare_rebalance_or_complete_join(out, group, now, why)
+        detail = f"member={member_id}" + (f" instance={req.group_instance_id}" if req.group_instance_id else "")
+        self._maybe_prepare_rebalance_or_complete_join(out, group, now, "member-joined", detail)
 
     def _replace_static_member(self, out: Outcome, group: ClassicGroup, req: JoinRequest, old_id: str,
                                ticket: Any, now: int) -> None:
@@ -312,13 +321,14 @@ class GroupShard:
         member = group.replace_static_member(req.group_instance_id, old_id, new_id)
         self._arm_session(out, group, member, now, member.session_timeout_ms)
         group.update_member(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, ticket)
+        self.on_event("static_member_replaced")
         log.info("static member replaced group=%s instance=%s old=%s new=%s state=%s", group.group_id,
                  req.group_instance_id, old_id, new_id, group.state.value)
 
         if group.is_in(STABLE):
             if group.select_protocol() != group.protocol_name:
                 self._maybe_prepare_rebalance_or_complete_join(
-                    out, group, now, f"static member {req.group_instance_id} changes the selected protocol")
+                    out, group, now, "metadata-changed", f"instance={req.group_instance_id} changes the protocol")
                 return
             # Same protocol: no rebalance. Persist the new member id, then answer from the stored
             # generation; the leader of a v9+ join is told to skip the assignment.
@@ -348,20 +358,21 @@ class GroupShard:
 
             out.after_write = written
         elif group.is_in(COMPLETING_REBALANCE):
-            self._prepare_rebalance(out, group, now, f"static member {req.group_instance_id} re-joined "
-                                                     "while the assignment was being computed")
+            self._prepare_rebalance(out, group, now, "static-member-rejoin", f"instance={req.group_instance_id}")
         else:
             self._maybe_complete_join(out, group, now)
 
     # -- rebalancing ---------------------------------------------------------------------------
 
-    def _maybe_prepare_rebalance_or_complete_join(self, out: Outcome, group: ClassicGroup, now: int, why: str) -> None:
+    def _maybe_prepare_rebalance_or_complete_join(self, out: Outcome, group: ClassicGroup, now: int, reason: str,
+                                                  detail: str = "") -> None:
         if group.can_rebalance():
-            self._prepare_rebalance(out, group, now, why)
+            self._prepare_rebalance(out, group, now, reason, detail)
         elif group.is_in(PREPARING_REBALANCE):
             self._maybe_complete_join(out, group, now)
 
-    def _prepare_rebalance(self, out: Outcome, group: ClassicGroup, now: int, why: str) -> None:
+    def _prepare_rebalance(self, out: Outcome, group: ClassicGroup, now: int, reason: str, detail: str = "") -> None:
+        """`reason` is one of REBALANCE_REASONS (a metrics label); `detail` only goes to the log."""
         if group.is_in(COMPLETING_REBALANCE):
             self._reset_assignments_with_error(out, group, E.rebalance_in_progress, now)
         group.sync_deadline = None
@@ -373,8 +384,9 @@ class GroupShard:
             self._arm_join(out, group, now + delay)
         group.transition_to(PREPARING_REBALANCE, now)
         group.rebalance_started_at = now
-        log.info("rebalance started group=%s generation=%d reason=%s members=%d", group.group_id,
-                 group.generation, why, len(group.members))
+        self.on_event("rebalance_started", reason=reason)
+        log.info("rebalance started group=%s generation=%d reason=%s %s members=%d", group.group_id,
+                 group.generation, reason, detail, len(group.members))
         if not initial:
             group.initial_delay = None
             if group.has_all_members_joined():
@@ -407,6 +419,7 @@ class GroupShard:
             group.transition_to(EMPTY, now)
             group.compute_subscribed_topics()
             out.records.append(Record(GroupMetadataKey(group.group_id), group.metadata_value()))
+            self.on_event("rebalance_completed", seconds=(now - group.rebalance_started_at) / 1000, state="Empty")
             log.info("rebalance completed group=%s generation=%d state=Empty members=0 rebalance_ms=%d",
                      group.group_id, group.generation, now - group.rebalance_started_at)
             return
@@ -458,6 +471,7 @@ class GroupShard:
             if known is None:
                 return E.unknown_member_id
             if known != member_id:
+                self.on_event("static_member_fenced")
                 return E.fenced_instance_id
         if member_id not in group.members:
             return E.unknown_member_id
@@ -516,10 +530,11 @@ class GroupShard:
         if not member.is_new and (member.awaiting_join is not None or member.awaiting_sync is not None):
             return  # re-armed when its join completes or its sync is answered
         self._remove_member(out, group, member_id)
+        self.on_event("member_expired", reason="session-timeout")
         log.info("member expired group=%s member=%s instance=%s reason=session-timeout generation=%d",
                  group.group_id, member_id, member.group_instance_id, group.generation)
         if group.is_in(STABLE, COMPLETING_REBALANCE):
-            self._prepare_rebalance(out, group, now, f"member {member_id} session expired")
+            self._prepare_rebalance(out, group, now, "session-expired", f"member={member_id}")
         elif group.is_in(PREPARING_REBALANCE):
             self._maybe_complete_join(out, group, now)
 
@@ -543,9 +558,10 @@ class GroupShard:
         missing = sorted(group.pending_sync)
         for member_id in missing:
             self._remove_member(out, group, member_id)
+        self.on_event("member_expired", value=len(missing), reason="sync-timeout")
         log.info("members removed group=%s members=%s reason=sync-timeout generation=%d", group.group_id,
                  ",".join(missing), group.generation)
-        self._prepare_rebalance(out, group, now, "members did not sync in time")
+        self._prepare_rebalance(out, group, now, "sync-timeout", f"members={len(missing)}")
 
     # =========================================================================================
     # SyncGroup (spec §4)
@@ -603,7 +619,7 @@ class GroupShard:
             log.warning("assignment write failed group=%s generation=%d error=%s", group.group_id,
                         generation, error.name)
             self._reset_assignments_with_error(out, group, error, now)
-            self._prepare_rebalance(out, group, now, f"assignment could not be written ({error.name})")
+            self._prepare_rebalance(out, group, now, "write-failed", error.name)
             return out
         for member in group.members.values():  # apply() has stored the assignments
             if member.awaiting_sync is not None:
@@ -612,6 +628,7 @@ class GroupShard:
                 member.awaiting_sync = None
                 self._arm_session(out, group, member, now, member.session_timeout_ms)
         group.transition_to(STABLE, now)
+        self.on_event("rebalance_completed", seconds=(now - group.rebalance_started_at) / 1000, state="Stable")
         log.info("rebalance completed group=%s generation=%d protocol=%s members=%d rebalance_ms=%d sync_ms=%d",
                  group.group_id, generation, group.protocol_name, len(group.members),
                  now - group.rebalance_started_at, now - group.join_completed_at)
@@ -678,7 +695,7 @@ class GroupShard:
         if removed:
             log.info("members left group=%s members=%s", group_id, ",".join(removed))
             if group.is_in(STABLE, COMPLETING_REBALANCE):
-                self._prepare_rebalance(out, group, now, "members left")
+                self._prepare_rebalance(out, group, now, "member-left", f"members={len(removed)}")
             elif group.is_in(PREPARING_REBALANCE):
                 self._maybe_complete_join(out, group, now)
         out.reply = {"error_code": E.none, "members": results}
@@ -800,7 +817,16 @@ class GroupShard:
         for topic, partition in self.offsets.get(group_id, {}):
             out.records.append(Record(OffsetCommitKey(group_id, topic, partition), None))
         out.records.append(Record(GroupMetadataKey(group_id), None))
-        out.after_write = lambda error, at: Outcome(reply=error or E.none)
+        removed_offsets = len(out.records) - 1
+
+        def written(error: ErrorCode | None, at: int) -> Outcome:
+            if error is None:
+                self.on_event("groups_removed", reason="deleted")
+                self.on_event("offsets_removed", value=removed_offsets, reason="deleted")
+                log.info("group deleted group=%s offsets=%d", group_id, removed_offsets)
+            return Outcome(reply=error or E.none)
+
+        out.after_write = written
         return out
 
     def delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]]) -> Outcome:
@@ -851,6 +877,8 @@ class GroupShard:
                 out.records.append(Record(GroupMetadataKey(group_id), None))
                 deleted_groups += 1
         if out.records:
+            self.on_event("offsets_removed", value=expired_offsets, reason="expired")
+            self.on_event("groups_removed", value=deleted_groups, reason="expired")
             log.info("expired partition=%d offsets=%d groups=%d", self.partition, expired_offsets, deleted_groups)
         return out
 

@@ -41,7 +41,8 @@ class GroupdProcess:
         os.makedirs(self.data_dir, exist_ok=True)
         args = [sys.executable, "-m", "coordinator", "serve",
                 "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-                "--set", f"data.dir={self.data_dir}"]
+                "--set", f"data.dir={self.data_dir}",
+                "--set", "metrics.listener="]  # off unless a test asks for it (ports would collide)
         for s in self.settings:
             args += ["--set", s]
         self._log = open(self.log_path, "ab")

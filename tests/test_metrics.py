@@ -1,0 +1,133 @@
+"""Prometheus metrics: the exposition on `metrics.listener`, and a real Prometheus server scraping
+groupd while a consumer group rebalances."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+import yaml
+
+from protocol.apis import ApiKey
+from tests.harness import ClientProcess
+from tests.support import ROOT, WireClient, free_port
+
+pytestmark = pytest.mark.clients
+
+
+def scrape(url: str) -> dict[str, float]:
+    """Samples of the exposition as {'name{labels}': value}."""
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+    return samples
+
+
+@pytest.fixture
+def metered(start_groupd):
+    port = free_port()
+    server = start_groupd("topics=t6:6", "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000",
+                          f"metrics.listener=http://127.0.0.1:{port}/metrics", "metrics.group.offsets.enabled=true",
+                          "metrics.group.generation.enabled=true")
+    server.metrics_url = f"http://127.0.0.1:{port}/metrics"
+    server.metrics_port = port
+    return server
+
+
+def test_exposition_counts_requests_groups_offsets_and_log_batches(metered):
+    with WireClient(metered.bootstrap) as w:
+        for _ in range(3):
+            w.request(ApiKey.API_VERSIONS, 2, {})
+        w.request(ApiKey.OFFSET_COMMIT, 8, {
+            "group_id": "metered", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": "t6", "partitions": [{"partition_index": 2, "committed_offset": 11,
+                                                      "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+    m = scrape(metered.metrics_url)
+    assert m['groupd_requests_total{api="api_versions",error="none"}'] == 3
+    assert m['groupd_request_duration_seconds_count{api="offset_commit"}'] == 1
+    assert m['groupd_groups{protocol_type="",state="Empty"}'] == 1
+    assert m["groupd_offsets"] == 1
+    assert m['groupd_group_committed_offset{group="metered",partition="2",topic="t6"}'] == 11
+    assert m["groupd_log_append_batch_records_count"] >= 1
+    assert m["groupd_connections_opened_total"] >= 1
+    assert sum(v for k, v in m.items() if k.startswith("groupd_partition_state{") and 'state="active"' in k) == 50
+    assert not any(k.endswith("_created") or "_created{" in k for k in m)
+
+
+def test_bad_frames_are_counted_by_reason(metered):
+    with WireClient(metered.bootstrap) as w:
+        w.send_raw((12).to_bytes(4, "big") + b"\x03\xe7\x00\x01\x00\x00\x00\x01\x00\x00\x00\x00")
+        assert w.closed_by_server()
+    assert scrape(metered.metrics_url)['groupd_bad_frames_total{reason="unknown_api"}'] == 1
+
+
+def _prometheus_config(target: str) -> dict:
+    """config/prometheus.yml (the compose file's), pointed at this test's groupd, scraping every 500 ms."""
+    with open(os.path.join(ROOT, "config", "prometheus.yml")) as f:
+        config = yaml.safe_load(f)
+    jobs = [job for job in config["scrape_configs"] if job["job_name"] == "groupd"]
+    assert jobs, "config/prometheus.yml has a scrape job named groupd"
+    jobs[0]["static_configs"] = [{"targets": [target]}]
+    jobs[0]["scrape_interval"] = "500ms"
+    config["scrape_configs"] = jobs
+    config.setdefault("global", {})["scrape_interval"] = "500ms"
+    return config
+
+
+def test_prometheus_scrapes_a_rebalance(metered, tmp_path):
+    binary = shutil.which("prometheus")
+    assert binary, "Debian's prometheus is installed by .ci/install-clients"
+    config = tmp_path / "prometheus.yml"
+    config.write_text(yaml.safe_dump(_prometheus_config(f"127.0.0.1:{metered.metrics_port}")))
+    web = free_port()
+    prom = subprocess.Popen([binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                             f"--web.listen-address=127.0.0.1:{web}"],
+                            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "wb"))
+
+    def query(expr: str) -> list:
+        url = f"http://127.0.0.1:{web}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+        try:
+            return json.load(urllib.request.urlopen(url, timeout=5))["data"]["result"]
+        except OSError:
+            return []
+
+    def eventually(expr: str, check, timeout: float = 60.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            result = query(expr)
+            if result and check(result):
+                return result
+            time.sleep(0.5)
+        raise AssertionError(f"{expr}: {query(expr)}; prometheus log: {(tmp_path / 'prometheus.log').read_text()[-1500:]}")
+
+    members = []
+    try:
+        opts = {"topic": "t6", "group": "scraped", "seconds": 0, "session.ms": 6000, "heartbeat.interval.ms": 500}
+        members = [ClientProcess("confluent", "subscribe", metered.bootstrap, opts) for _ in range(2)]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all(m.assignment() for m in members):
+            time.sleep(0.2)
+        assert members[1].close() == 0  # a member leaves: the group rebalances onto the other
+        value = lambda r: float(r[0]["value"][1])  # noqa: E731
+        eventually('groupd_rebalances_started_total{reason="member-left"}', lambda r: value(r) == 1)
+        eventually('groupd_rebalances_completed_total{state="Stable"}', lambda r: value(r) >= 2)
+        eventually("groupd_members", lambda r: value(r) == 1)
+        eventually('groupd_groups{state="Stable",protocol_type="consumer"}', lambda r: value(r) == 1)
+        eventually('sum(groupd_requests_total{api="join_group",error="none"})', lambda r: value(r) >= 3)
+        eventually('groupd_requests_total{api="leave_group",error="none"}', lambda r: value(r) == 1)
+        eventually('groupd_group_generation{group="scraped"}', lambda r: value(r) >= 2)
+        eventually("groupd_rebalance_duration_seconds_count", lambda r: value(r) >= 2)
+    finally:
+        for m in members:
+            m.close(timeout=20)
+        prom.terminate()
+        prom.wait(20)
