@@ -129,3 +129,28 @@ def test_aiokafka_consumer_with_manual_assignment_idles_quietly(groupd, caplog):
 
     assert asyncio.run(run()) == []
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+@pytest.mark.parametrize("stack", ["java", "kafkajs", "platformatic"])
+def test_other_stacks_with_manual_assignment_idle_quietly(groupd, stack):
+    """Java: assign() + empty fetches. KafkaJS has no assign(): it polls metadata and offsets
+    through its admin client. platformatic: a group-less Consumer.fetch() loop."""
+    from tests.harness import ClientProcess, stack_available
+
+    why = stack_available(stack)
+    if why:
+        pytest.fail(why)
+    client = ClientProcess(stack, "assign", groupd.bootstrap, {"topic": "t3", "seconds": IDLE_S + 2})
+    try:
+        client.wait_for(lambda e: e["event"] == "assigned", 60)
+        time.sleep(1.5)  # past start-up: the connections it idles on are open
+        first = established_peers(groupd.port)
+        time.sleep(IDLE_S - 2)
+        assert established_peers(groupd.port) == first, "connections changed: a reconnect loop"
+        assert client.wait(60) == 0, (client.events, client.stderr_tail())
+    finally:
+        client.close()
+    summary = client.wait_for(lambda e: e["event"] == "summary", 5)
+    assert summary["errors"] == 0 and not client.errors()
+    assert first, "the client held connections while idling"
+    assert sorted(client.wait_for(lambda e: e["event"] == "assigned")["partitions"]) == ["t3-0", "t3-1", "t3-2"]
