@@ -127,11 +127,29 @@ def decode_request(api_key: int, version: int, frame: bytes, offset: int) -> Any
     return body
 
 
+class Encoded:
+    """A response body encoded once and sent many times (ApiVersions' table, heartbeat answers):
+    encoding is most of the cost of such a request."""
+
+    __slots__ = ("body", "__flexible__", "error_code")
+
+    def __init__(self, response: Any) -> None:
+        buf = io.BytesIO()
+        _writer(type(response))(buf, response)
+        self.body = buf.getvalue()
+        self.__flexible__ = response.__flexible__
+        self.error_code = getattr(response, "error_code", None)
+
+
 def encode_response(api_key: int, correlation_id: int, response: Any) -> bytes:
     """A complete response frame: size, header, body."""
+    flexible = response.__flexible__ and api_key != ApiKey.API_VERSIONS
+    if isinstance(response, Encoded):
+        body = response.body
+        return _CORRELATION.pack(len(body) + 4 + flexible, correlation_id) + (b"\x00" if flexible else b"") + body
     buf = io.BytesIO()
     buf.write(_CORRELATION.pack(0, correlation_id))
-    if response.__flexible__ and api_key != ApiKey.API_VERSIONS:
+    if flexible:
         buf.write(b"\x00")  # response header v1: an empty tag buffer
     _writer(type(response))(buf, response)
     frame = buf.getbuffer()

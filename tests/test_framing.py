@@ -65,3 +65,14 @@ def test_build_ignores_fields_of_other_versions_and_requires_the_rest():
     assert old.node_id == 1 and not hasattr(old, "error_message")
     with pytest.raises(KeyError, match="node_id"):
         codec.build_response(10, 0, {"error_code": 0, "host": "h", "port": 1})
+
+
+@pytest.mark.parametrize("api_key, version, values", [
+    (12, 0, {"error_code": 0}), (12, 4, {"error_code": 27}),                      # Heartbeat v0 / flexible v4
+    (18, 3, {"error_code": 0, "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 4}]}),  # header v0
+])
+def test_cached_encoding_is_byte_identical(api_key, version, values):
+    from protocol import ErrorCode
+
+    response = codec.build_response(api_key, version, {**values, "error_code": ErrorCode(values["error_code"])})
+    assert codec.encode_response(api_key, 77, codec.Encoded(response)) == codec.encode_response(api_key, 77, response)

@@ -13,7 +13,7 @@ from functools import cache
 
 from protocol import ErrorCode
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
-from protocol.codec import build_response
+from protocol.codec import Encoded, build_response
 
 from . import Request
 
@@ -26,8 +26,8 @@ def _table() -> list[dict]:
 
 
 @cache
-def _ok(version: int):
-    return build_response(ApiKey.API_VERSIONS, version, {"error_code": ErrorCode.none, "api_keys": _table()})
+def _ok(version: int) -> Encoded:
+    return Encoded(build_response(ApiKey.API_VERSIONS, version, {"error_code": ErrorCode.none, "api_keys": _table()}))
 
 
 @cache

@@ -10,14 +10,14 @@ from functools import cache
 
 from protocol import ErrorCode
 from protocol.apis import ApiKey
-from protocol.codec import build_response
+from protocol.codec import Encoded, build_response
 
 from . import Request
 
 
 @cache
-def _response(version: int, error: ErrorCode):
-    return build_response(ApiKey.HEARTBEAT, version, {"error_code": error})
+def _response(version: int, error: ErrorCode) -> Encoded:
+    return Encoded(build_response(ApiKey.HEARTBEAT, version, {"error_code": error}))
 
 
 def handle(node, request: Request):
