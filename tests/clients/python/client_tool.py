@@ -172,20 +172,26 @@ def _python_assignor(lib: str):
             "sticky": StickyPartitionAssignor}[name]
 
 
-def run_kafka_python() -> list[str]:
-    from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
-    from kafka.errors import KafkaError
-
+def _python_conf(lib: str) -> dict:
+    """kafka-python and aiokafka take the same consumer settings."""
     session = int(OPTS.get("session.ms", 10000))
-    conf = dict(bootstrap_servers=BOOTSTRAP, client_id=f"kafka-python-{MODE}", enable_auto_commit=False,
+    conf = dict(bootstrap_servers=BOOTSTRAP, client_id=f"{lib}-{MODE}", enable_auto_commit=False,
                 auto_offset_reset="earliest", group_id=OPTS.get("group"), session_timeout_ms=session,
                 heartbeat_interval_ms=max(session // 10, 100))
     conf.update(passthrough(True))
     if "instance" in OPTS:
         conf["group_instance_id"] = OPTS["instance"]
-    assignor = _python_assignor("kafka-python")
+    assignor = _python_assignor(lib)
     if assignor:
         conf["partition_assignment_strategy"] = [assignor]
+    return conf
+
+
+def run_kafka_python() -> list[str]:
+    from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
+    from kafka.errors import KafkaError
+
+    conf = _python_conf("kafka-python")
     c = KafkaConsumer(**conf)
     assignment: set = set()
     try:
@@ -243,16 +249,7 @@ async def run_aiokafka() -> list[str]:
     from aiokafka.errors import KafkaError
     from aiokafka.structs import OffsetAndMetadata
 
-    session = int(OPTS.get("session.ms", 10000))
-    conf = dict(bootstrap_servers=BOOTSTRAP, client_id=f"aiokafka-{MODE}", enable_auto_commit=False,
-                auto_offset_reset="earliest", group_id=OPTS.get("group"), session_timeout_ms=session,
-                heartbeat_interval_ms=max(session // 10, 100))
-    conf.update(passthrough(True))
-    if "instance" in OPTS:
-        conf["group_instance_id"] = OPTS["instance"]
-    assignor = _python_assignor("aiokafka")
-    if assignor:
-        conf["partition_assignment_strategy"] = [assignor]
+    conf = _python_conf("aiokafka")
     c = AIOKafkaConsumer(**conf)
     assignment: set = set()
     await c.start()
