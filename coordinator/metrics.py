@@ -8,11 +8,13 @@ scrape time by `CoordinatorCollector`, never maintained per request.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from prometheus_client import REGISTRY, Counter, Gauge, Histogram, disable_created_metrics, start_http_server
+from prometheus_client import (CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, disable_created_metrics,
+                               generate_latest)
 from prometheus_client.core import GaugeMetricFamily
 
 from protocol.apis import ApiKey
@@ -167,13 +169,40 @@ class CoordinatorCollector:
             yield from (committed, age)
 
 
-def serve(settings, groups: GroupCoordinator) -> str | None:
-    """Start the exposition server (a thread of prometheus-client) and the state collector."""
+class _Exposition(asyncio.Protocol):
+    """A minimal HTTP/1.1 endpoint on the event loop: collecting on the loop that owns the groups
+    means no collector ever sees a dict that another thread is changing."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.buf = b""
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if b"\r\n\r\n" not in self.buf and len(self.buf) < 8192:
+            return
+        request_line = self.buf.split(b"\r\n", 1)[0].decode("latin-1").split()
+        target = request_line[1] if len(request_line) > 1 else ""
+        if target.split("?", 1)[0] in (self.path, "/"):
+            status, body, kind = "200 OK", generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+        else:
+            status, body, kind = "404 Not Found", b"not found\n", "text/plain"
+        self.transport.write(f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n"
+                             "Connection: close\r\n\r\n".encode() + body)
+        self.transport.close()
+
+
+async def serve(settings, groups: GroupCoordinator) -> str | None:
+    """Register the state collector and serve the exposition on `metrics.listener`."""
     REGISTRY.register(CoordinatorCollector(groups, settings.metrics_group_generation_enabled,
                                            settings.metrics_group_offsets_enabled))
-    listener = settings.metrics_listener
-    if not listener:
+    if not settings.metrics_listener:
         return None
-    url = urlsplit(listener)
-    start_http_server(url.port, addr=url.hostname or "0.0.0.0")
-    return listener
+    url = urlsplit(settings.metrics_listener)
+    path = url.path or "/metrics"
+    await asyncio.get_running_loop().create_server(lambda: _Exposition(path), host=url.hostname or "0.0.0.0",
+                                                   port=url.port, reuse_address=True)
+    return settings.metrics_listener

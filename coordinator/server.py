@@ -38,7 +38,7 @@ class Server:
     async def startup(self) -> None:
         started = time.monotonic()
         self.node = Node(self.settings)
-        metrics_url = metrics.serve(self.settings, self.node.groups)
+        metrics_url = await metrics.serve(self.settings, self.node.groups)
         self.node.groups.start()  # partitions load off the loop and answer LOAD_IN_PROGRESS until then
         loop = asyncio.get_running_loop()
         for listener in self.settings.listeners:
