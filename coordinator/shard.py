@@ -140,10 +140,14 @@ class GroupShard:
                 self.groups[key.group] = ClassicGroup(key.group, EMPTY, None)
             self.offsets.setdefault(key.group, {})[(key.topic, key.partition)] = value
             return
+        group = self.groups.get(key.group)
         if value is None:
+            if group is not None and self.active and (group.members or group.pending_join):
+                # a member joined while the group's deletion was being written: the group lives on
+                # (its next GroupMetadata record puts it back in the log)
+                return
             self.groups.pop(key.group, None)
             return
-        group = self.groups.get(key.group)
         if not self.active or group is None:
             self.groups[key.group] = ClassicGroup.from_record(key.group, value)
         elif group.is_in(COMPLETING_REBALANCE) and group.generation == value.generation:
