@@ -41,53 +41,70 @@ def closed_bytes(directory: str) -> int:
 
 def compact(directory: str, now_ms: int, delete_retention_ms: int, crash_after: int | None = None) -> CompactionResult:
     """Compact the closed segments of `directory`. `crash_after` (tests only) stops after that many
-    segments have been written, before their rename, as a crash would."""
+    segments have been rewritten, leaving the next one's `.cleaned` file before its rename, as a
+    crash would.
+
+    Two passes, as Kafka's cleaner makes: the first maps every key to its latest offset, the second
+    rewrites one segment at a time, one batch at a time, so memory holds the key map and one
+    segment, not the partition. The map is built from the closed segments only, since Kafka's
+    cleaner stops at the active segment too: its tail may not be durable yet (interval mode, or an
+    fsync in flight), so a newer value there must not cost a key its older, durable one."""
     segments = list_segments(directory)
     result = CompactionResult()
     if len(segments) < 2:
         return result
+    closed = [path for _, path in segments[:-1]]
     latest: dict[bytes, int] = {}
-    parsed = []
-    for i, (_, path) in enumerate(segments):
-        with open(path, "rb") as f:
-            data = f.read()
-        batches, _, problem = scan(data)
-        if problem is not None and i < len(segments) - 1:
-            raise CorruptLog(f"{path}: {problem}; not compacting")
-        records = [(b.batch, list(b.batch)) for b in batches]  # a batch can be iterated only once
-        for _, rs in records:
-            for r in rs:
+    for path in closed:
+        for b in _read_closed(path)[1]:
+            for r in b.batch:
                 latest[bytes(r.key)] = r.offset
-        parsed.append((path, len(data), records))
     horizon = now_ms - delete_retention_ms
-    for written, (path, size, batches) in enumerate(parsed[:-1]):
+    for path in closed:
+        data, batches = _read_closed(path)
         kept, total, out = 0, 0, []
-        for batch, records in batches:
+        for b in batches:
+            batch = b.batch
+            records = list(batch)  # a batch can be iterated only once
             survivors = [r for r in records if latest[bytes(r.key)] == r.offset
                          and not (r.value is None and batch.max_timestamp < horizon)]
             total += len(records)
             kept += len(survivors)
-            if survivors:
+            if len(survivors) == len(records):
+                out.append(data[b.position:b.position + b.size])  # unchanged: the batch as it was
+            elif survivors:
                 out.append(_rebuild(batch.base_offset, survivors))
+        size = len(data)
+        del data, batches
         result.records_before += total
         result.records_after += kept
         result.bytes_before += size
         if kept == total:
             result.bytes_after += size
             continue
-        if crash_after is not None and written >= crash_after:
-            _write(path + CLEANED_SUFFIX, b"".join(out))
+        cleaned = b"".join(out)
+        if crash_after is not None and result.segments_cleaned >= crash_after:
+            _write(path + CLEANED_SUFFIX, cleaned)
             raise RuntimeError("injected crash before rename")
-        data = b"".join(out)
-        if data:
-            _write(path + CLEANED_SUFFIX, data)
+        if cleaned:
+            _write(path + CLEANED_SUFFIX, cleaned)
             os.replace(path + CLEANED_SUFFIX, path)
         else:
             os.remove(path)
         fsync_dir(directory)
-        result.bytes_after += len(data)
+        result.bytes_after += len(cleaned)
         result.segments_cleaned += 1
     return result
+
+
+def _read_closed(path: str):
+    """(data, batches) of a closed segment, which must be intact."""
+    with open(path, "rb") as f:
+        data = f.read()
+    batches, _, problem = scan(data)
+    if problem is not None:
+        raise CorruptLog(f"{path}: {problem}; not compacting")
+    return data, batches
 
 
 def _rebuild(base_offset: int, records) -> bytes:

@@ -6,10 +6,13 @@ from __future__ import annotations
 import base64
 import json
 import os
+import struct
 from collections.abc import Iterator
 
 from .log import list_segments, partition_dir, records_of, scan
 from .records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
+
+_RECORD_COUNT = struct.Struct(">i")  # bytes 57..61 of a v2 batch header
 
 
 def partitions(data_dir: str) -> list[int]:
@@ -74,7 +77,8 @@ def verify(data_dir: str) -> tuple[list[str], bool]:
                 data = f.read()
             found, end, problem = scan(data)
             batches += len(found)
-            records += sum(b.batch.last_offset_delta + 1 for b in found)
+            # the header's record count: compacted batches have gaps in their offsets
+            records += sum(_RECORD_COUNT.unpack_from(data, b.position + 57)[0] for b in found)
             size += len(data)
             if problem is not None:
                 where = "torn tail (truncated at next start)" if i == len(segments) - 1 else "CORRUPT closed segment"

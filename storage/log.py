@@ -120,8 +120,9 @@ class PartitionLog:
         self.segment_bytes = segment_bytes
         self.next_offset = 0
         self.segments: list[tuple[int, str]] = []
-        self._active = None  # file object of the last segment
+        self._active = None  # unbuffered file of the last segment (no bytes queued in user space)
         self._active_size = 0
+        self._broken: str | None = None  # why appends are refused (a failed write could not be undone)
 
     # -- recovery --------------------------------------------------------------------------------
 
@@ -163,49 +164,64 @@ class PartitionLog:
 
     def _open_active(self) -> None:
         base, path = self.segments[-1]
-        self._active = open(path, "ab")
+        self._active = open(path, "ab", buffering=0)
         self._active_size = self._active.tell()
 
     def _roll(self, base_offset: int) -> None:
+        """Start a segment at `base_offset`. The old one is fsynced before the new one exists (a
+        closed segment is always complete on disk), and stays the active one if any step fails."""
         if self._active is not None:
-            self._active.flush()
             os.fsync(self._active.fileno())
-            self._active.close()
         path = os.path.join(self.directory, segment_name(base_offset))
+        new = open(path, "ab", buffering=0)
+        try:
+            fsync_dir(self.directory)
+        except BaseException:
+            new.close()  # an empty file: harmless, and the next roll reuses it
+            raise
+        if self._active is not None:
+            self._active.close()
         self.segments.append((base_offset, path))
-        self._active = open(path, "ab")
-        self._active_size = self._active.tell()
-        fsync_dir(self.directory)
+        self._active, self._active_size = new, new.tell()
 
     # -- appends ---------------------------------------------------------------------------------
 
     def append(self, records: list[Record], fsync: bool) -> int:
         """Write one batch holding `records`; returns its size. On failure the segment is cut
-        back to where it was, so a failed write leaves nothing behind."""
+        back to where it was, so a failed write leaves nothing behind (the file is unbuffered: no
+        part of a failed batch can linger in a buffer and reach the disk with a later write). If
+        the cut itself fails, every later append is refused, as Kafka takes a log dir offline;
+        the next load truncates the torn tail."""
+        if self._broken is not None:
+            raise OSError(f"partition {self.partition}: log is read-only after a failed write ({self._broken})")
         batch = build_batch(records, self.next_offset, int(time.time() * 1000))
         if self._active_size and self._active_size + len(batch) > self.segment_bytes:
             self._roll(self.next_offset)
         start = self._active_size
         try:
-            self._active.write(batch)
-            self._active.flush()
+            view = memoryview(batch)
+            while view:  # a raw write may be short (e.g. the disk filled up mid-batch)
+                view = view[self._active.write(view):]
             if fsync:
                 os.fsync(self._active.fileno())
-        except OSError:
+        except OSError as e:
             try:
                 self._active.truncate(start)
-                self._active.seek(start)
-            except OSError:
-                pass
+            except OSError as cut:
+                self._broken = f"{e}; truncating back to byte {start} failed: {cut}"
             raise
         self._active_size = start + len(batch)
         self.next_offset += len(records)
         return len(batch)
 
     def sync(self) -> None:
-        if self._active is not None:
-            self._active.flush()
-            os.fsync(self._active.fileno())
+        """fsync the active segment (interval mode calls this from another thread than appends)."""
+        active = self._active
+        if active is not None:
+            try:
+                os.fsync(active.fileno())
+            except ValueError:  # closed by a concurrent roll, which fsynced it first
+                pass
 
     def close(self) -> None:
         if self._active is not None:

@@ -5,14 +5,11 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import time
-from itertools import count
-from typing import Any
 
-from protocol.codec import RequestHeader, build_request, decode_response, encode_request
+from coordinator.admin import Connection
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -52,7 +49,9 @@ class GroupdProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"groupd exited with {self.proc.returncode}:\n{self.log()}")
-            if "groupd ready" in self.log()[seen:]:
+            # ready, and every offsets partition loaded (or failed): requests no longer meet
+            # COORDINATOR_LOAD_IN_PROGRESS
+            if "offsets log loaded" in self.log()[seen:]:
                 return self
             time.sleep(0.05)
         raise TimeoutError(f"groupd did not start:\n{self.log()}")
@@ -82,54 +81,16 @@ class GroupdProcess:
         return self.proc is not None and self.proc.poll() is None
 
 
-class WireClient:
+class WireClient(Connection):
     """Blocking Kafka client for tests: build a request from plain values, get the decoded
     kio response back. Speaks whatever (api, version) it is asked to, so tests can also send
-    what a server must refuse."""
+    what a server must refuse. (The wire part is the operations CLI's, coordinator/admin.py.)"""
 
     def __init__(self, bootstrap: str, client_id: str | None = "wire-test", timeout: float = 10.0) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
-        self.client_id = client_id
-        self._ids = count(1)
-
-    def close(self) -> None:
-        self.sock.close()
+        super().__init__(bootstrap, client_id, timeout)
 
     def __enter__(self) -> WireClient:
         return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def frame(self, api_key: int, version: int, values: dict, correlation_id: int | None = None) -> tuple[int, bytes]:
-        cid = next(self._ids) if correlation_id is None else correlation_id
-        header = RequestHeader(api_key, version, cid, self.client_id)
-        return cid, encode_request(header, build_request(api_key, version, values))
-
-    def send_raw(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def read_frame(self) -> bytes:
-        (size,) = struct.unpack(">i", self._read_exactly(4))
-        return self._read_exactly(size)
-
-    def _read_exactly(self, n: int) -> bytes:
-        chunks = []
-        while n:
-            chunk = self.sock.recv(n)
-            if not chunk:
-                raise ConnectionError("server closed the connection")
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
-
-    def request(self, api_key: int, version: int, values: dict) -> Any:
-        cid, data = self.frame(api_key, version, values)
-        self.send_raw(data)
-        got, response = decode_response(api_key, version, self.read_frame())
-        assert got == cid, f"correlation id {got} != {cid}"
-        return response
 
     def closed_by_server(self, timeout: float = 5.0) -> bool:
         """True when the server closes the connection (EOF or reset) within `timeout`."""

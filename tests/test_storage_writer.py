@@ -1,0 +1,154 @@
+"""`coordinator.log_writer.LogWriter` and `storage.log.PartitionLog` appends, without a server:
+group commit (everything appended in one loop turn is one batch, one fsync), the error mapping of
+spec §10.3 (storage error → NOT_COORDINATOR, timeout → COORDINATOR_NOT_AVAILABLE), and a failed
+append leaving nothing behind in the segment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from coordinator.log_writer import LogWriter
+from protocol import ErrorCode
+from storage.log import PartitionLog, list_segments, partition_dir, scan
+from storage.records import OffsetCommitKey, OffsetCommitValue, Record
+
+
+def rec(n: int) -> Record:
+    return Record(OffsetCommitKey("g", "t", n), OffsetCommitValue(n, -1, "", 1))
+
+
+def batches_on_disk(data_dir: str) -> list[list[int]]:
+    """The offsets of every batch of partition 0, per batch."""
+    out = []
+    for _, path in list_segments(partition_dir(data_dir, 0)):
+        with open(path, "rb") as f:
+            found, _, problem = scan(f.read())
+        assert problem is None
+        out += [[r.offset for r in b.batch] for b in found]
+    return out
+
+
+@pytest.fixture
+def plog(tmp_path):
+    log = PartitionLog(str(tmp_path), 0, 1 << 20)
+    log.load(lambda record: None)
+    yield log
+    log.close()
+
+
+@pytest.fixture
+def executor():
+    with ThreadPoolExecutor(2) as pool:
+        yield pool
+
+
+async def test_appends_of_one_loop_turn_are_one_batch(plog, executor, tmp_path):
+    calls = []
+    original = plog.append
+
+    def counting_append(records, fsync):
+        calls.append((len(records), fsync))
+        return original(records, fsync)
+
+    plog.append = counting_append
+    writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
+    results = await asyncio.gather(writer.append([rec(0)]), writer.append([rec(1), rec(2)]), writer.append([rec(3)]))
+    assert results == [None, None, None]
+    assert calls == [(4, True)]
+    assert batches_on_disk(str(tmp_path)) == [[0, 1, 2, 3]]
+
+
+async def test_appends_while_a_write_is_in_flight_form_the_next_batch(plog, executor, tmp_path):
+    gate = threading.Event()
+    original = plog.append
+
+    def slow_append(records, fsync):
+        gate.wait(5)
+        return original(records, fsync)
+
+    plog.append = slow_append
+    writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
+    first = writer.append([rec(0)])
+    await asyncio.sleep(0.05)  # the first batch is being written
+    later = [writer.append([rec(n)]) for n in (1, 2, 3)]
+    gate.set()
+    assert await asyncio.gather(first, *later) == [None] * 4
+    assert batches_on_disk(str(tmp_path)) == [[0], [1, 2, 3]]
+
+
+async def test_storage_error_is_not_coordinator_and_leaves_nothing_behind(plog, executor, tmp_path):
+    writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
+    assert await writer.append([rec(0)]) is None
+
+    class FullDisk:
+        """The segment file accepts 10 bytes of the batch, then reports ENOSPC."""
+
+        def __init__(self, f):
+            self.f, self.budget = f, 10
+
+        def write(self, data):
+            if self.budget == 0:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            n = self.f.write(bytes(data[:self.budget]))
+            self.budget -= n
+            return n
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    segment = plog._active
+    plog._active = FullDisk(segment)
+    assert await writer.append([rec(1), rec(2)]) is ErrorCode.not_coordinator
+    plog._active = segment
+    assert batches_on_disk(str(tmp_path)) == [[0]], "the partial batch was cut off"
+    assert await writer.append([rec(3)]) is None
+    # the failed batch's offsets are reused: the log has no gap and no duplicate
+    assert batches_on_disk(str(tmp_path)) == [[0], [1]]
+
+
+async def test_write_slower_than_the_commit_timeout_is_coordinator_not_available(plog, executor):
+    gate = threading.Event()
+    original = plog.append
+    plog.append = lambda records, fsync: (gate.wait(5), original(records, fsync))[1]
+    writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=50)
+    try:
+        assert await asyncio.wait_for(writer.append([rec(0)]), 5) is ErrorCode.coordinator_not_available
+    finally:
+        gate.set()
+    idle = writer.idle()
+    if idle is not None:
+        await asyncio.wait_for(idle, 5)
+
+
+async def test_closed_writer_answers_not_coordinator(plog, executor):
+    writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
+    writer.closed = True
+    assert await writer.append([rec(0)]) is ErrorCode.not_coordinator
+
+
+def test_segments_roll_at_segment_bytes_and_offsets_continue_across_a_reload(tmp_path):
+    log = PartitionLog(str(tmp_path), 0, segment_bytes=400)
+    log.load(lambda record: None)
+    for n in range(10):
+        log.append([rec(n)], fsync=False)
+    log.close()
+    segments = list_segments(partition_dir(str(tmp_path), 0))
+    assert len(segments) > 2
+    assert all(os.path.getsize(path) <= 400 for _, path in segments)
+    assert [base for base, _ in segments] == sorted(base for base, _ in segments)
+    assert [o for b in batches_on_disk(str(tmp_path)) for o in b] == list(range(10))
+    loaded = []
+    again = PartitionLog(str(tmp_path), 0, segment_bytes=400)
+    result = again.load(loaded.append)
+    assert (result.records, again.next_offset, result.truncated) == (10, 10, None)
+    assert loaded == [rec(n) for n in range(10)]
+    again.append([rec(10)], fsync=True)
+    again.close()
+    assert batches_on_disk(str(tmp_path))[-1] == [10]
