@@ -25,6 +25,7 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
     DELETE_GROUPS = 42
     CREATE_PARTITIONS = 37
     OFFSET_DELETE = 47
@@ -32,8 +33,8 @@ class ApiKey(IntEnum):
 
 # (min, max) per API key, inclusive.
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    # Produce is advertised only so that librdkafka enables its v2 fetcher (clients.md §1.2);
-    # every partition is answered with an error.
+    # Produce is advertised so that librdkafka enables its v2 fetcher (clients.md §1.2); with
+    # records.plane none every partition is answered with an error.
     ApiKey.PRODUCE: (3, 8),
     ApiKey.FETCH: (4, 12),
     ApiKey.LIST_OFFSETS: (1, 9),
@@ -50,6 +51,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 4),
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DELETE_TOPICS: (1, 6),
+    ApiKey.INIT_PRODUCER_ID: (0, 4),
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),

@@ -255,6 +255,9 @@ def key_fields(api_key: int, m: dict) -> dict:
         case ApiKey.OFFSET_DELETE:
             return {"group_id": m["group_id"],
                     "topics": topics("topics", "name", "partitions", "partition_index")}
+        case ApiKey.INIT_PRODUCER_ID:
+            return {"transactional_id": m["transactional_id"],
+                    "producer": [m.get("producer_id", -1), m.get("producer_epoch", -1)]}
     raise AssertionError(f"no key fields for API key {api_key}: add them to key_fields()")
 
 
@@ -429,6 +432,8 @@ def response_values(api_key: int, version: int) -> dict:
             return {"error_code": E.none, "topics": [{"name": "golden-a", "partitions": [
                 {"partition_index": 0, "error_code": E.none},
                 {"partition_index": 1, "error_code": E.group_subscribed_to_topic}]}]}
+        case ApiKey.INIT_PRODUCER_ID:
+            return {"error_code": E.none, "producer_id": 4242, "producer_epoch": 0}
     raise AssertionError(f"no response values for API key {api_key}: add them to response_values()")
 
 

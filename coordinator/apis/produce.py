@@ -1,30 +1,81 @@
-"""Produce (0), v3–v8: advertised, refused.
+"""Produce (0), v3–v8.
 
-groupd stores no records. Produce is advertised only because librdkafka enables its modern
-fetcher when both Produce (≥3) and Fetch (≥4) are listed (clients.md §1.2). Every partition is
-answered INVALID_REQUEST (non-retriable, so producers fail fast instead of retrying forever);
-with acks=0 nothing is sent back, as Kafka does.
+v5 adds the log start offset; v7 allows zstd; v8 per-batch record errors and an error message.
 
-v5 adds the log start offset; v8 per-batch record errors and an error message.
+With `records.plane: none` (the default) groupd stores no records. Produce is advertised only
+because librdkafka enables its modern fetcher when both Produce (≥3) and Fetch (≥4) are listed
+(clients.md §1.2). Every partition is answered INVALID_REQUEST (non-retriable, so producers fail
+fast instead of retrying forever).
+
+With `records.plane: memory` each partition's record batches are validated (`records.batches`)
+and appended to the in-memory partition, which assigns their offsets; idempotent producers'
+sequences are checked as Kafka does (a retried batch is answered with its first offsets).
+Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION (Produce never auto-creates), INVALID_RECORD,
+CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE, INVALID_PRODUCER_EPOCH,
+OUT_OF_ORDER_SEQUENCE_NUMBER; acks other than 0, 1, -1 get INVALID_REQUIRED_ACKS; a
+transactional request gets UNSUPPORTED_FOR_MESSAGE_FORMAT (see init_producer_id.py).
+
+In both modes acks=0 gets no reply at all, as Kafka does.
 """
 
 from __future__ import annotations
 
+import time
+
 from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
+from records import plane_for
+from records.plane import TRANSACTIONS_UNSUPPORTED
 
 from . import Request
 
 MESSAGE = "groupd is a group coordinator and stores no records"
 
 
+def _partition(index: int, error: ErrorCode, base_offset: int = -1, log_start_offset: int = -1,
+               message: str | None = None) -> dict:
+    return {"index": index, "error_code": error, "base_offset": base_offset, "log_append_time": None,
+            "log_start_offset": log_start_offset, "record_errors": (), "error_message": message}
+
+
 def handle(node, request: Request):
+    plane = plane_for(node)
+    if plane is None:
+        return _refuse(request)
+    body = request.body
+    if body.acks not in (-1, 0, 1):
+        responses = [{"name": t.name, "partition_responses": [
+            _partition(p.index, ErrorCode.invalid_required_acks) for p in t.partition_data]}
+            for t in body.topic_data]
+        return build_response(ApiKey.PRODUCE, request.version, {"responses": responses})
+    now = int(time.time() * 1000)
+    live_ids = lambda: (t.topic_id for t in node.catalog)  # noqa: E731
+    responses = []
+    for t in body.topic_data:
+        topic = node.catalog.get(t.name)
+        partitions = []
+        for p in t.partition_data:
+            if body.transactional_id is not None:
+                partitions.append(_partition(p.index, ErrorCode.unsupported_for_message_format,
+                                             message=TRANSACTIONS_UNSUPPORTED))
+            elif topic is None or not 0 <= p.index < topic.partitions:
+                partitions.append(_partition(p.index, ErrorCode.unknown_topic_or_partition,
+                                             message="This server does not host this topic-partition."))
+            else:
+                r = plane.append((topic.topic_id, p.index), p.records, request.version, now, live_ids)
+                partitions.append(_partition(p.index, r.error, r.base_offset, r.log_start_offset, r.message))
+        responses.append({"name": t.name, "partition_responses": partitions})
+    if body.acks == 0:
+        return None
+    return build_response(ApiKey.PRODUCE, request.version, {"responses": responses})
+
+
+def _refuse(request: Request):
     body = request.body
     if body.acks == 0:
         return None
     responses = [{"name": t.name, "partition_responses": [
-        {"index": p.index, "error_code": ErrorCode.invalid_request, "base_offset": -1,
-         "log_append_time": None, "log_start_offset": -1, "record_errors": (), "error_message": MESSAGE}
-        for p in t.partition_data]} for t in body.topic_data]
+        _partition(p.index, ErrorCode.invalid_request, message=MESSAGE) for p in t.partition_data]}
+        for t in body.topic_data]
     return build_response(ApiKey.PRODUCE, request.version, {"responses": responses})

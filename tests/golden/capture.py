@@ -389,6 +389,9 @@ def kafka_python_request_values(api: int, version: int) -> dict:
         case ApiKey.OFFSET_DELETE:
             return {"group_id": "golden-kp-group", "topics": [{"name": EXISTING, "partitions": [
                 {"partition_index": 0}, {"partition_index": 1}]}]}
+        case ApiKey.INIT_PRODUCER_ID:  # an idempotent producer (no transactional id)
+            return {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1,
+                    "producer_epoch": -1}
     raise KeyError(f"no kafka-python request values for API key {api}: add them here")
 
 

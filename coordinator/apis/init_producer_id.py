@@ -1,0 +1,40 @@
+"""InitProducerId (22), v0–v4.
+
+v1 changes only throttling; v2 is flexible; v3 lets a producer pass its current id and epoch
+(KIP-360, to recover from an unknown-producer error); v4 adds nothing on the wire. v5 (KIP-890)
+and v6 (KIP-939) only matter to transactions and are not advertised.
+
+Idempotent producers (no transactional id): as in Kafka, every request gets a fresh producer id
+with epoch 0, whatever id and epoch it carries. The Java producer is idempotent by default,
+librdkafka when `enable.idempotence=true`, kafka-python when `enable_idempotence=True`. Ids are
+handed out in every records-plane mode: with `records.plane: none` the producer then learns from
+Produce itself (INVALID_REQUEST with a message) that nothing is stored.
+
+Transactional producers (a transactional id) get UNSUPPORTED_FOR_MESSAGE_FORMAT (43): groupd
+has no transaction coordinator and its records plane keeps no transaction markers. Kafka
+defines 43 for "the broker's log cannot do what the request needs" (it is what a broker whose
+message format predates transactions answers). It is non-retriable, so the Java producer fails
+`initTransactions()` at once ("Unexpected error in InitProducerIdResponse; The message format
+version on the broker does not support the request."), and librdkafka's `init_transactions()`
+fails with "Broker: Message format on broker does not support request". The alternatives are
+worse: TRANSACTIONAL_ID_AUTHORIZATION_FAILED sends people to ACLs that do not exist;
+COORDINATOR_NOT_AVAILABLE / CONCURRENT_TRANSACTIONS are retriable and make producers retry
+until their timeout; UNSUPPORTED_VERSION wrongly blames the request's version.
+"""
+
+from __future__ import annotations
+
+from protocol import ErrorCode
+from protocol.apis import ApiKey
+from protocol.codec import build_response
+from records import producer_ids_for
+
+from . import Request
+
+
+def handle(node, request: Request):
+    if request.body.transactional_id is not None:
+        return build_response(ApiKey.INIT_PRODUCER_ID, request.version, {
+            "error_code": ErrorCode.unsupported_for_message_format, "producer_id": -1, "producer_epoch": -1})
+    return build_response(ApiKey.INIT_PRODUCER_ID, request.version, {
+        "error_code": ErrorCode.none, "producer_id": producer_ids_for(node).allocate(), "producer_epoch": 0})

@@ -1,0 +1,165 @@
+"""Record batches as a producer sends them: split a partition's `records` bytes into v2 batches,
+check each one the way a Kafka leader does before it appends, and stamp the broker's fields.
+
+Parsing and the CRC check are aiokafka's (`aiokafka.record`, C-accelerated); this module only
+walks the batch boundaries and decides which Kafka error a bad batch gets. A batch's bytes are
+stored as sent: the broker rewrites only `baseOffset` (bytes 0–7) and `partitionLeaderEpoch`
+(bytes 12–15), both in front of the CRC-32C, which covers attributes onward, so the CRC stays
+valid (Kafka's `DefaultRecordBatch` does the same).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+
+from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
+from aiokafka.record.default_records import DefaultRecordBatch
+from aiokafka.record.memory_records import MemoryRecords
+
+from protocol import ErrorCode
+
+HEADER_SIZE = 61  # the v2 batch header, up to and including the record count
+LOG_OVERHEAD = 12  # baseOffset + batchLength: bytes outside `batchLength`
+_LENGTH = struct.Struct(">i")
+_OFFSET = struct.Struct(">q")
+_COUNT_AT = HEADER_SIZE - 4
+NO_PRODUCER_ID = -1
+NO_PARTITION_LEADER_EPOCH = b"\xff\xff\xff\xff"
+ZSTD = 4
+CREATE_TIME, LOG_APPEND_TIME = 0, 1
+
+
+class BatchError(Exception):
+    """A batch Kafka would refuse: the error code for the partition and a message."""
+
+    def __init__(self, error: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
+@dataclasses.dataclass(slots=True)
+class Batch:
+    """One v2 record batch and the header fields the log and the idempotence checks need."""
+
+    data: bytearray | bytes  # the whole batch, baseOffset first (bytes once stamped and stored)
+    count: int  # records in it (lastOffsetDelta + 1)
+    max_timestamp: int
+    timestamp_type: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    transactional: bool = False
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    @property
+    def last_sequence(self) -> int:
+        return _add_sequence(self.base_sequence, self.count - 1)
+
+    def stamp(self, base_offset: int) -> None:
+        """Give the batch its offsets (the CRC does not cover these bytes); the data becomes
+        immutable bytes, which a fetch then joins without copying each batch."""
+        data = bytearray(self.data)
+        _OFFSET.pack_into(data, 0, base_offset)
+        data[12:16] = NO_PARTITION_LEADER_EPOCH
+        self.data = bytes(data)
+
+
+def _add_sequence(seq: int, delta: int) -> int:
+    return (seq + delta) % (2**31)  # sequences wrap at Int32.MAX_VALUE, as in Kafka
+
+
+def split(records: bytes | None, produce_version: int, max_batch_bytes: int) -> list[Batch]:
+    """The batches of one partition of a Produce request, validated; raises BatchError.
+
+    Kafka (ProduceRequest.validateRecords, LogValidator) refuses: no batch at all, a magic other
+    than 2, zstd before Produce v7 (UNSUPPORTED_COMPRESSION_TYPE), a truncated or CRC-failing
+    batch (CORRUPT_MESSAGE), a batch over `max.message.bytes` (MESSAGE_TOO_LARGE), an empty batch
+    and control batches written by a client (INVALID_RECORD). Kafka also refuses a second batch
+    per partition from Produce v3 on; groupd accepts several and gives them consecutive offsets.
+    """
+    if not records:
+        raise BatchError(ErrorCode.invalid_record,
+                         f"Produce requests with version {produce_version} must have at least one "
+                         "record batch per partition")
+    view = memoryview(records)
+    batches: list[Batch] = []
+    pos = 0
+    while pos < len(view):
+        if len(view) - pos < HEADER_SIZE:
+            raise BatchError(ErrorCode.corrupt_message,
+                             f"{len(view) - pos} trailing bytes are shorter than a record batch header")
+        (length,) = _LENGTH.unpack_from(view, pos + 8)
+        end = pos + LOG_OVERHEAD + length
+        if length < HEADER_SIZE - LOG_OVERHEAD or end > len(view):
+            raise BatchError(ErrorCode.corrupt_message,
+                             f"record batch length {length} does not fit the {len(view) - pos} bytes sent")
+        magic = view[pos + 16]
+        if magic != 2:
+            raise BatchError(ErrorCode.invalid_record,
+                             f"Produce requests with version {produce_version} are only allowed to "
+                             f"contain record batches with magic version 2 (got {magic})")
+        if end - pos > max_batch_bytes:
+            raise BatchError(ErrorCode.message_too_large,
+                             f"The record batch of {end - pos} bytes is larger than the maximum "
+                             f"allowed size of {max_batch_bytes} (records.message.max.bytes)")
+        data = bytearray(view[pos:end])
+        batches.append(_check(data, produce_version))
+        pos = end
+    return batches
+
+
+def _check(data: bytearray, produce_version: int) -> Batch:
+    reader = DefaultRecordBatch(bytes(data))
+    if not reader.validate_crc():
+        raise BatchError(ErrorCode.corrupt_message, "Record batch CRC-32C does not match its contents")
+    (count,) = _LENGTH.unpack_from(data, _COUNT_AT)
+    if count <= 0 or reader.last_offset_delta != count - 1:
+        raise BatchError(ErrorCode.invalid_record,
+                         f"Record batch of {count} records has last offset delta {reader.last_offset_delta}")
+    if reader.is_control_batch:
+        raise BatchError(ErrorCode.invalid_record, "Clients are not allowed to write control records")
+    if reader.compression_type == ZSTD and produce_version < 7:
+        raise BatchError(ErrorCode.unsupported_compression_type,
+                         f"Produce requests with version {produce_version} are not allowed to use "
+                         "ZStandard compression")
+    return Batch(data, count, reader.max_timestamp, reader.timestamp_type, reader.producer_id,
+                 reader.producer_epoch, reader.base_sequence, bool(reader.is_transactional))
+
+
+def first_record_at_or_after(data: bytes, timestamp: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record of a stored batch whose timestamp is ≥ `timestamp`,
+    or None. Reading records needs the batch's codec; without it, the batch's base offset and
+    max timestamp stand in (Kafka's answer when every record shares the max timestamp)."""
+    batch = DefaultRecordBatch(bytes(data))
+    try:
+        for record in batch:
+            if record.timestamp >= timestamp:
+                return record.offset, record.timestamp
+    except (UnsupportedCodecError, CorruptRecordException):
+        return _OFFSET.unpack_from(data, 0)[0], batch.max_timestamp
+    return None
+
+
+def record_with_max_timestamp(data: bytes) -> tuple[int, int]:
+    """(offset, timestamp) of the record carrying the batch's max timestamp (its first such)."""
+    batch = DefaultRecordBatch(bytes(data))
+    best = batch.max_timestamp
+    try:
+        for record in batch:
+            if record.timestamp == best:
+                return record.offset, best
+    except (UnsupportedCodecError, CorruptRecordException):
+        pass
+    return _OFFSET.unpack_from(data, 0)[0] + batch.last_offset_delta, best
+
+
+def iter_batches(data: bytes):
+    """The batches of a Fetch's records bytes (for tests and tools)."""
+    records = MemoryRecords(bytes(data))
+    while records.has_next():
+        yield records.next_batch()

@@ -1,0 +1,181 @@
+"""One partition's records in memory: a list of stamped v2 batches, the log start offset and the
+high watermark (= log end: one replica, every append is committed at once), plus the producer
+state that idempotent producers need. Sans-IO: the current time is passed in.
+
+Retention follows Kafka's rules with a batch in the role of a segment:
+- by bytes: drop the oldest batch while the log minus that batch is still ≥ `retention_bytes`
+  (Kafka's `retention.bytes` check), so the log never holds more than `retention_bytes` plus one
+  batch;
+- by time: drop the oldest batch while its max timestamp is more than `retention_ms` old
+  (Kafka's `retention.ms` uses a segment's largest timestamp the same way);
+and the log start offset moves to the first batch kept (to the high watermark when none is).
+Kafka checks every `log.retention.check.interval.ms`; here every append, fetch and offset
+look-up of the partition checks first, which no client can tell apart.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+
+from protocol import ErrorCode
+
+from .batches import Batch, BatchError, first_record_at_or_after, record_with_max_timestamp
+
+PRODUCER_BATCHES_KEPT = 5  # Kafka keeps the last 5 batches per producer for duplicate detection
+PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms: idle producers are forgotten
+
+
+class _Producer:
+    __slots__ = ("epoch", "recent", "last_ms")
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.last_ms = 0
+        # (first sequence, last sequence, base offset) of the last batches appended
+        self.recent: deque[tuple[int, int, int]] = deque(maxlen=PRODUCER_BATCHES_KEPT)
+
+
+class PartitionLog:
+    def __init__(self, retention_bytes: int, retention_ms: int) -> None:
+        self.retention_bytes = retention_bytes
+        self.retention_ms = retention_ms  # -1: no time limit
+        self.batches: list[Batch] = []
+        self.bases: list[int] = []  # base offset of each batch, for bisect
+        self.log_start = 0
+        self.high_watermark = 0
+        self.size = 0
+        self._producers: dict[int, _Producer] = {}
+
+    # -- appending -----------------------------------------------------------------------------
+
+    def check_producer(self, batch: Batch) -> int | None:
+        """Kafka's idempotence checks for a batch from producer `batch.producer_id`: None to
+        append it, the base offset of the batch it duplicates (answered as success), or raises
+        BatchError (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+        if batch.producer_id < 0:
+            return None
+        state = self._producers.get(batch.producer_id)
+        if state is None:
+            return None  # unknown producer (or state lost): any sequence is accepted, as in Kafka
+        if batch.producer_epoch < state.epoch:
+            raise BatchError(ErrorCode.invalid_producer_epoch,
+                             f"Epoch {batch.producer_epoch} of producer {batch.producer_id} is older "
+                             f"than its current epoch {state.epoch}")
+        if batch.producer_epoch > state.epoch:
+            if batch.base_sequence != 0:
+                raise BatchError(ErrorCode.out_of_order_sequence_number,
+                                 f"Invalid sequence number for new epoch {batch.producer_epoch} of "
+                                 f"producer {batch.producer_id}: {batch.base_sequence} (expected 0)")
+            return None
+        for first, last, base in state.recent:
+            if first == batch.base_sequence and last == batch.last_sequence:
+                return base
+        if state.recent:
+            last_seq = state.recent[-1][1]
+            if batch.base_sequence != (last_seq + 1) % (2**31):
+                raise BatchError(ErrorCode.out_of_order_sequence_number,
+                                 f"Out of order sequence number for producer {batch.producer_id}: "
+                                 f"{batch.base_sequence} (incoming seq. number), {last_seq} (current end "
+                                 "sequence number)")
+        return None
+
+    def append(self, batch: Batch, now_ms: int) -> int:
+        """Stamp and append a checked batch; its base offset."""
+        base = self.high_watermark
+        batch.stamp(base)
+        self.batches.append(batch)
+        self.bases.append(base)
+        self.high_watermark = base + batch.count
+        self.size += batch.size
+        if batch.producer_id >= 0:
+            producers = self._producers
+            state = producers.pop(batch.producer_id, None)  # re-inserted last: oldest first
+            if state is None or state.epoch != batch.producer_epoch:
+                state = _Producer(batch.producer_epoch)
+            producers[batch.producer_id] = state
+            state.last_ms = now_ms
+            state.recent.append((batch.base_sequence, batch.last_sequence, base))
+            while producers:  # forget idle producers, as Kafka does after producer.id.expiration.ms
+                oldest = next(iter(producers.values()))
+                if now_ms - oldest.last_ms <= PRODUCER_ID_EXPIRATION_MS:
+                    break
+                del producers[next(iter(producers))]
+        self.enforce_retention(now_ms)
+        return base
+
+    # -- retention -----------------------------------------------------------------------------
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """Drop what retention no longer keeps; the number of batches dropped."""
+        dropped = 0
+        batches = self.batches
+        while dropped < len(batches):
+            oldest = batches[dropped]
+            too_big = self.size - oldest.size >= self.retention_bytes
+            too_old = self.retention_ms >= 0 and now_ms - oldest.max_timestamp > self.retention_ms
+            if not (too_big or too_old):
+                break
+            self.size -= oldest.size
+            dropped += 1
+        if dropped:
+            del batches[:dropped]
+            del self.bases[:dropped]
+            self.log_start = self.bases[0] if self.bases else self.high_watermark
+        return dropped
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def out_of_range(self, offset: int) -> bool:
+        """Kafka's OFFSET_OUT_OF_RANGE: before the log start or past the high watermark."""
+        return offset < self.log_start or offset > self.high_watermark
+
+    def read(self, offset: int, max_bytes: int, at_least_one: bool) -> list[Batch]:
+        """Whole batches from the one holding `offset`, within `max_bytes`; with `at_least_one`
+        the first batch comes even when it alone is larger (KIP-74), so a consumer always
+        progresses. The caller checks the range first."""
+        i = self._first_index(offset)
+        out: list[Batch] = []
+        used = 0
+        for batch in self.batches[i:]:
+            if used + batch.size > max_bytes and not (at_least_one and not out):
+                break
+            out.append(batch)
+            used += batch.size
+        return out
+
+    def _first_index(self, offset: int) -> int:
+        """Index of the first batch holding an offset ≥ `offset`."""
+        i = bisect.bisect_right(self.bases, offset) - 1
+        if i < 0:
+            return 0
+        if self.bases[i] + self.batches[i].count <= offset:
+            return i + 1
+        return i
+
+    def bytes_from(self, offset: int, limit: int) -> int:
+        """Bytes a fetch at `offset` would get, counting up to `limit` (for min-bytes checks)."""
+        i = self._first_index(offset)
+        total = 0
+        for batch in self.batches[i:]:
+            total += batch.size
+            if total >= limit:
+                break
+        return total
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with a timestamp ≥ `timestamp`, or None: the
+        first batch whose max timestamp reaches it is searched record by record."""
+        for batch in self.batches:
+            if batch.max_timestamp >= timestamp:
+                found = first_record_at_or_after(batch.data, timestamp)
+                if found is not None:
+                    return found
+        return None
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3)."""
+        if not self.batches:
+            return None
+        best = max(self.batches, key=lambda b: b.max_timestamp)  # first of equals: earliest
+        return record_with_max_timestamp(best.data)

@@ -1,0 +1,141 @@
+"""librdkafka's own test suite (`tests/test-runner`), built from the librdkafka source that the
+npm package @confluentinc/kafka-javascript ships (conformance.md §1.1, §1.6), run one test or one
+SUBTESTS filter per invocation against a fresh groupd (§1.2: `-p1 -E -L`, never `-Q`).
+
+The build (≈ 2 min on 2 cores) is cached under ~/.cache/groupd-conformance/<version key>/; a
+build is published there only once complete, under a lock, so a killed build is simply redone.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from .common import CACHE, logs_dir, Entry, Result, run_bounded, safe_name, start_groupd, stop_groupd, tail
+
+KJS_PACKAGE = "@confluentinc/kafka-javascript"
+KJS_VERSION = "1.10.1"  # bundles librdkafka 2.15.1
+LIBRDKAFKA_VERSION = "2.15.1"
+KEY = f"librdkafka-{LIBRDKAFKA_VERSION}-kjs{KJS_VERSION}"
+BROKER_VERSION = "3.9.0"  # TEST_KAFKA_VERSION: feature gates only; ≥ 2.4 enables every classic test
+
+_TEST_LINE = re.compile(r"Test (\S+) (PASSED|FAILED|SKIPPED)")
+_SUBTEST_LINE = re.compile(r"\[ (.+?): (PASS|FAIL|SKIP)\b")
+_SUBTEST_START = re.compile(r"^\[ ([^\]]+?) \]$", re.M)  # some subtests never print their PASS
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def tree() -> Path:
+    return CACHE / KEY / "librdkafka"
+
+
+def built() -> bool:
+    return (CACHE / KEY / ".complete").exists() and (tree() / "tests" / "test-runner").exists()
+
+
+def ensure_built(say=print) -> tuple[Path, float]:
+    """The built librdkafka tree and how long this call took (0-ish when cached)."""
+    started = time.monotonic()
+    if built():
+        return tree(), time.monotonic() - started
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f"{KEY}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building the same key
+        if built():
+            return tree(), time.monotonic() - started
+        for stale in CACHE.glob(f"{KEY}.build-*"):  # left by a build that was killed (we hold the lock)
+            shutil.rmtree(stale, ignore_errors=True)
+        work = Path(tempfile.mkdtemp(prefix=f"{KEY}.build-", dir=CACHE))
+        log = work / "build.log"
+        try:
+            say(f"librdkafka: npm pack {KJS_PACKAGE}@{KJS_VERSION} and build (about 2 minutes), log {log}")
+            _step(["npm", "pack", "--silent", f"{KJS_PACKAGE}@{KJS_VERSION}"], work, log)
+            (tgz,) = work.glob("*.tgz")
+            _step(["tar", "xzf", tgz.name], work, log)
+            src = work / "package" / "deps" / "librdkafka"
+            jobs = str(max(os.cpu_count() or 2, 2))
+            _step(["./configure", "--no-download"], src, log)  # never --install-deps: it downloads
+            _step(["make", f"-j{jobs}", "libs"], src, log)
+            _step(["make", "-C", "tests", f"-j{jobs}", "test-runner"], src, log)
+            for obj in src.rglob("*.o"):
+                obj.unlink()
+            final = CACHE / KEY
+            if final.exists():
+                shutil.rmtree(final)
+            final.mkdir()
+            src.rename(final / "librdkafka")
+            shutil.copy(log, final / "build.log")
+            (final / ".complete").write_text(f"{KJS_PACKAGE}@{KJS_VERSION} librdkafka {LIBRDKAFKA_VERSION}\n")
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return tree(), time.monotonic() - started
+
+
+def _step(args: list[str], cwd: Path, log: Path) -> None:
+    with open(log, "ab") as out:
+        out.write(f"\n$ {' '.join(args)}  (in {cwd})\n".encode())
+        out.flush()
+        rc = subprocess.run(args, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL).returncode
+    if rc != 0:
+        raise RuntimeError(f"librdkafka build step failed ({rc}): {' '.join(args)}\n{tail(log, 4000)}")
+
+
+def run_entry(entry: Entry, run_dir: Path | None = None) -> Result:
+    """One test-runner invocation against a fresh groupd."""
+    run_dir = run_dir or logs_dir("librdkafka")
+    log = run_dir / f"{safe_name(entry.id)}.log"
+    server, data_dir = start_groupd()
+    try:
+        conf = Path(data_dir) / "test.conf"
+        conf.write_text(f"bootstrap.servers={server.bootstrap}\ntest.topic.random=true\n")
+        env = {**os.environ, "RDKAFKA_TEST_CONF": str(conf), "LD_LIBRARY_PATH": "../src:../src-cpp",
+               "TEST_KAFKA_VERSION": BROKER_VERSION, "TESTS": entry.target,
+               "TEST_CONSUMER_GROUP_PROTOCOL": "classic"}
+        env.pop("SUBTESTS", None)
+        if entry.subtests:
+            env["SUBTESTS"] = entry.subtests
+        rc, seconds = run_bounded(["./test-runner", "-p1", "-E", "-L"], cwd=tree() / "tests", env=env,
+                                  timeout=entry.timeout, log_path=log)
+    finally:
+        stop_groupd(server, data_dir, keep_log=run_dir / f"{safe_name(entry.id)}.groupd.log")
+    status, detail = verdict(log.read_text(errors="replace"), rc, entry)
+    return Result(entry, status, seconds, detail, str(log))
+
+
+def _strip_prefix(text: str) -> str:
+    """Lines without the runner's `[<test name> / <elapsed>] ` prefix."""
+    return re.sub(r"^\[[^\]]*/\s*[0-9.]+s\] ", "", text, flags=re.M)
+
+
+def verdict(output: str, rc: int | None, entry: Entry) -> tuple[str, str]:
+    """PASS only when the runner exited 0, some test ran and passed, none failed, and — with a
+    SUBTESTS filter — at least one subtest ran (a filter that matches nothing passes vacuously)."""
+    text = _ANSI.sub("", output)
+    tests = _TEST_LINE.findall(text)
+    subtests = _SUBTEST_LINE.findall(text)
+    failed = [name for name, s in tests if s == "FAILED"] + [name for name, s in subtests if s == "FAIL"]
+    if rc is None:
+        return "FAIL", f"timed out after {entry.timeout}s" + (f"; failed: {failed}" if failed else "")
+    if failed:
+        return "FAIL", f"failed: {', '.join(failed)} (rc {rc})"
+    if rc != 0:
+        return "FAIL", f"test-runner exited {rc}"
+    ran = [name for name, s in tests if s == "PASSED"]
+    if entry.subtests:
+        passed = [name for name, s in subtests if s == "PASS"]
+        started = [s for s in _SUBTEST_START.findall(_strip_prefix(text))
+                   if not re.search(r": (PASS|FAIL|SKIP)\b", s)]
+        if not passed and not (ran and started):
+            skipped = [name for name, s in subtests if s == "SKIP"]
+            return ("SKIP", f"skipped: {skipped}") if skipped else ("FAIL", "no subtest matched the filter")
+        return "PASS", f"{max(len(passed), len(started))} subtest(s) passed"
+    if not ran:
+        skipped = [name for name, s in tests if s == "SKIPPED"]
+        return ("SKIP", f"skipped: {skipped}") if skipped else ("FAIL", "no test ran")
+    return "PASS", f"{len(ran)} test(s) passed"

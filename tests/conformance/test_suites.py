@@ -1,0 +1,66 @@
+"""The CI part of the conformance suites: librdkafka's test-runner and kafka-python's
+integration tests (the `ci` tier of tests/conformance/*.allowlist) against groupd.
+
+Every test must give exactly the result its allowlist line expects: a PASS that starts failing
+is a regression, and a FAIL that starts passing means the allowlist (and FINDINGS.md) must be
+updated. A test expected to FAIL needs a FINDINGS.md entry saying which Kafka behaviour groupd
+chose not to copy or which groupd gap it hits. No xfail: these are real clients.
+
+The first run builds librdkafka (≈ 2 min on 2 cores) and the kafka-python venv (≈ 15 s) into
+~/.cache/groupd-conformance; later runs reuse them. `make conformance-full` runs the full tier.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conformance import kafka_python, librdkafka
+from tests.conformance.common import finding_problem, read_allowlist, read_findings, select, tail
+
+pytestmark = pytest.mark.clients
+
+LIBRDKAFKA = select(read_allowlist("librdkafka"), "ci")
+KAFKA_PYTHON = select(read_allowlist("kafka-python"), "ci")
+
+
+def test_every_expected_failure_is_explained():
+    findings = read_findings()
+    problems = [p for suite in ("librdkafka", "kafka-python") for e in read_allowlist(suite)
+                if (p := finding_problem(e, findings))]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.fixture(scope="module")
+def librdkafka_tree():
+    try:
+        tree, _ = librdkafka.ensure_built()
+    except Exception as e:  # noqa: BLE001  (npm or the compiler missing: say so, precisely)
+        pytest.fail(f"cannot build librdkafka's test-runner: {e}")
+    return tree
+
+
+@pytest.mark.timeout(900)  # the first test also waits for the build
+@pytest.mark.parametrize("entry", LIBRDKAFKA, ids=[e.id for e in LIBRDKAFKA])
+def test_librdkafka(entry, librdkafka_tree):
+    result = librdkafka.run_entry(entry)
+    assert result.status == entry.expect, (
+        f"librdkafka {entry.id}: {result.status} ({result.detail}), allowlist expects {entry.expect}; "
+        f"log {result.log}\n{tail(result.log)}")
+
+
+@pytest.fixture(scope="module")
+def kafka_python_results():
+    try:
+        kafka_python.ensure_env()
+    except Exception as e:  # noqa: BLE001
+        pytest.fail(f"cannot set up kafka-python's suite: {e}")
+    return {r.entry.id: r for r in kafka_python.run_entries(KAFKA_PYTHON)}
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("entry", KAFKA_PYTHON, ids=[e.id for e in KAFKA_PYTHON])
+def test_kafka_python(entry, kafka_python_results):
+    result = kafka_python_results[entry.id]
+    assert result.status == entry.expect, (
+        f"kafka-python {entry.id}: {result.status} ({result.detail}), allowlist expects {entry.expect}; "
+        f"log {result.log}\n{tail(result.log)}")
