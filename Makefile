@@ -7,29 +7,39 @@ PY      := $(VENV)/bin/python
 ARGS    ?=
 PYTEST_ARGS ?=
 
-.PHONY: serve test install install-test clients bench clean
+.PHONY: serve test install install-test clients bench clean conformance conformance-full
 
 serve: install
 	$(VENV)/bin/groupd serve $(ARGS)
 
 test: install-test clients
+	PYTHON=$(PY) .ci/install-deploy-tools
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
-$(VENV)/.installed: pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e .
+# .ci/install-python is the one install recipe, shared with the Dockerfile
+$(VENV)/.installed: pyproject.toml .ci/install-python
+	PYTHON=$(PYTHON) VENV=$(VENV) .ci/install-python
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml .ci/install-python
+	PYTHON=$(PYTHON) VENV=$(VENV) .ci/install-python test,spark
 	touch $@
 
 # kcat, Debian's sarama, KafkaJS, @platformatic/kafka and the Java client (cached between runs)
 clients:
 	PYTHON=$(PY) .ci/install-clients
+
+# External suites (librdkafka's test-runner, kafka-python's integration tests) against groupd:
+# a table test -> PASS/FAIL with totals. `make test` runs the same CI tier through pytest
+# (tests/conformance/test_suites.py); conformance-full adds the longer local-only tier.
+conformance: install-test
+	$(PY) -m tests.conformance.report --tier ci $(ARGS)
+
+conformance-full: install-test
+	$(PY) -m tests.conformance.report --tier full $(ARGS)
 
 bench: install
 	$(PY) bench/run_apiversions.py

@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from . import __version__
+from . import __version__, admin
 from .settings import KEYS, ConfigError, Settings, env_var
 
 
@@ -31,6 +31,17 @@ def _parser() -> argparse.ArgumentParser:
     dump.add_argument("--partition", type=int)
     verify = logs_sub.add_parser("verify", help="check every batch's CRC and report per partition")
     verify.add_argument("--data-dir", required=True)
+    admin.add_parsers(sub)  # groups, offsets, health: talk to a running groupd
+    analytics = sub.add_parser("analytics", help="the PySpark pipeline over the offsets log (needs groupd[spark])")
+    analytics_sub = analytics.add_subparsers(dest="analytics_command", required=True)
+    run = analytics_sub.add_parser("run", help="read a data dir with Spark and write the Parquet tables")
+    run.add_argument("--data-dir", required=True, help="the server's data.dir (a live one is fine)")
+    run.add_argument("--out", required=True, help="directory for the tables (each overwritten)")
+    run.add_argument("--master", help="Spark master URL (default local[*]; e.g. spark://host:7077)")
+    run.add_argument("--since", metavar="TIME", help="history from TIME on: epoch ms, ISO 8601 or a duration ago (2h)")
+    run.add_argument("--until", metavar="TIME", help="the log as it was at TIME (offsets at a past time)")
+    run.add_argument("--window", type=int, default=10, help="commits per partition for partition_status (10)")
+    run.add_argument("--conf", metavar="KEY=VALUE", action="append", default=[], help="a Spark setting (repeatable)")
     return p
 
 
@@ -59,6 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "log":
         return _log_command(args)
+    if args.command == "analytics":
+        from analytics.cli import run_command  # pyspark only when asked for
+
+        return run_command(args)
+    if args.command in admin.COMMANDS:
+        return admin.run(args)
     try:
         settings = Settings.load(args.config, overrides=args.set)
     except ConfigError as e:
