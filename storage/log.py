@@ -107,6 +107,7 @@ class LoadResult:
     records: int = 0
     bytes: int = 0
     truncated: str | None = None
+    skipped: int = 0  # records of key types this coordinator does not know (KIP-848, share groups)
     next_offset: int = 0
 
 
@@ -146,6 +147,8 @@ class PartitionLog:
                 for offset, record, _ in records_of(b.batch):
                     if record is not None:
                         apply(record)
+                    else:
+                        result.skipped += 1
                     result.records += 1
                 result.next_offset = max(result.next_offset, b.batch.next_offset)
             result.bytes += end
@@ -155,6 +158,8 @@ class PartitionLog:
                 with open(path, "r+b") as f:
                     f.truncate(end)
                     os.fsync(f.fileno())
+        if result.skipped:
+            log.warning("partition %d: skipped %d records of unknown key types", self.partition, result.skipped)
         self.next_offset = max(result.next_offset, self.segments[-1][0] if self.segments else 0)
         if not self.segments:
             self._roll(0)
