@@ -153,7 +153,7 @@ def test_closed_consumer_partitions_move_to_the_others(server, clients, stack, r
     group = group_name(request)
     members = [clients(stack, "subscribe", server.bootstrap, **subscribe_opts(stack, group)) for _ in range(3)]
     wait_until(lambda: balanced(members, SIX), 90, "three-way assignment")
-    assert members[0].close() == 0
+    assert members[0].close() == 0, (members[0].errors(), members[0].stderr_tail())
     wait_until(lambda: balanced(members[1:], SIX), 60, "two-way assignment after a close")
     assert "members left group=" + group in server.log()
 

@@ -68,11 +68,17 @@ def watch_stdin() -> None:
 signal.signal(signal.SIGTERM, lambda *_: stop.set())
 
 
+closing = threading.Event()  # set once the client is being closed
+
+
 class _ErrorEvents(logging.Handler):
-    """Some failures only reach a log (kafka-python's heartbeat thread logs being fenced)."""
+    """Some failures only reach a log (kafka-python's heartbeat thread logs being fenced). Logs
+    after the close has begun are the library's own teardown (kafka-python's heartbeat thread
+    can log "Unhandled Heartbeat loop error" as its client goes away), not the group's."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        error(RuntimeError(f"{record.name}: {record.getMessage()}"))
+        if not closing.is_set():
+            error(RuntimeError(f"{record.name}: {record.getMessage()}"))
 
 
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
@@ -147,6 +153,7 @@ def run_confluent() -> list[str]:
     except KafkaException as e:
         error(e)
     finally:
+        closing.set()
         c.close()
     return sorted(assignment)
 
@@ -237,6 +244,7 @@ def run_kafka_python() -> list[str]:
     except KafkaError as e:
         error(e)
     finally:
+        closing.set()
         c.close()
     return sorted(assignment)
 
@@ -301,6 +309,7 @@ async def run_aiokafka() -> list[str]:
     except KafkaError as e:
         error(e)
     finally:
+        closing.set()
         await c.stop()
     return sorted(assignment)
 
