@@ -24,7 +24,7 @@ log = logging.getLogger("groupd.storage")
 
 class LogWriter:
     def __init__(self, plog: PartitionLog, executor: Executor, fsync_each_batch: bool, timeout_ms: int,
-                 on_batch=None) -> None:
+                 on_batch=None, on_late=None) -> None:
         self.plog = plog
         self._executor = executor
         self._fsync = fsync_each_batch
@@ -33,6 +33,9 @@ class LogWriter:
         self._writing = False
         self._idle_waiters: list[asyncio.Future] = []
         self._on_batch = on_batch  # (records, bytes, seconds) → None, for metrics
+        # records whose requests were answered as timed out but which then landed: the log has
+        # them, so memory must too (applied, never answered twice)
+        self._on_late = on_late
         self.closed = False
 
     def append(self, records: list[Record]) -> asyncio.Future:
@@ -70,9 +73,14 @@ class LogWriter:
                 error = ErrorCode.not_coordinator  # KAFKA_STORAGE_ERROR, as a coordinator reports it
             elif self._on_batch is not None:
                 self._on_batch(len(records), f.result(), time.perf_counter() - started)
+            late = [r for recs, fut in batch if fut.done() for r in recs] if error is None else []
             for fut in futures:
                 if not fut.done():
                     fut.set_result(error)
+            if late and self._on_late is not None:
+                log.warning("write landed after its timeout partition=%d records=%d: applied", self.plog.partition,
+                            len(late))
+                self._on_late(late)
             self._flush()
 
         job.add_done_callback(done)

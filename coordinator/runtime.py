@@ -100,7 +100,8 @@ class GroupCoordinator:
         else:
             plog, result, seconds = f.result()
             self.writers[p] = LogWriter(plog, self._executor, self.settings.log_flush_interval_ms == 0,
-                                        self.settings.offsets_commit_timeout_ms, on_batch=metrics.batch_written)
+                                        self.settings.offsets_commit_timeout_ms, on_batch=metrics.batch_written,
+                                        on_late=lambda records, shard=self.shards[p]: [shard.apply(r) for r in records])
             metrics.LOAD_SECONDS.labels(str(p)).set(seconds)
             self.states[p] = PartitionState.ACTIVE
             shard = self.shards[p]

@@ -127,6 +127,22 @@ async def test_write_slower_than_the_commit_timeout_is_coordinator_not_available
         await asyncio.wait_for(idle, 5)
 
 
+async def test_write_that_lands_after_its_timeout_is_still_applied(plog, executor, tmp_path):
+    """The request was answered COORDINATOR_NOT_AVAILABLE, but the log has the records, so the
+    state must have them too (as after a restart)."""
+    gate = threading.Event()
+    original = plog.append
+    plog.append = lambda records, fsync: (gate.wait(5), original(records, fsync))[1]
+    late = []
+    writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=50, on_late=late.extend)
+    assert await asyncio.wait_for(writer.append([rec(0), rec(1)]), 5) is ErrorCode.coordinator_not_available
+    assert late == []
+    gate.set()
+    await asyncio.wait_for(writer.idle() or asyncio.sleep(0), 5)
+    assert late == [rec(0), rec(1)]
+    assert batches_on_disk(str(tmp_path)) == [[0, 1]]
+
+
 async def test_closed_writer_answers_not_coordinator(plog, executor):
     writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
     writer.closed = True
