@@ -143,3 +143,14 @@ class ClientProcess:
 
     def wait(self, timeout: float = 120.0) -> int:
         return self.proc.wait(timeout)
+
+
+def wait_until(check, timeout: float = 60.0, what: str = "condition"):
+    """The first truthy value of `check()`, polled every 100 ms for up to `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -17,7 +17,7 @@ import pytest
 from coordinator.admin import DEFAULT_BOOTSTRAP, AdminError, default_bootstrap, split_bootstrap
 from protocol import ErrorCode
 from protocol.apis import ApiKey
-from tests.harness import ClientProcess
+from tests.harness import ClientProcess, wait_until
 from tests.support import ROOT, GroupdProcess, WireClient, free_port
 
 T4 = {f"t4-{p}" for p in range(4)}
@@ -60,16 +60,6 @@ def groupd_json(*args: str):
     r = groupd(*args, "--json")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
-
-
-def wait_until(check, timeout: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def balanced(clients: list[ClientProcess]) -> bool:

@@ -31,7 +31,7 @@ from storage import compaction, inspect
 from storage.log import PartitionLog, list_segments, partition_dir
 from storage.records import (GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey,
                              OffsetCommitValue, Record)
-from tests.harness import ClientProcess
+from tests.harness import ClientProcess, wait_until
 from tests.support import ROOT, GroupdProcess, WireClient
 
 # the first test also pays for the scenario and the CLI run (about 45 s on an idle 2-core machine)
@@ -42,16 +42,6 @@ SETTINGS = ("topics=t6:6", "group.initial.rebalance.delay.ms=0", "group.min.sess
 GROUPS = ["an-rebalance", "an-static", "an-deleted", "an-commits", "an-status"]
 ROUNDS = 12  # commit rounds of an-status: p0 advances, p1 stays, p2 stops after STOP_AFTER rounds
 STOP_AFTER = 4
-
-
-def wait_until(check, timeout: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def balanced(members: list[ClientProcess], partitions: set[str]) -> bool:

@@ -11,7 +11,7 @@ import pytest
 
 from protocol import ErrorCode
 from protocol.apis import ApiKey
-from tests.harness import ClientProcess, stack_available
+from tests.harness import ClientProcess, stack_available, wait_until
 from tests.support import GroupdProcess, WireClient
 
 pytestmark = pytest.mark.clients
@@ -49,16 +49,6 @@ def clients():
 
 def group_name(request) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", request.node.name)
-
-
-def wait_until(check, timeout: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def balanced(members: list[ClientProcess], partitions: set[str]) -> bool:

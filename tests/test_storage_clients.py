@@ -12,7 +12,7 @@ import time
 import pytest
 
 from protocol.apis import ApiKey
-from tests.harness import ClientProcess, stack_available
+from tests.harness import ClientProcess, stack_available, wait_until
 from tests.support import GroupdProcess, WireClient
 
 pytestmark = pytest.mark.clients
@@ -40,16 +40,6 @@ def restart(server: GroupdProcess, sig: int = signal.SIGTERM) -> str:
         assert time.monotonic() < deadline, server.log()[since:]
         time.sleep(0.05)
     return server.log()[since:]
-
-
-def wait_until(check, timeout: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_kafka_python_resumes_from_what_confluent_kafka_committed_before_a_restart(server, request):
