@@ -379,10 +379,11 @@ def test_non_consumer_protocol_type_elects_one_leader(server):
         async def _on_join_complete_async(self, generation, member_id, protocol, assignment):
             leaders.append((self.name, bytes(assignment)))
 
-    electors = []
+    electors, net_clients = [], []
     for name in ("node-a", "node-b"):
         client = KafkaNetClient(bootstrap_servers=server.bootstrap, client_id=name)
         client._manager.bootstrap(10000)  # what KafkaConsumer does before its coordinator runs
+        net_clients.append(client)
         electors.append(Election(name, client))
 
     def run(e):
@@ -406,3 +407,5 @@ def test_non_consumer_protocol_type_elects_one_leader(server):
     assert (d.protocol_type, d.protocol_data, len(d.members)) == ("sr", "v0", 2)
     for e in electors:
         e.close()
+    for client in net_clients:
+        client.close()  # its threads would otherwise log into later tests of this process
