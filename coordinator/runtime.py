@@ -57,7 +57,6 @@ class GroupCoordinator:
         self._timers: dict[tuple, tuple[int, asyncio.TimerHandle]] = {}
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="groupd-log")
         self._tasks: dict[Any, asyncio.TimerHandle] = {}  # periodic work: expiry, fsync, compaction
-        self.loaded = asyncio.Event()
 
     def partition(self, group_id: str) -> int:
         # Java's String.hashCode in Python is ~5% of a heartbeat: remember it per group id
@@ -113,7 +112,6 @@ class GroupCoordinator:
                          seconds * 1000, " (torn tail truncated)" if result.truncated else "")
         self._pending_loads -= 1
         if self._pending_loads == 0:
-            self.loaded.set()
             log.info("offsets log loaded partitions=%d active=%d failed=%d groups=%d", self.partitions,
                      self.states.count(PartitionState.ACTIVE), self.states.count(PartitionState.FAILED),
                      sum(len(s.groups) for s in self.shards))

@@ -1,5 +1,6 @@
 import pytest
 
+from tests.harness import ClientProcess, stack_available
 from tests.support import GroupdProcess
 
 
@@ -27,3 +28,21 @@ def start_groupd(tmp_path):
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture
+def clients():
+    """Start real client tools (tests/harness.py); every one is closed at the end."""
+    started: list[ClientProcess] = []
+
+    def start(stack: str, mode: str, bootstrap: str, **opts) -> ClientProcess:
+        why = stack_available(stack)
+        if why:
+            pytest.fail(why)  # never a skip: CI installs every stack
+        c = ClientProcess(stack, mode, bootstrap, opts)
+        started.append(c)
+        return c
+
+    yield start
+    for c in started:
+        c.close(timeout=20)

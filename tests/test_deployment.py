@@ -29,6 +29,7 @@ import yaml
 
 from coordinator.admin import AdminError, describe_group
 from coordinator.settings import KEYS, ConfigError, Settings, env_var
+from tests.harness import wait_until
 from tests.support import ROOT, free_port
 
 KNOWN = {env_var(k.name) for k in KEYS}
@@ -244,16 +245,6 @@ def test_build_context_has_what_the_install_needs_and_nothing_local():
 
 
 # --- the image, replayed --------------------------------------------------------------------------
-
-def wait_until(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
 
 def test_image_steps_replayed_serve_a_healthy_groupd_and_the_demo_group(tmp_path):
     """COPY the context, RUN the install line, then ENTRYPOINT, HEALTHCHECK and the compose demo."""

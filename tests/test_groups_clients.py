@@ -11,7 +11,7 @@ import pytest
 
 from protocol import ErrorCode
 from protocol.apis import ApiKey
-from tests.harness import ClientProcess, stack_available, wait_until
+from tests.harness import ClientProcess, wait_until
 from tests.support import GroupdProcess, WireClient
 
 pytestmark = pytest.mark.clients
@@ -28,23 +28,6 @@ def server(tmp_path_factory):
     s.start()
     yield s
     s.stop()
-
-
-@pytest.fixture
-def clients():
-    started: list[ClientProcess] = []
-
-    def start(stack: str, mode: str, bootstrap: str, **opts) -> ClientProcess:
-        why = stack_available(stack)
-        if why:
-            pytest.fail(why)  # never a skip: CI installs every stack
-        c = ClientProcess(stack, mode, bootstrap, opts)
-        started.append(c)
-        return c
-
-    yield start
-    for c in started:
-        c.close(timeout=20)
 
 
 def group_name(request) -> str:

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from protocol.apis import ApiKey
-from tests.harness import ClientProcess, stack_available, wait_until
+from tests.harness import ClientProcess, wait_until
 from tests.support import GroupdProcess, WireClient
 
 pytestmark = pytest.mark.clients
@@ -83,23 +83,6 @@ def test_kafka_python_resumes_from_what_confluent_kafka_committed_before_a_resta
         assert metadata.rstrip("\x00") == "cf-3"  # librdkafka sends the C string's NUL along
     finally:
         k.close(autocommit=False)
-
-
-@pytest.fixture
-def clients():
-    started: list[ClientProcess] = []
-
-    def start(stack: str, mode: str, bootstrap: str, **opts) -> ClientProcess:
-        why = stack_available(stack)
-        if why:
-            pytest.fail(why)
-        c = ClientProcess(stack, mode, bootstrap, opts)
-        started.append(c)
-        return c
-
-    yield start
-    for c in started:
-        c.close(timeout=20)
 
 
 def describe(bootstrap: str, group: str):
