@@ -45,7 +45,7 @@ def _explain(error: BaseException) -> str:
     """The line that says what went wrong, out of a Spark error (a Python traceback from an
     executor wrapped in a JVM stack trace)."""
     text = str(error)
-    for marker in ("CorruptSegment: ", "FileNotFoundError: ", "PermissionError: ", "IsADirectoryError: "):
+    for marker in ("FileNotFoundError: ", "PermissionError: ", "IsADirectoryError: "):
         for line in text.splitlines():
             if marker in line:
                 return line[line.index(marker):].strip()

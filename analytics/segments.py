@@ -2,14 +2,16 @@
 of one segment. Pure Python (no pyspark, no pyarrow), so it is what the Spark data source runs
 on each executor and what tests can call directly.
 
-The bytes are read exactly as the server reads them: `storage.log.scan` checks every batch's
-CRC and stops at the first bad or incomplete batch, `storage.records.decode_key`/`decode_value`
-decode keys and values (each distinct key once per segment; `storage.log.records_of` is not used
-because it drops the record timestamps). What the server would do with the result is done here:
+The bytes are read exactly as the server reads them: `storage.scanner.scan` checks every
+batch's CRC, steps over corrupt bytes to the next valid batch and applies the torn-tail rule;
+`storage.records.decode_key`/`decode_value` decode keys and values (each distinct key once per
+segment; `storage.log.records_of` is not used because it drops the record timestamps). As the
+server does:
 
-- a bad batch in the *last* segment of a partition is a torn tail (a write in progress on a live
-  directory, or a crash): the records before it are read and the rest is ignored;
-- a bad batch in a closed segment is corruption: `CorruptSegment` names the file and byte;
+- bad bytes at the end of the *last* segment of a partition are a torn tail (a write in progress
+  on a live directory, or a crash): the records before them are read;
+- corrupt bytes elsewhere are stepped over, the valid batches around them are read, and
+  `ReadStats.corrupt` says what was skipped (the server loads those batches too);
 - a segment that vanished between listing and reading was removed by compaction (every record in
   it was superseded, so nothing the compacted view needs is lost): it is skipped;
 - `*.log.cleaned` files (a compaction's rewrite before its rename) are never listed.
@@ -24,7 +26,8 @@ from collections.abc import Iterator
 
 from protocol.consumer import BadConsumerProtocol, assigned_partitions, subscribed_topics
 from storage.inspect import partitions as offsets_partitions
-from storage.log import list_segments, partition_dir, scan
+from storage.log import list_segments, partition_dir
+from storage.scanner import scan
 from storage.records import (GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, decode_key,
                              decode_value)
 
@@ -66,11 +69,6 @@ MEMBER_FIELDS = (
 _KEY_TYPE = struct.Struct(">h")
 
 
-class CorruptSegment(Exception):
-    """A closed segment holds a bad batch: its later records (and the partition's later
-    segments) cannot be trusted, so the server would not load the partition either."""
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class Segment:
     partition: int   # the __consumer_offsets partition
@@ -95,6 +93,7 @@ def list_data_dir(data_dir: str) -> list[Segment]:
 class ReadStats:
     records: int = 0
     torn_tail: str | None = None  # why reading stopped early in a last segment
+    corrupt: list[str] = dataclasses.field(default_factory=list)  # corrupt ranges stepped over
     vanished: bool = False        # the file was gone when it was opened
 
 
@@ -107,15 +106,15 @@ def read_segment(segment: Segment, stats: ReadStats | None = None) -> Iterator[t
     except FileNotFoundError:  # compaction removed it after the listing: all of it was superseded
         stats.vanished = True
         return
-    batches, end, problem = scan(data)
-    if problem is not None:
-        if not segment.last:
-            raise CorruptSegment(f"{segment.path}: bad batch at byte {end} ({problem}); the segment is "
-                                 "closed, so its partition cannot be read (the server would not load it either)")
-        stats.torn_tail = f"{segment.path}: stopped at byte {end} of {len(data)} ({problem})"
+    found = scan(data, path=segment.path)
+    del data
+    torn = found.torn_tail(segment.last)
+    if torn is not None:
+        stats.torn_tail = f"{segment.path}: stopped at byte {torn.position} of {found.size} ({torn.reason})"
+    stats.corrupt += [d.describe() for d in found.corruption(segment.last)]
     p = segment.partition
     keys: dict[bytes, tuple] = {}  # a group commits the same keys over and over: decode each once
-    for b in batches:
+    for b in found.batches:
         for r in b.batch:
             stats.records += 1
             raw = r.key

@@ -7,7 +7,9 @@ Each closed segment is rewritten on its own, oldest first: write `<segment>.clea
 rename it over the segment, fsync the directory. A crash at any moment leaves every segment
 either old or cleaned (a leftover `.cleaned` file is deleted on load), and cleaning oldest first
 means a dropped tombstone never uncovers an older value of its key. The active segment is never
-touched, so appends carry on meanwhile.
+touched, so appends carry on meanwhile. A segment keeps its last offset (an empty batch header
+when its last records go, as Kafka's cleaner does), so segments always chain: each ends where the
+next one begins, and a gap means a segment is missing (`groupd log verify`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import os
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from .files import fsync_dir
-from .log import CLEANED_SUFFIX, CorruptLog, list_segments, scan
+from .log import CLEANED_SUFFIX, CorruptLog, list_segments
+from .scanner import scan
 
 
 @dataclasses.dataclass(slots=True)
@@ -62,7 +65,7 @@ def compact(directory: str, now_ms: int, delete_retention_ms: int, crash_after: 
     horizon = now_ms - delete_retention_ms
     for path in closed:
         data, batches = _read_closed(path)
-        kept, total, out = 0, 0, []
+        kept, total, out, end = 0, 0, [], 0
         for b in batches:
             batch = b.batch
             records = list(batch)  # a batch can be iterated only once
@@ -72,8 +75,14 @@ def compact(directory: str, now_ms: int, delete_retention_ms: int, crash_after: 
             kept += len(survivors)
             if len(survivors) == len(records):
                 out.append(data[b.position:b.position + b.size])  # unchanged: the batch as it was
+                end = batch.next_offset
             elif survivors:
                 out.append(_rebuild(batch.base_offset, survivors))
+                end = survivors[-1].offset + 1
+        if batches and end < batches[-1].next_offset:
+            # Kafka keeps an empty batch header for the last offset (`writeEmptyHeader`): each
+            # segment still ends where the next one begins, so a lost segment shows as a gap
+            out.append(empty_batch(batches[-1].next_offset - 1))
         size = len(data)
         del data, batches
         result.records_before += total
@@ -86,11 +95,8 @@ def compact(directory: str, now_ms: int, delete_retention_ms: int, crash_after: 
         if crash_after is not None and result.segments_cleaned >= crash_after:
             _write(path + CLEANED_SUFFIX, cleaned)
             raise RuntimeError("injected crash before rename")
-        if cleaned:
-            _write(path + CLEANED_SUFFIX, cleaned)
-            os.replace(path + CLEANED_SUFFIX, path)
-        else:
-            os.remove(path)
+        _write(path + CLEANED_SUFFIX, cleaned)
+        os.replace(path + CLEANED_SUFFIX, path)
         fsync_dir(directory)
         result.bytes_after += len(cleaned)
         result.segments_cleaned += 1
@@ -98,13 +104,15 @@ def compact(directory: str, now_ms: int, delete_retention_ms: int, crash_after: 
 
 
 def _read_closed(path: str):
-    """(data, batches) of a closed segment, which must be intact."""
+    """(data, batches) of a closed segment, which must be intact: compaction must not drop
+    corrupt bytes without the copy that `groupd log repair` keeps."""
     with open(path, "rb") as f:
         data = f.read()
-    batches, _, problem = scan(data)
-    if problem is not None:
-        raise CorruptLog(f"{path}: {problem}; not compacting")
-    return data, batches
+    found = scan(data, path=path)
+    bad = found.corruption(last=False)
+    if bad:
+        raise CorruptLog(f"{bad[0].describe()}; not compacting (run `groupd log repair`)")
+    return data, found.batches
 
 
 def _rebuild(base_offset: int, records) -> bytes:
@@ -116,6 +124,12 @@ def _rebuild(base_offset: int, records) -> bytes:
     buf = builder.build()
     buf[0:8] = base_offset.to_bytes(8, "big", signed=True)
     return bytes(buf)
+
+
+def empty_batch(offset: int) -> bytes:
+    """A batch of no records that holds `offset` (Kafka's empty batch header): it keeps a
+    segment's last offset when its records are gone."""
+    return _rebuild(offset, [])
 
 
 def _write(path: str, data: bytes) -> None:

@@ -1,18 +1,17 @@
 """Reading a data directory without a server: `groupd log dump` (every record decoded, like
-kafka-dump-log --offsets-decoder) and `groupd log verify` (every batch's CRC, per partition)."""
+kafka-dump-log --offsets-decoder) and `groupd log verify` (every batch's CRC, and the chain of
+offsets across batches and segments, per partition)."""
 
 from __future__ import annotations
 
 import base64
 import json
 import os
-import struct
 from collections.abc import Iterator
 
-from .log import list_segments, partition_dir, records_of, scan
+from .log import list_segments, partition_dir, records_of
 from .records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
-
-_RECORD_COUNT = struct.Struct(">i")  # bytes 57..61 of a v2 batch header
+from .scanner import OffsetChain, record_count, scan_segments
 
 
 def partitions(data_dir: str) -> list[int]:
@@ -47,12 +46,14 @@ def describe(record) -> dict:
 
 def dump(data_dir: str, partition: int | None = None) -> Iterator[str]:
     """One JSON line per record: its place in the log (`log_partition`, `log_offset`), the batch
-    timestamp, and the decoded key/value (`"tombstone": true` for a null value)."""
+    timestamp, and the decoded key/value (`"tombstone": true` for a null value); a line with
+    `"error"` where bytes were skipped (corrupt, or a torn tail)."""
     for p in [partition] if partition is not None else partitions(data_dir):
-        for base, path in list_segments(partition_dir(data_dir, p)):
-            with open(path, "rb") as f:
-                batches, end, problem = scan(f.read())
-            for b in batches:
+        for base, path, data, found, last in scan_segments(list_segments(partition_dir(data_dir, p))):
+            skipped = sorted(found.damage + ([found.tail] if found.tail else []), key=lambda d: d.position)
+            for b in found.batches:
+                while skipped and skipped[0].position < b.position:
+                    yield _skipped(p, skipped.pop(0))
                 for offset, record, raw_key in records_of(b.batch):
                     line = {"log_partition": p, "log_offset": offset, "timestamp": b.batch.max_timestamp}
                     if record is None:
@@ -60,9 +61,13 @@ def dump(data_dir: str, partition: int | None = None) -> Iterator[str]:
                     else:
                         line.update(describe(record), tombstone=record.value is None)
                     yield json.dumps(line)
-            if problem is not None:
-                yield json.dumps({"log_partition": p, "segment": os.path.basename(path), "error": problem,
-                                  "byte": end})
+            for damage in skipped:
+                yield _skipped(p, damage)
+
+
+def _skipped(p: int, damage) -> str:
+    return json.dumps({"log_partition": p, "segment": os.path.basename(damage.path), "error": damage.reason,
+                       "byte": damage.position, "bytes": damage.size})
 
 
 def verify(data_dir: str) -> tuple[list[str], bool]:
@@ -71,18 +76,21 @@ def verify(data_dir: str) -> tuple[list[str], bool]:
     for p in partitions(data_dir):
         segments = list_segments(partition_dir(data_dir, p))
         batches = records = size = 0
-        problems = []
-        for i, (base, path) in enumerate(segments):
-            with open(path, "rb") as f:
-                data = f.read()
-            found, end, problem = scan(data)
-            batches += len(found)
-            # the header's record count: compacted batches have gaps in their offsets
-            records += sum(_RECORD_COUNT.unpack_from(data, b.position + 57)[0] for b in found)
+        problems, chain = [], OffsetChain()
+        for base, path, data, found, last in scan_segments(segments):
+            name = os.path.basename(path)
+            batches += len(found.batches)
+            records += sum(record_count(data, b) for b in found.batches)
             size += len(data)
-            if problem is not None:
-                where = "torn tail (truncated at next start)" if i == len(segments) - 1 else "CORRUPT closed segment"
-                problems.append(f"{os.path.basename(path)} byte {end}: {problem} [{where}]")
+            for d in found.corruption(last):
+                where = "active segment" if last else "closed segment"
+                frames = "?" if d.batches is None else d.batches
+                problems.append(f"{name} byte {d.position}: {d.reason} [CORRUPT {where}: {d.size} bytes, "
+                                f"{frames} batches skipped]")
+            torn = found.torn_tail(last)
+            if torn is not None:
+                problems.append(f"{name} byte {torn.position}: {torn.reason} [torn tail (truncated at next start)]")
+            problems += chain.add(base, path, found)
         if segments and (batches or problems):
             status = "OK" if not problems else "ERROR"
             ok = ok and not problems

@@ -6,9 +6,10 @@ record batches (magic 2, CRC32C, built and read with aiokafka's codec).
 Blocking file work happens here, in plain functions and methods that the runtime calls on a
 worker thread; nothing in this module touches the event loop.
 
-Recovery (`read`): every batch's CRC is checked. A torn or corrupt tail of the last segment is
-truncated (a crash mid-write leaves exactly that); a bad batch anywhere else fails the load,
-naming the file and the byte offset, because records after it cannot be trusted to be in order.
+Recovery (`load`): segments are read with `storage.scanner`, which checks every batch's CRC. A
+torn tail of the last segment is truncated (a crash mid-write leaves exactly that). Corrupt bytes
+anywhere else are stepped over: every valid batch after them still loads, and the skipped ranges
+are logged and returned in `LoadResult.damage` (`groupd log repair` rewrites them away).
 """
 
 from __future__ import annotations
@@ -18,23 +19,22 @@ import os
 import struct
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from .files import fsync_dir
 from .records import Record, decode, encode_key, encode_value
+from .scanner import Damage, scan_segments
 
 log = logging.getLogger("groupd.storage")
 
 SEGMENT_SUFFIX = ".log"
 CLEANED_SUFFIX = ".log.cleaned"
-BATCH_HEADER = 61  # v2 batch header size; bytes 8..12 hold the batch length after the base offset
-_LENGTH = struct.Struct(">qi")
 
 
 class CorruptLog(Exception):
-    """A closed segment holds a bad batch: the partition cannot be loaded."""
+    """A segment holds corrupt bytes where an operation needs it intact (compaction)."""
 
 
 def partition_dir(data_dir: str, partition: int) -> str:
@@ -67,32 +67,6 @@ def build_batch(records: list[Record], base_offset: int, timestamp_ms: int) -> b
     return bytes(buf)
 
 
-@dataclass(slots=True)
-class Batch:
-    position: int  # byte offset in the segment file
-    size: int
-    batch: DefaultRecordBatch
-
-
-def scan(data: bytes) -> tuple[list[Batch], int, str | None]:
-    """The valid batches at the start of `data`, where they end, and why scanning stopped early
-    (None when the data ended cleanly at a batch boundary)."""
-    batches, pos = [], 0
-    while pos < len(data):
-        if len(data) - pos < BATCH_HEADER:
-            return batches, pos, f"{len(data) - pos} trailing bytes are shorter than a batch header"
-        _, length = _LENGTH.unpack_from(data, pos)
-        size = 12 + length
-        if length < BATCH_HEADER - 12 or pos + size > len(data):
-            return batches, pos, f"batch length {length} runs past the end of the file"
-        batch = DefaultRecordBatch(data[pos:pos + size])
-        if batch.magic != 2 or not batch.validate_crc():
-            return batches, pos, "CRC mismatch" if batch.magic == 2 else f"magic {batch.magic}"
-        batches.append(Batch(pos, size, batch))
-        pos += size
-    return batches, pos, None
-
-
 def records_of(batch: DefaultRecordBatch) -> Iterator[tuple[int, Record | None, bytes]]:
     """(offset, record or None when its key type is unknown, raw key) per record."""
     for r in batch:
@@ -109,6 +83,16 @@ class LoadResult:
     truncated: str | None = None
     skipped: int = 0  # records of key types this coordinator does not know (KIP-848, share groups)
     next_offset: int = 0
+    damage: list[Damage] = field(default_factory=list)  # corrupt ranges stepped over (kept on disk)
+
+    @property
+    def corrupt_bytes(self) -> int:
+        return sum(d.size for d in self.damage)
+
+    @property
+    def corrupt_batches(self) -> int:
+        """Batches lost to corruption (a range whose frames do not chain counts as one)."""
+        return sum(d.batches or 1 for d in self.damage)
 
 
 class PartitionLog:
@@ -135,15 +119,9 @@ class PartitionLog:
                 os.remove(os.path.join(self.directory, name))
         self.segments = list_segments(self.directory)
         result = LoadResult()
-        for i, (base, path) in enumerate(self.segments):
-            with open(path, "rb") as f:
-                data = f.read()
-            batches, end, problem = scan(data)
-            last = i == len(self.segments) - 1
-            if problem is not None and not last:
-                raise CorruptLog(f"{path}: bad batch at byte {end} ({problem}); the segment is closed, "
-                                 "so the partition is not loaded")
-            for b in batches:
+        for base, path, data, found, last in scan_segments(self.segments):
+            del data
+            for b in found.batches:
                 for offset, record, _ in records_of(b.batch):
                     if record is not None:
                         apply(record)
@@ -151,12 +129,17 @@ class PartitionLog:
                         result.skipped += 1
                     result.records += 1
                 result.next_offset = max(result.next_offset, b.batch.next_offset)
-            result.bytes += end
-            if problem is not None:
-                result.truncated = f"{path}: truncated {len(data) - end} bytes at byte {end} ({problem})"
+                result.bytes += b.size
+            for damage in found.corruption(last):
+                result.damage.append(damage)
+                log.error("partition %d: corrupt log bytes skipped, the valid batches around them are loaded: %s; "
+                          "`groupd log repair` rewrites the partition without them", self.partition, damage.describe())
+            torn = found.torn_tail(last)
+            if torn is not None:
+                result.truncated = f"{path}: truncated {torn.size} bytes at byte {torn.position} ({torn.reason})"
                 log.warning("partition %d: torn tail truncated: %s", self.partition, result.truncated)
                 with open(path, "r+b") as f:
-                    f.truncate(end)
+                    f.truncate(torn.position)
                     os.fsync(f.fileno())
         if result.skipped:
             log.warning("partition %d: skipped %d records of unknown key types", self.partition, result.skipped)

@@ -2,9 +2,11 @@
 
 * a torn or corrupt tail of the last segment is truncated with a log line, and everything before
   it loads;
-* a bad batch in a closed segment fails that partition's load, naming file and byte; the other
-  partitions load and serve, requests for the failed partition's groups get NOT_COORDINATOR, and
-  `groupd log verify` exits 1 naming the problem;
+* corrupt bytes anywhere else (the active segment's middle, a closed segment) are stepped over: every
+  valid batch after them loads, an ERROR line names file, byte and size, the partition serves, and
+  `groupd log verify` exits 1 naming the problem; `groupd log repair` rewrites the partition without
+  them, keeping the originals;
+* `groupd log verify` also finds offsets that do not grow and a missing segment;
 * a compaction that crashed before its rename leaves a `.cleaned` file that the load removes, and
   every latest offset is intact;
 * compaction keeps the latest value per key at its original offset and drops tombstones past the
@@ -33,8 +35,9 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.consumer import encode_subscription
 from storage.compaction import compact
-from storage.log import CLEANED_SUFFIX, PartitionLog, list_segments, partition_dir, scan
+from storage.log import CLEANED_SUFFIX, PartitionLog, list_segments, partition_dir
 from storage.records import OffsetCommitKey, OffsetCommitValue, Record
+from storage.scanner import scan
 from tests.support import ROOT, GroupdProcess, WireClient
 
 E = ErrorCode
@@ -171,9 +174,9 @@ def serve(tmp_path):
 
 def segment_batches(path: str):
     with open(path, "rb") as f:
-        batches, end, problem = scan(f.read())
-    assert problem is None
-    return batches
+        found = scan(f.read())
+    assert found.tail is None and not found.damage
+    return found.batches
 
 
 def flip_byte(path: str, position: int) -> None:
@@ -232,9 +235,55 @@ def test_bit_flip_in_the_last_batch_of_the_last_segment_is_truncated(data, serve
         assert fetch(c, TORN) == (E.none, {0: TORN_OFFSETS[-2]})
 
 
-# -- a bad batch in a closed segment ---------------------------------------------------------------------
+# -- corrupt bytes in the middle: every valid batch after them loads ---------------------------------------
 
-def test_bit_flip_in_a_closed_segment_fails_only_that_partition(data, serve):
+def test_bit_flip_in_the_middle_of_the_active_segment_keeps_every_later_batch(data, serve):
+    p = data["partitions"][TORN]
+    (_, path), = list_segments(partition_dir(data["dir"], p))
+    batches = segment_batches(path)
+    bad = batches[3]
+    flip_byte(path, bad.position + bad.size - 5)
+    size = os.path.getsize(path)
+
+    server = serve(data["dir"])
+    log = server.log()
+    assert re.search(rf"ERROR groupd.storage partition {p}: corrupt log bytes skipped, the valid batches around them "
+                     rf"are loaded: {re.escape(path)}: {bad.size} bytes at byte {bad.position} skipped \(1 batches; "
+                     r"CRC mismatch\); `groupd log repair`", log), log
+    assert f"partition loaded partition={p} records={len(TORN_OFFSETS) - 1} " in log  # only the damaged batch is lost
+    assert "torn tail" not in log
+    assert os.path.getsize(path) == size, "bytes before valid batches are never truncated"
+    with WireClient(server.bootstrap) as c:
+        assert fetch(c, TORN) == (E.none, {0: TORN_OFFSETS[-1]})  # the six batches after it were loaded
+        assert commit(c, TORN, {0: 600}) == {0: E.none}
+    server.stop()
+    server = serve(data["dir"])
+    with WireClient(server.bootstrap) as c:
+        assert fetch(c, TORN) == (E.none, {0: 600})
+    offsets = [line["log_offset"] for line in dump(data["dir"], p) if "log_offset" in line]
+    assert offsets == sorted(set(offsets)) and len(offsets) == len(TORN_OFFSETS), offsets  # still monotonic
+
+    verify = groupd_cli("log", "verify", "--data-dir", data["dir"])
+    assert verify.returncode == 1, verify.stdout
+    assert re.search(rf"{os.path.basename(path)} byte {bad.position}: CRC mismatch \[CORRUPT active segment: "
+                     rf"{bad.size} bytes, 1 batches skipped\]", verify.stdout), verify.stdout
+
+
+def test_load_reports_what_it_skipped(tmp_path):
+    _log_with(tmp_path, [[Record(key(n), value(n))] for n in range(5)], segment_bytes=1 << 20)
+    (_, path), = list_segments(partition_dir(str(tmp_path), 0))
+    second = segment_batches(path)[1]
+    flip_byte(path, second.position + 30)
+    applied = []
+    result = PartitionLog(str(tmp_path), 0, 1 << 20).load(applied.append)
+    assert [r.key.partition for r in applied] == [0, 2, 3, 4]
+    (damage,) = result.damage
+    assert (damage.path, damage.position, damage.size, damage.batches) == (path, second.position, second.size, 1)
+    assert (result.corrupt_bytes, result.corrupt_batches, result.next_offset) == (second.size, 1, 5)
+    assert result.truncated is None
+
+
+def test_bit_flip_in_a_closed_segment_serves_the_partition_with_its_valid_batches(data, serve):
     p = data["partitions"][MANY]
     segments = list_segments(partition_dir(data["dir"], p))
     _, closed = segments[1]  # a closed segment (not the last)
@@ -245,37 +294,102 @@ def test_bit_flip_in_a_closed_segment_fails_only_that_partition(data, serve):
 
     server = serve(data["dir"])
     log = server.log()
-    assert (f"partition load failed partition={p}: {closed}: bad batch at byte {bad.position} (CRC mismatch)"
-            in log), log
-    assert "offsets log loaded partitions=50 active=49 failed=1" in log
+    assert re.search(rf"partition {p}: corrupt log bytes skipped, .*: {re.escape(closed)}: {bad.size} bytes at byte "
+                     rf"{bad.position} skipped", log), log
+    assert "offsets log loaded partitions=50 active=50 failed=0" in log
     with open(closed, "rb") as f:
         assert f.read() == damaged, "a closed segment is never truncated"
     assert [path for _, path in list_segments(partition_dir(data["dir"], p))] == [s for _, s in segments]
 
     with WireClient(server.bootstrap) as c:
-        # the other partitions load and serve
-        assert fetch(c, TORN) == (E.none, {0: TORN_OFFSETS[-1]})
+        assert fetch(c, MANY) == (E.none, data["latest_many"])  # every later commit was loaded
+        assert heartbeat(c, MANY, data["member_id"], data["generation"]) is E.none
+        assert commit(c, MANY, {0: 2000}, generation=data["generation"], member_id=data["member_id"]) == {0: E.none}
+        assert fetch(c, MANY) == (E.none, {**data["latest_many"], 0: 2000})
         assert fetch(c, OTHER) == (E.none, OTHER_OFFSETS)
-        assert commit(c, OTHER, {0: 11}) == {0: E.none}
-        # the failed partition's groups: NOT_COORDINATOR everywhere
-        assert fetch(c, MANY) == (E.not_coordinator, {})
-        assert commit(c, MANY, {0: 1}) == {0: E.not_coordinator}
-        assert heartbeat(c, MANY, data["member_id"], data["generation"]) is E.not_coordinator
-        join = c.request(ApiKey.JOIN_GROUP, 9, {
-            "group_id": MANY, "session_timeout": SESSION, "rebalance_timeout": SESSION, "member_id": "",
-            "group_instance_id": None, "protocol_type": "consumer",
-            "protocols": [{"name": "range", "metadata": b""}], "reason": None})
-        assert join.error_code is E.not_coordinator
-        described = c.request(ApiKey.DESCRIBE_GROUPS, 5, {"groups": [MANY], "include_authorized_operations": False})
-        assert described.groups[0].error_code is E.not_coordinator
-        # ListGroups still answers, with the groups of the partitions that loaded
-        assert list_groups(c) == (E.none, {TORN, OTHER})
 
     verify = groupd_cli("log", "verify", "--data-dir", data["dir"])
     assert verify.returncode == 1, verify.stdout
     assert re.search(rf"partition +{p}: ERROR .*\n +{os.path.basename(closed)} byte {bad.position}: CRC mismatch "
-                     r"\[CORRUPT closed segment\]", verify.stdout), verify.stdout
+                     r"\[CORRUPT closed segment: \d+ bytes, 1 batches skipped\]", verify.stdout), verify.stdout
     assert re.search(rf"partition +{data['partitions'][OTHER]}: OK", verify.stdout)
+
+
+# -- groupd log repair ---------------------------------------------------------------------------------
+
+def test_log_repair_rewrites_a_partition_without_its_corrupt_bytes_and_keeps_the_originals(data, serve):
+    p = data["partitions"][MANY]
+    directory = partition_dir(data["dir"], p)
+    _, closed = list_segments(directory)[1]
+    bad = segment_batches(closed)[2]
+    flip_byte(closed, bad.position + 20)
+    originals = {}
+    for _, path in list_segments(directory):
+        with open(path, "rb") as f:
+            originals[os.path.basename(path)] = f.read()
+    before = [line for line in dump(data["dir"], p) if "error" not in line]
+
+    repaired = groupd_cli("log", "repair", "--data-dir", data["dir"])
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    m = re.search(rf"partition +{p}: repaired, {bad.size} bad bytes dropped, 0 batches renumbered; originals in (\S+)",
+                  repaired.stdout)
+    assert m, repaired.stdout
+    backup = m.group(1)
+    assert backup.startswith(os.path.join(data["dir"], "repair-"))
+    kept = {}
+    for name in os.listdir(backup):
+        with open(os.path.join(backup, name), "rb") as f:
+            kept[name] = f.read()
+    assert kept == originals, "the original segments, bad bytes included, are kept"
+
+    verify = groupd_cli("log", "verify", "--data-dir", data["dir"])
+    assert verify.returncode == 0, verify.stdout
+    assert [line for line in dump(data["dir"], p)] == before  # the same records at the same offsets
+    server = serve(data["dir"])
+    assert "corrupt" not in server.log()
+    with WireClient(server.bootstrap) as c:
+        assert fetch(c, MANY) == (E.none, data["latest_many"])
+    assert groupd_cli("log", "repair", "--data-dir", data["dir"]).returncode != 0, "a running server holds the lock"
+
+
+def test_log_repair_of_a_healthy_directory_changes_nothing(data):
+    repaired = groupd_cli("log", "repair", "--data-dir", data["dir"])
+    assert (repaired.returncode, repaired.stdout) == (0, "nothing to repair\n")
+    assert not [n for n in os.listdir(data["dir"]) if n.startswith("repair-")]
+
+
+def test_log_verify_and_repair_of_offsets_written_by_two_logs_at_once(tmp_path):
+    """Two servers on one data directory (what the lock now refuses) append the same offsets:
+    verify names them, repair renumbers the later batches so offsets only grow, keeping every record
+    in its replay order."""
+    _log_with(tmp_path, [[Record(key(1), value(10))]], segment_bytes=1 << 20)
+    first, second = (PartitionLog(str(tmp_path), 0, 1 << 20) for _ in range(2))
+    first.load(lambda r: None)
+    second.load(lambda r: None)
+    first.append([Record(key(2), value(20))], fsync=False)
+    second.append([Record(key(3), value(30)), Record(key(4), value(40))], fsync=False)  # offsets 1-2 again
+    first.close()
+    second.close()
+    verify = groupd_cli("log", "verify", "--data-dir", str(tmp_path))
+    assert verify.returncode == 1
+    assert re.search(r"byte \d+: batch base offset 1 is not above offset 1 before it \[NON-INCREASING offsets\]",
+                     verify.stdout), verify.stdout
+
+    repaired = groupd_cli("log", "repair", "--data-dir", str(tmp_path), "--partition", "0")
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert "1 batches renumbered" in repaired.stdout
+    assert groupd_cli("log", "verify", "--data-dir", str(tmp_path)).returncode == 0
+    assert [(line["log_offset"], line["partition"]) for line in dump(str(tmp_path), 0)] == [(0, 1), (1, 2), (2, 3), (3, 4)]
+
+
+def test_log_verify_finds_a_missing_segment(tmp_path):
+    _log_with(tmp_path, [[Record(key(n), value(n))] for n in range(4)])  # one batch per segment
+    segments = list_segments(partition_dir(str(tmp_path), 0))
+    os.remove(segments[1][1])
+    verify = groupd_cli("log", "verify", "--data-dir", str(tmp_path))
+    assert verify.returncode == 1
+    assert (f"{os.path.basename(segments[0][1])} -> {os.path.basename(segments[2][1])}: offsets 1..1 are in neither "
+            "[MISSING segment]") in verify.stdout, verify.stdout
 
 
 def test_log_verify_of_a_healthy_directory_exits_0(data):
@@ -341,9 +455,10 @@ def test_compaction_of_a_real_log_keeps_the_latest_offsets_at_their_original_pos
         assert fetch(c, MANY) == (E.none, data["latest_many"])
 
 
-def _log_with(tmp_path, batches: list[list[Record]]) -> PartitionLog:
-    """A partition whose segments hold one batch each (tiny segment size: every append rolls)."""
-    plog = PartitionLog(str(tmp_path), 0, segment_bytes=14)
+def _log_with(tmp_path, batches: list[list[Record]], segment_bytes: int = 14) -> PartitionLog:
+    """A partition of these batches; with the default tiny segment size every append rolls, so each
+    segment holds one batch."""
+    plog = PartitionLog(str(tmp_path), 0, segment_bytes=segment_bytes)
     plog.load(lambda record: None)
     for records in batches:
         plog.append(records, fsync=False)
@@ -382,6 +497,9 @@ def test_compaction_keeps_latest_per_key_and_drops_tombstones_past_the_horizon(t
     lines = dump(str(tmp_path), 0)
     assert [(line["log_offset"], line["partition"], line.get("offset")) for line in lines] == [
         (2, 1, 11), (5, 3, 31), (6, 4, 40)]
+    # emptied segments keep their last offset (an empty batch header): the chain has no gap
+    verify = groupd_cli("log", "verify", "--data-dir", str(tmp_path))
+    assert verify.returncode == 0, verify.stdout
 
     # the compacted log loads to the same state, and appends continue after the last offset
     shard = GroupShard(0, GroupSettings(), lambda prefix: prefix)

@@ -16,8 +16,9 @@ import pytest
 
 from coordinator.log_writer import LogWriter
 from protocol import ErrorCode
-from storage.log import PartitionLog, list_segments, partition_dir, scan
+from storage.log import PartitionLog, list_segments, partition_dir
 from storage.records import OffsetCommitKey, OffsetCommitValue, Record
+from storage.scanner import scan
 
 
 def rec(n: int) -> Record:
@@ -29,9 +30,9 @@ def batches_on_disk(data_dir: str) -> list[list[int]]:
     out = []
     for _, path in list_segments(partition_dir(data_dir, 0)):
         with open(path, "rb") as f:
-            found, _, problem = scan(f.read())
-        assert problem is None
-        out += [[r.offset for r in b.batch] for b in found]
+            found = scan(f.read())
+        assert found.tail is None and not found.damage
+        out += [[r.offset for r in b.batch] for b in found.batches]
     return out
 
 
