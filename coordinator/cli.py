@@ -1,10 +1,16 @@
-"""`groupd`: serve, show the effective configuration, print the version."""
+"""`groupd`: serve, show the effective configuration, read and repair the offsets log, print the
+version. Every failure a user can cause ends in one line on stderr and a non-zero exit."""
 
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
+import os
 import sys
+
+from storage.files import DataDirError
+from storage.log import partition_dir
 
 from . import __version__, admin
 from .settings import KEYS, ConfigError, Settings, env_var
@@ -29,8 +35,12 @@ def _parser() -> argparse.ArgumentParser:
     dump = logs_sub.add_parser("dump", help="print every record, decoded, one JSON object per line")
     dump.add_argument("--data-dir", required=True)
     dump.add_argument("--partition", type=int)
-    verify = logs_sub.add_parser("verify", help="check every batch's CRC and report per partition")
+    verify = logs_sub.add_parser("verify", help="check every batch's CRC and the offsets, per partition")
     verify.add_argument("--data-dir", required=True)
+    repair = logs_sub.add_parser("repair", help="rewrite partitions without their corrupt bytes (no server may "
+                                 "use the data dir; the originals are copied to <data dir>/repair-<time>/)")
+    repair.add_argument("--data-dir", required=True)
+    repair.add_argument("--partition", type=int)
     admin.add_parsers(sub)  # groups, offsets, health: talk to a running groupd
     analytics = sub.add_parser("analytics", help="the PySpark pipeline over the offsets log (needs groupd[spark])")
     analytics_sub = analytics.add_subparsers(dest="analytics_command", required=True)
@@ -48,13 +58,44 @@ def _parser() -> argparse.ArgumentParser:
 def _log_command(args) -> int:
     from storage import inspect
 
+    if not os.path.isdir(args.data_dir):
+        return _fail(f"--data-dir {args.data_dir} is not a directory")
+    partition = getattr(args, "partition", None)
+    if partition is not None and not os.path.isdir(partition_dir(args.data_dir, partition)):
+        return _fail(f"partition {partition} has no directory in {args.data_dir}")
     if args.log_command == "dump":
         for line in inspect.dump(args.data_dir, args.partition):
             print(line)
         return 0
+    if args.log_command == "repair":
+        return _repair(args.data_dir, args.partition)
     lines, ok = inspect.verify(args.data_dir)
     print("\n".join(lines) if lines else "no records")
     return 0 if ok else 1
+
+
+def _repair(data_dir: str, partition: int | None) -> int:
+    from storage.files import DataDirLock
+    from storage.inspect import partitions
+    from storage.repair import repair_partition
+
+    lock = DataDirLock(data_dir).acquire("groupd log repair")  # never under a running server
+    try:
+        results = [repair_partition(data_dir, p) for p in ([partition] if partition is not None
+                                                             else partitions(data_dir))]
+    finally:
+        lock.release()
+    for r in results:
+        if r.backup is not None or r.remaining:
+            print(r.describe())
+    if not any(r.backup for r in results):
+        print("nothing to repair")
+    return 1 if any(r.remaining for r in results) else 0
+
+
+def _fail(message: str, code: int = 1) -> int:
+    print(f"groupd: {message}", file=sys.stderr)
+    return code
 
 
 def _show(settings: Settings) -> None:
@@ -67,6 +108,18 @@ def _show(settings: Settings) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # the reader went away (`groupd log dump | head`): stop quietly, as a tool killed by SIGPIPE
+        # would; stdout goes to /dev/null so the interpreter's final flush cannot fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13
+    except DataDirError as e:
+        return _fail(str(e))
+
+
+def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "log":
         return _log_command(args)
@@ -88,5 +141,12 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     from .server import run
 
-    run(settings)
+    try:
+        run(settings)
+    except OSError as e:
+        if e.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+            raise
+        # asyncio's message names the address: "error while attempting to bind on address (...): ..."
+        return _fail(f"cannot listen: {e.strerror or e}; stop what holds that port, or change `listeners` "
+                     "(or `metrics.listener`)")
     return 0

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from typing import Any
 
 from storage.catalog import Topic, TopicCatalog, load_cluster_id
+from storage.files import DataDirLock, prepare_data_dir
 
 from .runtime import GroupCoordinator
 from .settings import Settings
@@ -21,7 +21,9 @@ class Node:
         self.settings = settings
         self.node_id = settings.node_id
         self.advertised = settings.advertised
-        os.makedirs(settings.data_dir, exist_ok=True)
+        prepare_data_dir(settings.data_dir)
+        # before anything reads the directory: a second server on it would write the same log
+        self.lock = DataDirLock(settings.data_dir).acquire("groupd serve")
         self.cluster_id = load_cluster_id(settings.data_dir, settings.node_id)
         self.catalog = TopicCatalog(settings.data_dir)
         for name, partitions in settings.topics.items():
@@ -29,6 +31,10 @@ class Node:
         self.groups = GroupCoordinator(settings)
         self._held: dict[asyncio.TimerHandle, tuple[asyncio.Future, Any]] = {}
         self.closing = False
+
+    def close(self) -> None:
+        """Release the data directory (the lock also ends with the process)."""
+        self.lock.release()
 
     def _declare(self, name: str, partitions: int) -> None:
         topic = self.catalog.get(name)

@@ -16,9 +16,14 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from storage.catalog import legal_topic_name
+
 
 class ConfigError(Exception):
     pass
+
+
+MAX_TOPIC_PARTITIONS = 1_000_000  # the highest topic.max.partitions (Metadata grows with the count)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -116,9 +121,9 @@ def _topics(v: Any) -> dict[str, int]:
         raise ValueError("a map of topic name to partition count")
     out = {}
     for name, count in v.items():
-        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", name) or name in (".", ".."):
+        if not isinstance(name, str) or not legal_topic_name(name):
             raise ValueError(f"valid topic names (not {name!r})")
-        out[name] = _int(1, 1_000_000)(count)
+        out[name] = _int(1, MAX_TOPIC_PARTITIONS)(count)
     return out
 
 
@@ -146,7 +151,9 @@ KEYS: tuple[Key, ...] = (
         "the address clients are told to use (Metadata, FindCoordinator); empty = listeners"),
     Key("node.id", 1, _int(0, 2**31 - 1), "this server's broker id in Metadata and FindCoordinator"),
     Key("data.dir", "data", _str, "directory for the offsets log, the topic catalog and the cluster id"),
-    Key("num.partitions", 1, _int(1, 1_000_000), "partitions of an auto-created topic"),
+    Key("num.partitions", 1, _int(1, MAX_TOPIC_PARTITIONS), "partitions of an auto-created topic"),
+    Key("topic.max.partitions", 10000, _int(1, MAX_TOPIC_PARTITIONS),
+        "most partitions a topic may have (CreateTopics/CreatePartitions beyond it get INVALID_PARTITIONS)"),
     Key("auto.create.topics.enable", True, _bool, "create a topic when Metadata asks for an unknown one"),
     Key("topics", {}, _topics, "topics declared at start-up: {name: partitions}"),
     Key("socket.request.max.bytes", 104857600, _int(1024, 2**31 - 1),
@@ -217,6 +224,7 @@ class Settings:
     node_id: int
     data_dir: str
     num_partitions: int
+    topic_max_partitions: int
     auto_create_topics_enable: bool
     topics: dict[str, int]
     socket_request_max_bytes: int
@@ -296,6 +304,11 @@ class Settings:
     def _check(self) -> None:
         if not self.listeners:
             raise ConfigError("listeners must name at least one PLAINTEXT://host:port")
+        for name, count in [("num.partitions", self.num_partitions)] + [
+                (f"topics ({topic})", n) for topic, n in self.topics.items()]:
+            if count > self.topic_max_partitions:
+                raise ConfigError(f"{name} asks for {count} partitions, more than topic.max.partitions "
+                                  f"({self.topic_max_partitions})")
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
         adv = self.advertised

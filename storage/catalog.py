@@ -11,12 +11,19 @@ import base64
 import dataclasses
 import json
 import os
+import re
 import uuid
 
-from .files import atomic_write
+from .files import DataDirError, atomic_write
 
 CATALOG_FILE = "topics.json"
 META_FILE = "meta.properties"
+_LEGAL_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+def legal_topic_name(name: str | None) -> bool:
+    """Kafka's rule (`Topic.validate`): 1–249 of [A-Za-z0-9._-], and not "." or ".."."""
+    return bool(name) and name not in (".", "..") and _LEGAL_NAME.fullmatch(name) is not None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -34,9 +41,18 @@ class TopicCatalog:
         self._by_name: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
         if os.path.exists(self._path):
-            with open(self._path, encoding="utf-8") as f:
-                for entry in json.load(f)["topics"]:
-                    self._index(Topic(entry["name"], entry["partitions"], uuid.UUID(entry["id"])))
+            try:
+                with open(self._path, encoding="utf-8") as f:
+                    for entry in json.load(f)["topics"]:
+                        if not legal_topic_name(entry["name"]) or not isinstance(entry["partitions"], int) \
+                                or entry["partitions"] < 1:
+                            raise ValueError(f"bad entry {entry!r}")
+                        self._index(Topic(entry["name"], entry["partitions"], uuid.UUID(entry["id"])))
+            except OSError as e:
+                raise DataDirError(f"cannot read the topic catalog {self._path}: {e.strerror}") from None
+            except (ValueError, KeyError, TypeError, AttributeError) as e:  # JSONDecodeError is a ValueError
+                raise DataDirError(f"the topic catalog {self._path} is damaged ({type(e).__name__}: {e}); restore "
+                                   "it from a backup, or move it away to start with no topics (new topic ids)") from None
 
     def __len__(self) -> int:
         return len(self._by_name)
@@ -93,12 +109,20 @@ def load_cluster_id(data_dir: str, node_id: int) -> str:
     path = os.path.join(data_dir, META_FILE)
     props = {}
     if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                key, sep, value = line.strip().partition("=")
-                if sep and not key.startswith("#"):
-                    props[key] = value
-    if "cluster.id" not in props:
+        try:
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    key, sep, value = line.strip().partition("=")
+                    if sep and not key.startswith("#"):
+                        props[key] = value
+        except OSError as e:
+            raise DataDirError(f"cannot read {path}: {e.strerror}") from None
+        except UnicodeDecodeError:
+            props = {}
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", props.get("cluster.id", "")):
+            raise DataDirError(f"{path} is damaged (no valid cluster.id line); restore it from a backup, or "
+                               "move it away to start with a new cluster id")
+    else:
         props = {"version": "1", "cluster.id": base64.urlsafe_b64encode(uuid.uuid4().bytes)[:22].decode(),
                  "node.id": str(node_id)}
         atomic_write(path, "".join(f"{k}={v}\n" for k, v in props.items()).encode())

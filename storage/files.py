@@ -1,9 +1,20 @@
-"""Crash-safe small-file writes: write a temporary file, fsync it, rename it over the old one,
-fsync the directory. A reader sees the old or the new content, never a torn mix."""
+"""The data directory's files outside the log: crash-safe small-file writes (write a temporary
+file, fsync it, rename it over the old one, fsync the directory: a reader sees the old or the new
+content, never a torn mix), the directory's checks at start-up, and its `.lock`."""
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
+import tempfile
+
+LOCK_FILE = ".lock"  # Kafka's name for a log dir's lock
+
+
+class DataDirError(Exception):
+    """The data directory cannot be used; the message is one line that names the file and what
+    to do about it."""
 
 
 def atomic_write(path: str, data: bytes) -> None:
@@ -23,3 +34,57 @@ def fsync_dir(directory: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def prepare_data_dir(data_dir: str) -> None:
+    """Create `data_dir` if needed and check that this process can write there."""
+    if os.path.exists(data_dir) and not os.path.isdir(data_dir):
+        raise DataDirError(f"data.dir {data_dir} is a file, not a directory: set data.dir to a directory")
+    try:
+        os.makedirs(data_dir, exist_ok=True)
+    except OSError as e:
+        raise DataDirError(f"cannot create data.dir {data_dir}: {e.strerror}; create it, or set data.dir "
+                           "to a directory this user may write") from None
+    try:  # a real write, not os.access: root passes access checks on a read-only or special file system
+        tempfile.TemporaryFile(dir=data_dir).close()
+    except OSError as e:
+        raise DataDirError(f"data.dir {data_dir} is not writable by this user (uid {os.getuid()}: {e.strerror}): "
+                           "fix its permissions, or set data.dir to a directory this user may write") from None
+
+
+class DataDirLock:
+    """An exclusive `flock` on `<data dir>/.lock`, as Kafka locks a log dir: a second server (or
+    `groupd log repair`) on the same directory is refused instead of writing the same log. The
+    file holds the holder's pid, for the refusal to name it. The lock lasts as long as the open
+    file: `release()`, process exit or a crash all end it (the file itself stays, as Kafka's)."""
+
+    def __init__(self, data_dir: str) -> None:
+        self.path = os.path.join(data_dir, LOCK_FILE)
+        self._file = None
+
+    def acquire(self, who: str = "groupd") -> DataDirLock:
+        try:
+            f = open(self.path, "a+", encoding="utf-8")  # not "w": the holder's pid must survive a refusal
+        except OSError as e:
+            raise DataDirError(f"cannot open the lock file {self.path}: {e.strerror}") from None
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            f.seek(0)
+            holder = f.read().strip() or "unknown"
+            f.close()
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise DataDirError(f"cannot lock {self.path}: {e.strerror}") from None
+            raise DataDirError(f"data.dir {os.path.dirname(self.path)} is in use: {self.path} is held by {holder}; "
+                               "stop that process, or give this one its own data.dir") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"pid {os.getpid()} ({who})\n")
+        f.flush()
+        self._file = f
+        return self
+
+    def release(self) -> None:
+        if self._file is not None:
+            self._file.close()  # closing the descriptor drops the flock
+            self._file = None

@@ -1,7 +1,8 @@
 """CreatePartitions (37), v0–v3.
 
 v1 changes only quota semantics; v2 is flexible; v3 adds nothing on the wire. Partitions can only
-be added; consumers see the new count through Metadata and their group leader rebalances.
+be added, up to `topic.max.partitions` (INVALID_PARTITIONS beyond it); consumers see the new count
+through Metadata and their group leader rebalances.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from protocol.apis import ApiKey
 from protocol.codec import build_response
 
 from . import Request
+from .create_topics import too_many_partitions
 
 
 def _check(node, t, duplicated: bool) -> tuple[ErrorCode, str | None]:
@@ -26,6 +28,8 @@ def _check(node, t, duplicated: bool) -> tuple[ErrorCode, str | None]:
                 f"which is higher than the requested {t.count}.")
     if t.count == topic.partitions:
         return ErrorCode.invalid_partitions, f"Topic already has {topic.partitions} partitions."
+    if t.count > node.settings.topic_max_partitions:
+        return ErrorCode.invalid_partitions, too_many_partitions(t.count, node.settings.topic_max_partitions)
     if t.assignments is not None and (len(t.assignments) != t.count - topic.partitions or any(
             list(a.broker_ids) != [node.node_id] for a in t.assignments)):
         return (ErrorCode.invalid_replica_assignment,

@@ -4,7 +4,9 @@ v3/v4 change nothing on the wire; v5 is flexible and returns the created topic's
 replication factor and configs; v6 only changes quota semantics; v7 returns the topic id.
 
 A single node can hold one replica: a replication factor above 1 is refused as Kafka refuses it on
-a one-broker cluster. Topic configs are accepted and not interpreted (groupd stores no records).
+a one-broker cluster. A topic may have at most `topic.max.partitions` partitions (groupd's bound:
+Metadata lists every partition, so an unbounded count would hold the loop and memory); more gets
+INVALID_PARTITIONS. Topic configs are accepted and not interpreted (groupd stores no records).
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
+from storage.catalog import legal_topic_name
+
 from . import Request
-from .metadata import legal_topic_name
 
 
 def _check(node, t, duplicated: bool) -> tuple[ErrorCode, str | None, int]:
-    """(error, message, partition count) for one requested topic."""
+    """(error, message, partition count) for one requested topic, in the order and with the
+    messages of Kafka 4's controller (`ReplicationControlManager.createTopic`)."""
     if duplicated:
         return ErrorCode.invalid_request, f"Create topics request from client contains a duplicate topic {t.name}", -1
     if not legal_topic_name(t.name):
@@ -28,23 +32,36 @@ def _check(node, t, duplicated: bool) -> tuple[ErrorCode, str | None, int]:
     if node.catalog.get(t.name) is not None:
         return ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists.", -1
     if t.assignments:
-        if t.num_partitions != -1 or t.replication_factor != -1:
-            return (ErrorCode.invalid_request, "Both numPartitions or replicationFactor and "
-                    "replicasAssignments were set. Both cannot be used at the same time.", -1)
+        if t.replication_factor != -1:
+            return (ErrorCode.invalid_request, "A manual partition assignment was specified, but replication "
+                    "factor was not set to -1.", -1)
+        if t.num_partitions != -1:
+            return (ErrorCode.invalid_request, "A manual partition assignment was specified, but numPartitions "
+                    "was not set to -1.", -1)
         if sorted(a.partition_index for a in t.assignments) != list(range(len(t.assignments))) or any(
                 list(a.broker_ids) != [node.node_id] for a in t.assignments):
             return ErrorCode.invalid_replica_assignment, f"Replica assignment must place one replica on broker {node.node_id}", -1
-        return ErrorCode.none, None, len(t.assignments)
-    partitions = node.settings.num_partitions if t.num_partitions == -1 else t.num_partitions
-    if partitions <= 0:
-        return ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.", -1
-    if t.replication_factor not in (-1, 1):
-        if t.replication_factor <= 0:
-            return ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.", -1
+        partitions = len(t.assignments)
+    elif t.replication_factor < -1 or t.replication_factor == 0:
+        return (ErrorCode.invalid_replication_factor,
+                "Replication factor must be larger than 0, or -1 to use the default value.", -1)
+    elif t.num_partitions < -1 or t.num_partitions == 0:
+        return ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value.", -1
+    elif t.replication_factor > 1:
         return (ErrorCode.invalid_replication_factor, f"Unable to replicate the partition "
                 f"{t.replication_factor} time(s): The target replication factor of "
                 f"{t.replication_factor} cannot be reached because only 1 broker(s) are registered.", -1)
+    else:
+        partitions = node.settings.num_partitions if t.num_partitions == -1 else t.num_partitions
+    limit = node.settings.topic_max_partitions
+    if partitions > limit:
+        return ErrorCode.invalid_partitions, too_many_partitions(partitions, limit), -1
     return ErrorCode.none, None, partitions
+
+
+def too_many_partitions(partitions: int, limit: int) -> str:
+    return (f"Number of partitions {partitions} is more than topic.max.partitions ({limit}), the most a topic "
+            "may have on this groupd.")
 
 
 def handle(node, request: Request):

@@ -13,21 +13,17 @@ so no client tries to validate positions). Requested topics that do not exist ar
 
 from __future__ import annotations
 
-import re
 import uuid
 
 from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
+from storage.catalog import legal_topic_name
+
 from . import Request
 
-_LEGAL_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _ZERO_ID = uuid.UUID(int=0)
-
-
-def legal_topic_name(name: str | None) -> bool:
-    return bool(name) and name not in (".", "..") and _LEGAL_NAME.fullmatch(name) is not None
 
 
 def topic_entry(node, topic) -> dict:

@@ -1,0 +1,133 @@
+"""Start-up against the data directory and the network, through the real `python -m coordinator
+serve` process: one server per data directory (Kafka's `<data dir>/.lock`), and every start-up
+failure a user can cause (a damaged `topics.json` or `meta.properties`, a data dir that is a file or
+not writable, a port in use) ends in one line naming the file or port and what to do, a non-zero
+exit and no traceback. Also: the log CLI stops quietly when its reader goes away (`| head`)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from storage.log import PartitionLog
+from storage.records import OffsetCommitKey, OffsetCommitValue, Record
+from tests.support import ROOT, GroupdProcess, free_port
+
+def serve(data_dir: str, port: int | None = None) -> subprocess.CompletedProcess:
+    """`groupd serve` expected to fail at start-up (the timeout catches one that serves instead)."""
+    args = [sys.executable, "-m", "coordinator", "serve", "--set", f"data.dir={data_dir}",
+            "--set", f"listeners=PLAINTEXT://127.0.0.1:{port or free_port()}", "--set", "metrics.listener="]
+    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+def assert_one_line(out: subprocess.CompletedProcess, *needles: str) -> str:
+    assert out.returncode != 0, out
+    assert "Traceback" not in out.stderr, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+# -- one server per data directory -------------------------------------------------------------
+
+def test_a_second_server_on_the_same_data_dir_is_refused_naming_the_holder(tmp_path):
+    first = GroupdProcess(str(tmp_path / "data")).start()
+    try:
+        line = assert_one_line(serve(str(tmp_path / "data")), os.path.join(str(tmp_path / "data"), ".lock"),
+                               f"pid {first.proc.pid}")
+        assert "in use" in line
+        assert first.alive()
+    finally:
+        assert first.stop() == 0, first.log()
+    # released at exit: the next server starts
+    second = GroupdProcess(str(tmp_path / "data")).start()
+    assert second.stop() == 0
+
+
+def test_the_lock_of_a_crashed_server_is_released_by_the_os(tmp_path):
+    first = GroupdProcess(str(tmp_path / "data")).start()
+    first.stop(signal.SIGKILL)
+    again = GroupdProcess(str(tmp_path / "data")).start()
+    assert again.stop() == 0, again.log()
+
+
+# -- start-up failures: one line, non-zero, no traceback -------------------------------------------
+
+def test_a_damaged_topic_catalog_is_named(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "topics.json").write_text('{"topics": [{"name": "t", "partit')
+    assert_one_line(serve(str(data)), str(data / "topics.json"), "damaged", "backup")
+
+
+def test_a_damaged_meta_properties_is_named(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "meta.properties").write_bytes(b"\x00\xff garbage\n")
+    assert_one_line(serve(str(data)), str(data / "meta.properties"), "cluster.id")
+
+
+def test_a_data_dir_that_is_a_file_is_named(tmp_path):
+    (tmp_path / "data").write_text("not a directory")
+    assert_one_line(serve(str(tmp_path / "data")), str(tmp_path / "data"), "is a file")
+
+
+@pytest.fixture
+def unwritable_dir():
+    """A directory this user may not write in: read-only permission bits, or, for root (whom
+    permission bits do not stop), sysfs."""
+    if os.getuid() == 0:
+        yield "/sys"
+        return
+    parent = tempfile.mkdtemp(prefix="groupd-readonly-")
+    os.chmod(parent, 0o555)
+    yield parent
+    os.chmod(parent, 0o755)
+    os.rmdir(parent)
+
+
+def test_a_data_dir_this_user_cannot_write_is_named(unwritable_dir):
+    assert_one_line(serve(unwritable_dir), f"data.dir {unwritable_dir} is not writable")
+    inside = os.path.join(unwritable_dir, "groupd-data")
+    assert_one_line(serve(inside), f"cannot create data.dir {inside}")
+
+
+def test_a_port_in_use_is_named(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        line = assert_one_line(serve(str(tmp_path / "data"), port=port), f"'127.0.0.1', {port}", "address already in use")
+    assert "listeners" in line
+
+
+# -- the log CLI and a closed stdout ---------------------------------------------------------------
+
+def test_log_dump_into_head_ends_quietly(tmp_path):
+    log = PartitionLog(str(tmp_path), 0, 1 << 20)
+    log.load(lambda r: None)
+    for i in range(200):  # far more than a pipe buffer of JSON lines
+        log.append([Record(OffsetCommitKey("g", f"topic-{j}", i), OffsetCommitValue(i, -1, "m" * 50, 1)) for j in range(20)],
+                   fsync=False)
+    log.close()
+    out = subprocess.run(f"{sys.executable} -m coordinator log dump --data-dir {tmp_path} | head -n 2", shell=True,
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert len(out.stdout.splitlines()) == 2
+    assert out.stderr == "", out.stderr
+
+
+@pytest.mark.parametrize("command", ["dump", "verify", "repair"])
+def test_log_commands_name_a_missing_data_dir(tmp_path, command):
+    out = subprocess.run([sys.executable, "-m", "coordinator", "log", command, "--data-dir", str(tmp_path / "nope")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert re.fullmatch(rf"groupd: --data-dir {re.escape(str(tmp_path / 'nope'))} is not a directory\n", out.stderr)
+    assert out.returncode == 1
