@@ -1,18 +1,12 @@
 import pytest
 
 from tests.harness import ClientProcess, stack_available
-from tests.support import GroupdProcess
+from tests.support import GroupdProcess, groupd_fixture
 
 
-@pytest.fixture(scope="module")
-def groupd(tmp_path_factory):
-    """One server per test module, with a few declared topics."""
-    server = GroupdProcess(str(tmp_path_factory.mktemp("groupd")), "topics=t1:1,t3:3,t6:6",
-                           "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000")
-    server.start()
-    yield server
-    rc = server.stop()
-    assert rc == 0, server.log()
+# one server per test module, with a few declared topics
+groupd = groupd_fixture("topics=t1:1,t3:3,t6:6", "group.initial.rebalance.delay.ms=0",
+                        "group.min.session.timeout.ms=1000", name="groupd")
 
 
 @pytest.fixture

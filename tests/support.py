@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import signal
 import socket
@@ -9,7 +10,12 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from coordinator.admin import Connection
+from protocol import ErrorCode
+from protocol.apis import ApiKey
+from protocol.consumer import encode_assignment, encode_subscription
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -81,6 +87,19 @@ class GroupdProcess:
         return self.proc is not None and self.proc.poll() is None
 
 
+def groupd_fixture(*settings: str, scope: str = "module", name: str | None = None):
+    """A fixture of a test module's server: `groupd serve` with `settings` in a fresh data dir,
+    stopped at the end, which must exit cleanly. `server = groupd_fixture("topics=t:4")`."""
+
+    @pytest.fixture(scope=scope, name=name)
+    def server(tmp_path_factory):
+        s = GroupdProcess(str(tmp_path_factory.mktemp(name or "groupd")), *settings).start()
+        yield s
+        assert s.stop() == 0, s.log()
+
+    return server
+
+
 class WireClient(Connection):
     """Blocking Kafka client for tests: build a request from plain values, get the decoded
     kio response back. Speaks whatever (api, version) it is asked to, so tests can also send
@@ -101,6 +120,25 @@ class WireClient(Connection):
             return True
         except socket.timeout:
             return False
+
+
+def join_and_sync(c: WireClient, group: str, topic: str = "t",
+                  session: datetime.timedelta = datetime.timedelta(seconds=60)) -> tuple[str, int]:
+    """One consumer joins `group` alone (JoinGroup v9: MEMBER_ID_REQUIRED, then again with the
+    id) and syncs an empty assignment: (member id, generation)."""
+    join = {"group_id": group, "session_timeout": session, "rebalance_timeout": session, "member_id": "",
+            "group_instance_id": None, "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": encode_subscription([topic])}], "reason": None}
+    first = c.request(ApiKey.JOIN_GROUP, 9, join)
+    assert first.error_code is ErrorCode.member_id_required, first
+    second = c.request(ApiKey.JOIN_GROUP, 9, {**join, "member_id": first.member_id})
+    assert second.error_code is ErrorCode.none, second
+    sync = c.request(ApiKey.SYNC_GROUP, 5, {
+        "group_id": group, "generation_id": second.generation_id, "member_id": second.member_id,
+        "group_instance_id": None, "protocol_type": "consumer", "protocol_name": "range",
+        "assignments": [{"member_id": second.member_id, "assignment": encode_assignment({})}]})
+    assert sync.error_code is ErrorCode.none, sync
+    return second.member_id, second.generation_id
 
 
 def established_peers(port: int) -> set[int]:

@@ -18,18 +18,12 @@ from coordinator.admin import DEFAULT_BOOTSTRAP, AdminError, default_bootstrap, 
 from protocol import ErrorCode
 from protocol.apis import ApiKey
 from tests.harness import ClientProcess, wait_until
-from tests.support import ROOT, GroupdProcess, WireClient, free_port
+from tests.support import ROOT, GroupdProcess, WireClient, free_port, groupd_fixture
 
 T4 = {f"t4-{p}" for p in range(4)}
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = GroupdProcess(str(tmp_path_factory.mktemp("admin")), "topics=t4:4",
-                      "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000")
-    s.start()
-    yield s
-    assert s.stop() == 0, s.log()
+server = groupd_fixture("topics=t4:4", "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000")
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 from protocol import ErrorCode
 from protocol.apis import ApiKey
 from tests.harness import ClientProcess, wait_until
-from tests.support import GroupdProcess, WireClient
+from tests.support import WireClient, groupd_fixture
 
 pytestmark = pytest.mark.clients
 
@@ -21,13 +21,7 @@ STATIC = ["confluent", "kafka-python", "aiokafka", "java", "platformatic"]
 SIX = {f"t6-{p}" for p in range(6)}
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = GroupdProcess(str(tmp_path_factory.mktemp("groups")), "topics=t6:6",
-                      "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000")
-    s.start()
-    yield s
-    s.stop()
+server = groupd_fixture("topics=t6:6", "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000")
 
 
 def group_name(request) -> str:
@@ -59,12 +53,7 @@ def subscribe_opts(stack: str, group: str, **extra) -> dict:
 
 # --- 1. three consumers, one generation (with the default initial delay) -----------------------
 
-@pytest.fixture(scope="module")
-def delayed_server(tmp_path_factory):
-    s = GroupdProcess(str(tmp_path_factory.mktemp("delayed")), "topics=t6:6")  # default 3 s delay
-    s.start()
-    yield s
-    s.stop()
+delayed_server = groupd_fixture("topics=t6:6", name="delayed_server")  # default 3 s initial rebalance delay
 
 
 @pytest.mark.parametrize("stack", ALL)

@@ -18,7 +18,7 @@ from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from protocol.codec import decode_response
 from records.batches import BatchError, iter_batches, split
 from records.log import PartitionLog
-from tests.support import GroupdProcess, WireClient
+from tests.support import WireClient, groupd_fixture
 
 NOW = 1_800_000_000_000
 MS = datetime.timedelta(milliseconds=1)
@@ -176,14 +176,8 @@ def test_idle_producers_are_forgotten_after_a_day():
 # The wire, against the real server
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = GroupdProcess(str(tmp_path_factory.mktemp("records")), "records.plane=memory", "topics=r1:1,r3:3",
-                      "num.partitions=2", "group.initial.rebalance.delay.ms=0",
-                      "group.min.session.timeout.ms=1000")
-    s.start()
-    yield s
-    assert s.stop() == 0, s.log()
+server = groupd_fixture("records.plane=memory", "topics=r1:1,r3:3", "num.partitions=2",
+                        "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000")
 
 
 def produce(c: WireClient, topic: str, partition: int, records: bytes | None, version: int = 8,

@@ -13,7 +13,7 @@ import pytest
 
 from protocol.apis import ApiKey
 from tests.harness import ClientProcess, wait_until
-from tests.support import GroupdProcess, WireClient
+from tests.support import GroupdProcess, WireClient, groupd_fixture
 
 pytestmark = pytest.mark.clients
 
@@ -22,12 +22,7 @@ SIX = {f"{TOPIC}-{p}" for p in range(6)}
 SETTINGS = (f"topics={TOPIC}:6", "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000")
 
 
-@pytest.fixture
-def server(tmp_path):
-    s = GroupdProcess(str(tmp_path / "data"), *SETTINGS)
-    s.start()
-    yield s
-    s.stop()
+server = groupd_fixture(*SETTINGS, scope="function")
 
 
 def restart(server: GroupdProcess, sig: int = signal.SIGTERM) -> str:

@@ -13,7 +13,6 @@ Needs root (or CAP_SYS_ADMIN) for `mount -t tmpfs`; without it the test fails an
 
 from __future__ import annotations
 
-import datetime
 import errno
 import json
 import os
@@ -26,13 +25,11 @@ import pytest
 from coordinator.partitioning import partition_for
 from protocol import ErrorCode
 from protocol.apis import ApiKey
-from protocol.consumer import encode_subscription
-from tests.support import ROOT, GroupdProcess, WireClient
+from tests.support import ROOT, GroupdProcess, WireClient, join_and_sync
 
 E = ErrorCode
 GROUP, MEMBER_GROUP = "disk-full", "disk-full-members"
 TMPFS_SIZE = "2m"
-SESSION = datetime.timedelta(seconds=60)
 
 
 @pytest.fixture
@@ -75,21 +72,6 @@ def fetch(c: WireClient, group: str) -> dict[int, int]:
                                                "require_stable": False})
     assert reply.groups[0].error_code is E.none, reply
     return {p.partition_index: p.committed_offset for t in reply.groups[0].topics for p in t.partitions}
-
-
-def join_and_sync(c: WireClient, group: str) -> tuple[str, int]:
-    join = {"group_id": group, "session_timeout": SESSION, "rebalance_timeout": SESSION, "member_id": "",
-            "group_instance_id": None, "protocol_type": "consumer",
-            "protocols": [{"name": "range", "metadata": encode_subscription(["t"])}], "reason": None}
-    first = c.request(ApiKey.JOIN_GROUP, 9, join)
-    second = c.request(ApiKey.JOIN_GROUP, 9, {**join, "member_id": first.member_id})
-    assert second.error_code is E.none, second
-    sync = c.request(ApiKey.SYNC_GROUP, 5, {
-        "group_id": group, "generation_id": second.generation_id, "member_id": second.member_id,
-        "group_instance_id": None, "protocol_type": "consumer", "protocol_name": "range",
-        "assignments": [{"member_id": second.member_id, "assignment": b""}]})
-    assert sync.error_code is E.none, sync
-    return second.member_id, second.generation_id
 
 
 def fill(path: str) -> None:

@@ -33,12 +33,11 @@ from coordinator.partitioning import partition_for
 from coordinator.shard import GroupSettings, GroupShard
 from protocol import ErrorCode
 from protocol.apis import ApiKey
-from protocol.consumer import encode_subscription
 from storage.compaction import compact
 from storage.log import CLEANED_SUFFIX, PartitionLog, list_segments, partition_dir
 from storage.records import OffsetCommitKey, OffsetCommitValue, Record
 from storage.scanner import scan
-from tests.support import ROOT, GroupdProcess, WireClient
+from tests.support import ROOT, GroupdProcess, WireClient, join_and_sync
 
 E = ErrorCode
 SEGMENT_BYTES = 2048
@@ -71,31 +70,9 @@ def fetch(c: WireClient, group: str) -> tuple[ErrorCode, dict[int, int]]:
     return g.error_code, {p.partition_index: p.committed_offset for t in g.topics if t.name == "t" for p in t.partitions}
 
 
-def join_and_sync(c: WireClient, group: str) -> tuple[str, int]:
-    """One consumer joins `group` alone and syncs: (member id, generation)."""
-    join = {"group_id": group, "session_timeout": SESSION, "rebalance_timeout": SESSION, "member_id": "",
-            "group_instance_id": None, "protocol_type": "consumer",
-            "protocols": [{"name": "range", "metadata": encode_subscription(["t"])}], "reason": None}
-    first = c.request(ApiKey.JOIN_GROUP, 9, join)
-    assert first.error_code is E.member_id_required
-    second = c.request(ApiKey.JOIN_GROUP, 9, {**join, "member_id": first.member_id})
-    assert second.error_code is E.none, second
-    sync = c.request(ApiKey.SYNC_GROUP, 5, {
-        "group_id": group, "generation_id": second.generation_id, "member_id": second.member_id,
-        "group_instance_id": None, "protocol_type": "consumer", "protocol_name": "range",
-        "assignments": [{"member_id": second.member_id, "assignment": b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"}]})
-    assert sync.error_code is E.none, sync
-    return second.member_id, second.generation_id
-
-
 def heartbeat(c: WireClient, group: str, member_id: str, generation: int) -> ErrorCode:
     return c.request(ApiKey.HEARTBEAT, 4, {"group_id": group, "generation_id": generation, "member_id": member_id,
                                            "group_instance_id": None}).error_code
-
-
-def list_groups(c: WireClient) -> tuple[ErrorCode, set[str]]:
-    reply = c.request(ApiKey.LIST_GROUPS, 4, {"states_filter": []})
-    return reply.error_code, {g.group_id for g in reply.groups}
 
 
 def groupd_cli(*args: str) -> subprocess.CompletedProcess:
@@ -133,7 +110,7 @@ def original(tmp_path_factory) -> dict:
             wait_loaded(server)
             for offset in TORN_OFFSETS:
                 assert commit(c, TORN, {0: offset}) == {0: E.none}
-            member_id, generation = join_and_sync(c, MANY)
+            member_id, generation = join_and_sync(c, MANY, session=SESSION)
             for i in range(MANY_COMMITS):
                 assert commit(c, MANY, {i % 4: 1000 + i}, generation=generation, member_id=member_id,
                               metadata="x" * 40) == {i % 4: E.none}

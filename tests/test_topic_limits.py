@@ -13,18 +13,13 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from protocol import ErrorCode
 from protocol.apis import ApiKey
-from tests.support import GroupdProcess, WireClient
+from tests.support import WireClient, groupd_fixture
 
 E = ErrorCode
 LIMIT = 100
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = GroupdProcess(str(tmp_path_factory.mktemp("limits")), f"topic.max.partitions={LIMIT}", "topics=small:2")
-    s.start()
-    yield s
-    assert s.stop() == 0, s.log()
+server = groupd_fixture(f"topic.max.partitions={LIMIT}", "topics=small:2")
 
 
 def admin_error(future) -> KafkaError:
