@@ -9,7 +9,8 @@ either old or cleaned (a leftover `.cleaned` file is deleted on load), and clean
 means a dropped tombstone never uncovers an older value of its key. The active segment is never
 touched, so appends carry on meanwhile. A segment keeps its last offset (an empty batch header
 when its last records go, as Kafka's cleaner does), so segments always chain: each ends where the
-next one begins, and a gap means a segment is missing (`groupd log verify`).
+next one begins, and a gap means a segment is missing (`groupd log verify`). A segment holding
+corrupt bytes is left as it is for `groupd log repair`, and the others are compacted around it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import os
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from .files import fsync_dir
-from .log import CLEANED_SUFFIX, CorruptLog, list_segments
+from .log import CLEANED_SUFFIX, list_segments
 from .scanner import scan
 
 
@@ -31,6 +32,7 @@ class CompactionResult:
     records_after: int = 0
     bytes_before: int = 0
     bytes_after: int = 0
+    segments_corrupt: int = 0  # closed segments holding corrupt bytes: not rewritten (`groupd log repair`)
 
     @property
     def reclaimed(self) -> int:
@@ -64,13 +66,19 @@ def compact(directory: str, now_ms: int, delete_retention_ms: int, crash_after: 
                 latest[bytes(r.key)] = r.offset
     horizon = now_ms - delete_retention_ms
     for path in closed:
-        data, batches = _read_closed(path)
+        data, batches, corrupt = _read_closed(path)
+        if corrupt:
+            # left as it is, bad bytes included, for `groupd log repair` (which keeps a copy); the
+            # tombstones after it stay, since dropping one could uncover an older value kept here
+            result.segments_corrupt += 1
+            horizon = None
+            continue
         kept, total, out, end = 0, 0, [], 0
         for b in batches:
             batch = b.batch
             records = list(batch)  # a batch can be iterated only once
             survivors = [r for r in records if latest[bytes(r.key)] == r.offset
-                         and not (r.value is None and batch.max_timestamp < horizon)]
+                         and not (r.value is None and horizon is not None and batch.max_timestamp < horizon)]
             total += len(records)
             kept += len(survivors)
             if len(survivors) == len(records):
@@ -104,15 +112,11 @@ def compact(directory: str, now_ms: int, delete_retention_ms: int, crash_after: 
 
 
 def _read_closed(path: str):
-    """(data, batches) of a closed segment, which must be intact: compaction must not drop
-    corrupt bytes without the copy that `groupd log repair` keeps."""
+    """(data, valid batches, whether it holds corrupt bytes) of a closed segment."""
     with open(path, "rb") as f:
         data = f.read()
     found = scan(data, path=path)
-    bad = found.corruption(last=False)
-    if bad:
-        raise CorruptLog(f"{bad[0].describe()}; not compacting (run `groupd log repair`)")
-    return data, found.batches
+    return data, found.batches, bool(found.corruption(last=False))
 
 
 def _rebuild(base_offset: int, records) -> bytes:

@@ -33,10 +33,6 @@ SEGMENT_SUFFIX = ".log"
 CLEANED_SUFFIX = ".log.cleaned"
 
 
-class CorruptLog(Exception):
-    """A segment holds corrupt bytes where an operation needs it intact (compaction)."""
-
-
 def partition_dir(data_dir: str, partition: int) -> str:
     return os.path.join(data_dir, f"__consumer_offsets-{partition}")
 

@@ -65,11 +65,6 @@ class Scan:
     tail: Damage | None = None
     size: int = 0
 
-    @property
-    def end(self) -> int:
-        """Where the valid data ends: the tail's start, or the file's end."""
-        return self.tail.position if self.tail is not None else self.size
-
     def torn_tail(self, last: bool) -> Damage | None:
         """The bytes to truncate: a tail, in the last segment only (a crash mid-write)."""
         return self.tail if last else None
@@ -79,7 +74,6 @@ class Scan:
         return self.damage + ([self.tail] if self.tail is not None and not last else [])
 
 
-
 def _check(data: bytes, pos: int) -> tuple[DefaultRecordBatch | None, int, str | None]:
     """(batch, size, None) for a valid batch at `pos`, else (None, 0, why not)."""
     remaining = len(data) - pos
@@ -87,7 +81,9 @@ def _check(data: bytes, pos: int) -> tuple[DefaultRecordBatch | None, int, str |
         return None, 0, f"{remaining} trailing bytes are shorter than a batch header"
     _, length = _HEAD.unpack_from(data, pos)
     size = LOG_OVERHEAD + length
-    if length < BATCH_HEADER - LOG_OVERHEAD or size > remaining:
+    if length < BATCH_HEADER - LOG_OVERHEAD:
+        return None, 0, f"batch length {length} is shorter than a batch header"
+    if size > remaining:
         return None, 0, f"batch length {length} runs past the end of the file"
     magic = data[pos + _MAGIC_AT]
     if magic != 2:

@@ -490,6 +490,27 @@ def test_compaction_keeps_latest_per_key_and_drops_tombstones_past_the_horizon(t
     assert dump(str(tmp_path), 0)[-1]["log_offset"] == 7
 
 
+def test_compaction_leaves_a_corrupt_segment_as_it_is_and_compacts_around_it(tmp_path):
+    _log_with(tmp_path, [
+        [Record(key(1), value(10))],  # offset 0: superseded by offset 2
+        [Record(key(2), value(20))],  # offset 1: corrupt, left for `groupd log repair`
+        [Record(key(1), value(11))],  # offset 2
+        [Record(key(2), None)],       # offset 3: a tombstone past the horizon, kept: it covers offset 1
+        [Record(key(3), value(30))],  # offset 4: the active segment
+    ])
+    segments = list_segments(partition_dir(str(tmp_path), 0))
+    flip_byte(segments[1][1], 40)
+    with open(segments[1][1], "rb") as f:
+        corrupt = f.read()
+    result = compact(partition_dir(str(tmp_path), 0), now_ms=int(time.time() * 1000) + 7_200_000,
+                     delete_retention_ms=3_600_000)
+    assert (result.segments_corrupt, result.segments_cleaned) == (1, 1)
+    with open(segments[1][1], "rb") as f:
+        assert f.read() == corrupt
+    assert [(line.get("log_offset"), line.get("error")) for line in dump(str(tmp_path), 0)] == [
+        (None, "CRC mismatch"), (2, None), (3, None), (4, None)]
+
+
 def test_compaction_keeps_a_closed_value_whose_newer_value_is_only_in_the_active_segment(tmp_path):
     """The active segment is not compacted and, with `log.flush.interval.ms` > 0 (or an append whose
     fsync is still running), its tail may not be durable: dropping an older, durable value of a key
