@@ -85,11 +85,8 @@ def _repair(data_dir: str, partition: int | None) -> int:
                                                              else partitions(data_dir))]
     finally:
         lock.release()
-    for r in results:
-        if r.backup is not None or r.remaining:
-            print(r.describe())
-    if not any(r.backup for r in results):
-        print("nothing to repair")
+    reported = [r for r in results if r.backup is not None or r.remaining]
+    print("\n".join(r.describe() for r in reported) if reported else "nothing to repair")
     return 1 if any(r.remaining for r in results) else 0
 
 
@@ -109,7 +106,9 @@ def _show(settings: Settings) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        return _main(argv)
+        code = _main(argv)
+        sys.stdout.flush()  # here, where a closed stdout is handled, not at interpreter exit
+        return code
     except BrokenPipeError:
         # the reader went away (`groupd log dump | head`): stop quietly, as a tool killed by SIGPIPE
         # would; stdout goes to /dev/null so the interpreter's final flush cannot fail again
