@@ -9,13 +9,14 @@ import signal
 import time
 
 from . import metrics
-from .connection import Connection
+from .connection import Connection, RequestMemory, bad_frame_log
 from .node import Node
 from .settings import Settings
 
 log = logging.getLogger("groupd")
 
 SHUTDOWN_GRACE_S = 5.0
+LOG_LIMIT_TICK_S = 5.0
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -32,8 +33,10 @@ class Server:
         self.settings = settings
         self.node: Node | None = None
         self.connections: set[Connection] = set()
+        self.request_memory = RequestMemory(settings.queued_max_request_bytes)
         self._servers: list[asyncio.base_events.Server] = []
         self._stop = asyncio.Event()
+        self._log_timer: asyncio.TimerHandle | None = None
 
     async def startup(self) -> None:
         started = time.monotonic()
@@ -42,10 +45,11 @@ class Server:
         self.node.groups.start()  # partitions load off the loop and answer LOAD_IN_PROGRESS until then
         loop = asyncio.get_running_loop()
         for listener in self.settings.listeners:
-            server = await loop.create_server(lambda: Connection(self.node, self.connections),
+            server = await loop.create_server(lambda: Connection(self.node, self.connections, self.request_memory),
                                               host=listener.host or None, port=listener.port,
                                               reuse_address=True, backlog=1024)
             self._servers.append(server)
+        self._tick_log_limits()
         bound = ", ".join(f"{l.name}://{s.sockets[0].getsockname()[0]}:{s.sockets[0].getsockname()[1]}"
                           for l, s in zip(self.settings.listeners, self._servers))
         log.info("groupd ready listeners=%s advertised=%s node.id=%d cluster.id=%s data.dir=%s "
@@ -53,12 +57,19 @@ class Server:
                  self.node.cluster_id, self.settings.data_dir, len(self.node.catalog), metrics_url or "off",
                  (time.monotonic() - started) * 1000)
 
+    def _tick_log_limits(self) -> None:
+        """Report suppressed log lines once their window ends, even if nothing else is logged."""
+        bad_frame_log.tick()
+        self._log_timer = asyncio.get_running_loop().call_later(LOG_LIMIT_TICK_S, self._tick_log_limits)
+
     def request_stop(self, signame: str = "") -> None:
         if not self._stop.is_set():
             log.info("shutdown requested signal=%s", signame or "-")
             self._stop.set()
 
     async def shutdown(self) -> None:
+        if self._log_timer is not None:
+            self._log_timer.cancel()
         for server in self._servers:
             server.close()
         if self.node is not None:
