@@ -10,6 +10,7 @@ import time
 
 from . import metrics
 from .connection import Connection, RequestMemory, bad_frame_log
+from .listen import Listener, accept_log
 from .node import Node
 from .settings import Settings
 
@@ -34,7 +35,7 @@ class Server:
         self.node: Node | None = None
         self.connections: set[Connection] = set()
         self.request_memory = RequestMemory(settings.queued_max_request_bytes)
-        self._servers: list[asyncio.base_events.Server] = []
+        self._listeners: list[Listener] = []
         self._stop = asyncio.Event()
         self._log_timer: asyncio.TimerHandle | None = None
 
@@ -43,15 +44,11 @@ class Server:
         self.node = Node(self.settings)
         metrics_url = await metrics.serve(self.settings, self.node.groups)
         self.node.groups.start()  # partitions load off the loop and answer LOAD_IN_PROGRESS until then
-        loop = asyncio.get_running_loop()
         for listener in self.settings.listeners:
-            server = await loop.create_server(lambda: Connection(self.node, self.connections, self.request_memory),
-                                              host=listener.host or None, port=listener.port,
-                                              reuse_address=True, backlog=1024)
-            self._servers.append(server)
+            self._listeners.append(Listener(listener.name, listener.host, listener.port,
+                                            lambda: Connection(self.node, self.connections, self.request_memory)))
         self._tick_log_limits()
-        bound = ", ".join(f"{l.name}://{s.sockets[0].getsockname()[0]}:{s.sockets[0].getsockname()[1]}"
-                          for l, s in zip(self.settings.listeners, self._servers))
+        bound = ", ".join(f"{l.name}://{l.address[0]}:{l.address[1]}" for l in self._listeners)
         log.info("groupd ready listeners=%s advertised=%s node.id=%d cluster.id=%s data.dir=%s "
                  "topics=%d metrics=%s startup_ms=%d", bound, self.settings.advertised, self.settings.node_id,
                  self.node.cluster_id, self.settings.data_dir, len(self.node.catalog), metrics_url or "off",
@@ -60,6 +57,7 @@ class Server:
     def _tick_log_limits(self) -> None:
         """Report suppressed log lines once their window ends, even if nothing else is logged."""
         bad_frame_log.tick()
+        accept_log.tick()
         self._log_timer = asyncio.get_running_loop().call_later(LOG_LIMIT_TICK_S, self._tick_log_limits)
 
     def request_stop(self, signame: str = "") -> None:
@@ -70,8 +68,8 @@ class Server:
     async def shutdown(self) -> None:
         if self._log_timer is not None:
             self._log_timer.cancel()
-        for server in self._servers:
-            server.close()
+        for listener in self._listeners:
+            listener.close()
         if self.node is not None:
             self.node.release_all()  # held fetches answer now
         deadline = time.monotonic() + SHUTDOWN_GRACE_S
@@ -79,8 +77,6 @@ class Server:
             await asyncio.sleep(0.01)
         for conn in list(self.connections):
             conn.close()
-        for server in self._servers:
-            await server.wait_closed()
         if self.node is not None:
             await self.node.groups.close()  # in-flight writes finish, every log is fsynced and closed
         log.info("groupd stopped")

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import datetime
 import logging
+import os
 import re
 import socket
 import struct
+import subprocess
 import threading
 import time
 import urllib.request
@@ -19,7 +21,7 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import decode_response
 from tests.harness import wait_until
-from tests.support import GroupdProcess, WireClient, free_port
+from tests.support import GroupdProcess, WireClient, established_peers, free_port
 
 BIG = 240 * 1024  # member metadata and assignment: a DescribeGroups answer of ~480 KB
 PARTITIONS = 20000
@@ -250,3 +252,44 @@ def test_limited_log_says_how_many_lines_it_suppressed(caplog, monkeypatch):
         limited.tick()
     assert [r.getMessage() for r in caplog.records] == [
         "bad frame 0", "bad frame 1", "bad frame 2", "suppressed 7 bad-frame lines in the last 10 s"]
+
+
+# -- item 8: file descriptors run out; the metrics endpoint holds few, briefly ----------------------
+
+
+def test_accept_out_of_file_descriptors_is_logged_and_the_server_keeps_going(start_groupd):
+    metrics_port = free_port()
+    g = start_groupd(f"metrics.listener=http://127.0.0.1:{metrics_port}/metrics")
+    pid = g.proc.pid
+    in_use = len(os.listdir(f"/proc/{pid}/fd"))
+    subprocess.run(["prlimit", f"--pid={pid}", f"--nofile={in_use + 10}:{in_use + 10}"], check=True)
+    held = [socket.create_connection(("127.0.0.1", g.port)) for _ in range(40)]  # the kernel queues them
+    try:
+        wait_until(lambda: "accept failed listener=PLAINTEXT error=EMFILE" in g.log(), what="the EMFILE line")
+        assert g.alive()
+    finally:
+        for s in held:
+            s.close()
+    assert wait_until(lambda: _answers(g.bootstrap), what="a fresh client's answer")
+    assert scrape(f"http://127.0.0.1:{metrics_port}/metrics")["groupd_accept_failed_total"] >= 1
+    assert g.log().count("accept failed") <= 5 + g.log().count("suppressed")
+
+
+def _answers(bootstrap: str) -> bool:
+    try:
+        return api_versions_seconds(bootstrap) < 30
+    except OSError:
+        return False
+
+
+def test_the_metrics_endpoint_bounds_and_closes_idle_connections(start_groupd):
+    metrics_port = free_port()
+    g = start_groupd(f"metrics.listener=http://127.0.0.1:{metrics_port}/metrics")
+    idle = [socket.create_connection(("127.0.0.1", metrics_port)) for _ in range(50)]
+    try:
+        assert "groupd_connections_open" in scrape(f"http://127.0.0.1:{metrics_port}/metrics")
+        wait_until(lambda: len(established_peers(metrics_port)) <= 32, what="at most 32 held connections")
+        wait_until(lambda: not established_peers(metrics_port), timeout=30, what="idle connections closed")
+    finally:
+        for s in idle:
+            s.close()
