@@ -293,3 +293,45 @@ def test_the_metrics_endpoint_bounds_and_closes_idle_connections(start_groupd):
     finally:
         for s in idle:
             s.close()
+
+
+# -- item 4: queued.max.request.bytes bounds every connection's unhandled request bytes together -----
+
+
+def _padded_api_versions(size: int) -> bytes:
+    """An ApiVersions v0 request of `size` bytes in all (Kafka ignores bytes after the body)."""
+    header = struct.pack(">hhih", ApiKey.API_VERSIONS, 0, 1, 4) + b"test"
+    return struct.pack(">i", size - 4) + header + bytes(size - 4 - len(header))
+
+
+def _unread_by_server(server_port: int, client: socket.socket) -> int | None:
+    """Bytes the client sent that sit in the server socket's receive queue (from /proc/net/tcp)."""
+    client_port = client.getsockname()[1]
+    with open("/proc/net/tcp") as f:
+        for row in f.read().splitlines()[1:]:
+            fields = row.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == server_port and \
+                    int(fields[2].rsplit(":", 1)[1], 16) == client_port:
+                return int(fields[4].split(":")[1], 16)
+    return None
+
+
+def test_partial_frames_over_queued_max_request_bytes_wait_until_the_total_drops(start_groupd):
+    g = start_groupd("queued.max.request.bytes=1024")
+    frame = _padded_api_versions(1500)
+    first = socket.create_connection(("127.0.0.1", g.port), timeout=10)
+    second = socket.create_connection(("127.0.0.1", g.port), timeout=10)
+    try:
+        first.sendall(frame[:1000])
+        wait_until(lambda: _unread_by_server(g.port, first) == 0, what="the first partial frame read")
+        second.sendall(frame[:1000])  # 2000 bytes held in all: the second one stops being read
+        wait_until(lambda: _unread_by_server(g.port, second) == 0, what="the second partial frame read")
+        second.sendall(frame[1000:])
+        wait_until(lambda: _unread_by_server(g.port, second) == 500, what="the rest left unread")
+        first.sendall(frame[1000:])
+        assert len(first.recv(4)) == 4
+        assert len(second.recv(4)) == 4  # the first frame was handled: the second is read again
+        assert _unread_by_server(g.port, second) == 0
+    finally:
+        first.close()
+        second.close()
