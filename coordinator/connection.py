@@ -144,7 +144,9 @@ class Connection(asyncio.Protocol):
             return
         loop = asyncio.get_running_loop()
         deadline = self._partial_since + self._arrival_s
-        if loop.time() < deadline or self._reading_paused:  # not the client's fault while we do not read
+        if loop.time() < deadline or self._write_paused or self._backlogged or self._yielding:
+            # not the client's fault while we do not read; waiting for queued.max.request.bytes does
+            # count, so that connections which all wait for memory cannot wait forever
             self._arrival_timer = loop.call_at(max(deadline, loop.time() + 0.01), self._check_arrival)
             return
         self._reject("slow_frame", f"{self._frames.pending} bytes of a frame still incomplete after "
@@ -192,7 +194,15 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._last_active = asyncio.get_running_loop().time()
-        self._frames.append(data)
+        frames = self._frames
+        if not frames.pending and not self._reading_paused and frames.whole(data):
+            # The common case, one request in one read: no buffering, no turn accounting.
+            try:
+                self._dispatch(data[4:])
+            except MalformedRequest as e:
+                self._reject("malformed", str(e))
+            return
+        frames.append(data)
         self._process()
 
     def _process(self) -> None:
@@ -232,7 +242,10 @@ class Connection(asyncio.Protocol):
         if pending != self._held:
             self._account(pending)
             memory = self._memory
-            if memory.held > memory.limit and pending and not self._waiting_memory:
+            # Only a connection that starts a frame waits: one in the middle of a frame reads on, so
+            # the frames holding the memory complete (or time out) and release it.
+            if memory.held > memory.limit and pending and self._partial_since is None \
+                    and not self._waiting_memory:
                 self._waiting_memory = True
                 memory.waiting[self] = None
                 self._update_reading()

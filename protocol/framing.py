@@ -41,6 +41,10 @@ class FrameReader:
         self._start = end
         return bytes(buf[start + 4:end])
 
+    def whole(self, data: bytes) -> bool:
+        """`data` is exactly one frame within the limit (the reader may then skip buffering it)."""
+        return len(data) >= 4 and 0 <= int.from_bytes(data[:4], "big", signed=True) == len(data) - 4 <= self._limit
+
     def feed(self, data: bytes) -> list[bytes]:
         """append + every complete frame (for tools and tests that do not pause between frames)."""
         self.append(data)
