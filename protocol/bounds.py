@@ -60,6 +60,8 @@ def _length(buf: bytes, pos: int, end: int, flexible: bool, width: int) -> tuple
     """A length or count: compact (uvarint n+1, 0 = null) or legacy (int16/int32, -1 = null).
     Returns (-1 for null, position after)."""
     if flexible:
+        if pos < end and buf[pos] < 0x80:  # one byte: nearly every length and count
+            return buf[pos] - 1, pos + 1
         n, pos = _uvarint(buf, pos, end)
         return n - 1, pos
     if pos + width > end:
@@ -79,6 +81,11 @@ def _fixed(size: int) -> Step:
 def _sized(name: str, flexible: bool, width: int, nullable: bool) -> Step:
     """A string, bytes or records field."""
     def step(buf: bytes, pos: int, end: int, strips: list) -> int:
+        if flexible and pos < end and 0 < buf[pos] < 0x80:  # a short, non-null compact string
+            pos += buf[pos]
+            if pos > end:
+                raise BadBody(f"{name} runs past the end of the frame")
+            return pos
         n, pos = _length(buf, pos, end, flexible, width)
         if n < 0:
             if n == -1 and nullable:
@@ -183,6 +190,8 @@ def _entity_step(cls: type) -> tuple[Step, int]:
         steps.append(_fixed(fixed_run))
     if flexible:
         steps.append(_tag_buffer(cls.__name__, tagged))
+    if len(steps) == 1:
+        return steps[0], min_size
     steps_t = tuple(steps)
 
     def step(buf: bytes, pos: int, end: int, strips: list) -> int:
@@ -194,6 +203,8 @@ def _entity_step(cls: type) -> tuple[Step, int]:
 
 def _tag_buffer(name: str, known: dict[int, Step]) -> Step:
     def step(buf: bytes, pos: int, end: int, strips: list) -> int:
+        if pos < end and buf[pos] == 0:  # no tagged fields: nearly always
+            return pos + 1
         start = pos
         count, pos = _uvarint(buf, pos, end)
         if count > end - pos:
