@@ -7,7 +7,7 @@ PY      := $(VENV)/bin/python
 ARGS    ?=
 PYTEST_ARGS ?=
 
-.PHONY: serve test install install-test clients bench clean conformance conformance-full
+.PHONY: serve test install install-test clients bench fuzz clean conformance conformance-full
 
 serve: install
 	$(VENV)/bin/groupd serve $(ARGS)
@@ -43,6 +43,12 @@ conformance-full: install-test
 
 bench: install
 	$(PY) bench/run_apiversions.py
+
+# The long fuzz run: 1 M mutated requests against a real server (FRAMES=, SEED= to change)
+FRAMES ?= 1000000
+SEED   ?= 1
+fuzz: install
+	$(PY) bench/fuzz.py --frames $(FRAMES) --seed $(SEED)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

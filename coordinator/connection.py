@@ -5,6 +5,11 @@ with acks=0), or later (a future: a held Fetch, a parked JoinGroup); replies lea
 their requests arrived, so a parked reply holds back the ones behind it, as in Kafka.
 
 Anything that cannot be parsed closes this connection only, with one log line and a counter.
+
+No connection can make the server hold unbounded memory or hold the loop for long: reading pauses
+while the transport is write-paused or too many response bytes/replies wait (two separate reasons,
+as uvicorn keeps them), while all connections' unread request bytes exceed queued.max.request.bytes,
+and for one loop turn after a share of frames, so other connections get theirs.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from protocol.codec import MalformedRequest
 from protocol.framing import FrameReader, FrameTooLarge
 
 from . import metrics
+from .log_limit import LimitedLog
 from .apis import HANDLERS, Request
 from .apis.api_versions import unsupported_version_response
 
@@ -28,24 +34,58 @@ if TYPE_CHECKING:
     from .node import Node
 
 log = logging.getLogger("groupd.connection")
+bad_frame_log = LimitedLog(log, "bad-frame")  # one client can send thousands a second
 
 _NO_REPLY = b""
 _MAX_QUEUED = 1024  # replies waiting on one connection before we stop reading from it
+_FRAMES_PER_TURN = 64  # frames one connection may dispatch before yielding the loop to the others
+_TURN_S = 0.005  # ... or handler time, whichever comes first
+
+
+class RequestMemory:
+    """queued.max.request.bytes: request bytes held by every connection's frame reader together.
+    A connection that pushes the total over the limit stops reading until it drops."""
+
+    __slots__ = ("limit", "held", "waiting")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+        self.waiting: dict[Connection, None] = {}  # insertion-ordered: the first to wait resumes first
+
+    def release(self) -> None:
+        while self.waiting and self.held <= self.limit:
+            conn = next(iter(self.waiting))
+            del self.waiting[conn]
+            conn._memory_available()
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, node: Node, connections: set[Connection]) -> None:
+    def __init__(self, node: Node, connections: set[Connection], memory: RequestMemory) -> None:
         self.node = node
         self._connections = connections
+        self._memory = memory
+        self._held = 0  # this connection's share of memory.held
         self._frames = FrameReader(node.settings.socket_request_max_bytes)
         self._replies: deque[bytes | asyncio.Future] = deque()
+        self._queued_bytes = 0  # encoded replies in _replies, waiting behind a parked one
+        self._max_queued_bytes = node.settings.connections_max_queued_response_bytes
         self._transport: asyncio.Transport | None = None
         self._peer = "?"
         self.client_host = "/?"
-        self._paused = False
+        # Why reading is paused; each reason is set and cleared on its own.
+        self._write_paused = False  # the transport's buffer is over its high-water mark
+        self._backlogged = False  # too many replies or reply bytes wait in _replies
+        self._yielding = False  # this connection used its share of the loop turn
+        self._waiting_memory = False  # queued.max.request.bytes is used up
+        self._reading_paused = False
+        self._processing = False
         self._idle_ms = node.settings.connections_max_idle_ms
+        self._arrival_s = node.settings.socket_request_arrival_timeout_ms / 1000
         self._last_active = 0.0
+        self._partial_since: float | None = None  # when the incomplete frame at the tail began
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._arrival_timer: asyncio.TimerHandle | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -66,13 +106,16 @@ class Connection(asyncio.Protocol):
         self._connections.discard(self)
         metrics.CONNECTIONS_CLOSED.inc()
         metrics.CONNECTIONS_OPEN.dec()
-        if self._idle_timer:
-            self._idle_timer.cancel()
+        for timer in (self._idle_timer, self._arrival_timer):
+            if timer:
+                timer.cancel()
         for reply in self._replies:
             if isinstance(reply, asyncio.Future):
                 reply.cancel()
         self._replies.clear()
         self._transport = None
+        self._memory.waiting.pop(self, None)
+        self._account(0)
 
     def close(self) -> None:
         if self._transport is not None:
@@ -94,37 +137,123 @@ class Connection(asyncio.Protocol):
         metrics.IDLE_CLOSED.inc()
         self.close()
 
+    def _check_arrival(self) -> None:
+        # Armed when an incomplete frame begins; while frames keep completing it only re-arms.
+        self._arrival_timer = None
+        if self._partial_since is None or self._transport is None:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = self._partial_since + self._arrival_s
+        if loop.time() < deadline or self._write_paused or self._backlogged or self._yielding:
+            # not the client's fault while we do not read; waiting for queued.max.request.bytes does
+            # count, so that connections which all wait for memory cannot wait forever
+            self._arrival_timer = loop.call_at(max(deadline, loop.time() + 0.01), self._check_arrival)
+            return
+        self._reject("slow_frame", f"{self._frames.pending} bytes of a frame still incomplete after "
+                                   f"socket.request.arrival.timeout.ms={self._arrival_s * 1000:.0f}")
+
     # -- flow control ------------------------------------------------------------------------
 
     def pause_writing(self) -> None:
-        self._pause()
+        self._write_paused = True
+        self._update_reading()
 
     def resume_writing(self) -> None:
-        self._resume()
+        self._write_paused = False
+        self._update_reading()
+        self._process()
 
-    def _pause(self) -> None:
-        if not self._paused and self._transport is not None:
-            self._paused = True
-            self._transport.pause_reading()
+    def _update_reading(self) -> None:
+        paused = self._write_paused or self._backlogged or self._yielding or self._waiting_memory
+        if paused != self._reading_paused and self._transport is not None and not self._transport.is_closing():
+            self._reading_paused = paused
+            if paused:
+                self._transport.pause_reading()
+            else:
+                self._transport.resume_reading()
 
-    def _resume(self) -> None:
-        if self._paused and self._transport is not None and len(self._replies) < _MAX_QUEUED:
-            self._paused = False
-            self._transport.resume_reading()
+    def _end_turn(self) -> None:
+        self._yielding = False
+        self._update_reading()
+        self._process()
+
+    def _memory_available(self) -> None:
+        self._waiting_memory = False
+        self._update_reading()
+
+    def _account(self, held: int) -> None:
+        """Move this connection's share of queued.max.request.bytes to `held` bytes."""
+        memory = self._memory
+        released = held < self._held
+        memory.held += held - self._held
+        self._held = held
+        if released and memory.waiting:
+            memory.release()
 
     # -- requests ----------------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
         self._last_active = asyncio.get_running_loop().time()
+        frames = self._frames
+        if not frames.pending and not self._reading_paused and frames.whole(data):
+            # The common case, one request in one read: no buffering, no turn accounting.
+            try:
+                self._dispatch(data[4:])
+            except MalformedRequest as e:
+                self._reject("malformed", str(e))
+            return
+        frames.append(data)
+        self._process()
+
+    def _process(self) -> None:
+        """Dispatch the frames read so far, in order, until reading has to pause or this
+        connection has had its share of the loop turn."""
+        if self._processing or self._transport is None:
+            return
+        self._processing = True
+        frames = self._frames
+        dispatched = 0
         try:
-            for frame in self._frames.feed(data):
+            turn_ends = time.perf_counter() + _TURN_S
+            while not (self._write_paused or self._backlogged or self._yielding):
+                frame = frames.next()
+                if frame is None:
+                    break
+                self._partial_since = None
                 self._dispatch(frame)
                 if self._transport is None or self._transport.is_closing():
                     return
+                dispatched += 1
+                if dispatched >= _FRAMES_PER_TURN or time.perf_counter() > turn_ends:
+                    if frames.pending:  # let the other connections run, then carry on
+                        self._yielding = True
+                        self._update_reading()
+                        asyncio.get_running_loop().call_soon(self._end_turn)
+                    break
         except FrameTooLarge as e:
             self._reject("oversized", str(e))
+            return
         except MalformedRequest as e:
             self._reject("malformed", str(e))
+            return
+        finally:
+            self._processing = False
+        pending = frames.pending
+        if pending != self._held:
+            self._account(pending)
+            memory = self._memory
+            # Only a connection that starts a frame waits: one in the middle of a frame reads on, so
+            # the frames holding the memory complete (or time out) and release it.
+            if memory.held > memory.limit and pending and self._partial_since is None \
+                    and not self._waiting_memory:
+                self._waiting_memory = True
+                memory.waiting[self] = None
+                self._update_reading()
+        if pending and self._partial_since is None and not self._yielding:
+            loop = asyncio.get_running_loop()
+            self._partial_since = loop.time()
+            if self._arrival_timer is None:
+                self._arrival_timer = loop.call_at(self._partial_since + self._arrival_s, self._check_arrival)
 
     def eof_received(self) -> bool:
         if self._frames.pending:
@@ -134,7 +263,7 @@ class Connection(asyncio.Protocol):
         return False
 
     def _reject(self, reason: str, detail: str) -> None:
-        log.warning("connection closed peer=%s reason=%s: %s", self._peer, reason, detail)
+        bad_frame_log.log(logging.WARNING, "connection closed peer=%s reason=%s: %s", self._peer, reason, detail)
         metrics.BAD_FRAME[reason].inc()
         self.close()
 
@@ -178,8 +307,17 @@ class Connection(asyncio.Protocol):
                 self._transport.write(reply)  # type: ignore[union-attr]
             return
         self._replies.append(reply)
-        if len(self._replies) >= _MAX_QUEUED:
-            self._pause()
+        if not isinstance(reply, asyncio.Future):
+            self._queued_bytes += len(reply)
+        self._check_backlog()
+
+    def _check_backlog(self) -> None:
+        backlogged = len(self._replies) >= _MAX_QUEUED or self._queued_bytes > self._max_queued_bytes
+        if backlogged != self._backlogged:
+            self._backlogged = backlogged
+            self._update_reading()
+            if not backlogged:
+                self._process()
 
     def _completed(self, fut: asyncio.Future, api_key: int, correlation_id: int, started: float) -> None:
         metrics.IN_FLIGHT.dec()
@@ -198,6 +336,7 @@ class Connection(asyncio.Protocol):
         for i, reply in enumerate(self._replies):
             if reply is fut:
                 self._replies[i] = encoded
+                self._queued_bytes += len(encoded)
                 break
         self._flush()
 
@@ -207,6 +346,8 @@ class Connection(asyncio.Protocol):
         while replies and not isinstance(replies[0], asyncio.Future):
             out.append(replies.popleft())
         if out and self._transport is not None:
-            self._transport.write(b"".join(out))
+            data = b"".join(out)
+            self._queued_bytes -= len(data)
+            self._transport.write(data)  # may pause writing: reading then stays paused
             self._last_active = asyncio.get_running_loop().time()
-        self._resume()
+        self._check_backlog()

@@ -19,6 +19,8 @@ from prometheus_client.core import GaugeMetricFamily
 
 from protocol.apis import ApiKey
 
+from .listen import Listener
+
 if TYPE_CHECKING:
     from .runtime import GroupCoordinator
 
@@ -30,7 +32,9 @@ CONNECTIONS_CLOSED = Counter("groupd_connections_closed_total", "Client connecti
 CONNECTIONS_OPEN = Gauge("groupd_connections_open", "Client connections open now")
 _BAD_FRAMES = Counter("groupd_bad_frames_total", "Requests that closed their connection, by reason", ["reason"])
 BAD_FRAME = {reason: _BAD_FRAMES.labels(reason) for reason in
-             ("oversized", "malformed", "unknown_api", "unsupported_version", "handler_error")}
+             ("oversized", "malformed", "unknown_api", "unsupported_version", "handler_error", "slow_frame")}
+ACCEPT_FAILED = Counter("groupd_accept_failed_total",
+                        "Accepts that failed for lack of file descriptors or memory (retried)")
 IDLE_CLOSED = Counter("groupd_connections_idle_closed_total",
                       "Connections closed after connections.max.idle.ms without traffic")
 
@@ -169,18 +173,36 @@ class CoordinatorCollector:
             yield from (committed, age)
 
 
+EXPOSITION_IDLE_S = 10.0  # a scrape connection that sends no complete request in this long is closed
+EXPOSITION_MAX_CONNECTIONS = 32  # beyond this, the oldest connection makes room for the new one
+
+
 class _Exposition(asyncio.Protocol):
     """A minimal HTTP/1.1 endpoint on the event loop: collecting on the loop that owns the groups
-    means no collector ever sees a dict that another thread is changing."""
+    means no collector ever sees a dict that another thread is changing. One request per connection;
+    idle connections are closed and their number is bounded."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, open_: dict[_Exposition, None]) -> None:
         self.path = path
         self.buf = b""
+        self.open = open_  # every open exposition connection, oldest first
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        while len(self.open) >= EXPOSITION_MAX_CONNECTIONS:
+            oldest = next(iter(self.open))
+            del self.open[oldest]
+            oldest.transport.close()
+        self.open[self] = None
+        self.timer = asyncio.get_running_loop().call_later(EXPOSITION_IDLE_S, transport.close)
+
+    def connection_lost(self, exc) -> None:
+        self.open.pop(self, None)
+        self.timer.cancel()
 
     def data_received(self, data: bytes) -> None:
+        if self.transport.is_closing():
+            return  # answered already: whatever follows is ignored
         self.buf += data
         if b"\r\n\r\n" not in self.buf and len(self.buf) < 8192:
             return
@@ -203,6 +225,6 @@ async def serve(settings, groups: GroupCoordinator) -> str | None:
         return None
     url = urlsplit(settings.metrics_listener)
     path = url.path or "/metrics"
-    await asyncio.get_running_loop().create_server(lambda: _Exposition(path), host=url.hostname or "0.0.0.0",
-                                                   port=url.port, reuse_address=True)
+    open_: dict[_Exposition, None] = {}
+    Listener("metrics", url.hostname or "0.0.0.0", url.port, lambda: _Exposition(path, open_), backlog=128)
     return settings.metrics_listener

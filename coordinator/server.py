@@ -9,13 +9,15 @@ import signal
 import time
 
 from . import metrics
-from .connection import Connection
+from .connection import Connection, RequestMemory, bad_frame_log
+from .listen import Listener, accept_log
 from .node import Node
 from .settings import Settings
 
 log = logging.getLogger("groupd")
 
 SHUTDOWN_GRACE_S = 5.0
+LOG_LIMIT_TICK_S = 5.0
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -32,26 +34,31 @@ class Server:
         self.settings = settings
         self.node: Node | None = None
         self.connections: set[Connection] = set()
-        self._servers: list[asyncio.base_events.Server] = []
+        self.request_memory = RequestMemory(settings.queued_max_request_bytes)
+        self._listeners: list[Listener] = []
         self._stop = asyncio.Event()
+        self._log_timer: asyncio.TimerHandle | None = None
 
     async def startup(self) -> None:
         started = time.monotonic()
         self.node = Node(self.settings)
         metrics_url = await metrics.serve(self.settings, self.node.groups)
         self.node.groups.start()  # partitions load off the loop and answer LOAD_IN_PROGRESS until then
-        loop = asyncio.get_running_loop()
         for listener in self.settings.listeners:
-            server = await loop.create_server(lambda: Connection(self.node, self.connections),
-                                              host=listener.host or None, port=listener.port,
-                                              reuse_address=True, backlog=1024)
-            self._servers.append(server)
-        bound = ", ".join(f"{l.name}://{s.sockets[0].getsockname()[0]}:{s.sockets[0].getsockname()[1]}"
-                          for l, s in zip(self.settings.listeners, self._servers))
+            self._listeners.append(Listener(listener.name, listener.host, listener.port,
+                                            lambda: Connection(self.node, self.connections, self.request_memory)))
+        self._tick_log_limits()
+        bound = ", ".join(f"{l.name}://{l.address[0]}:{l.address[1]}" for l in self._listeners)
         log.info("groupd ready listeners=%s advertised=%s node.id=%d cluster.id=%s data.dir=%s "
                  "topics=%d metrics=%s startup_ms=%d", bound, self.settings.advertised, self.settings.node_id,
                  self.node.cluster_id, self.settings.data_dir, len(self.node.catalog), metrics_url or "off",
                  (time.monotonic() - started) * 1000)
+
+    def _tick_log_limits(self) -> None:
+        """Report suppressed log lines once their window ends, even if nothing else is logged."""
+        bad_frame_log.tick()
+        accept_log.tick()
+        self._log_timer = asyncio.get_running_loop().call_later(LOG_LIMIT_TICK_S, self._tick_log_limits)
 
     def request_stop(self, signame: str = "") -> None:
         if not self._stop.is_set():
@@ -59,8 +66,10 @@ class Server:
             self._stop.set()
 
     async def shutdown(self) -> None:
-        for server in self._servers:
-            server.close()
+        if self._log_timer is not None:
+            self._log_timer.cancel()
+        for listener in self._listeners:
+            listener.close()
         if self.node is not None:
             self.node.release_all()  # held fetches answer now
         deadline = time.monotonic() + SHUTDOWN_GRACE_S
@@ -68,8 +77,6 @@ class Server:
             await asyncio.sleep(0.01)
         for conn in list(self.connections):
             conn.close()
-        for server in self._servers:
-            await server.wait_closed()
         if self.node is not None:
             await self.node.groups.close()  # in-flight writes finish, every log is fsynced and closed
         log.info("groupd stopped")

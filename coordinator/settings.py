@@ -159,6 +159,15 @@ KEYS: tuple[Key, ...] = (
     Key("socket.request.max.bytes", 104857600, _int(1024, 2**31 - 1),
         "largest request frame; a bigger one closes the connection"),
     Key("connections.max.idle.ms", 600000, _int(1), "idle connections are closed after this long"),
+    Key("socket.request.arrival.timeout.ms", 60000, _int(1),
+        "a request frame must arrive whole within this long of its first byte, else its connection "
+        "is closed (a client trickling bytes would otherwise hold it forever; no Kafka equivalent)"),
+    Key("connections.max.queued.response.bytes", 16777216, _int(1024),
+        "per connection: reading stops while more response bytes than this wait to be sent "
+        "(behind a parked reply, or a client that does not read); it resumes once they drain"),
+    Key("queued.max.request.bytes", 209715200, _int(1024),
+        "all connections together: request bytes received but not yet handled (partial and pipelined "
+        "frames); over it, a connection that adds more stops being read until it drops (Kafka's name)"),
     Key("group.min.session.timeout.ms", 6000, _int(1), "lowest session timeout a member may ask for"),
     Key("group.max.session.timeout.ms", 1800000, _int(1), "highest session timeout a member may ask for"),
     Key("group.initial.rebalance.delay.ms", 3000, _int(0),
@@ -229,6 +238,9 @@ class Settings:
     topics: dict[str, int]
     socket_request_max_bytes: int
     connections_max_idle_ms: int
+    socket_request_arrival_timeout_ms: int
+    connections_max_queued_response_bytes: int
+    queued_max_request_bytes: int
     group_min_session_timeout_ms: int
     group_max_session_timeout_ms: int
     group_initial_rebalance_delay_ms: int

@@ -21,6 +21,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from .apis import ApiKey
+from .bounds import BadBody, body_checker
 
 _HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 _SIZE = struct.Struct(">i")
@@ -117,9 +118,28 @@ def is_flexible(api_key: int, version: int) -> bool:
     return request_class(api_key, version).__flexible__
 
 
+@cache
+def _decoding(api_key: int, version: int) -> tuple[Any, Any, bool]:
+    """(kio reader, bounds check, whether the check runs before kio) of a request version."""
+    cls = request_class(api_key, version)
+    check, up_front = body_checker(cls)
+    return _reader(cls), check, up_front
+
+
 def decode_request(api_key: int, version: int, frame: bytes, offset: int) -> Any:
+    reader, check, up_front = _decoding(api_key, version)
     try:
-        body, _size = _reader(request_class(api_key, version))(frame, offset)
+        # kio must never see counts the frame cannot hold, nor tags it does not know (bounds.py)
+        if up_front:
+            frame = check(frame, offset)
+        try:
+            body, _size = reader(frame, offset)
+        except KeyError:  # kio met an unknown tag: drop the tags it does not know and read again
+            if up_front:
+                raise
+            body, _size = reader(check(frame, offset), offset)
+    except BadBody as e:
+        raise MalformedRequest(f"bad {ApiKey(api_key).name} v{version} body: {e}") from None
     except MalformedRequest:
         raise
     except Exception as e:  # kio raises a variety of errors on truncated or invalid input

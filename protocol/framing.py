@@ -10,33 +10,47 @@ class FrameTooLarge(Exception):
 
 
 class FrameReader:
-    """Accumulates stream bytes and hands out complete frames (without their size prefix)."""
+    """Accumulates stream bytes and hands out complete frames (without their size prefix), one at a
+    time, so that the reader of a connection can stop between frames (flow control, fairness)."""
 
-    __slots__ = ("_buf", "_limit")
+    __slots__ = ("_buf", "_start", "_limit")
 
     def __init__(self, limit: int) -> None:
         self._buf = bytearray()
+        self._start = 0  # where the next frame begins; consumed bytes are dropped on the next append
         self._limit = limit
 
+    def append(self, data: bytes) -> None:
+        if self._start:
+            del self._buf[:self._start]
+            self._start = 0
+        self._buf += data
+
+    def next(self) -> bytes | None:
+        """The next complete frame, or None until more bytes arrive. Raises FrameTooLarge as soon
+        as a size prefix over the limit is seen, before anything is read for it."""
+        buf, start = self._buf, self._start
+        if len(buf) - start < 4:
+            return None
+        size = int.from_bytes(buf[start:start + 4], "big", signed=True)
+        if size < 0 or size > self._limit:
+            raise FrameTooLarge(size, self._limit)
+        end = start + 4 + size
+        if end > len(buf):
+            return None
+        self._start = end
+        return bytes(buf[start + 4:end])
+
+    def whole(self, data: bytes) -> bool:
+        """`data` is exactly one frame within the limit (the reader may then skip buffering it)."""
+        return len(data) >= 4 and 0 <= int.from_bytes(data[:4], "big", signed=True) == len(data) - 4 <= self._limit
+
     def feed(self, data: bytes) -> list[bytes]:
-        buf = self._buf
-        buf += data
-        frames = []
-        start = 0
-        end = len(buf)
-        while end - start >= 4:
-            size = int.from_bytes(buf[start : start + 4], "big", signed=True)
-            if size < 0 or size > self._limit:
-                raise FrameTooLarge(size, self._limit)
-            if end - start - 4 < size:
-                break
-            frames.append(bytes(buf[start + 4 : start + 4 + size]))
-            start += 4 + size
-        if start:
-            del buf[:start]
-        return frames
+        """append + every complete frame (for tools and tests that do not pause between frames)."""
+        self.append(data)
+        return list(iter(self.next, None))
 
     @property
     def pending(self) -> int:
-        """Bytes of an incomplete frame still waiting for the rest."""
-        return len(self._buf)
+        """Bytes held that no frame handed out has taken: an incomplete frame, or frames not yet read."""
+        return len(self._buf) - self._start

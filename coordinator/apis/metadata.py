@@ -44,6 +44,12 @@ def _error_entry(name: str | None, topic_id: uuid.UUID | None, error: ErrorCode)
 def handle(node, request: Request):
     body, version = request.body, request.version
     wanted = body.topics
+    if version < 12 and wanted and any(t.name is None for t in wanted):
+        # v10/v11 carry topic ids but Kafka answers them only from v12: a null name is an
+        # InvalidRequestException, answered as MetadataRequest.getErrorResponse does
+        return build_response(ApiKey.METADATA, version, {
+            "brokers": [], "cluster_id": None, "controller_id": -1,
+            "topics": [_error_entry(t.name or "", t.topic_id, ErrorCode.invalid_request) for t in wanted]})
     if wanted is None or (version == 0 and not wanted):
         topics = [topic_entry(node, t) for t in node.catalog]
     else:

@@ -1,0 +1,85 @@
+"""Listening sockets accepted by hand, so that running out of file descriptors (EMFILE, ENFILE) is
+logged, counted and retried: libuv would accept and drop the waiting connections without a word."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import socket
+from collections.abc import Callable
+
+from . import metrics
+from .log_limit import LimitedLog
+
+log = logging.getLogger("groupd")
+accept_log = LimitedLog(log, "accept-failed", per_interval=5)
+
+ACCEPT_RETRY_S = 0.1  # waiting connections stay in the backlog meanwhile (asyncio waits 1 s)
+_OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+_ACCEPTS_PER_WAKEUP = 64
+
+
+class Listener:
+    def __init__(self, name: str, host: str, port: int, factory: Callable[[], asyncio.Protocol],
+                 backlog: int = 1024) -> None:
+        self.name = name
+        self._factory = factory
+        if host:
+            self.sock = socket.create_server((host, port), backlog=backlog)
+        elif socket.has_dualstack_ipv6():
+            self.sock = socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True,
+                                             backlog=backlog)
+        else:
+            self.sock = socket.create_server(("", port), backlog=backlog)
+        self.sock.setblocking(False)
+        self._loop = asyncio.get_running_loop()
+        self._retry: asyncio.TimerHandle | None = None
+        self._handshakes: set[asyncio.Task] = set()
+        self._start()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self.sock.getsockname()[:2]
+        return host, port
+
+    def _start(self) -> None:
+        self._retry = None
+        self._loop.add_reader(self.sock.fileno(), self._accept)
+
+    def _accept(self) -> None:
+        for _ in range(_ACCEPTS_PER_WAKEUP):
+            try:
+                conn, _ = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                if e.errno in _OUT_OF_RESOURCES:
+                    metrics.ACCEPT_FAILED.inc()
+                    accept_log.log(logging.WARNING, "accept failed listener=%s error=%s: %s; retrying in %d ms "
+                                   "(raise the open files limit, ulimit -n)", self.name,
+                                   errno.errorcode.get(e.errno, e.errno), e.strerror, ACCEPT_RETRY_S * 1000)
+                    self._loop.remove_reader(self.sock.fileno())
+                    self._retry = self._loop.call_later(ACCEPT_RETRY_S, self._start)
+                    return
+                continue  # the peer gave up before we accepted (ECONNABORTED and the like)
+            conn.setblocking(False)
+            if conn.family in (socket.AF_INET, socket.AF_INET6):
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            task = self._loop.create_task(self._connect(conn))
+            self._handshakes.add(task)  # held until done: the loop keeps only weak references
+            task.add_done_callback(self._handshakes.discard)
+
+    async def _connect(self, conn: socket.socket) -> None:
+        try:
+            await self._loop.connect_accepted_socket(self._factory, conn)
+        except OSError as e:
+            conn.close()
+            accept_log.log(logging.WARNING, "accepted connection failed listener=%s: %s", self.name, e)
+
+    def close(self) -> None:
+        if self._retry is not None:
+            self._retry.cancel()
+        else:
+            self._loop.remove_reader(self.sock.fileno())
+        self.sock.close()
