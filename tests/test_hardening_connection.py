@@ -44,6 +44,7 @@ def api_versions_seconds(bootstrap: str) -> float:
 def server(tmp_path_factory):
     metrics_port = free_port()
     g = GroupdProcess(str(tmp_path_factory.mktemp("hardening")), f"topics=big:{PARTITIONS},t:1",
+                      f"topic.max.partitions={PARTITIONS}",
                       "group.initial.rebalance.delay.ms=0", "socket.request.arrival.timeout.ms=1500",
                       f"metrics.listener=http://127.0.0.1:{metrics_port}/metrics").start()
     g.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"

@@ -33,7 +33,7 @@ def assert_one_line(out: subprocess.CompletedProcess, *needles: str) -> str:
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1, out.stderr
     for needle in needles:
-        assert needle in lines[0], lines[0]
+        assert needle.lower() in lines[0].lower(), lines[0]
     return lines[0]
 
 
