@@ -98,6 +98,7 @@ class ClassicGroup:
     # when the current rebalance started and when its join phase completed (ms), for the log
     rebalance_started_at: int = 0
     join_completed_at: int = 0
+    durable: GroupMetadataValue | None = None  # the last GroupMetadata record applied (None: not in the log)
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -235,6 +236,41 @@ class ClassicGroup:
 
     # -- persistence ---------------------------------------------------------------------------
 
+    def replay(self, value: GroupMetadataValue) -> None:
+        """A record of this group's current generation applied to its live state (a live write, or
+        the revert of one): it stores the leader's assignments of a generation in
+        CompletingRebalance, and gives each static instance the member id the record names (a
+        reverted static replacement gets its old member back, with the record's protocol and
+        timeouts)."""
+        self.durable = value
+        if value.generation != self.generation:
+            return  # an older generation: memory has moved on
+        if self.state is COMPLETING_REBALANCE:
+            assigned = {m.member_id: m.assignment for m in value.members}
+            for member in self.members.values():
+                member.assignment = assigned.get(member.member_id, b"")
+        elif self.state is STABLE:
+            for m in value.members:
+                current = self.static_members.get(m.group_instance_id) if m.group_instance_id else None
+                if current is None or current == m.member_id or m.member_id in self.members:
+                    continue
+                member = self.replace_static_member(m.group_instance_id, current, m.member_id)
+                protocols = member.protocols
+                if member.metadata(value.protocol) != m.subscription:
+                    protocols = ((value.protocol or "", m.subscription),)
+                self.update_member(member, protocols, m.rebalance_timeout if m.rebalance_timeout != -1
+                                   else m.session_timeout, m.session_timeout, None)
+
+    def release_parked(self, join_reply: Any, sync_reply: Any) -> list[tuple[Any, Any]]:
+        """The group is gone (a revert removed it): every parked request gets its answer."""
+        released = []
+        for member in self.members.values():
+            if member.awaiting_join is not None:
+                released.append((member.awaiting_join, join_reply))
+            if member.awaiting_sync is not None:
+                released.append((member.awaiting_sync, sync_reply))
+        return released
+
     def metadata_value(self, assignments: dict[str, bytes] | None = None) -> GroupMetadataValue:
         """The GroupMetadataValue record of this group (members with their assignments)."""
         assignments = assignments if assignments is not None else {}
@@ -264,4 +300,5 @@ class ClassicGroup:
                              assignment=m.assignment))
         group.protocol_type, group.leader_id = value.protocol_type or None, value.leader
         group.compute_subscribed_topics()
+        group.durable = value
         return group

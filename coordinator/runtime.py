@@ -1,9 +1,6 @@
-"""The asyncio shell around the sans-IO shards: it routes a group to its shard, runs each
-operation, appends the records it returned, applies them once durable, releases the replies that
-waited on them, and arms the deadlines the shards hand out.
-
-Order for every write: append → (durable) → apply → reply. Timers are lazy: one armed timer per
-key; a later deadline for the same key leaves it armed, and the shard re-arms when it fires early.
+"""The asyncio shell around the sans-IO shards: it routes a group to its shard and hands each
+outcome to that partition's `Runner` (coordinator/runner.py: append and apply, then release the
+reply once durable or revert), plugging in the partition's log writer and the loop's timers.
 """
 
 from __future__ import annotations
@@ -23,6 +20,7 @@ from storage.log import LoadResult, PartitionLog
 
 from . import metrics
 from .log_writer import LogWriter
+from .runner import Runner
 from .partitioning import partition_for
 from .shard import GroupSettings, GroupShard, Outcome, join_reply, sync_reply
 
@@ -54,7 +52,7 @@ class GroupCoordinator:
         self.states = [PartitionState.LOADING] * self.partitions
         self._partition_cache: dict[str, int] = {}
         self.writers: list[LogWriter | None] = [None] * self.partitions
-        self._timers: dict[tuple, tuple[int, asyncio.TimerHandle]] = {}
+        self.runners = [Runner(shard, self, _resolve, now_ms, self._new_ticket) for shard in self.shards]
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="groupd-log")
         self._tasks: dict[Any, asyncio.TimerHandle] = {}  # periodic work: expiry, fsync, compaction
 
@@ -77,7 +75,6 @@ class GroupCoordinator:
         loop = asyncio.get_running_loop()
         self._pending_loads = self.partitions
         for p in range(self.partitions):
-            self.shards[p].active = False
             loop.run_in_executor(self._executor, self._load, p).add_done_callback(
                 lambda f, p=p: self._loaded(p, f))
         self._clean_bytes = [0] * self.partitions  # closed-segment bytes right after the last compaction
@@ -89,7 +86,7 @@ class GroupCoordinator:
     def _load(self, p: int) -> tuple[PartitionLog, LoadResult, float]:
         started = time.perf_counter()
         plog = PartitionLog(self.settings.data_dir, p, self.settings.offsets_topic_segment_bytes)
-        result = plog.load(self.shards[p].apply)  # the shard is not active: no request reads it
+        result = plog.load(self.shards[p].apply)  # no request reads the partition until it is loaded
         return plog, result, time.perf_counter() - started
 
     def _loaded(self, p: int, f: asyncio.Future) -> None:
@@ -99,8 +96,8 @@ class GroupCoordinator:
         else:
             plog, result, seconds = f.result()
             self.writers[p] = LogWriter(plog, self._executor, self.settings.log_flush_interval_ms == 0,
-                                        self.settings.offsets_commit_timeout_ms, on_batch=metrics.batch_written,
-                                        on_late=lambda records, shard=self.shards[p]: [shard.apply(r) for r in records])
+                                        self.settings.offsets_commit_timeout_ms, on_batch=metrics.batch_written)
+            self.runners[p].log = self.writers[p]
             metrics.LOAD_SECONDS.labels(str(p)).set(seconds)
             self.states[p] = PartitionState.ACTIVE
             shard = self.shards[p]
@@ -162,9 +159,8 @@ class GroupCoordinator:
 
     async def close(self) -> None:
         """Cancel timers, let in-flight writes finish, close (and fsync) every log."""
-        for _, handle in self._timers.values():
-            handle.cancel()
-        self._timers.clear()
+        for runner in self.runners:
+            runner.cancel_timers()
         for task in self._tasks.values():
             task.cancel()
         for writer in self.writers:
@@ -186,31 +182,15 @@ class GroupCoordinator:
     # -- running operations --------------------------------------------------------------------
 
     def run(self, p: int, out: Outcome, ticket: asyncio.Future | None = None) -> Any:
-        """Carry out an outcome of shard `p`: the reply when it is ready now, else a future of it
-        (the ticket, when the operation parked one or its reply waits on a write)."""
-        for parked, reply in out.released:
-            _resolve(parked, reply)
-        if out.timers:
-            self._arm(p, out.timers)
-        if out.records:
-            if ticket is None:
-                ticket = asyncio.get_running_loop().create_future()
-            self.writers[p].append(out.records).add_done_callback(
-                lambda f: self._written(p, out, ticket, f.result()))
-            return ticket
-        return out.reply if out.reply is not None else ticket
+        """Carry out an outcome of shard `p`: the reply when it is ready now, else a future of it."""
+        return self.runners[p].run(out, ticket)
 
-    def _written(self, p: int, out: Outcome, ticket: asyncio.Future, error: ErrorCode | None) -> None:
-        if error is None:
-            shard = self.shards[p]
-            for record in out.records:
-                shard.apply(record)
-        if out.after_write is not None:
-            result = self.run(p, out.after_write(error, now_ms()), ticket)
-            if result is not ticket:
-                _resolve(ticket, result)
-        if out.reply is not None:  # a reply given with the records (no-op if answered above)
-            _resolve(ticket, out.reply)
+    def _new_ticket(self) -> asyncio.Future:
+        return asyncio.get_running_loop().create_future()
+
+    def call_at(self, deadline: int, fire) -> asyncio.TimerHandle:
+        """The runners' timer port: `fire` at `deadline` (ms)."""
+        return asyncio.get_running_loop().call_later(max(deadline - now_ms(), 0) / 1000, fire)
 
     # -- one entry point per operation ---------------------------------------------------------
 
@@ -256,7 +236,8 @@ class GroupCoordinator:
             return error
         idle = self.writers[p].idle() if require_stable else None
         if idle is None:
-            return self.shards[p].fetch_offsets(group_id, topics)
+            runner = self.runners[p]
+            return self.shards[p].fetch_offsets(group_id, topics, runner.last_committed() if runner.in_flight else None)
         result = asyncio.get_running_loop().create_future()
         idle.add_done_callback(lambda _: _resolve(result, self.shards[p].fetch_offsets(group_id, topics)))
         return result
@@ -285,24 +266,6 @@ class GroupCoordinator:
         if (error := self.unavailable(p)) is not None:
             return {"error_code": error, "partitions": {}}
         return self.run(p, self.shards[p].delete_offsets(group_id, topics))
-
-    # -- timers --------------------------------------------------------------------------------
-
-    def _arm(self, p: int, timers: list[tuple[tuple, int]]) -> None:
-        loop = asyncio.get_running_loop()
-        now = now_ms()
-        for key, deadline in timers:
-            armed = self._timers.get(key)
-            if armed is not None:
-                if armed[0] <= deadline:
-                    continue  # fires first and re-arms for the later deadline
-                armed[1].cancel()
-            handle = loop.call_later(max(deadline - now, 0) / 1000, self._fire, p, key)
-            self._timers[key] = (deadline, handle)
-
-    def _fire(self, p: int, key: tuple) -> None:
-        self._timers.pop(key, None)
-        self.run(p, self.shards[p].on_timer(key, now_ms()))
 
 
 def _resolve(ticket: Any, reply: Any) -> None:

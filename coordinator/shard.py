@@ -120,46 +120,59 @@ class GroupShard:
         self.new_member_id = new_member_id  # prefix → "<prefix>-<uuid>"
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
-        self.active = True  # False while the partition loads: apply() then rebuilds groups
         self.on_event: Callable[..., None] = _ignore  # (name, value=1, **labels): metrics, set by the shell
 
     # =========================================================================================
     # apply: the one mutation path of durable state, for live writes and log loading alike
 
-    def apply(self, record: Record) -> None:
+    def apply(self, record: Record) -> list[Record]:
+        """Apply one record; return the records that undo it (the previous state of its key).
+        Log loading, live writes (applied when appended) and reverts of failed writes all land here."""
         key, value = record.key, record.value
         if isinstance(key, OffsetCommitKey):
+            group_offsets = self.offsets.get(key.group)
+            tp = (key.topic, key.partition)
+            previous = group_offsets.get(tp) if group_offsets is not None else None
+            undo = [Record(key, previous)]
             if value is None:
-                group_offsets = self.offsets.get(key.group)
-                if group_offsets is not None:
-                    group_offsets.pop((key.topic, key.partition), None)
+                if previous is not None:
+                    del group_offsets[tp]
                     if not group_offsets:
                         del self.offsets[key.group]
-                return
+                return undo
             if key.group not in self.groups:  # offsets alone make a simple (standalone) group
                 self.groups[key.group] = ClassicGroup(key.group, EMPTY, None)
-            self.offsets.setdefault(key.group, {})[(key.topic, key.partition)] = value
-            return
+                undo.insert(0, Record(GroupMetadataKey(key.group), None))  # reverted last, after the offset
+            self.offsets.setdefault(key.group, {})[tp] = value
+            return undo
         group = self.groups.get(key.group)
+        undo = [Record(key, group.durable if group is not None else None)]
         if value is None:
-            if group is not None and self.active and (group.members or group.pending_join):
-                # a member joined while the group's deletion was being written: the group lives on
-                # (its next GroupMetadata record puts it back in the log)
-                return
-            self.groups.pop(key.group, None)
-            return
-        if not self.active or group is None:
+            if group is not None:
+                if key.group in self.offsets:
+                    group.durable = None  # its offsets keep it as a simple group, as at load
+                else:
+                    del self.groups[key.group]
+        elif group is None or value.generation > group.generation:
             self.groups[key.group] = ClassicGroup.from_record(key.group, value)
-        elif group.is_in(COMPLETING_REBALANCE) and group.generation == value.generation:
-            # the leader's assignment of this generation is now durable
-            assigned = {m.member_id: m.assignment for m in value.members}
-            for member in group.members.values():
-                member.assignment = assigned.get(member.member_id, b"")
+        else:  # memory is as new as the record: take what the record adds to it
+            group.replay(value)
+        return undo
+
+    def revert(self, undo: list[Record], error: ErrorCode) -> list[tuple[Any, Any]]:
+        """Undo a failed write (its undo records, newest first). A group the revert removes (it
+        never became durable) answers its parked requests with the write's error."""
+        released = []
+        for record in reversed(undo):
+            before = self.groups.get(record.key.group)
+            self.apply(record)
+            if before is not None and self.groups.get(record.key.group) is not before:
+                released.extend(before.release_parked(join_reply(error, ""), sync_reply(error)))
+        return released
 
     def on_loaded(self, now: int) -> Outcome:
         """The partition has replayed its log: start every member's session timer, and force
         groups above group.max.size into a rebalance so the excess is kicked out (spec §12.6)."""
-        self.active = True
         out = Outcome()
         for group in list(self.groups.values()):
             for member in group.members.values():
@@ -206,20 +219,7 @@ class GroupShard:
             # the empty group as created, whoever this join added (spec §3.3)
             out.records.append(Record(GroupMetadataKey(group.group_id), GroupMetadataValue(
                 "", 0, None, None, group.state_timestamp if group.state_timestamp is not None else -1, ())))
-            out.after_write = lambda error, at: self._new_group_written(group, ticket, error)
-        return out
-
-    def _new_group_written(self, group: ClassicGroup, ticket: Any, error: ErrorCode | None) -> Outcome:
-        out = Outcome()
-        if error is None:
-            return out
-        for member in list(group.members.values()):  # the group never became durable
-            if member.awaiting_join is ticket:
-                group.set_awaiting_join(member, None)  # answered with the write error, not as removed
-                self._remove_member(out, group, member.member_id)
-                out.released.append((ticket, join_reply(error, "")))
-        if not group.members and self.groups.get(group.group_id) is group and group.group_id not in self.offsets:
-            del self.groups[group.group_id]
+            # a failed write reverts the creation: the group goes, its parked joins get the error
         return out
 
     def _accepts_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
@@ -320,7 +320,6 @@ class GroupShard:
         if old.awaiting_sync is not None:
             out.released.append((old.awaiting_sync, sync_reply(E.fenced_instance_id)))
         previous_leader = group.leader_id
-        old_protocols, old_timeouts = old.protocols, (old.rebalance_timeout_ms, old.session_timeout_ms)
         new_id = self.new_member_id(req.group_instance_id)
         member = group.replace_static_member(req.group_instance_id, old_id, new_id)
         self._arm_session(out, group, member, now, member.session_timeout_ms)
@@ -340,16 +339,17 @@ class GroupShard:
 
             def written(error: ErrorCode | None, at: int) -> Outcome:
                 done = Outcome()
+                if error is not None:  # the revert gave the instance its old member back
+                    restored = group.members.get(group.static_members.get(req.group_instance_id))
+                    if restored is not None and restored is not member:
+                        self._arm_session(done, group, restored, at, restored.session_timeout_ms)
+                    done.reply = join_reply(error, "", group.generation, group.protocol_type, group.protocol_name,
+                                            previous_leader or "")
+                    return done
                 if member.awaiting_join is not ticket or group.members.get(new_id) is not member:
                     return done  # a rebalance overtook the write and answered the join
                 group.set_awaiting_join(member, None)
-                if error is not None:
-                    group.update_member(member, old_protocols, *old_timeouts, None)
-                    restored = group.replace_static_member(req.group_instance_id, new_id, old_id)
-                    self._arm_session(done, group, restored, at, restored.session_timeout_ms)
-                    done.reply = join_reply(error, "", group.generation, group.protocol_type, group.protocol_name,
-                                            previous_leader or "")
-                elif req.version >= 9:
+                if req.version >= 9:
                     leader = group.is_leader(new_id)
                     done.reply = join_reply(E.none, new_id, group.generation, group.protocol_type,
                                             group.protocol_name, group.leader_id or "",
@@ -715,12 +715,10 @@ class GroupShard:
         checks. Reply: {(topic, partition): error}."""
         out = Outcome()
         group = self.groups.get(group_id)
-        created = False
         error = None
         if group is None:
-            if generation < 0:
-                group = self.groups[group_id] = ClassicGroup(group_id, EMPTY, now)
-                created = True
+            if generation < 0:  # the first offset record creates it (a simple group)
+                group = ClassicGroup(group_id, EMPTY, now)
             else:
                 error = E.group_id_not_found if version >= 9 else E.illegal_generation
         if error is None:
@@ -750,8 +748,6 @@ class GroupShard:
             if error is not None:
                 for tp in accepted:
                     reply[tp] = error
-                if created and not group.members and group_id not in self.offsets and self.groups.get(group_id) is group:
-                    del self.groups[group_id]
             return Outcome(reply=reply)
 
         out.after_write = written
@@ -778,12 +774,22 @@ class GroupShard:
     # =========================================================================================
     # OffsetFetch (spec §8)
 
-    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None
-                      ) -> list[tuple[str, int, OffsetCommitValue | None]]:
+    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
+                      last_committed: dict | None = None) -> list[tuple[str, int, OffsetCommitValue | None]]:
         """Committed offsets of the group: for the given partitions (None where nothing is
-        committed), or every committed offset when `topics` is None."""
+        committed), or every committed offset when `topics` is None. Read at the last committed
+        offset, as Kafka does: `last_committed` holds the durable values of keys that writes still
+        in flight have changed (`Runner.last_committed`)."""
         group = self.groups.get(group_id)
         committed = {} if group is None or group.is_in(DEAD) else self.offsets.get(group_id, {})
+        if last_committed:
+            committed = dict(committed)
+            for key, value in last_committed.items():
+                if isinstance(key, OffsetCommitKey) and key.group == group_id:
+                    if value is None:
+                        committed.pop((key.topic, key.partition), None)
+                    else:
+                        committed[(key.topic, key.partition)] = value
         if topics is None:
             return [(t, p, v) for (t, p), v in committed.items()]
         return [(t, p, committed.get((t, p))) for t, partitions in topics for p in partitions]

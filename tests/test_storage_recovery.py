@@ -385,7 +385,6 @@ def test_compaction_keeps_latest_per_key_and_drops_tombstones_past_the_horizon(t
 
     # the compacted log loads to the same state, and appends continue after the last offset
     shard = GroupShard(0, GroupSettings(), lambda prefix: prefix)
-    shard.active = False
     plog = PartitionLog(str(tmp_path), 0, segment_bytes=14)
     plog.load(shard.apply)
     assert {tp: v.offset for tp, v in shard.offsets["g"].items()} == {("t", 1): 11, ("t", 3): 31, ("t", 4): 40}

@@ -35,6 +35,19 @@ def batches_on_disk(data_dir: str) -> list[list[int]]:
     return out
 
 
+def append(writer: LogWriter, records: list[Record]) -> asyncio.Future:
+    """The first answer the writer gives for `records`: COORDINATOR_NOT_AVAILABLE when it times
+    out, else its completion (None or the mapped error)."""
+    fut = asyncio.get_running_loop().create_future()
+
+    def answer(error):
+        if not fut.done():
+            fut.set_result(error)
+
+    writer.append(records, answer, lambda: answer(ErrorCode.coordinator_not_available))
+    return fut
+
+
 @pytest.fixture
 def plog(tmp_path):
     log = PartitionLog(str(tmp_path), 0, 1 << 20)
@@ -59,7 +72,7 @@ async def test_appends_of_one_loop_turn_are_one_batch(plog, executor, tmp_path):
 
     plog.append = counting_append
     writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
-    results = await asyncio.gather(writer.append([rec(0)]), writer.append([rec(1), rec(2)]), writer.append([rec(3)]))
+    results = await asyncio.gather(append(writer, [rec(0)]), append(writer, [rec(1), rec(2)]), append(writer, [rec(3)]))
     assert results == [None, None, None]
     assert calls == [(4, True)]
     assert batches_on_disk(str(tmp_path)) == [[0, 1, 2, 3]]
@@ -75,9 +88,9 @@ async def test_appends_while_a_write_is_in_flight_form_the_next_batch(plog, exec
 
     plog.append = slow_append
     writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
-    first = writer.append([rec(0)])
+    first = append(writer, [rec(0)])
     await asyncio.sleep(0.05)  # the first batch is being written
-    later = [writer.append([rec(n)]) for n in (1, 2, 3)]
+    later = [append(writer, [rec(n)]) for n in (1, 2, 3)]
     gate.set()
     assert await asyncio.gather(first, *later) == [None] * 4
     assert batches_on_disk(str(tmp_path)) == [[0], [1, 2, 3]]
@@ -85,7 +98,7 @@ async def test_appends_while_a_write_is_in_flight_form_the_next_batch(plog, exec
 
 async def test_storage_error_is_not_coordinator_and_leaves_nothing_behind(plog, executor, tmp_path):
     writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
-    assert await writer.append([rec(0)]) is None
+    assert await append(writer, [rec(0)]) is None
 
     class FullDisk:
         """The segment file accepts 10 bytes of the batch, then reports ENOSPC."""
@@ -105,10 +118,10 @@ async def test_storage_error_is_not_coordinator_and_leaves_nothing_behind(plog, 
 
     segment = plog._active
     plog._active = FullDisk(segment)
-    assert await writer.append([rec(1), rec(2)]) is ErrorCode.not_coordinator
+    assert await append(writer, [rec(1), rec(2)]) is ErrorCode.not_coordinator
     plog._active = segment
     assert batches_on_disk(str(tmp_path)) == [[0]], "the partial batch was cut off"
-    assert await writer.append([rec(3)]) is None
+    assert await append(writer, [rec(3)]) is None
     # the failed batch's offsets are reused: the log has no gap and no duplicate
     assert batches_on_disk(str(tmp_path)) == [[0], [1]]
 
@@ -119,7 +132,7 @@ async def test_write_slower_than_the_commit_timeout_is_coordinator_not_available
     plog.append = lambda records, fsync: (gate.wait(5), original(records, fsync))[1]
     writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=50)
     try:
-        assert await asyncio.wait_for(writer.append([rec(0)]), 5) is ErrorCode.coordinator_not_available
+        assert await asyncio.wait_for(append(writer, [rec(0)]), 5) is ErrorCode.coordinator_not_available
     finally:
         gate.set()
     idle = writer.idle()
@@ -127,26 +140,50 @@ async def test_write_slower_than_the_commit_timeout_is_coordinator_not_available
         await asyncio.wait_for(idle, 5)
 
 
-async def test_write_that_lands_after_its_timeout_is_still_applied(plog, executor, tmp_path):
-    """The request was answered COORDINATOR_NOT_AVAILABLE, but the log has the records, so the
-    state must have them too (as after a restart)."""
+async def test_write_that_lands_after_its_timeout_is_timed_out_then_completed(plog, executor, tmp_path):
+    """The request is answered COORDINATOR_NOT_AVAILABLE, but the log gets the records: the writer
+    then reports the write complete, so the runner keeps them applied (as after a restart)."""
     gate = threading.Event()
     original = plog.append
     plog.append = lambda records, fsync: (gate.wait(5), original(records, fsync))[1]
-    late = []
-    writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=50, on_late=late.extend)
-    assert await asyncio.wait_for(writer.append([rec(0), rec(1)]), 5) is ErrorCode.coordinator_not_available
-    assert late == []
+    loop = asyncio.get_running_loop()
+    timed_out, completed = loop.create_future(), loop.create_future()
+    writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=50)
+    writer.append([rec(0), rec(1)], completed.set_result, lambda: timed_out.set_result(True))
+    await asyncio.wait_for(timed_out, 5)
+    assert not completed.done()
     gate.set()
-    await asyncio.wait_for(writer.idle() or asyncio.sleep(0), 5)
-    assert late == [rec(0), rec(1)]
+    assert await asyncio.wait_for(completed, 5) is None
     assert batches_on_disk(str(tmp_path)) == [[0, 1]]
+
+
+async def test_failed_write_fails_the_appends_queued_behind_it(plog, executor, tmp_path):
+    """The runner applied queued records on top of the failed ones, so they fail with them."""
+    gate = threading.Event()
+    original = plog.append
+
+    def failing_first(records, fsync):
+        gate.wait(5)
+        if records[0] == rec(0):
+            raise OSError(errno.EIO, "I/O error")
+        return original(records, fsync)
+
+    plog.append = failing_first
+    writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
+    first = append(writer, [rec(0)])
+    await asyncio.sleep(0)  # the first batch is in flight
+    queued = append(writer, [rec(1)])
+    gate.set()
+    assert await asyncio.wait_for(first, 5) is ErrorCode.not_coordinator
+    assert await asyncio.wait_for(queued, 5) is ErrorCode.not_coordinator
+    assert await asyncio.wait_for(append(writer, [rec(2)]), 5) is None
+    assert batches_on_disk(str(tmp_path)) == [[0]]
 
 
 async def test_closed_writer_answers_not_coordinator(plog, executor):
     writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
     writer.closed = True
-    assert await writer.append([rec(0)]) is ErrorCode.not_coordinator
+    assert await append(writer, [rec(0)]) is ErrorCode.not_coordinator
 
 
 def test_segments_roll_at_segment_bytes_and_offsets_continue_across_a_reload(tmp_path):

@@ -18,7 +18,7 @@ from .driver import Driver, stable_group
 
 def loading(d: Driver):
     shard = d.new_shard()
-    shard.active = False
+
     return shard
 
 
@@ -135,7 +135,6 @@ def test_loaded_members_get_a_session_timer_of_their_session_timeout(d):
     shard.apply(group_record([member("a-1"), member("b-2")]))
     out = shard.on_loaded(7000)
     assert sorted(out.timers) == [(("session", "g", "a-1"), 17_000), (("session", "g", "b-2"), 17_000)]
-    assert shard.active
 
 
 def test_live_record_of_a_group_does_not_rebuild_it(d):
