@@ -117,8 +117,6 @@ class CoordinatorCollector:
     def collect(self):
         import time
 
-        from .group import GroupState
-
         by_state = GaugeMetricFamily("groupd_groups", "Groups, by state and protocol type", labels=["state", "protocol_type"])
         members = GaugeMetricFamily("groupd_members", "Members of classic groups")
         offsets = GaugeMetricFamily("groupd_offsets", "Committed offsets stored")
@@ -147,10 +145,10 @@ class CoordinatorCollector:
             if state != "active":
                 continue
             for group in list(shard.groups.values()):
-                key = (group.state.value, group.protocol_type or "")
+                key = (group.state_name, group.protocol_type or "")
                 counts[key] = counts.get(key, 0) + 1
                 n_members += len(group.members)
-                if self.generations and group.state is not GroupState.DEAD:
+                if self.generations:
                     generation.add_metric([group.group_id], group.generation)
             for group_id, values in list(shard.offsets.items()):
                 n_offsets += len(values)

@@ -22,7 +22,11 @@ from . import metrics
 from .log_writer import LogWriter
 from .runner import Runner
 from .partitioning import partition_for
-from .shard import GroupSettings, GroupShard, Outcome, join_reply, sync_reply
+from .classic.replies import join_reply, sync_reply
+from .classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
+from .outcome import Outcome
+from .requests import OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest
+from .shard import GroupSettings, GroupShard
 
 log = logging.getLogger("groupd")
 
@@ -194,52 +198,52 @@ class GroupCoordinator:
 
     # -- one entry point per operation ---------------------------------------------------------
 
-    def join(self, req) -> Any:
+    def join(self, req: JoinRequest) -> Any:
         p = self.partition(req.group_id)
         if (error := self.unavailable(p)) is not None:
             return join_reply(error, req.member_id)
         ticket = asyncio.get_running_loop().create_future()
         return self.run(p, self.shards[p].join(req, ticket, now_ms()), ticket)
 
-    def sync(self, group_id: str, *args) -> Any:
-        p = self.partition(group_id)
+    def sync(self, req: SyncRequest) -> Any:
+        p = self.partition(req.group_id)
         if (error := self.unavailable(p)) is not None:
             return sync_reply(error)
         ticket = asyncio.get_running_loop().create_future()
-        return self.run(p, self.shards[p].sync(group_id, *args, ticket, now_ms()), ticket)
+        return self.run(p, self.shards[p].sync(req, ticket, now_ms()), ticket)
 
-    def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
-        p = self.partition(group_id)
+    def heartbeat(self, req: HeartbeatRequest) -> ErrorCode:
+        p = self.partition(req.group_id)
         state = self.states[p]
         if state is not PartitionState.ACTIVE:  # a loading coordinator answers heartbeats blind (spec §5.1)
             return ErrorCode.none if state is PartitionState.LOADING else ErrorCode.not_coordinator
-        return self.shards[p].heartbeat(group_id, generation, member_id, instance_id, now_ms())
+        return self.shards[p].heartbeat(req, now_ms())
 
-    def leave(self, group_id: str, identities) -> Any:
-        p = self.partition(group_id)
+    def leave(self, req: LeaveRequest) -> Any:
+        p = self.partition(req.group_id)
         if (error := self.unavailable(p)) is not None:
             return {"error_code": error, "members": []}
-        return self.run(p, self.shards[p].leave(group_id, identities, now_ms()))
+        return self.run(p, self.shards[p].leave(req, now_ms()))
 
-    def commit(self, group_id: str, generation, member_id, instance_id, retention_ms, offsets, version) -> Any:
-        p = self.partition(group_id)
+    def commit(self, req: OffsetCommitRequest) -> Any:
+        p = self.partition(req.group_id)
         if (error := self.unavailable(p)) is not None:
-            return {(t, part): error for t, part, *_ in offsets}
-        return self.run(p, self.shards[p].commit(group_id, generation, member_id, instance_id, retention_ms,
-                                                 offsets, version, now_ms()))
+            return {(t, part): error for t, part, *_ in req.offsets}
+        return self.run(p, self.shards[p].commit(req, now_ms()))
 
-    def fetch_offsets(self, group_id: str, topics, require_stable: bool) -> Any:
+    def fetch_offsets(self, req: OffsetFetchRequest) -> Any:
         """Committed offsets, or the group-level error; with require_stable, read after the
         partition's in-flight writes."""
-        p = self.partition(group_id)
+        p = self.partition(req.group_id)
         if (error := self.unavailable(p)) is not None:
             return error
-        idle = self.writers[p].idle() if require_stable else None
+        idle = self.writers[p].idle() if req.require_stable else None
         if idle is None:
             runner = self.runners[p]
-            return self.shards[p].fetch_offsets(group_id, topics, runner.last_committed() if runner.in_flight else None)
+            return self.shards[p].fetch_offsets(req.group_id, req.topics,
+                                                runner.last_committed() if runner.in_flight else None)
         result = asyncio.get_running_loop().create_future()
-        idle.add_done_callback(lambda _: _resolve(result, self.shards[p].fetch_offsets(group_id, topics)))
+        idle.add_done_callback(lambda _: _resolve(result, self.shards[p].fetch_offsets(req.group_id, req.topics)))
         return result
 
     def describe(self, group_id: str) -> dict | ErrorCode | None:
@@ -261,11 +265,11 @@ class GroupCoordinator:
             return error
         return self.run(p, self.shards[p].delete_group(group_id))
 
-    def delete_offsets(self, group_id: str, topics) -> Any:
-        p = self.partition(group_id)
+    def delete_offsets(self, req: OffsetDeleteRequest) -> Any:
+        p = self.partition(req.group_id)
         if (error := self.unavailable(p)) is not None:
             return {"error_code": error, "partitions": {}}
-        return self.run(p, self.shards[p].delete_offsets(group_id, topics))
+        return self.run(p, self.shards[p].delete_offsets(req))
 
 
 def _resolve(ticket: Any, reply: Any) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
-from ..shard import JoinRequest
+from ..classic.requests import JoinRequest
 from . import Request, ms, respond
 
 

@@ -12,6 +12,7 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
+from ..classic.requests import LeaveRequest
 from . import Request, respond
 
 
@@ -21,7 +22,7 @@ def handle(node, request: Request):
         identities = [(m.member_id, m.group_instance_id) for m in body.members]
     else:
         identities = [(body.member_id, None)]
-    return respond(node.groups.leave(body.group_id, identities), lambda reply: _response(version, reply))
+    return respond(node.groups.leave(LeaveRequest(body.group_id, identities)), lambda reply: _response(version, reply))
 
 
 def _response(version: int, reply: dict):

@@ -9,9 +9,11 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from coordinator.group import EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup
+from coordinator.classic.group import EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup
 from coordinator.runner import Runner
-from coordinator.shard import GroupSettings, GroupShard, JoinRequest
+from coordinator.classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
+from coordinator.requests import OffsetCommitRequest, OffsetDeleteRequest
+from coordinator.shard import GroupSettings, GroupShard
 from protocol import ErrorCode
 from storage.records import Record
 
@@ -179,24 +181,23 @@ class Driver:
     def sync(self, group_id: str, member_id: str, generation: int, *, ticket: Any,
              instance_id: str | None = None, assignments: dict[str, bytes] | None = None,
              protocol_type: str | None = None, protocol_name: str | None = None) -> dict | None:
-        return self._op(ticket, lambda t: self.shard.sync(
-            group_id, generation, member_id, instance_id, protocol_type, protocol_name, assignments or {}, t,
-            self.clock.now))
+        req = SyncRequest(group_id, generation, member_id, instance_id, protocol_type, protocol_name, assignments or {})
+        return self._op(ticket, lambda t: self.shard.sync(req, t, self.clock.now))
 
     def heartbeat(self, group_id: str, member_id: str, generation: int, instance_id: str | None = None) -> ErrorCode:
-        return self.shard.heartbeat(group_id, generation, member_id, instance_id, self.clock.now)
+        return self.shard.heartbeat(HeartbeatRequest(group_id, generation, member_id, instance_id), self.clock.now)
 
     def leave(self, group_id: str, *identities) -> dict | None:
         """Identities are member ids or (member id, instance id) pairs."""
         ids = [(i, None) if isinstance(i, str) else tuple(i) for i in identities]
-        return self._op(None, lambda t: self.shard.leave(group_id, ids, self.clock.now))
+        return self._op(None, lambda t: self.shard.leave(LeaveRequest(group_id, ids), self.clock.now))
 
     def commit(self, group_id: str, offsets, *, generation: int = -1, member_id: str = "",
                instance_id: str | None = None, retention_ms: int = -1, version: int = 9) -> dict | None:
         """Offsets are (topic, partition, offset[, leader epoch[, metadata]])."""
         rows = [tuple(o) + (-1, None)[len(o) - 3:] for o in offsets]
-        return self._op(None, lambda t: self.shard.commit(
-            group_id, generation, member_id, instance_id, retention_ms, rows, version, self.clock.now))
+        req = OffsetCommitRequest(group_id, generation, member_id, instance_id, retention_ms, rows, version)
+        return self._op(None, lambda t: self.shard.commit(req, self.clock.now))
 
     def fetch(self, group_id: str, topics=None):
         return self.shard.fetch_offsets(group_id, topics, self.runner.last_committed())
@@ -208,7 +209,7 @@ class Driver:
         return self._op(None, lambda t: self.shard.delete_group(group_id))
 
     def delete_offsets(self, group_id: str, topics) -> dict | None:
-        return self._op(None, lambda t: self.shard.delete_offsets(group_id, topics))
+        return self._op(None, lambda t: self.shard.delete_offsets(OffsetDeleteRequest(group_id, topics)))
 
     # -- re-apply and compare -------------------------------------------------------------------
 

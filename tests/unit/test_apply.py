@@ -1,7 +1,7 @@
 """Spec §12.6 and style §2: `apply(record)` is the one path by which durable state changes, for
 log loading and live writes alike."""
 
-from coordinator.group import EMPTY, PREPARING_REBALANCE, STABLE
+from coordinator.classic.group import EMPTY, PREPARING_REBALANCE, STABLE
 from storage.records import (
     GroupMetadataKey,
     GroupMetadataValue,

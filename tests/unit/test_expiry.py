@@ -5,7 +5,7 @@ deletion (§11.4), and replaying the written tombstones into a fresh shard.
 
 import pytest
 
-from coordinator.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
+from coordinator.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 from coordinator.shard import GroupShard
 from protocol.consumer import encode_subscription
 from storage.records import (
