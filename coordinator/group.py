@@ -21,7 +21,7 @@ class Group(Protocol):
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> ErrorCode | None:
         """The error of an OffsetCommit by this member at this generation (or member epoch)."""
 
-    def offset_committed_by(self, member_id: str, now: int) -> None:
+    def offset_committed_by(self, member_id: str, now_mono: int) -> None:
         """A valid commit was accepted from `member_id` (classic: it counts as a heartbeat)."""
 
     def offset_expiry_base(self, topic: str, commit_timestamp: int) -> int | None:

@@ -19,6 +19,8 @@ from prometheus_client.core import GaugeMetricFamily
 
 from protocol.apis import ApiKey
 
+from .system_clock import wall_ms
+
 if TYPE_CHECKING:
     from .runtime import GroupCoordinator
 
@@ -115,8 +117,6 @@ class CoordinatorCollector:
         self.per_offset = offsets
 
     def collect(self):
-        import time
-
         by_state = GaugeMetricFamily("groupd_groups", "Groups, by state and protocol type", labels=["state", "protocol_type"])
         members = GaugeMetricFamily("groupd_members", "Members of classic groups")
         offsets = GaugeMetricFamily("groupd_offsets", "Committed offsets stored")
@@ -132,7 +132,7 @@ class CoordinatorCollector:
                                       labels=["group", "topic", "partition"])
         age = GaugeMetricFamily("groupd_group_commit_age_seconds", "Seconds since the commit (opt-in)",
                                 labels=["group", "topic", "partition"])
-        now = time.time() * 1000
+        now = wall_ms()
         for p, shard in enumerate(self.groups.shards):
             state = self.groups.states[p].value
             for s in ("loading", "active", "failed"):

@@ -8,6 +8,7 @@ from protocol import ErrorCode
 
 from storage.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
 
+from .clock import Now
 from .group import Group
 from .outcome import Outcome
 from .requests import OffsetCommitRequest, OffsetDeleteRequest
@@ -42,7 +43,7 @@ class OffsetsStore:
     # =========================================================================================
     # OffsetCommit (spec §7)
 
-    def commit(self, req: OffsetCommitRequest, now: int) -> Outcome:
+    def commit(self, req: OffsetCommitRequest, now: Now) -> Outcome:
         """`req.offsets` passed the topic checks. Reply: {(topic, partition): error}."""
         out = Outcome()
         group = self.groups.get(req.group_id)
@@ -54,10 +55,10 @@ class OffsetsStore:
             out.reply = {(t, p): error for t, p, *_ in req.offsets}
             return out
         if group is not None:
-            group.offset_committed_by(req.member_id, now)
+            group.offset_committed_by(req.member_id, now.mono)
         reply, accepted = {}, []
         limit = self.metadata_max_bytes
-        expire = now + req.retention_ms if req.retention_ms != -1 else -1
+        expire = now.wall + req.retention_ms if req.retention_ms != -1 else -1
         for topic, partition, offset, epoch, metadata in req.offsets:
             if metadata is not None and _utf16_len(metadata) > limit:
                 reply[(topic, partition)] = E.offset_metadata_too_large
@@ -65,7 +66,7 @@ class OffsetsStore:
             reply[(topic, partition)] = E.none
             accepted.append((topic, partition))
             out.records.append(Record(OffsetCommitKey(req.group_id, topic, partition),
-                                      OffsetCommitValue(offset, epoch, metadata or "", now, expire)))
+                                      OffsetCommitValue(offset, epoch, metadata or "", now.wall, expire)))
         if not out.records:
             out.reply = reply
             return out
@@ -140,14 +141,14 @@ class OffsetsStore:
     # =========================================================================================
     # Offset retention and group expiry (spec §11)
 
-    def expire(self, now: int, retention_ms: int) -> tuple[Outcome, int, int]:
+    def expire(self, now_wall: int, retention_ms: int) -> tuple[Outcome, int, int]:
         """Tombstones for expired offsets, and for groups left without any that the group type
         lets go (KIP-211). Also the counts: (offsets, groups)."""
         out = Outcome()
         expired_offsets = deleted_groups = 0
         for group_id, group in list(self.groups.items()):
             offsets = self.offsets.get(group_id, {})
-            gone = [tp for tp, value in offsets.items() if _expired(group, tp[0], value, now, retention_ms)]
+            gone = [tp for tp, value in offsets.items() if _expired(group, tp[0], value, now_wall, retention_ms)]
             out.records.extend(Record(OffsetCommitKey(group_id, t, p), None) for t, p in gone)
             expired_offsets += len(gone)
             if len(gone) == len(offsets) and group.expirable():

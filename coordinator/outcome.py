@@ -12,7 +12,9 @@ from protocol import ErrorCode
 
 from storage.records import Record
 
-# A timer: (key, deadline ms). Keys: ("session", group, member) for members and pending member
+from .clock import Now
+
+# A timer: (key, deadline in monotonic ms). Keys: ("session", group, member) for members and pending member
 # ids, ("join", group), ("sync", group); a timer fires the partition's `on_timer(key)`.
 Timer = tuple[tuple, int]
 
@@ -25,4 +27,4 @@ class Outcome:
     timers: list[Timer] = dataclasses.field(default_factory=list)
     # A continuation once `records` are durable (error None) or failed (the mapped error; the
     # runner has already reverted them): reactions such as releasing parked syncs, never undo.
-    after_write: Callable[[ErrorCode | None, int], Outcome] | None = None
+    after_write: Callable[[ErrorCode | None, Now], Outcome] | None = None

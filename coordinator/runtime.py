@@ -19,6 +19,7 @@ from storage.compaction import closed_bytes, compact
 from storage.log import LoadResult, PartitionLog
 
 from . import metrics
+from .system_clock import mono_ms, now, wall_ms
 from .log_writer import LogWriter
 from .runner import Runner
 from .partitioning import partition_for
@@ -29,10 +30,6 @@ from .requests import OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchReque
 from .shard import GroupSettings, GroupShard
 
 log = logging.getLogger("groupd")
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def new_member_id(prefix: str) -> str:
@@ -56,7 +53,7 @@ class GroupCoordinator:
         self.states = [PartitionState.LOADING] * self.partitions
         self._partition_cache: dict[str, int] = {}
         self.writers: list[LogWriter | None] = [None] * self.partitions
-        self.runners = [Runner(shard, self, _resolve, now_ms, self._new_ticket) for shard in self.shards]
+        self.runners = [Runner(shard, self, _resolve, now, self._new_ticket) for shard in self.shards]
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="groupd-log")
         self._tasks: dict[Any, asyncio.TimerHandle] = {}  # periodic work: expiry, fsync, compaction
 
@@ -105,7 +102,7 @@ class GroupCoordinator:
             metrics.LOAD_SECONDS.labels(str(p)).set(seconds)
             self.states[p] = PartitionState.ACTIVE
             shard = self.shards[p]
-            self.run(p, shard.on_loaded(now_ms()))
+            self.run(p, shard.on_loaded(now()))
             self._schedule(("expire", p), self.settings.offsets_retention_check_interval_ms / 1000, self._expire, p)
             if result.records:
                 log.info("partition loaded partition=%d records=%d bytes=%d groups=%d offsets=%d ms=%d%s", p,
@@ -122,7 +119,7 @@ class GroupCoordinator:
 
     def _expire(self, p: int) -> None:
         if self.states[p] is PartitionState.ACTIVE:
-            self.run(p, self.shards[p].expire(now_ms(), self.settings.offsets_retention_minutes * 60_000))
+            self.run(p, self.shards[p].expire(now(), self.settings.offsets_retention_minutes * 60_000))
         self._schedule(("expire", p), self.settings.offsets_retention_check_interval_ms / 1000, self._expire, p)
 
     def _maybe_compact(self) -> None:
@@ -134,7 +131,7 @@ class GroupCoordinator:
             closed = closed_bytes(writer.plog.directory)
             if closed and (closed - self._clean_bytes[p]) / closed >= self.settings.min_cleanable_dirty_ratio:
                 started = time.perf_counter()
-                job = loop.run_in_executor(self._executor, compact, writer.plog.directory, now_ms(),
+                job = loop.run_in_executor(self._executor, compact, writer.plog.directory, wall_ms(),
                                            self.settings.log_cleaner_delete_retention_ms)
                 job.add_done_callback(lambda f, p=p: self._compacted(p, f, started))
                 return
@@ -193,8 +190,8 @@ class GroupCoordinator:
         return asyncio.get_running_loop().create_future()
 
     def call_at(self, deadline: int, fire) -> asyncio.TimerHandle:
-        """The runners' timer port: `fire` at `deadline` (ms)."""
-        return asyncio.get_running_loop().call_later(max(deadline - now_ms(), 0) / 1000, fire)
+        """The runners' timer port: `fire` at `deadline` (monotonic ms)."""
+        return asyncio.get_running_loop().call_later(max(deadline - mono_ms(), 0) / 1000, fire)
 
     # -- one entry point per operation ---------------------------------------------------------
 
@@ -203,33 +200,33 @@ class GroupCoordinator:
         if (error := self.unavailable(p)) is not None:
             return join_reply(error, req.member_id)
         ticket = asyncio.get_running_loop().create_future()
-        return self.run(p, self.shards[p].join(req, ticket, now_ms()), ticket)
+        return self.run(p, self.shards[p].join(req, ticket, now()), ticket)
 
     def sync(self, req: SyncRequest) -> Any:
         p = self.partition(req.group_id)
         if (error := self.unavailable(p)) is not None:
             return sync_reply(error)
         ticket = asyncio.get_running_loop().create_future()
-        return self.run(p, self.shards[p].sync(req, ticket, now_ms()), ticket)
+        return self.run(p, self.shards[p].sync(req, ticket, now()), ticket)
 
     def heartbeat(self, req: HeartbeatRequest) -> ErrorCode:
         p = self.partition(req.group_id)
         state = self.states[p]
         if state is not PartitionState.ACTIVE:  # a loading coordinator answers heartbeats blind (spec §5.1)
             return ErrorCode.none if state is PartitionState.LOADING else ErrorCode.not_coordinator
-        return self.shards[p].heartbeat(req, now_ms())
+        return self.shards[p].heartbeat(req, now())
 
     def leave(self, req: LeaveRequest) -> Any:
         p = self.partition(req.group_id)
         if (error := self.unavailable(p)) is not None:
             return {"error_code": error, "members": []}
-        return self.run(p, self.shards[p].leave(req, now_ms()))
+        return self.run(p, self.shards[p].leave(req, now()))
 
     def commit(self, req: OffsetCommitRequest) -> Any:
         p = self.partition(req.group_id)
         if (error := self.unavailable(p)) is not None:
             return {(t, part): error for t, part, *_ in req.offsets}
-        return self.run(p, self.shards[p].commit(req, now_ms()))
+        return self.run(p, self.shards[p].commit(req, now()))
 
     def fetch_offsets(self, req: OffsetFetchRequest) -> Any:
         """Committed offsets, or the group-level error; with require_stable, read after the

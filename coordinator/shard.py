@@ -19,6 +19,7 @@ from storage.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKe
 from .classic.group import EMPTY, ClassicGroup
 from .classic.machine import ClassicMachine
 from .classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
+from .clock import Now
 from .group import Group
 from .offsets import OffsetsStore
 from .outcome import Outcome
@@ -108,35 +109,35 @@ class GroupShard:
                 released.extend(before.release_parked(error))
         return released
 
-    def on_loaded(self, now: int) -> Outcome:
+    def on_loaded(self, now: Now) -> Outcome:
         """The partition has replayed its log: every group type starts its timers."""
         out = Outcome()
         for group in list(self.groups.values()):
             self.classic.on_loaded(out, group, now)
         return out
 
-    def on_timer(self, key: tuple, now: int) -> Outcome:
+    def on_timer(self, key: tuple, now: Now) -> Outcome:
         return self.classic.on_timer(key, now)
 
     # =========================================================================================
     # the classic protocol (coordinator/classic/machine.py)
 
-    def join(self, req: JoinRequest, ticket: Any, now: int) -> Outcome:
+    def join(self, req: JoinRequest, ticket: Any, now: Now) -> Outcome:
         return self.classic.join(req, ticket, now)
 
-    def sync(self, req: SyncRequest, ticket: Any, now: int) -> Outcome:
+    def sync(self, req: SyncRequest, ticket: Any, now: Now) -> Outcome:
         return self.classic.sync(req, ticket, now)
 
-    def heartbeat(self, req: HeartbeatRequest, now: int) -> ErrorCode:
+    def heartbeat(self, req: HeartbeatRequest, now: Now) -> ErrorCode:
         return self.classic.heartbeat(req, now)
 
-    def leave(self, req: LeaveRequest, now: int) -> Outcome:
+    def leave(self, req: LeaveRequest, now: Now) -> Outcome:
         return self.classic.leave(req, now)
 
     # =========================================================================================
     # offsets (coordinator/offsets.py)
 
-    def commit(self, req: OffsetCommitRequest, now: int) -> Outcome:
+    def commit(self, req: OffsetCommitRequest, now: Now) -> Outcome:
         out = self.store.commit(req, now)
         if E.fenced_instance_id in (out.reply or {}).values():
             self._event("static_member_fenced")
@@ -148,9 +149,10 @@ class GroupShard:
     def delete_offsets(self, req: OffsetDeleteRequest) -> Outcome:
         return self.store.delete(req)
 
-    def expire(self, now: int, retention_ms: int) -> Outcome:
-        """Tombstones for expired offsets, and for groups left without any (spec §11)."""
-        out, expired_offsets, deleted_groups = self.store.expire(now, retention_ms)
+    def expire(self, now: Now, retention_ms: int) -> Outcome:
+        """Tombstones for expired offsets, and for groups left without any (spec §11): offsets age
+        on the wall clock, as their stored timestamps do."""
+        out, expired_offsets, deleted_groups = self.store.expire(now.wall, retention_ms)
         if out.records:
             self._event("offsets_removed", value=expired_offsets, reason="expired")
             self._event("groups_removed", value=deleted_groups, reason="expired")

@@ -20,14 +20,13 @@ In both modes acks=0 gets no reply at all, as Kafka does.
 
 from __future__ import annotations
 
-import time
-
 from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 from records import plane_for
 from records.plane import TRANSACTIONS_UNSUPPORTED
 
+from ..system_clock import wall_ms
 from . import Request
 
 MESSAGE = "groupd is a group coordinator and stores no records"
@@ -49,7 +48,7 @@ def handle(node, request: Request):
             _partition(p.index, ErrorCode.invalid_required_acks) for p in t.partition_data]}
             for t in body.topic_data]
         return build_response(ApiKey.PRODUCE, request.version, {"responses": responses})
-    now = int(time.time() * 1000)
+    now = wall_ms()
     live_ids = lambda: (t.topic_id for t in node.catalog)  # noqa: E731
     responses = []
     for t in body.topic_data:

@@ -62,7 +62,7 @@ class Member:
     awaiting_join: Any = None  # the ticket of a parked JoinGroup
     awaiting_sync: Any = None  # the ticket of a parked SyncGroup
     is_new: bool = False
-    deadline: int = 0  # session deadline, ms
+    deadline: int = 0  # session deadline, monotonic ms
 
     def metadata(self, protocol: str | None) -> bytes:
         for name, metadata in self.protocols:
@@ -89,18 +89,18 @@ class ClassicGroup:
     leader_id: str | None = None
     members: dict[str, Member] = dataclasses.field(default_factory=dict)
     static_members: dict[str, str] = dataclasses.field(default_factory=dict)  # instance id → member id
-    pending_join: dict[str, int] = dataclasses.field(default_factory=dict)  # MEMBER_ID_REQUIRED id → deadline
+    pending_join: dict[str, int] = dataclasses.field(default_factory=dict)  # MEMBER_ID_REQUIRED id → mono deadline
     pending_sync: set[str] = dataclasses.field(default_factory=set)
     supported_protocols: Counter = dataclasses.field(default_factory=Counter)
     subscribed_topics: set[str] | None = None  # None = unknown (not "consumer", or unparsable)
     awaiting_join_count: int = 0
     new_member_added: bool = False
-    # timers, as deadlines (ms); None = not armed
+    # timers, as deadlines (monotonic ms); None = not armed
     join_deadline: int | None = None
     initial_delay: tuple[int, int] | None = None  # (delay, remaining) of the initial-delay chain
     sync_deadline: int | None = None
     sync_generation: int = -1
-    # when the current rebalance started and when its join phase completed (ms), for the log
+    # when the current rebalance started and when its join phase completed (monotonic ms), for the log
     rebalance_started_at: int = 0
     join_completed_at: int = 0
     durable: GroupMetadataValue | None = None  # the last GroupMetadata record applied (None: not in the log)
@@ -273,11 +273,11 @@ class ClassicGroup:
             return E.rebalance_in_progress
         return None
 
-    def offset_committed_by(self, member_id: str, now: int) -> None:
+    def offset_committed_by(self, member_id: str, now_mono: int) -> None:
         """A member's commit counts as a heartbeat (Kafka reschedules its session)."""
         member = self.members.get(member_id)
         if member is not None and self.state in (STABLE, PREPARING_REBALANCE):
-            member.deadline = now + member.session_timeout_ms
+            member.deadline = now_mono + member.session_timeout_ms
 
     def offset_expiry_base(self, topic: str, commit_timestamp: int) -> int | None:
         """What an offset of `topic` ages from, or None while it cannot expire (spec §11)."""

@@ -1,6 +1,6 @@
 """The classic group state machine (spec §3–§6): JoinGroup, SyncGroup, Heartbeat, LeaveGroup and
 the session, join and sync timers, on the classic groups of one partition. Sans-IO: each operation
-takes the request and `now` (ms) and returns an `Outcome`; nothing here awaits, sleeps or reads a
+takes the request and `now` (coordinator/clock.py) and returns an `Outcome`; nothing here awaits, sleeps or reads a
 clock. Over 500 lines because it is one state machine: the join, sync and timer paths call into
 the same rebalance steps, and splitting them would scatter the transitions spec §2 tabulates.
 
@@ -24,6 +24,7 @@ from protocol import ErrorCode
 
 from storage.records import GroupMetadataKey, GroupMetadataValue, Record
 
+from ..clock import Now
 from ..outcome import Outcome
 from .group import (
     COMPLETING_REBALANCE,
@@ -52,7 +53,7 @@ class ClassicMachine:
         self.new_member_id = new_member_id  # prefix → "<prefix>-<uuid>"
         self.on_event = on_event
 
-    def on_loaded(self, out: Outcome, group: ClassicGroup, now: int) -> None:
+    def on_loaded(self, out: Outcome, group: ClassicGroup, now: Now) -> None:
         """The partition has replayed its log: start every member's session timer, and force a
         group above group.max.size into a rebalance so the excess is kicked out (spec §12.6)."""
         for member in group.members.values():
@@ -63,7 +64,7 @@ class ClassicMachine:
     # =========================================================================================
     # JoinGroup (spec §3)
 
-    def join(self, req: JoinRequest, ticket: Any, now: int) -> Outcome:
+    def join(self, req: JoinRequest, ticket: Any, now: Now) -> Outcome:
         log.debug("join group=%s member=%s instance=%s version=%d", req.group_id, req.member_id,
                   req.group_instance_id, req.version)
         out = Outcome()
@@ -80,7 +81,7 @@ class ClassicMachine:
             if req.member_id:
                 out.reply = join_reply(E.unknown_member_id, req.member_id)
                 return out
-            group = ClassicGroup(req.group_id, EMPTY, now)
+            group = ClassicGroup(req.group_id, EMPTY, now.wall)
             self.groups[req.group_id] = group
             created = True
 
@@ -110,7 +111,7 @@ class ClassicMachine:
             return (member is not None and member.awaiting_join is not None) or group.awaiting_join_count < limit
         return member is not None or len(group.members) < limit
 
-    def _join_new_member(self, out: Outcome, group: ClassicGroup, req: JoinRequest, ticket: Any, now: int) -> None:
+    def _join_new_member(self, out: Outcome, group: ClassicGroup, req: JoinRequest, ticket: Any, now: Now) -> None:
         if not group.supports_protocols(req.protocol_type, req.protocols):
             out.reply = join_reply(E.inconsistent_group_protocol, "")
             return
@@ -123,13 +124,13 @@ class ClassicMachine:
             return
         member_id = self.new_member_id(req.client_id if req.client_id is not None else "null")
         if req.version >= 4:
-            group.pending_join[member_id] = now + req.session_timeout_ms
+            group.pending_join[member_id] = now.mono + req.session_timeout_ms
             out.timers.append((("session", group.group_id, member_id), group.pending_join[member_id]))
             out.reply = join_reply(E.member_id_required, member_id)
             return
         self._add_member(out, group, req, member_id, ticket, now)
 
-    def _join_known_member(self, out: Outcome, group: ClassicGroup, req: JoinRequest, ticket: Any, now: int) -> None:
+    def _join_known_member(self, out: Outcome, group: ClassicGroup, req: JoinRequest, ticket: Any, now: Now) -> None:
         if not group.supports_protocols(req.protocol_type, req.protocols):
             out.reply = join_reply(E.inconsistent_group_protocol, req.member_id)
             return
@@ -173,7 +174,7 @@ class ClassicMachine:
         group.update_member(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, ticket)
 
     def _add_member(self, out: Outcome, group: ClassicGroup, req: JoinRequest, member_id: str, ticket: Any,
-                    now: int) -> None:
+                    now: Now) -> None:
         member = Member(member_id, req.group_instance_id, req.client_id or "", req.client_host,
                         req.rebalance_timeout_ms, req.session_timeout_ms, req.protocol_type, req.protocols,
                         awaiting_join=ticket, is_new=True)
@@ -185,7 +186,7 @@ class ClassicMachine:
         self._maybe_prepare_rebalance_or_complete_join(out, group, now, "member-joined", detail)
 
     def _replace_static_member(self, out: Outcome, group: ClassicGroup, req: JoinRequest, old_id: str,
-                               ticket: Any, now: int) -> None:
+                               ticket: Any, now: Now) -> None:
         """A static member re-joins with an empty member id (KIP-345, KIP-814; spec §3.10)."""
         old = group.members[old_id]
         if old.awaiting_join is not None:
@@ -241,14 +242,14 @@ class ClassicMachine:
 
     # -- rebalancing ---------------------------------------------------------------------------
 
-    def _maybe_prepare_rebalance_or_complete_join(self, out: Outcome, group: ClassicGroup, now: int, reason: str,
+    def _maybe_prepare_rebalance_or_complete_join(self, out: Outcome, group: ClassicGroup, now: Now, reason: str,
                                                   detail: str = "") -> None:
         if group.can_rebalance():
             self._prepare_rebalance(out, group, now, reason, detail)
         elif group.is_in(PREPARING_REBALANCE):
             self._maybe_complete_join(out, group, now)
 
-    def _prepare_rebalance(self, out: Outcome, group: ClassicGroup, now: int, reason: str, detail: str = "") -> None:
+    def _prepare_rebalance(self, out: Outcome, group: ClassicGroup, now: Now, reason: str, detail: str = "") -> None:
         """`reason` is one of REBALANCE_REASONS (a metrics label); `detail` only goes to the log."""
         if group.is_in(COMPLETING_REBALANCE):
             self._reset_assignments_with_error(out, group, E.rebalance_in_progress, now)
@@ -258,9 +259,9 @@ class ClassicMachine:
         if initial:
             delay = self.settings.initial_rebalance_delay_ms
             group.initial_delay = (delay, max(group.rebalance_timeout_ms() - delay, 0))
-            self._arm_join(out, group, now + delay)
-        group.transition_to(PREPARING_REBALANCE, now)
-        group.rebalance_started_at = now
+            self._arm_join(out, group, now.mono + delay)
+        group.transition_to(PREPARING_REBALANCE, now.wall)
+        group.rebalance_started_at = now.mono
         self.on_event("rebalance_started", reason=reason)
         log.info("rebalance started group=%s generation=%d reason=%s %s members=%d", group.group_id,
                  group.generation, reason, detail, len(group.members))
@@ -269,13 +270,13 @@ class ClassicMachine:
             if group.has_all_members_joined():
                 self._complete_join(out, group, now)
             else:
-                self._arm_join(out, group, now + group.rebalance_timeout_ms())
+                self._arm_join(out, group, now.mono + group.rebalance_timeout_ms())
 
-    def _maybe_complete_join(self, out: Outcome, group: ClassicGroup, now: int) -> None:
+    def _maybe_complete_join(self, out: Outcome, group: ClassicGroup, now: Now) -> None:
         if group.is_in(PREPARING_REBALANCE) and group.previous_state is not EMPTY and group.has_all_members_joined():
             self._complete_join(out, group, now)
 
-    def _complete_join(self, out: Outcome, group: ClassicGroup, now: int) -> None:
+    def _complete_join(self, out: Outcome, group: ClassicGroup, now: Now) -> None:
         group.join_deadline = None
         group.initial_delay = None
         for member in [m for m in group.members.values() if m.awaiting_join is None and m.group_instance_id is None]:
@@ -286,21 +287,21 @@ class ClassicMachine:
                                    group.leader_id if group.leader_id in group.members else None)
             if group.members and group.members[group.leader_id].awaiting_join is None:
                 # only static members that have not re-joined are left: wait for them (or their expiry)
-                self._arm_join(out, group, now + group.rebalance_timeout_ms())
+                self._arm_join(out, group, now.mono + group.rebalance_timeout_ms())
                 return
         group.generation += 1
         if not group.members:
             group.protocol_name = None
-            group.transition_to(EMPTY, now)
+            group.transition_to(EMPTY, now.wall)
             group.compute_subscribed_topics()
             out.records.append(Record(GroupMetadataKey(group.group_id), group.metadata_value()))
-            self.on_event("rebalance_completed", seconds=(now - group.rebalance_started_at) / 1000, state="Empty")
+            self.on_event("rebalance_completed", seconds=(now.mono - group.rebalance_started_at) / 1000, state="Empty")
             log.info("rebalance completed group=%s generation=%d state=Empty members=0 rebalance_ms=%d",
-                     group.group_id, group.generation, now - group.rebalance_started_at)
+                     group.group_id, group.generation, now.mono - group.rebalance_started_at)
             return
         group.protocol_name = group.select_protocol()
         group.compute_subscribed_topics()
-        group.transition_to(COMPLETING_REBALANCE, now)
+        group.transition_to(COMPLETING_REBALANCE, now.wall)
         group.pending_sync.clear()
         for member in group.members.values():
             if member.awaiting_join is not None:
@@ -312,14 +313,14 @@ class ClassicMachine:
             self._arm_session(out, group, member, now, member.session_timeout_ms)
             member.is_new = False
             group.pending_sync.add(member.member_id)
-        group.sync_deadline = now + group.rebalance_timeout_ms()
+        group.sync_deadline = now.mono + group.rebalance_timeout_ms()
         group.sync_generation = group.generation
-        group.join_completed_at = now
+        group.join_completed_at = now.mono
         out.timers.append((("sync", group.group_id), group.sync_deadline))
         log.info("join phase completed group=%s generation=%d protocol=%s leader=%s members=%d",
                  group.group_id, group.generation, group.protocol_name, group.leader_id, len(group.members))
 
-    def _reset_assignments_with_error(self, out: Outcome, group: ClassicGroup, error: ErrorCode, now: int) -> None:
+    def _reset_assignments_with_error(self, out: Outcome, group: ClassicGroup, error: ErrorCode, now: Now) -> None:
         for member in group.members.values():
             member.assignment = b""
             if member.awaiting_sync is not None:
@@ -348,15 +349,15 @@ class ClassicMachine:
 
     # -- timers --------------------------------------------------------------------------------
 
-    def _arm_session(self, out: Outcome, group: ClassicGroup, member: Member, now: int, timeout_ms: int) -> None:
-        member.deadline = now + timeout_ms
+    def _arm_session(self, out: Outcome, group: ClassicGroup, member: Member, now: Now, timeout_ms: int) -> None:
+        member.deadline = now.mono + timeout_ms
         out.timers.append((("session", group.group_id, member.member_id), member.deadline))
 
     def _arm_join(self, out: Outcome, group: ClassicGroup, deadline: int) -> None:
         group.join_deadline = deadline
         out.timers.append((("join", group.group_id), deadline))
 
-    def on_timer(self, key: tuple, now: int) -> Outcome:
+    def on_timer(self, key: tuple, now: Now) -> Outcome:
         """A timer fired. Deadlines may have moved since it was armed (heartbeats only move the
         deadline): then it is re-armed, not acted on."""
         out = Outcome()
@@ -368,22 +369,22 @@ class ClassicMachine:
             self._session_expired(out, group, key[2], now)
         elif kind == "join":
             if group.join_deadline is not None:
-                if now < group.join_deadline:
+                if now.mono < group.join_deadline:
                     out.timers.append((key, group.join_deadline))
                 else:
                     self._join_timer_expired(out, group, now)
         elif kind == "sync":
             if group.sync_deadline is not None:
-                if now < group.sync_deadline:
+                if now.mono < group.sync_deadline:
                     out.timers.append((key, group.sync_deadline))
                 else:
                     self._sync_timer_expired(out, group, now)
         return out
 
-    def _session_expired(self, out: Outcome, group: ClassicGroup, member_id: str, now: int) -> None:
+    def _session_expired(self, out: Outcome, group: ClassicGroup, member_id: str, now: Now) -> None:
         pending_deadline = group.pending_join.get(member_id)
         if pending_deadline is not None:
-            if now < pending_deadline:
+            if now.mono < pending_deadline:
                 out.timers.append((("session", group.group_id, member_id), pending_deadline))
                 return
             del group.pending_join[member_id]
@@ -393,7 +394,7 @@ class ClassicMachine:
         member = group.members.get(member_id)
         if member is None:
             return
-        if now < member.deadline:
+        if now.mono < member.deadline:
             out.timers.append((("session", group.group_id, member_id), member.deadline))
             return
         if not member.is_new and (member.awaiting_join is not None or member.awaiting_sync is not None):
@@ -407,18 +408,18 @@ class ClassicMachine:
         elif group.is_in(PREPARING_REBALANCE):
             self._maybe_complete_join(out, group, now)
 
-    def _join_timer_expired(self, out: Outcome, group: ClassicGroup, now: int) -> None:
+    def _join_timer_expired(self, out: Outcome, group: ClassicGroup, now: Now) -> None:
         if group.initial_delay is not None:
             delay, remaining = group.initial_delay
             if group.new_member_added and remaining != 0:
                 group.new_member_added = False
                 next_delay = min(self.settings.initial_rebalance_delay_ms, remaining)
                 group.initial_delay = (next_delay, max(remaining - delay, 0))
-                self._arm_join(out, group, now + next_delay)
+                self._arm_join(out, group, now.mono + next_delay)
                 return
         self._complete_join(out, group, now)
 
-    def _sync_timer_expired(self, out: Outcome, group: ClassicGroup, now: int) -> None:
+    def _sync_timer_expired(self, out: Outcome, group: ClassicGroup, now: Now) -> None:
         group.sync_deadline = None
         if group.sync_generation != group.generation or not group.is_in(COMPLETING_REBALANCE, STABLE):
             return
@@ -435,7 +436,7 @@ class ClassicMachine:
     # =========================================================================================
     # SyncGroup (spec §4)
 
-    def sync(self, req: SyncRequest, ticket: Any, now: int) -> Outcome:
+    def sync(self, req: SyncRequest, ticket: Any, now: Now) -> Outcome:
         group_id, generation, member_id = req.group_id, req.generation, req.member_id
         protocol_type, protocol_name = req.protocol_type, req.protocol_name
         out = Outcome()
@@ -477,7 +478,7 @@ class ClassicMachine:
                 out.after_write = lambda error, at, g=group.generation: self._assignment_written(group, g, error, at)
         return out
 
-    def _assignment_written(self, group: ClassicGroup, generation: int, error: ErrorCode | None, now: int) -> Outcome:
+    def _assignment_written(self, group: ClassicGroup, generation: int, error: ErrorCode | None, now: Now) -> Outcome:
         out = Outcome()
         if not group.is_in(COMPLETING_REBALANCE) or group.generation != generation:
             return out  # a new rebalance already answered the parked syncs
@@ -493,17 +494,17 @@ class ClassicMachine:
                     E.none, group.protocol_type, group.protocol_name, member.assignment)))
                 member.awaiting_sync = None
                 self._arm_session(out, group, member, now, member.session_timeout_ms)
-        group.transition_to(STABLE, now)
-        self.on_event("rebalance_completed", seconds=(now - group.rebalance_started_at) / 1000, state="Stable")
+        group.transition_to(STABLE, now.wall)
+        self.on_event("rebalance_completed", seconds=(now.mono - group.rebalance_started_at) / 1000, state="Stable")
         log.info("rebalance completed group=%s generation=%d protocol=%s members=%d rebalance_ms=%d sync_ms=%d",
                  group.group_id, generation, group.protocol_name, len(group.members),
-                 now - group.rebalance_started_at, now - group.join_completed_at)
+                 now.mono - group.rebalance_started_at, now.mono - group.join_completed_at)
         return out
 
     # =========================================================================================
     # Heartbeat (spec §5)
 
-    def heartbeat(self, req: HeartbeatRequest, now: int) -> ErrorCode:
+    def heartbeat(self, req: HeartbeatRequest, now: Now) -> ErrorCode:
         """The heartbeat error; a valid one only moves the member's session deadline."""
         group_id, generation, member_id, instance_id = req.group_id, req.generation, req.member_id, req.group_instance_id
         if group_id == "":
@@ -520,13 +521,13 @@ class ClassicMachine:
         if state is EMPTY:
             return E.unknown_member_id
         member = group.members[member_id]
-        member.deadline = now + member.session_timeout_ms  # lazy: the armed timer re-arms itself
+        member.deadline = now.mono + member.session_timeout_ms  # lazy: the armed timer re-arms itself
         return E.rebalance_in_progress if state is PREPARING_REBALANCE else E.none
 
     # =========================================================================================
     # LeaveGroup (spec §6)
 
-    def leave(self, req: LeaveRequest, now: int) -> Outcome:
+    def leave(self, req: LeaveRequest, now: Now) -> Outcome:
         """Reply: {"error_code", "members": [(member_id, instance_id, error)]}."""
         group_id, identities = req.group_id, req.members
         out = Outcome()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from coordinator.clock import Now
 from coordinator.classic.group import EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup
 from coordinator.runner import Runner
 from coordinator.classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
@@ -22,8 +23,15 @@ START = 1_000_000  # the fake wall clock starts here, so timestamps are never 0 
 
 
 class FakeClock:
-    def __init__(self, now: int = START) -> None:
+    """Drives both clocks of `Now` from one hand-moved value (ms): the monotonic clock is `now`,
+    the wall clock `now + wall_offset` (a test moves `wall_offset` to step the wall clock)."""
+
+    def __init__(self, now: int = START, wall_offset: int = 0) -> None:
         self.now = now
+        self.wall_offset = wall_offset
+
+    def read(self) -> Now:
+        return Now(self.now + self.wall_offset, self.now)
 
 
 class _Handle:
@@ -67,7 +75,7 @@ class Driver:
     def shard(self, shard: GroupShard) -> None:
         self.replayable = not hasattr(self, "_shard")
         self._shard = shard
-        self.runner = Runner(shard, self, self._resolve, lambda: self.clock.now,
+        self.runner = Runner(shard, self, self._resolve, self.clock.read,
                              lambda: ("internal", next(self._internal)))
         self.runner.log = self
 
@@ -176,28 +184,28 @@ class Driver:
              client_host: str = "/127.0.0.1", reason: str | None = None) -> dict | None:
         req = JoinRequest(group_id, member_id, instance_id, session_timeout_ms, rebalance_timeout_ms,
                           protocol_type, tuple(protocols), version, client_id, client_host, reason)
-        return self._op(ticket, lambda t: self.shard.join(req, t, self.clock.now))
+        return self._op(ticket, lambda t: self.shard.join(req, t, self.clock.read()))
 
     def sync(self, group_id: str, member_id: str, generation: int, *, ticket: Any,
              instance_id: str | None = None, assignments: dict[str, bytes] | None = None,
              protocol_type: str | None = None, protocol_name: str | None = None) -> dict | None:
         req = SyncRequest(group_id, generation, member_id, instance_id, protocol_type, protocol_name, assignments or {})
-        return self._op(ticket, lambda t: self.shard.sync(req, t, self.clock.now))
+        return self._op(ticket, lambda t: self.shard.sync(req, t, self.clock.read()))
 
     def heartbeat(self, group_id: str, member_id: str, generation: int, instance_id: str | None = None) -> ErrorCode:
-        return self.shard.heartbeat(HeartbeatRequest(group_id, generation, member_id, instance_id), self.clock.now)
+        return self.shard.heartbeat(HeartbeatRequest(group_id, generation, member_id, instance_id), self.clock.read())
 
     def leave(self, group_id: str, *identities) -> dict | None:
         """Identities are member ids or (member id, instance id) pairs."""
         ids = [(i, None) if isinstance(i, str) else tuple(i) for i in identities]
-        return self._op(None, lambda t: self.shard.leave(LeaveRequest(group_id, ids), self.clock.now))
+        return self._op(None, lambda t: self.shard.leave(LeaveRequest(group_id, ids), self.clock.read()))
 
     def commit(self, group_id: str, offsets, *, generation: int = -1, member_id: str = "",
                instance_id: str | None = None, retention_ms: int = -1, version: int = 9) -> dict | None:
         """Offsets are (topic, partition, offset[, leader epoch[, metadata]])."""
         rows = [tuple(o) + (-1, None)[len(o) - 3:] for o in offsets]
         req = OffsetCommitRequest(group_id, generation, member_id, instance_id, retention_ms, rows, version)
-        return self._op(None, lambda t: self.shard.commit(req, self.clock.now))
+        return self._op(None, lambda t: self.shard.commit(req, self.clock.read()))
 
     def fetch(self, group_id: str, topics=None):
         return self.shard.fetch_offsets(group_id, topics, self.runner.last_committed())
@@ -218,7 +226,7 @@ class Driver:
         fresh = self.new_shard()
         for record in self.written:
             fresh.apply(record)
-        fresh.on_loaded(self.clock.now)
+        fresh.on_loaded(self.clock.read())
         return fresh
 
     def assert_replay_matches(self) -> None:

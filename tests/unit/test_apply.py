@@ -1,6 +1,7 @@
 """Spec §12.6 and style §2: `apply(record)` is the one path by which durable state changes, for
 log loading and live writes alike."""
 
+from coordinator.clock import Now
 from coordinator.classic.group import EMPTY, PREPARING_REBALANCE, STABLE
 from storage.records import (
     GroupMetadataKey,
@@ -133,7 +134,7 @@ def test_offsets_survive_a_group_tombstone_written_before_them(d):
 def test_loaded_members_get_a_session_timer_of_their_session_timeout(d):
     shard = loading(d)
     shard.apply(group_record([member("a-1"), member("b-2")]))
-    out = shard.on_loaded(7000)
+    out = shard.on_loaded(Now(7000, 7000))
     assert sorted(out.timers) == [(("session", "g", "a-1"), 17_000), (("session", "g", "b-2"), 17_000)]
 
 

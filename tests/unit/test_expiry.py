@@ -25,7 +25,7 @@ SUBSCRIBED_TO_T = (("range", encode_subscription(["t"])),)
 def expire(d, retention_ms: int = RETENTION) -> list[Record]:
     """Run the expiry pass at the fake clock's now; the records it wrote."""
     before = len(d.written)
-    d._op(None, lambda ticket: d.shard.expire(d.now, retention_ms))
+    d._op(None, lambda ticket: d.shard.expire(d.clock.read(), retention_ms))
     return d.written[before:]
 
 
@@ -83,7 +83,7 @@ def test_empty_group_loaded_without_a_state_timestamp_ages_offsets_from_their_co
     shard.apply(Record(GroupMetadataKey("g"), GroupMetadataValue("consumer", 4, None, None, -1, ())))
     shard.apply(Record(OffsetCommitKey("g", "t", 0), OffsetCommitValue(1, -1, "", d.now - 1000)))
     shard.apply(Record(OffsetCommitKey("g", "t", 1), OffsetCommitValue(2, -1, "", d.now)))
-    d.runner.run(shard.on_loaded(d.now))
+    d.runner.run(shard.on_loaded(d.clock.read()))
     assert d.group("g").state is EMPTY and d.group("g").state_timestamp is None
 
     d.advance(RETENTION - 1000)
@@ -315,7 +315,7 @@ def test_member_joining_while_the_group_tombstone_is_being_written_is_not_lost(d
     ids = stable_group(d, names=("a",))
     d.leave("g", ids["a"])
     d.hold_writes()
-    d._op("expiry", lambda ticket: d.shard.expire(d.now, RETENTION))  # the group tombstone is in flight
+    d._op("expiry", lambda ticket: d.shard.expire(d.clock.read(), RETENTION))  # the group tombstone is in flight
     assert "g" not in d.shard.groups
     assert d.join("g", ticket="first") is None  # the new group's record waits behind the tombstone
     d.finish_writes()

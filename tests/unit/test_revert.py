@@ -87,7 +87,7 @@ def test_failed_expiry_restores_the_simple_group(d):
     d.commit("s", [("t", 0, 1)])
     d.advance(7 * 24 * 3_600_000)
     d.hold_writes()
-    d._op(None, lambda ticket: d.shard.expire(d.now, 7 * 24 * 3_600_000))
+    d._op(None, lambda ticket: d.shard.expire(d.clock.read(), 7 * 24 * 3_600_000))
     assert "s" not in d.shard.groups
     d.finish_writes(E.not_coordinator)
     assert "s" in d.shard.groups and offsets_of(d, "s") == {("t", 0): 1}
