@@ -36,6 +36,8 @@ class TimerPort(Protocol):
 
 
 class Applier(Protocol):
+    events: list
+
     def apply(self, record: Record) -> list[Record]: ...
 
     def revert(self, undo: list[Record], error: ErrorCode) -> list[tuple[Any, Any]]: ...
@@ -53,13 +55,14 @@ class Write:
 
 class Runner:
     def __init__(self, partition: Applier, timers: TimerPort, resolve: Callable[[Any, Any], None],
-                 now: Callable[[], Any], new_ticket: Callable[[], Any]) -> None:
+                 now: Callable[[], Any], new_ticket: Callable[[], Any], emit: Callable[[list], None]) -> None:
         self.partition = partition
         self.log: LogPort | None = None  # set once the partition is loaded
         self._timers = timers
         self._resolve = resolve  # (ticket, reply): first answer wins
         self._now = now
         self._new_ticket = new_ticket
+        self._emit = emit  # the partition's typed events, to the shell
         self.armed: dict[tuple, tuple[int, Any]] = {}  # timer key → (deadline, handle): one per key
         self.in_flight: list[Write] = []  # appended, not yet completed, in log order
 
@@ -69,6 +72,7 @@ class Runner:
             self._resolve(parked, reply)
         for key, deadline in out.timers:
             self.arm(key, deadline)
+        self.flush_events()
         if not out.records:
             return out.reply if out.reply is not None else ticket
         if ticket is None:
@@ -81,6 +85,13 @@ class Runner:
         self.in_flight.append(write)
         self.log.append(out.records, lambda error: self._completed(write, error), lambda: self._answer(write, TIMED_OUT))
         return ticket
+
+    def flush_events(self) -> None:
+        events = self.partition.events
+        if events:
+            batch = events[:]
+            events.clear()
+            self._emit(batch)
 
     def last_committed(self) -> dict[Any, Any]:
         """For reads at the last committed offset (Kafka's OffsetFetch): each key that an in-flight
@@ -106,6 +117,7 @@ class Runner:
                 self._resolve(parked, reply)
         for w in failed:
             self._answer(w, error)
+        self.flush_events()
 
     def _answer(self, write: Write, error: ErrorCode | None) -> None:
         """Release the reply of `write` (or its mapped error), once; reactions that are not undo —

@@ -18,7 +18,7 @@ from protocol import ErrorCode
 from storage.compaction import closed_bytes, compact
 from storage.log import LoadResult, PartitionLog
 
-from . import metrics
+from . import metrics, observe
 from .system_clock import mono_ms, now, wall_ms
 from .log_writer import LogWriter
 from .runner import Runner
@@ -48,12 +48,10 @@ class GroupCoordinator:
         self.partitions = settings.offsets_topic_num_partitions
         group_settings = GroupSettings.from_settings(settings)
         self.shards = [GroupShard(p, group_settings, new_member_id) for p in range(self.partitions)]
-        for shard in self.shards:
-            shard.on_event = metrics.group_event
         self.states = [PartitionState.LOADING] * self.partitions
         self._partition_cache: dict[str, int] = {}
         self.writers: list[LogWriter | None] = [None] * self.partitions
-        self.runners = [Runner(shard, self, _resolve, now, self._new_ticket) for shard in self.shards]
+        self.runners = [Runner(shard, self, _resolve, now, self._new_ticket, observe.emit) for shard in self.shards]
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="groupd-log")
         self._tasks: dict[Any, asyncio.TimerHandle] = {}  # periodic work: expiry, fsync, compaction
 
@@ -214,7 +212,11 @@ class GroupCoordinator:
         state = self.states[p]
         if state is not PartitionState.ACTIVE:  # a loading coordinator answers heartbeats blind (spec §5.1)
             return ErrorCode.none if state is PartitionState.LOADING else ErrorCode.not_coordinator
-        return self.shards[p].heartbeat(req, now())
+        shard = self.shards[p]
+        error = shard.heartbeat(req, now())
+        if shard.events:  # a fenced static member
+            self.runners[p].flush_events()
+        return error
 
     def leave(self, req: LeaveRequest) -> Any:
         p = self.partition(req.group_id)

@@ -8,7 +8,6 @@ Sans-IO: time comes in as `now`, records and replies go out in an `Outcome`.
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +18,7 @@ from storage.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKe
 from .classic.group import EMPTY, ClassicGroup
 from .classic.machine import ClassicMachine
 from .classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
+from . import events as ev
 from .clock import Now
 from .group import Group
 from .offsets import OffsetsStore
@@ -26,7 +26,6 @@ from .outcome import Outcome
 from .requests import OffsetCommitRequest, OffsetDeleteRequest
 
 E = ErrorCode
-log = logging.getLogger("groupd.group")
 
 
 @dataclasses.dataclass(slots=True)
@@ -43,26 +42,19 @@ class GroupSettings:
                    s.group_initial_rebalance_delay_ms, s.group_max_size, s.offset_metadata_max_bytes)
 
 
-def _ignore(*args: Any, **kwargs: Any) -> None:
-    pass
-
-
 class GroupShard:
     def __init__(self, partition: int, settings: GroupSettings, new_member_id: Callable[[str], str]) -> None:
         self.partition = partition
         self.settings = settings
         self.groups: dict[str, Group] = {}
         self.store = OffsetsStore(self.groups, settings.offset_metadata_max_bytes)
-        self.classic = ClassicMachine(self.groups, settings, new_member_id, self._event)
-        self.on_event: Callable[..., None] = _ignore  # (name, value=1, **labels): metrics, set by the shell
+        self.events: list = []  # what happened (coordinator/events.py); the runner hands them to the shell
+        self.classic = ClassicMachine(self.groups, settings, new_member_id, self.events)
         # one apply per record key type; a new group type adds its records here
         self._apply: dict[type, Callable[[Any, Any], list[Record]]] = {
             OffsetCommitKey: self._apply_offset,
             GroupMetadataKey: self._apply_classic_group,
         }
-
-    def _event(self, *args: Any, **kwargs: Any) -> None:
-        self.on_event(*args, **kwargs)
 
     @property
     def offsets(self) -> dict[str, dict[tuple[str, int], OffsetCommitValue]]:
@@ -140,7 +132,7 @@ class GroupShard:
     def commit(self, req: OffsetCommitRequest, now: Now) -> Outcome:
         out = self.store.commit(req, now)
         if E.fenced_instance_id in (out.reply or {}).values():
-            self._event("static_member_fenced")
+            self.events.append(ev.StaticMemberFenced(req.group_id))
         return out
 
     def fetch_offsets(self, group_id: str, topics, last_committed: dict | None = None):
@@ -154,9 +146,7 @@ class GroupShard:
         on the wall clock, as their stored timestamps do."""
         out, expired_offsets, deleted_groups = self.store.expire(now.wall, retention_ms)
         if out.records:
-            self._event("offsets_removed", value=expired_offsets, reason="expired")
-            self._event("groups_removed", value=deleted_groups, reason="expired")
-            log.info("expired partition=%d offsets=%d groups=%d", self.partition, expired_offsets, deleted_groups)
+            self.events.append(ev.OffsetsExpired(self.partition, expired_offsets, deleted_groups))
         return out
 
     # =========================================================================================
@@ -183,9 +173,7 @@ class GroupShard:
 
         def written(error: ErrorCode | None, at: int) -> Outcome:
             if error is None:
-                self._event("groups_removed", reason="deleted")
-                self._event("offsets_removed", value=removed_offsets, reason="deleted")
-                log.info("group deleted group=%s offsets=%d", group_id, removed_offsets)
+                self.events.append(ev.GroupDeleted(group_id, removed_offsets))
             return Outcome(reply=error or E.none)
 
         out.after_write = written

@@ -16,7 +16,6 @@ with its reply.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +23,7 @@ from protocol import ErrorCode
 
 from storage.records import GroupMetadataKey, GroupMetadataValue, Record
 
+from .. import events as ev
 from ..clock import Now
 from ..outcome import Outcome
 from .group import (
@@ -39,19 +39,17 @@ from .replies import join_reply, sync_reply
 from .requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
 
 E = ErrorCode
-log = logging.getLogger("groupd.group")
 
 REBALANCE_REASONS = ("member-joined", "member-left", "session-expired", "metadata-changed", "leader-rejoin",
                      "static-member-rejoin", "sync-timeout", "write-failed", "over-max-size")
 
 
 class ClassicMachine:
-    def __init__(self, groups: dict, settings, new_member_id: Callable[[str], str],
-                 on_event: Callable[..., None]) -> None:
+    def __init__(self, groups: dict, settings, new_member_id: Callable[[str], str], events: list) -> None:
         self.groups = groups  # the partition's registry, shared with every group type
         self.settings = settings
         self.new_member_id = new_member_id  # prefix → "<prefix>-<uuid>"
-        self.on_event = on_event
+        self.events = events  # the partition's list of what happened (coordinator/events.py)
 
     def on_loaded(self, out: Outcome, group: ClassicGroup, now: Now) -> None:
         """The partition has replayed its log: start every member's session timer, and force a
@@ -65,8 +63,7 @@ class ClassicMachine:
     # JoinGroup (spec §3)
 
     def join(self, req: JoinRequest, ticket: Any, now: Now) -> Outcome:
-        log.debug("join group=%s member=%s instance=%s version=%d", req.group_id, req.member_id,
-                  req.group_instance_id, req.version)
+        self.events.append(ev.JoinReceived(req.group_id, req.member_id, req.group_instance_id, req.version))
         out = Outcome()
         s = self.settings
         if req.group_id == "":
@@ -198,9 +195,8 @@ class ClassicMachine:
         member = group.replace_static_member(req.group_instance_id, old_id, new_id)
         self._arm_session(out, group, member, now, member.session_timeout_ms)
         group.update_member(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, ticket)
-        self.on_event("static_member_replaced")
-        log.info("static member replaced group=%s instance=%s old=%s new=%s state=%s", group.group_id,
-                 req.group_instance_id, old_id, new_id, group.state.value)
+        self.events.append(ev.StaticMemberReplaced(group.group_id, req.group_instance_id, old_id, new_id,
+                                                   group.state.value))
 
         if group.is_in(STABLE):
             if group.select_protocol() != group.protocol_name:
@@ -262,9 +258,7 @@ class ClassicMachine:
             self._arm_join(out, group, now.mono + delay)
         group.transition_to(PREPARING_REBALANCE, now.wall)
         group.rebalance_started_at = now.mono
-        self.on_event("rebalance_started", reason=reason)
-        log.info("rebalance started group=%s generation=%d reason=%s %s members=%d", group.group_id,
-                 group.generation, reason, detail, len(group.members))
+        self.events.append(ev.RebalanceStarted(group.group_id, group.generation, reason, detail, len(group.members)))
         if not initial:
             group.initial_delay = None
             if group.has_all_members_joined():
@@ -281,7 +275,7 @@ class ClassicMachine:
         group.initial_delay = None
         for member in [m for m in group.members.values() if m.awaiting_join is None and m.group_instance_id is None]:
             self._remove_member(out, group, member.member_id)
-            log.info("member removed group=%s member=%s reason=did-not-rejoin", group.group_id, member.member_id)
+            self.events.append(ev.MemberDidNotRejoin(group.group_id, member.member_id))
         if group.leader_id is None or group.members[group.leader_id].awaiting_join is None:
             group.leader_id = next((m.member_id for m in group.members.values() if m.awaiting_join is not None),
                                    group.leader_id if group.leader_id in group.members else None)
@@ -295,9 +289,8 @@ class ClassicMachine:
             group.transition_to(EMPTY, now.wall)
             group.compute_subscribed_topics()
             out.records.append(Record(GroupMetadataKey(group.group_id), group.metadata_value()))
-            self.on_event("rebalance_completed", seconds=(now.mono - group.rebalance_started_at) / 1000, state="Empty")
-            log.info("rebalance completed group=%s generation=%d state=Empty members=0 rebalance_ms=%d",
-                     group.group_id, group.generation, now.mono - group.rebalance_started_at)
+            self.events.append(ev.RebalanceCompleted(group.group_id, group.generation, "Empty", None, 0,
+                                                     now.mono - group.rebalance_started_at, None))
             return
         group.protocol_name = group.select_protocol()
         group.compute_subscribed_topics()
@@ -317,8 +310,8 @@ class ClassicMachine:
         group.sync_generation = group.generation
         group.join_completed_at = now.mono
         out.timers.append((("sync", group.group_id), group.sync_deadline))
-        log.info("join phase completed group=%s generation=%d protocol=%s leader=%s members=%d",
-                 group.group_id, group.generation, group.protocol_name, group.leader_id, len(group.members))
+        self.events.append(ev.JoinPhaseCompleted(group.group_id, group.generation, group.protocol_name,
+                                                 group.leader_id, len(group.members)))
 
     def _reset_assignments_with_error(self, out: Outcome, group: ClassicGroup, error: ErrorCode, now: Now) -> None:
         for member in group.members.values():
@@ -344,7 +337,7 @@ class ClassicMachine:
     def _validate_member(self, group: ClassicGroup, member_id: str, instance_id: str | None) -> ErrorCode | None:
         error = group.validate_member(member_id, instance_id)
         if error is E.fenced_instance_id:
-            self.on_event("static_member_fenced")
+            self.events.append(ev.StaticMemberFenced(group.group_id))
         return error
 
     # -- timers --------------------------------------------------------------------------------
@@ -388,7 +381,7 @@ class ClassicMachine:
                 out.timers.append((("session", group.group_id, member_id), pending_deadline))
                 return
             del group.pending_join[member_id]
-            log.info("pending member expired group=%s member=%s", group.group_id, member_id)
+            self.events.append(ev.PendingMemberExpired(group.group_id, member_id))
             self._maybe_complete_join(out, group, now)
             return
         member = group.members.get(member_id)
@@ -400,9 +393,7 @@ class ClassicMachine:
         if not member.is_new and (member.awaiting_join is not None or member.awaiting_sync is not None):
             return  # re-armed when its join completes or its sync is answered
         self._remove_member(out, group, member_id)
-        self.on_event("member_expired", reason="session-timeout")
-        log.info("member expired group=%s member=%s instance=%s reason=session-timeout generation=%d",
-                 group.group_id, member_id, member.group_instance_id, group.generation)
+        self.events.append(ev.MemberExpired(group.group_id, member_id, member.group_instance_id, group.generation))
         if group.is_in(STABLE, COMPLETING_REBALANCE):
             self._prepare_rebalance(out, group, now, "session-expired", f"member={member_id}")
         elif group.is_in(PREPARING_REBALANCE):
@@ -428,9 +419,7 @@ class ClassicMachine:
         missing = sorted(group.pending_sync)
         for member_id in missing:
             self._remove_member(out, group, member_id)
-        self.on_event("member_expired", value=len(missing), reason="sync-timeout")
-        log.info("members removed group=%s members=%s reason=sync-timeout generation=%d", group.group_id,
-                 ",".join(missing), group.generation)
+        self.events.append(ev.MembersSyncTimedOut(group.group_id, tuple(missing), group.generation))
         self._prepare_rebalance(out, group, now, "sync-timeout", f"members={len(missing)}")
 
     # =========================================================================================
@@ -483,8 +472,7 @@ class ClassicMachine:
         if not group.is_in(COMPLETING_REBALANCE) or group.generation != generation:
             return out  # a new rebalance already answered the parked syncs
         if error is not None:
-            log.warning("assignment write failed group=%s generation=%d error=%s", group.group_id,
-                        generation, error.name)
+            self.events.append(ev.AssignmentWriteFailed(group.group_id, generation, error.name))
             self._reset_assignments_with_error(out, group, error, now)
             self._prepare_rebalance(out, group, now, "write-failed", error.name)
             return out
@@ -495,10 +483,9 @@ class ClassicMachine:
                 member.awaiting_sync = None
                 self._arm_session(out, group, member, now, member.session_timeout_ms)
         group.transition_to(STABLE, now.wall)
-        self.on_event("rebalance_completed", seconds=(now.mono - group.rebalance_started_at) / 1000, state="Stable")
-        log.info("rebalance completed group=%s generation=%d protocol=%s members=%d rebalance_ms=%d sync_ms=%d",
-                 group.group_id, generation, group.protocol_name, len(group.members),
-                 now.mono - group.rebalance_started_at, now.mono - group.join_completed_at)
+        self.events.append(ev.RebalanceCompleted(group.group_id, generation, "Stable", group.protocol_name,
+                                                 len(group.members), now.mono - group.rebalance_started_at,
+                                                 now.mono - group.join_completed_at))
         return out
 
     # =========================================================================================
@@ -557,7 +544,7 @@ class ClassicMachine:
                 removed.append(target)
             results.append((member_id, instance_id, error or E.none))
         if removed:
-            log.info("members left group=%s members=%s", group_id, ",".join(removed))
+            self.events.append(ev.MembersLeft(group_id, tuple(removed)))
             if group.is_in(STABLE, COMPLETING_REBALANCE):
                 self._prepare_rebalance(out, group, now, "member-left", f"members={len(removed)}")
             elif group.is_in(PREPARING_REBALANCE):

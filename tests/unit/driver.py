@@ -52,6 +52,7 @@ class Driver:
         self.clock = clock or FakeClock()
         self._ids = itertools.count(1)
         self.replies: dict[Any, Any] = {}
+        self.events: list = []  # every event the shard reported, in order
         self.answers: list[tuple[Any, Any]] = []
         self._scheduled: dict[int, tuple[int, Any]] = {}  # seq → (deadline, fire): the fake timers
         self._seq = itertools.count()
@@ -76,7 +77,7 @@ class Driver:
         self.replayable = not hasattr(self, "_shard")
         self._shard = shard
         self.runner = Runner(shard, self, self._resolve, self.clock.read,
-                             lambda: ("internal", next(self._internal)))
+                             lambda: ("internal", next(self._internal)), self.events.extend)
         self.runner.log = self
 
     @property
@@ -193,7 +194,9 @@ class Driver:
         return self._op(ticket, lambda t: self.shard.sync(req, t, self.clock.read()))
 
     def heartbeat(self, group_id: str, member_id: str, generation: int, instance_id: str | None = None) -> ErrorCode:
-        return self.shard.heartbeat(HeartbeatRequest(group_id, generation, member_id, instance_id), self.clock.read())
+        error = self.shard.heartbeat(HeartbeatRequest(group_id, generation, member_id, instance_id), self.clock.read())
+        self.runner.flush_events()
+        return error
 
     def leave(self, group_id: str, *identities) -> dict | None:
         """Identities are member ids or (member id, instance id) pairs."""
