@@ -54,6 +54,7 @@ class GroupCoordinator:
         self.runners = [Runner(shard, self, _resolve, now, self._new_ticket, observe.emit) for shard in self.shards]
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="groupd-log")
         self._tasks: dict[Any, asyncio.TimerHandle] = {}  # periodic work: expiry, fsync, compaction
+        self._failure_logged: dict[str, float] = {}  # task → when its last failure was logged (monotonic s)
 
     def partition(self, group_id: str) -> int:
         # Java's String.hashCode in Python is ~5% of a heartbeat: remember it per group id
@@ -77,7 +78,8 @@ class GroupCoordinator:
             loop.run_in_executor(self._executor, self._load, p).add_done_callback(
                 lambda f, p=p: self._loaded(p, f))
         self._clean_bytes = [0] * self.partitions  # closed-segment bytes right after the last compaction
-        self._schedule("compact", self.settings.log_cleaner_backoff_ms / 1000, self._maybe_compact)
+        backoff = self.settings.log_cleaner_backoff_ms / 1000
+        self._schedule("compact", backoff, self._maybe_compact)
         interval = self.settings.log_flush_interval_ms
         if interval > 0:
             self._schedule("fsync", interval / 1000, self._sync_all, interval / 1000)
@@ -112,16 +114,41 @@ class GroupCoordinator:
                      self.states.count(PartitionState.ACTIVE), self.states.count(PartitionState.FAILED),
                      sum(len(s.groups) for s in self.shards))
 
-    def _schedule(self, key: Any, delay: float, fn, *args) -> None:
-        self._tasks[key] = asyncio.get_running_loop().call_later(delay, fn, *args)
+    # -- periodic work: expiry, compaction, fsync. Each survives its own exception: it logs (at
+    # most once a minute per task) and runs again after its interval.
+
+    def _schedule(self, key: Any, delay: float, fn, *args, retry: float | None = None) -> None:
+        """Run `fn(*args)` after `delay` s; if it raises without having scheduled its next run,
+        it runs again after `retry` s (default: `delay`)."""
+        retry = delay if retry is None else retry
+        self._tasks[key] = asyncio.get_running_loop().call_later(delay, self._run_task, key, retry, fn, args)
+
+    def _run_task(self, key: Any, retry: float, fn, args: tuple) -> None:
+        handle = self._tasks.get(key)
+        try:
+            fn(*args)
+        except Exception as e:
+            self._task_failed(key, e)
+            if self._tasks.get(key) is handle:  # it did not get to schedule its next run
+                self._schedule(key, retry, fn, *args, retry=retry)
+
+    def _task_failed(self, key: Any, error: BaseException) -> None:
+        task = key[0] if isinstance(key, tuple) else key
+        at = time.monotonic()
+        if at - self._failure_logged.get(task, -3600.0) >= 60:
+            self._failure_logged[task] = at
+            log.error("periodic task failed task=%s %s: %r (it runs again; logged at most once a minute)", task,
+                      f"partition={key[1]}" if isinstance(key, tuple) else "", error)
 
     def _expire(self, p: int) -> None:
+        interval = self.settings.offsets_retention_check_interval_ms / 1000
+        self._schedule(("expire", p), interval, self._expire, p)
         if self.states[p] is PartitionState.ACTIVE:
             self.run(p, self.shards[p].expire(now(), self.settings.offsets_retention_minutes * 60_000))
-        self._schedule(("expire", p), self.settings.offsets_retention_check_interval_ms / 1000, self._expire, p)
 
     def _maybe_compact(self) -> None:
         """Compact, off the loop, the first partition whose closed segments are dirty enough."""
+        backoff = self.settings.log_cleaner_backoff_ms / 1000
         loop = asyncio.get_running_loop()
         for p, writer in enumerate(self.writers):
             if writer is None or writer.closed:
@@ -133,28 +160,35 @@ class GroupCoordinator:
                                            self.settings.log_cleaner_delete_retention_ms)
                 job.add_done_callback(lambda f, p=p: self._compacted(p, f, started))
                 return
-        self._schedule("compact", self.settings.log_cleaner_backoff_ms / 1000, self._maybe_compact)
+        self._schedule("compact", backoff, self._maybe_compact)
 
     def _compacted(self, p: int, f: asyncio.Future, started: float) -> None:
-        if f.exception() is not None:
-            log.error("compaction failed partition=%d: %s", p, f.exception())
-            self._clean_bytes[p] = closed_bytes(self.writers[p].plog.directory)  # do not retry at once
-        else:
+        # the next dirty partition, if any; after a failure, not before the backoff
+        backoff = self.settings.log_cleaner_backoff_ms / 1000
+        try:
+            self._clean_bytes[p] = closed_bytes(self.writers[p].plog.directory)  # a failure is not retried at once
+            if f.exception() is not None:
+                raise f.exception()
             result = f.result()
-            self._clean_bytes[p] = closed_bytes(self.writers[p].plog.directory)
             metrics.COMPACTIONS.inc()
             metrics.COMPACTION_RECLAIMED.inc(result.reclaimed)
             log.info("compacted partition=%d segments=%d records=%d->%d bytes=%d->%d ms=%d", p,
                      result.segments_cleaned, result.records_before, result.records_after, result.bytes_before,
                      result.bytes_after, (time.perf_counter() - started) * 1000)
-        self._schedule("compact", 0, self._maybe_compact)  # the next dirty partition, if any
+        except Exception as e:
+            self._task_failed(("compact", p), e)
+            self._schedule("compact", backoff, self._maybe_compact)
+            return
+        self._schedule("compact", 0, self._maybe_compact, retry=backoff)
 
     def _sync_all(self, interval: float) -> None:
         """Interval mode (`log.flush.interval.ms` > 0): fsync every log this often."""
+        self._schedule("fsync", interval, self._sync_all, interval)
         for writer in self.writers:
             if writer is not None and not writer.closed:
-                asyncio.get_running_loop().run_in_executor(self._executor, writer.plog.sync)
-        self._schedule("fsync", interval, self._sync_all, interval)
+                job = asyncio.get_running_loop().run_in_executor(self._executor, writer.plog.sync)
+                job.add_done_callback(lambda f, p=writer.plog.partition: f.exception() is None or
+                                      self._task_failed(("fsync", p), f.exception()))
 
     async def close(self) -> None:
         """Cancel timers, let in-flight writes finish, close (and fsync) every log."""
