@@ -71,13 +71,14 @@ class OffsetsStore:
             out.reply = reply
             return out
 
-        def written(error: ErrorCode | None, at: int) -> Outcome:
+        def written(error: ErrorCode | None, at: Now) -> Outcome:
             if error is not None:
                 for tp in accepted:
                     reply[tp] = error
             return Outcome(reply=reply)
 
         out.after_write = written
+        out.too_large = E.invalid_commit_offset_size
         return out
 
     # =========================================================================================
@@ -126,7 +127,7 @@ class OffsetsStore:
             out.reply = reply
             return out
 
-        def written(error: ErrorCode | None, at: int) -> Outcome:
+        def written(error: ErrorCode | None, at: Now) -> Outcome:
             if error is not None:
                 return Outcome(reply={"error_code": error, "partitions": {}})
             return Outcome(reply=reply)

@@ -28,3 +28,6 @@ class Outcome:
     # A continuation once `records` are durable (error None) or failed (the mapped error; the
     # runner has already reverted them): reactions such as releasing parked syncs, never undo.
     after_write: Callable[[ErrorCode | None, Now], Outcome] | None = None
+    # what a write too large for the log (or that cannot be encoded) answers; Kafka maps it per
+    # API: UNKNOWN_SERVER_ERROR for group metadata, INVALID_COMMIT_OFFSET_SIZE for offset commits
+    too_large: ErrorCode = ErrorCode.unknown_server_error

@@ -109,6 +109,8 @@ class Runner:
             self.in_flight.remove(write)
             self._answer(write, None)
             return
+        if error is ErrorCode.record_list_too_large:  # only this write's records: it was never queued
+            error = write.out.too_large
         first = self.in_flight.index(write)
         failed = self.in_flight[first:]
         del self.in_flight[first:]

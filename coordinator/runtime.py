@@ -97,7 +97,8 @@ class GroupCoordinator:
         else:
             plog, result, seconds = f.result()
             self.writers[p] = LogWriter(plog, self._executor, self.settings.log_flush_interval_ms == 0,
-                                        self.settings.offsets_commit_timeout_ms, on_batch=metrics.batch_written)
+                                        self.settings.offsets_commit_timeout_ms, on_batch=metrics.batch_written,
+                                        max_message_bytes=self.settings.message_max_bytes)
             self.runners[p].log = self.writers[p]
             metrics.LOAD_SECONDS.labels(str(p)).set(seconds)
             self.states[p] = PartitionState.ACTIVE

@@ -174,6 +174,9 @@ KEYS: tuple[Key, ...] = (
         "compression of offsets log batches (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd)"),
     Key("offsets.load.buffer.size", 5242880, _int(1), "read size when loading the offsets log"),
     Key("offsets.commit.timeout.ms", 5000, _int(1), "how long a log write may take before it fails"),
+    Key("message.max.bytes", 1048588, _int(1),
+        "largest record batch one request may write to the offsets log; a bigger one fails alone "
+        "(OffsetCommit: INVALID_COMMIT_OFFSET_SIZE)"),
     Key("log.flush.interval.ms", 0, _int(0),
         "0: fsync every batch before replying (no acknowledged commit is lost); N: fsync every N ms "
         "(faster; a machine crash may lose the last N ms, a process crash loses nothing)"),
@@ -237,6 +240,7 @@ class Settings:
     offsets_topic_compression_codec: int
     offsets_load_buffer_size: int
     offsets_commit_timeout_ms: int
+    message_max_bytes: int
     log_flush_interval_ms: int
     min_cleanable_dirty_ratio: float
     log_cleaner_delete_retention_ms: int

@@ -16,7 +16,7 @@ import pytest
 
 from coordinator.log_writer import LogWriter
 from protocol import ErrorCode
-from storage.log import PartitionLog, list_segments, partition_dir, scan
+from storage.log import PartitionLog, encode, list_segments, partition_dir, scan
 from storage.records import OffsetCommitKey, OffsetCommitValue, Record
 
 
@@ -64,13 +64,13 @@ def executor():
 
 async def test_appends_of_one_loop_turn_are_one_batch(plog, executor, tmp_path):
     calls = []
-    original = plog.append
+    original = plog.append_encoded
 
     def counting_append(records, fsync):
         calls.append((len(records), fsync))
         return original(records, fsync)
 
-    plog.append = counting_append
+    plog.append_encoded = counting_append
     writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
     results = await asyncio.gather(append(writer, [rec(0)]), append(writer, [rec(1), rec(2)]), append(writer, [rec(3)]))
     assert results == [None, None, None]
@@ -80,13 +80,13 @@ async def test_appends_of_one_loop_turn_are_one_batch(plog, executor, tmp_path):
 
 async def test_appends_while_a_write_is_in_flight_form_the_next_batch(plog, executor, tmp_path):
     gate = threading.Event()
-    original = plog.append
+    original = plog.append_encoded
 
     def slow_append(records, fsync):
         gate.wait(5)
         return original(records, fsync)
 
-    plog.append = slow_append
+    plog.append_encoded = slow_append
     writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
     first = append(writer, [rec(0)])
     await asyncio.sleep(0.05)  # the first batch is being written
@@ -128,8 +128,8 @@ async def test_storage_error_is_not_coordinator_and_leaves_nothing_behind(plog, 
 
 async def test_write_slower_than_the_commit_timeout_is_coordinator_not_available(plog, executor):
     gate = threading.Event()
-    original = plog.append
-    plog.append = lambda records, fsync: (gate.wait(5), original(records, fsync))[1]
+    original = plog.append_encoded
+    plog.append_encoded = lambda records, fsync: (gate.wait(5), original(records, fsync))[1]
     writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=50)
     try:
         assert await asyncio.wait_for(append(writer, [rec(0)]), 5) is ErrorCode.coordinator_not_available
@@ -144,8 +144,8 @@ async def test_write_that_lands_after_its_timeout_is_timed_out_then_completed(pl
     """The request is answered COORDINATOR_NOT_AVAILABLE, but the log gets the records: the writer
     then reports the write complete, so the runner keeps them applied (as after a restart)."""
     gate = threading.Event()
-    original = plog.append
-    plog.append = lambda records, fsync: (gate.wait(5), original(records, fsync))[1]
+    original = plog.append_encoded
+    plog.append_encoded = lambda records, fsync: (gate.wait(5), original(records, fsync))[1]
     loop = asyncio.get_running_loop()
     timed_out, completed = loop.create_future(), loop.create_future()
     writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=50)
@@ -160,15 +160,15 @@ async def test_write_that_lands_after_its_timeout_is_timed_out_then_completed(pl
 async def test_failed_write_fails_the_appends_queued_behind_it(plog, executor, tmp_path):
     """The runner applied queued records on top of the failed ones, so they fail with them."""
     gate = threading.Event()
-    original = plog.append
+    original = plog.append_encoded
 
     def failing_first(records, fsync):
         gate.wait(5)
-        if records[0] == rec(0):
+        if records[0] == encode([rec(0)])[0]:
             raise OSError(errno.EIO, "I/O error")
         return original(records, fsync)
 
-    plog.append = failing_first
+    plog.append_encoded = failing_first
     writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
     first = append(writer, [rec(0)])
     await asyncio.sleep(0)  # the first batch is in flight
@@ -177,6 +177,24 @@ async def test_failed_write_fails_the_appends_queued_behind_it(plog, executor, t
     assert await asyncio.wait_for(first, 5) is ErrorCode.not_coordinator
     assert await asyncio.wait_for(queued, 5) is ErrorCode.not_coordinator
     assert await asyncio.wait_for(append(writer, [rec(2)]), 5) is None
+    assert batches_on_disk(str(tmp_path)) == [[0]]
+
+
+async def test_a_request_that_cannot_be_encoded_fails_alone(plog, executor, tmp_path):
+    """A group id over 32,767 bytes: its request gets RECORD_LIST_TOO_LARGE (each API maps it); the
+    request appended beside it in the same loop turn is written."""
+    writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
+    too_long = Record(OffsetCommitKey("g" * 40_000, "t", 0), OffsetCommitValue(1, -1, "", 1))
+    results = await asyncio.gather(append(writer, [rec(0)]), append(writer, [too_long]), append(writer, [rec(1)]))
+    assert results == [None, ErrorCode.record_list_too_large, None]
+    assert batches_on_disk(str(tmp_path)) == [[0, 1]]
+
+
+async def test_a_request_over_message_max_bytes_fails_alone(plog, executor, tmp_path):
+    writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000, max_message_bytes=1000)
+    big = Record(OffsetCommitKey("g", "t", 0), OffsetCommitValue(1, -1, "m" * 2000, 1))
+    results = await asyncio.gather(append(writer, [big]), append(writer, [rec(1)]))
+    assert results == [ErrorCode.record_list_too_large, None]
     assert batches_on_disk(str(tmp_path)) == [[0]]
 
 

@@ -110,3 +110,17 @@ def test_write_that_times_out_is_answered_with_the_error_but_stays_applied(d):
     assert d.answers[-1][1] == {("t", 0): E.coordinator_not_available}
     d.finish_writes()  # it lands after all
     assert offsets_of(d) == {("t", 0): 2} and d.fetch("g")[0][2].offset == 2
+
+
+def test_commit_too_large_for_the_log_is_invalid_commit_offset_size_and_reverted(d):
+    d.commit("g", [("t", 0, 1)])
+    d.fail_next_write(E.record_list_too_large)
+    assert d.commit("g", [("t", 0, 2)]) == {("t", 0): E.invalid_commit_offset_size}
+    assert offsets_of(d) == {("t", 0): 1}
+
+
+def test_group_metadata_too_large_for_the_log_is_unknown_server_error(d):
+    d.fail_next_write(E.record_list_too_large)
+    d.join("g", ticket="j", client_id="a", version=3)
+    assert d.replies["j"]["error_code"] == E.unknown_server_error
+    assert "g" not in d.shard.groups
