@@ -46,7 +46,7 @@ def _group(requested, result) -> tuple[list[dict], ErrorCode]:
 
 def _fetch(node, group_id: str, topics, require_stable: bool):
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    return node.groups.fetch_offsets(OffsetFetchRequest(group_id, wanted, require_stable))
+    return node.coordinator.fetch_offsets(OffsetFetchRequest(group_id, wanted, require_stable))
 
 
 def handle(node, request: Request):
