@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import TYPE_CHECKING
+import weakref
 from urllib.parse import urlsplit
 
 from prometheus_client import (CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, disable_created_metrics,
@@ -20,9 +20,7 @@ from prometheus_client.core import GaugeMetricFamily
 from protocol.apis import ApiKey
 
 from .listen import Listener
-
-if TYPE_CHECKING:
-    from .runtime import GroupCoordinator
+from .system_clock import wall_ms
 
 disable_created_metrics()  # `_created` series double the exposition and no dashboard uses them
 
@@ -59,37 +57,18 @@ def request_done(api_key: int, response, seconds: float) -> None:
     _latency_children[api_key].observe(seconds)
 
 
-# -- groups (events reported by the shards) --------------------------------------------------------
-_REBALANCES_STARTED = Counter("groupd_rebalances_started_total", "Rebalances started, by reason", ["reason"])
-_REBALANCES_COMPLETED = Counter("groupd_rebalances_completed_total",
+# -- groups (the core's events, counted by coordinator/observe.py) --------------------------------------------------------
+REBALANCES_STARTED = Counter("groupd_rebalances_started_total", "Rebalances started, by reason", ["reason"])
+REBALANCES_COMPLETED = Counter("groupd_rebalances_completed_total",
                                 "Rebalances completed, by the state they ended in (Stable, or Empty)", ["state"])
-_REBALANCE_SECONDS = Histogram("groupd_rebalance_duration_seconds",
+REBALANCE_SECONDS = Histogram("groupd_rebalance_duration_seconds",
                                "From PreparingRebalance to Stable (or Empty)",
                                buckets=(.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600))
-_MEMBERS_EXPIRED = Counter("groupd_members_expired_total", "Members removed by a timer", ["reason"])
-_STATIC_REPLACED = Counter("groupd_static_member_replacements_total", "Static members replaced by a new member id")
-_STATIC_FENCED = Counter("groupd_static_member_fencings_total", "Requests answered FENCED_INSTANCE_ID")
-_OFFSETS_REMOVED = Counter("groupd_offsets_removed_total", "Committed offsets removed, by reason", ["reason"])
-_GROUPS_REMOVED = Counter("groupd_groups_removed_total", "Groups removed, by reason", ["reason"])
-
-
-def group_event(name: str, value: float = 1, **labels) -> None:
-    """The shards' `on_event` hook."""
-    if name == "rebalance_started":
-        _REBALANCES_STARTED.labels(labels["reason"]).inc()
-    elif name == "rebalance_completed":
-        _REBALANCES_COMPLETED.labels(labels["state"]).inc()
-        _REBALANCE_SECONDS.observe(labels["seconds"])
-    elif name == "member_expired":
-        _MEMBERS_EXPIRED.labels(labels["reason"]).inc(value)
-    elif name == "static_member_replaced":
-        _STATIC_REPLACED.inc(value)
-    elif name == "static_member_fenced":
-        _STATIC_FENCED.inc(value)
-    elif name == "offsets_removed":
-        _OFFSETS_REMOVED.labels(labels["reason"]).inc(value)
-    elif name == "groups_removed":
-        _GROUPS_REMOVED.labels(labels["reason"]).inc(value)
+MEMBERS_EXPIRED = Counter("groupd_members_expired_total", "Members removed by a timer", ["reason"])
+STATIC_REPLACED = Counter("groupd_static_member_replacements_total", "Static members replaced by a new member id")
+STATIC_FENCED = Counter("groupd_static_member_fencings_total", "Requests answered FENCED_INSTANCE_ID")
+OFFSETS_REMOVED = Counter("groupd_offsets_removed_total", "Committed offsets removed, by reason", ["reason"])
+GROUPS_REMOVED = Counter("groupd_groups_removed_total", "Groups removed, by reason", ["reason"])
 
 
 # -- the offsets log -------------------------------------------------------------------------------
@@ -102,6 +81,10 @@ APPEND_BYTES = Counter("groupd_log_appended_bytes_total", "Bytes appended to the
 COMPACTIONS = Counter("groupd_log_compactions_total", "Compaction runs")
 COMPACTION_RECLAIMED = Counter("groupd_log_compaction_reclaimed_bytes_total", "Bytes reclaimed by compaction")
 LOAD_SECONDS = Gauge("groupd_partition_load_seconds", "How long each partition took to load", ["partition"])
+CORRUPT_BYTES = Counter("groupd_log_corrupt_bytes_total",
+                        "Corrupt bytes skipped while loading the offsets log (a torn tail is not counted)", ["partition"])
+CORRUPT_BATCHES = Counter("groupd_log_corrupt_batches_total",
+                          "Batches found corrupt and skipped while loading the offsets log", ["partition"])
 
 
 def batch_written(records: int, size: int, seconds: float) -> None:
@@ -111,18 +94,22 @@ def batch_written(records: int, size: int, seconds: float) -> None:
 
 
 class CoordinatorCollector:
-    """State gauges, computed when Prometheus scrapes."""
+    """State gauges, computed when Prometheus scrapes, over every coordinator handed to `watch`
+    (registered once per process, so two coordinators can live in one)."""
 
-    def __init__(self, groups: GroupCoordinator, generations: bool, offsets: bool) -> None:
-        self.groups = groups
-        self.generations = generations
-        self.per_offset = offsets
+    def __init__(self) -> None:
+        self._watched: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # coordinator → (generations, offsets)
+
+    def watch(self, groups, generations: bool, offsets: bool) -> None:
+        """`groups` offers `shards`, `states` and `writers` per offsets partition (the runtime's
+        GroupCoordinator)."""
+        self._watched[groups] = (generations, offsets)
 
     def collect(self):
-        import time
+        for groups, (generations, offsets) in list(self._watched.items()):
+            yield from self._collect(groups, generations, offsets)
 
-        from .group import GroupState
-
+    def _collect(self, groups, generations: bool, per_offset: bool):
         by_state = GaugeMetricFamily("groupd_groups", "Groups, by state and protocol type", labels=["state", "protocol_type"])
         members = GaugeMetricFamily("groupd_members", "Members of classic groups")
         offsets = GaugeMetricFamily("groupd_offsets", "Committed offsets stored")
@@ -138,12 +125,12 @@ class CoordinatorCollector:
                                       labels=["group", "topic", "partition"])
         age = GaugeMetricFamily("groupd_group_commit_age_seconds", "Seconds since the commit (opt-in)",
                                 labels=["group", "topic", "partition"])
-        now = time.time() * 1000
-        for p, shard in enumerate(self.groups.shards):
-            state = self.groups.states[p].value
+        now = wall_ms()
+        for p, shard in enumerate(groups.shards):
+            state = groups.states[p].value
             for s in ("loading", "active", "failed"):
                 partition_state.add_metric([str(p), s], 1.0 if s == state else 0.0)
-            writer = self.groups.writers[p]
+            writer = groups.writers[p]
             if writer is not None:
                 sizes = [os.path.getsize(path) for _, path in writer.plog.segments if os.path.exists(path)]
                 log_bytes.add_metric([str(p)], sum(sizes))
@@ -151,14 +138,14 @@ class CoordinatorCollector:
             if state != "active":
                 continue
             for group in list(shard.groups.values()):
-                key = (group.state.value, group.protocol_type or "")
+                key = (group.state_name, group.protocol_type or "")
                 counts[key] = counts.get(key, 0) + 1
                 n_members += len(group.members)
-                if self.generations and group.state is not GroupState.DEAD:
+                if generations:
                     generation.add_metric([group.group_id], group.generation)
             for group_id, values in list(shard.offsets.items()):
                 n_offsets += len(values)
-                if self.per_offset:
+                if per_offset:
                     for (topic, partition), value in values.items():
                         committed.add_metric([group_id, topic, str(partition)], value.offset)
                         age.add_metric([group_id, topic, str(partition)], max(now - value.commit_timestamp, 0) / 1000)
@@ -167,9 +154,9 @@ class CoordinatorCollector:
         members.add_metric([], n_members)
         offsets.add_metric([], n_offsets)
         yield from (by_state, members, offsets, partition_state, log_bytes, log_segments)
-        if self.generations:
+        if generations:
             yield generation
-        if self.per_offset:
+        if per_offset:
             yield from (committed, age)
 
 
@@ -217,10 +204,13 @@ class _Exposition(asyncio.Protocol):
         self.transport.close()
 
 
-async def serve(settings, groups: GroupCoordinator) -> str | None:
-    """Register the state collector and serve the exposition on `metrics.listener`."""
-    REGISTRY.register(CoordinatorCollector(groups, settings.metrics_group_generation_enabled,
-                                           settings.metrics_group_offsets_enabled))
+COLLECTOR = CoordinatorCollector()
+REGISTRY.register(COLLECTOR)
+
+
+async def serve(settings, groups) -> str | None:
+    """Hand the coordinator to the state collector and serve the exposition on `metrics.listener`."""
+    COLLECTOR.watch(groups, settings.metrics_group_generation_enabled, settings.metrics_group_offsets_enabled)
     if not settings.metrics_listener:
         return None
     url = urlsplit(settings.metrics_listener)

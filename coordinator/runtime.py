@@ -1,9 +1,6 @@
-"""The asyncio shell around the sans-IO shards: it routes a group to its shard, runs each
-operation, appends the records it returned, applies them once durable, releases the replies that
-waited on them, and arms the deadlines the shards hand out.
-
-Order for every write: append → (durable) → apply → reply. Timers are lazy: one armed timer per
-key; a later deadline for the same key leaves it armed, and the shard re-arms when it fires early.
+"""The asyncio shell around the sans-IO shards: it routes a group to its shard and hands each
+outcome to that partition's `Runner` (coordinator/runner.py: append and apply, then release the
+reply once durable or revert), plugging in the partition's log writer and the loop's timers.
 """
 
 from __future__ import annotations
@@ -21,16 +18,18 @@ from protocol import ErrorCode
 from storage.compaction import closed_bytes, compact
 from storage.log import LoadResult, PartitionLog
 
-from . import metrics
+from . import metrics, observe
+from .system_clock import mono_ms, now, wall_ms
 from .log_writer import LogWriter
+from .runner import Runner
 from .partitioning import partition_for
-from .shard import GroupSettings, GroupShard, Outcome, join_reply, sync_reply
+from .classic.replies import join_reply, sync_reply
+from .classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
+from .outcome import Outcome
+from .requests import OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest
+from .shard import GroupSettings, GroupShard
 
 log = logging.getLogger("groupd")
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def new_member_id(prefix: str) -> str:
@@ -49,14 +48,13 @@ class GroupCoordinator:
         self.partitions = settings.offsets_topic_num_partitions
         group_settings = GroupSettings.from_settings(settings)
         self.shards = [GroupShard(p, group_settings, new_member_id) for p in range(self.partitions)]
-        for shard in self.shards:
-            shard.on_event = metrics.group_event
         self.states = [PartitionState.LOADING] * self.partitions
         self._partition_cache: dict[str, int] = {}
         self.writers: list[LogWriter | None] = [None] * self.partitions
-        self._timers: dict[tuple, tuple[int, asyncio.TimerHandle]] = {}
+        self.runners = [Runner(shard, self, _resolve, now, self._new_ticket, observe.emit) for shard in self.shards]
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="groupd-log")
         self._tasks: dict[Any, asyncio.TimerHandle] = {}  # periodic work: expiry, fsync, compaction
+        self._failure_logged: dict[str, float] = {}  # task → when its last failure was logged (monotonic s)
 
     def partition(self, group_id: str) -> int:
         # Java's String.hashCode in Python is ~5% of a heartbeat: remember it per group id
@@ -77,11 +75,11 @@ class GroupCoordinator:
         loop = asyncio.get_running_loop()
         self._pending_loads = self.partitions
         for p in range(self.partitions):
-            self.shards[p].active = False
             loop.run_in_executor(self._executor, self._load, p).add_done_callback(
                 lambda f, p=p: self._loaded(p, f))
         self._clean_bytes = [0] * self.partitions  # closed-segment bytes right after the last compaction
-        self._schedule("compact", self.settings.log_cleaner_backoff_ms / 1000, self._maybe_compact)
+        backoff = self.settings.log_cleaner_backoff_ms / 1000
+        self._schedule("compact", backoff, self._maybe_compact)
         interval = self.settings.log_flush_interval_ms
         if interval > 0:
             self._schedule("fsync", interval / 1000, self._sync_all, interval / 1000)
@@ -89,7 +87,7 @@ class GroupCoordinator:
     def _load(self, p: int) -> tuple[PartitionLog, LoadResult, float]:
         started = time.perf_counter()
         plog = PartitionLog(self.settings.data_dir, p, self.settings.offsets_topic_segment_bytes)
-        result = plog.load(self.shards[p].apply)  # the shard is not active: no request reads it
+        result = plog.load(self.shards[p].apply)  # no request reads the partition until it is loaded
         return plog, result, time.perf_counter() - started
 
     def _loaded(self, p: int, f: asyncio.Future) -> None:
@@ -100,32 +98,63 @@ class GroupCoordinator:
             plog, result, seconds = f.result()
             self.writers[p] = LogWriter(plog, self._executor, self.settings.log_flush_interval_ms == 0,
                                         self.settings.offsets_commit_timeout_ms, on_batch=metrics.batch_written,
-                                        on_late=lambda records, shard=self.shards[p]: [shard.apply(r) for r in records])
+                                        max_message_bytes=self.settings.message_max_bytes)
+            self.runners[p].log = self.writers[p]
             metrics.LOAD_SECONDS.labels(str(p)).set(seconds)
             self.states[p] = PartitionState.ACTIVE
             shard = self.shards[p]
-            self.run(p, shard.on_loaded(now_ms()))
+            self.run(p, shard.on_loaded(now()))
             self._schedule(("expire", p), self.settings.offsets_retention_check_interval_ms / 1000, self._expire, p)
-            if result.records:
-                log.info("partition loaded partition=%d records=%d bytes=%d groups=%d offsets=%d ms=%d%s", p,
-                         result.records, result.bytes, len(shard.groups), sum(map(len, shard.offsets.values())),
-                         seconds * 1000, " (torn tail truncated)" if result.truncated else "")
+            if result.corrupt_bytes:
+                metrics.CORRUPT_BYTES.labels(str(p)).inc(result.corrupt_bytes)
+                metrics.CORRUPT_BATCHES.labels(str(p)).inc(result.corrupt_batches)
+            if result.records or result.corrupt_bytes:
+                log.log(logging.ERROR if result.corrupt_bytes else logging.INFO,
+                        "partition loaded partition=%d records=%d bytes=%d groups=%d offsets=%d ms=%d "
+                        "corrupt_bytes=%d corrupt_batches=%d%s", p, result.records, result.bytes, len(shard.groups),
+                        sum(map(len, shard.offsets.values())), seconds * 1000, result.corrupt_bytes,
+                        result.corrupt_batches, " (torn tail truncated)" if result.truncated else "")
         self._pending_loads -= 1
         if self._pending_loads == 0:
             log.info("offsets log loaded partitions=%d active=%d failed=%d groups=%d", self.partitions,
                      self.states.count(PartitionState.ACTIVE), self.states.count(PartitionState.FAILED),
                      sum(len(s.groups) for s in self.shards))
 
-    def _schedule(self, key: Any, delay: float, fn, *args) -> None:
-        self._tasks[key] = asyncio.get_running_loop().call_later(delay, fn, *args)
+    # -- periodic work: expiry, compaction, fsync. Each survives its own exception: it logs (at
+    # most once a minute per task) and runs again after its interval.
+
+    def _schedule(self, key: Any, delay: float, fn, *args, retry: float | None = None) -> None:
+        """Run `fn(*args)` after `delay` s; if it raises without having scheduled its next run,
+        it runs again after `retry` s (default: `delay`)."""
+        retry = delay if retry is None else retry
+        self._tasks[key] = asyncio.get_running_loop().call_later(delay, self._run_task, key, retry, fn, args)
+
+    def _run_task(self, key: Any, retry: float, fn, args: tuple) -> None:
+        handle = self._tasks.get(key)
+        try:
+            fn(*args)
+        except Exception as e:
+            self._task_failed(key, e)
+            if self._tasks.get(key) is handle:  # it did not get to schedule its next run
+                self._schedule(key, retry, fn, *args, retry=retry)
+
+    def _task_failed(self, key: Any, error: BaseException) -> None:
+        task = key[0] if isinstance(key, tuple) else key
+        at = time.monotonic()
+        if at - self._failure_logged.get(task, -3600.0) >= 60:
+            self._failure_logged[task] = at
+            log.error("periodic task failed task=%s %s: %r (it runs again; logged at most once a minute)", task,
+                      f"partition={key[1]}" if isinstance(key, tuple) else "", error)
 
     def _expire(self, p: int) -> None:
+        interval = self.settings.offsets_retention_check_interval_ms / 1000
+        self._schedule(("expire", p), interval, self._expire, p)
         if self.states[p] is PartitionState.ACTIVE:
-            self.run(p, self.shards[p].expire(now_ms(), self.settings.offsets_retention_minutes * 60_000))
-        self._schedule(("expire", p), self.settings.offsets_retention_check_interval_ms / 1000, self._expire, p)
+            self.run(p, self.shards[p].expire(now(), self.settings.offsets_retention_minutes * 60_000))
 
     def _maybe_compact(self) -> None:
         """Compact, off the loop, the first partition whose closed segments are dirty enough."""
+        backoff = self.settings.log_cleaner_backoff_ms / 1000
         loop = asyncio.get_running_loop()
         for p, writer in enumerate(self.writers):
             if writer is None or writer.closed:
@@ -133,38 +162,44 @@ class GroupCoordinator:
             closed = closed_bytes(writer.plog.directory)
             if closed and (closed - self._clean_bytes[p]) / closed >= self.settings.min_cleanable_dirty_ratio:
                 started = time.perf_counter()
-                job = loop.run_in_executor(self._executor, compact, writer.plog.directory, now_ms(),
+                job = loop.run_in_executor(self._executor, compact, writer.plog.directory, wall_ms(),
                                            self.settings.log_cleaner_delete_retention_ms)
                 job.add_done_callback(lambda f, p=p: self._compacted(p, f, started))
                 return
-        self._schedule("compact", self.settings.log_cleaner_backoff_ms / 1000, self._maybe_compact)
+        self._schedule("compact", backoff, self._maybe_compact)
 
     def _compacted(self, p: int, f: asyncio.Future, started: float) -> None:
-        if f.exception() is not None:
-            log.error("compaction failed partition=%d: %s", p, f.exception())
-            self._clean_bytes[p] = closed_bytes(self.writers[p].plog.directory)  # do not retry at once
-        else:
+        # the next dirty partition, if any; after a failure, not before the backoff
+        backoff = self.settings.log_cleaner_backoff_ms / 1000
+        try:
+            self._clean_bytes[p] = closed_bytes(self.writers[p].plog.directory)  # a failure is not retried at once
+            if f.exception() is not None:
+                raise f.exception()
             result = f.result()
-            self._clean_bytes[p] = closed_bytes(self.writers[p].plog.directory)
             metrics.COMPACTIONS.inc()
             metrics.COMPACTION_RECLAIMED.inc(result.reclaimed)
-            log.info("compacted partition=%d segments=%d records=%d->%d bytes=%d->%d ms=%d", p,
+            log.info("compacted partition=%d segments=%d records=%d->%d bytes=%d->%d corrupt_segments=%d ms=%d", p,
                      result.segments_cleaned, result.records_before, result.records_after, result.bytes_before,
-                     result.bytes_after, (time.perf_counter() - started) * 1000)
-        self._schedule("compact", 0, self._maybe_compact)  # the next dirty partition, if any
+                     result.bytes_after, result.segments_corrupt, (time.perf_counter() - started) * 1000)
+        except Exception as e:
+            self._task_failed(("compact", p), e)
+            self._schedule("compact", backoff, self._maybe_compact)
+            return
+        self._schedule("compact", 0, self._maybe_compact, retry=backoff)
 
     def _sync_all(self, interval: float) -> None:
         """Interval mode (`log.flush.interval.ms` > 0): fsync every log this often."""
+        self._schedule("fsync", interval, self._sync_all, interval)
         for writer in self.writers:
             if writer is not None and not writer.closed:
-                asyncio.get_running_loop().run_in_executor(self._executor, writer.plog.sync)
-        self._schedule("fsync", interval, self._sync_all, interval)
+                job = asyncio.get_running_loop().run_in_executor(self._executor, writer.plog.sync)
+                job.add_done_callback(lambda f, p=writer.plog.partition: f.exception() is None or
+                                      self._task_failed(("fsync", p), f.exception()))
 
     async def close(self) -> None:
         """Cancel timers, let in-flight writes finish, close (and fsync) every log."""
-        for _, handle in self._timers.values():
-            handle.cancel()
-        self._timers.clear()
+        for runner in self.runners:
+            runner.cancel_timers()
         for task in self._tasks.values():
             task.cancel()
         for writer in self.writers:
@@ -186,79 +221,77 @@ class GroupCoordinator:
     # -- running operations --------------------------------------------------------------------
 
     def run(self, p: int, out: Outcome, ticket: asyncio.Future | None = None) -> Any:
-        """Carry out an outcome of shard `p`: the reply when it is ready now, else a future of it
-        (the ticket, when the operation parked one or its reply waits on a write)."""
-        for parked, reply in out.released:
-            _resolve(parked, reply)
-        if out.timers:
-            self._arm(p, out.timers)
-        if out.records:
-            if ticket is None:
-                ticket = asyncio.get_running_loop().create_future()
-            self.writers[p].append(out.records).add_done_callback(
-                lambda f: self._written(p, out, ticket, f.result()))
-            return ticket
-        return out.reply if out.reply is not None else ticket
+        """Carry out an outcome of shard `p`: the reply when it is ready now, else a future of it."""
+        return self.runners[p].run(out, ticket)
 
-    def _written(self, p: int, out: Outcome, ticket: asyncio.Future, error: ErrorCode | None) -> None:
-        if error is None:
-            shard = self.shards[p]
-            for record in out.records:
-                shard.apply(record)
-        if out.after_write is not None:
-            result = self.run(p, out.after_write(error, now_ms()), ticket)
-            if result is not ticket:
-                _resolve(ticket, result)
-        if out.reply is not None:  # a reply given with the records (no-op if answered above)
-            _resolve(ticket, out.reply)
+    def _new_ticket(self) -> asyncio.Future:
+        return asyncio.get_running_loop().create_future()
 
-    # -- one entry point per operation ---------------------------------------------------------
+    def call_at(self, deadline: int, fire) -> asyncio.TimerHandle:
+        """The runners' timer port: `fire` at `deadline` (monotonic ms)."""
+        return asyncio.get_running_loop().call_later(max(deadline - mono_ms(), 0) / 1000, fire)
 
-    def join(self, req) -> Any:
+    # -- operations: one entry point -------------------------------------------------------------
+
+    def call(self, group_id: str, operation, unavailable=lambda error: error, parks: bool = False) -> Any:
+        """Run `operation(shard, ticket, now)` on the partition of `group_id`: its reply, or a
+        future of it; `unavailable(error)` when the partition cannot serve now (spec §10.1).
+        `parks`: the operation may park its request (JoinGroup, SyncGroup) and needs a ticket."""
+        p = self.partition(group_id)
+        if (error := self.unavailable(p)) is not None:
+            return unavailable(error)
+        ticket = self._new_ticket() if parks else None
+        return self.run(p, operation(self.shards[p], ticket, now()), ticket)
+
+    def join(self, req: JoinRequest) -> Any:
+        return self.call(req.group_id, lambda shard, ticket, at: shard.join(req, ticket, at),
+                         lambda error: join_reply(error, req.member_id), parks=True)
+
+    def sync(self, req: SyncRequest) -> Any:
+        return self.call(req.group_id, lambda shard, ticket, at: shard.sync(req, ticket, at), sync_reply, parks=True)
+
+    def leave(self, req: LeaveRequest) -> Any:
+        return self.call(req.group_id, lambda shard, _, at: shard.leave(req, at),
+                         lambda error: {"error_code": error, "members": []})
+
+    def commit(self, req: OffsetCommitRequest) -> Any:
+        return self.call(req.group_id, lambda shard, _, at: shard.commit(req, at),
+                         lambda error: {(t, part): error for t, part, *_ in req.offsets})
+
+    def delete_offsets(self, req: OffsetDeleteRequest) -> Any:
+        return self.call(req.group_id, lambda shard, _, at: shard.delete_offsets(req),
+                         lambda error: {"error_code": error, "partitions": {}})
+
+    def delete_group(self, group_id: str) -> Any:
+        return self.call(group_id, lambda shard, _, at: shard.delete_group(group_id))
+
+    def heartbeat(self, req: HeartbeatRequest) -> ErrorCode:
+        """The hot path: no outcome, no ticket; a valid heartbeat only moves a deadline."""
         p = self.partition(req.group_id)
-        if (error := self.unavailable(p)) is not None:
-            return join_reply(error, req.member_id)
-        ticket = asyncio.get_running_loop().create_future()
-        return self.run(p, self.shards[p].join(req, ticket, now_ms()), ticket)
-
-    def sync(self, group_id: str, *args) -> Any:
-        p = self.partition(group_id)
-        if (error := self.unavailable(p)) is not None:
-            return sync_reply(error)
-        ticket = asyncio.get_running_loop().create_future()
-        return self.run(p, self.shards[p].sync(group_id, *args, ticket, now_ms()), ticket)
-
-    def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
-        p = self.partition(group_id)
         state = self.states[p]
         if state is not PartitionState.ACTIVE:  # a loading coordinator answers heartbeats blind (spec §5.1)
             return ErrorCode.none if state is PartitionState.LOADING else ErrorCode.not_coordinator
-        return self.shards[p].heartbeat(group_id, generation, member_id, instance_id, now_ms())
+        shard = self.shards[p]
+        error = shard.heartbeat(req, now())
+        if shard.events:  # a fenced static member
+            self.runners[p].flush_events()
+        return error
 
-    def leave(self, group_id: str, identities) -> Any:
-        p = self.partition(group_id)
-        if (error := self.unavailable(p)) is not None:
-            return {"error_code": error, "members": []}
-        return self.run(p, self.shards[p].leave(group_id, identities, now_ms()))
+    # -- reads ----------------------------------------------------------------------------------
 
-    def commit(self, group_id: str, generation, member_id, instance_id, retention_ms, offsets, version) -> Any:
-        p = self.partition(group_id)
-        if (error := self.unavailable(p)) is not None:
-            return {(t, part): error for t, part, *_ in offsets}
-        return self.run(p, self.shards[p].commit(group_id, generation, member_id, instance_id, retention_ms,
-                                                 offsets, version, now_ms()))
-
-    def fetch_offsets(self, group_id: str, topics, require_stable: bool) -> Any:
+    def fetch_offsets(self, req: OffsetFetchRequest) -> Any:
         """Committed offsets, or the group-level error; with require_stable, read after the
         partition's in-flight writes."""
-        p = self.partition(group_id)
+        p = self.partition(req.group_id)
         if (error := self.unavailable(p)) is not None:
             return error
-        idle = self.writers[p].idle() if require_stable else None
+        idle = self.writers[p].idle() if req.require_stable else None
         if idle is None:
-            return self.shards[p].fetch_offsets(group_id, topics)
+            runner = self.runners[p]
+            return self.shards[p].fetch_offsets(req.group_id, req.topics,
+                                                runner.last_committed() if runner.in_flight else None)
         result = asyncio.get_running_loop().create_future()
-        idle.add_done_callback(lambda _: _resolve(result, self.shards[p].fetch_offsets(group_id, topics)))
+        idle.add_done_callback(lambda _: _resolve(result, self.shards[p].fetch_offsets(req.group_id, req.topics)))
         return result
 
     def describe(self, group_id: str) -> dict | ErrorCode | None:
@@ -273,36 +306,6 @@ class GroupCoordinator:
             return ErrorCode.coordinator_load_in_progress
         return [g for p, shard in enumerate(self.shards) if self.states[p] is PartitionState.ACTIVE
                 for g in shard.list_groups()]
-
-    def delete_group(self, group_id: str) -> Any:
-        p = self.partition(group_id)
-        if (error := self.unavailable(p)) is not None:
-            return error
-        return self.run(p, self.shards[p].delete_group(group_id))
-
-    def delete_offsets(self, group_id: str, topics) -> Any:
-        p = self.partition(group_id)
-        if (error := self.unavailable(p)) is not None:
-            return {"error_code": error, "partitions": {}}
-        return self.run(p, self.shards[p].delete_offsets(group_id, topics))
-
-    # -- timers --------------------------------------------------------------------------------
-
-    def _arm(self, p: int, timers: list[tuple[tuple, int]]) -> None:
-        loop = asyncio.get_running_loop()
-        now = now_ms()
-        for key, deadline in timers:
-            armed = self._timers.get(key)
-            if armed is not None:
-                if armed[0] <= deadline:
-                    continue  # fires first and re-arms for the later deadline
-                armed[1].cancel()
-            handle = loop.call_later(max(deadline - now, 0) / 1000, self._fire, p, key)
-            self._timers[key] = (deadline, handle)
-
-    def _fire(self, p: int, key: tuple) -> None:
-        self._timers.pop(key, None)
-        self.run(p, self.shards[p].on_timer(key, now_ms()))
 
 
 def _resolve(ticket: Any, reply: Any) -> None:

@@ -42,8 +42,8 @@ class Server:
     async def startup(self) -> None:
         started = time.monotonic()
         self.node = Node(self.settings)
-        metrics_url = await metrics.serve(self.settings, self.node.groups)
-        self.node.groups.start()  # partitions load off the loop and answer LOAD_IN_PROGRESS until then
+        metrics_url = await metrics.serve(self.settings, self.node.coordinator)
+        self.node.coordinator.start()  # partitions load off the loop and answer LOAD_IN_PROGRESS until then
         for listener in self.settings.listeners:
             self._listeners.append(Listener(listener.name, listener.host, listener.port,
                                             lambda: Connection(self.node, self.connections, self.request_memory)))
@@ -78,7 +78,8 @@ class Server:
         for conn in list(self.connections):
             conn.close()
         if self.node is not None:
-            await self.node.groups.close()  # in-flight writes finish, every log is fsynced and closed
+            await self.node.coordinator.close()  # in-flight writes finish, every log is fsynced and closed
+            self.node.close()  # releases the data dir's lock
         log.info("groupd stopped")
 
     async def serve(self) -> None:

@@ -1,53 +1,31 @@
-"""One offsets partition's worth of groups and offsets, and every classic-group operation on them
-(spec §3–§9). Sans-IO: each operation takes the request and `now` (wall clock, ms) and returns an
-`Outcome`; nothing here awaits, sleeps or reads a clock.
-
-State split, as in Kafka's coordinator:
-- durable facts (committed offsets, which groups exist, a generation's protocol, leader and
-  assignments) change only in `apply(record)`, which the log loader calls too;
-- the rebalance in flight (who re-joined, parked replies, deadlines) is memory that Kafka does
-  not persist either: a coordinator that restarts mid-rebalance resumes from the last durable
-  generation.
-
-Replies are plain dicts with Kafka's field names; the API modules turn them into the
-version-specific messages. A parked request is an opaque `ticket` the caller passes in and gets
-back in `Outcome.released` with its reply.
+"""One offsets partition: the registry of its groups (of any type), their committed offsets, and
+the one `apply` by which durable state changes, for log loading, live writes (applied when the
+runner appends them) and reverts alike. Operations are routed to the group type's machine
+(coordinator/classic/), the offsets store (coordinator/offsets.py) or the admin operations here.
+Sans-IO: time comes in as `now`, records and replies go out in an `Outcome`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Callable
 from typing import Any
 
 from protocol import ErrorCode
 
-from storage.records import (
-    GroupMetadataKey,
-    GroupMetadataValue,
-    OffsetCommitKey,
-    OffsetCommitValue,
-    Record,
-)
+from storage.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, Record
 
-from .group import (
-    COMPLETING_REBALANCE,
-    DEAD,
-    EMPTY,
-    NEW_MEMBER_JOIN_TIMEOUT_MS,
-    PREPARING_REBALANCE,
-    STABLE,
-    ClassicGroup,
-    Member,
-)
+from .classic.group import EMPTY, ClassicGroup
+from .classic.machine import ClassicMachine
+from .classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
+from . import events as ev
+from .clock import Now
+from .group import Group
+from .offsets import OffsetsStore
+from .outcome import Outcome
+from .requests import OffsetCommitRequest, OffsetDeleteRequest
 
 E = ErrorCode
-log = logging.getLogger("groupd.group")
-
-# Timer keys: ("session", group, member) for members and pending member ids, ("join", group),
-# ("sync", group). A timer fires `on_timer(key)`; the group's deadlines say what is due.
-Timer = tuple[tuple, int]
 
 
 @dataclasses.dataclass(slots=True)
@@ -64,841 +42,139 @@ class GroupSettings:
                    s.group_initial_rebalance_delay_ms, s.group_max_size, s.offset_metadata_max_bytes)
 
 
-@dataclasses.dataclass(slots=True)
-class Outcome:
-    reply: Any = None  # the reply to the request itself; sent after `records` are durable
-    records: list[Record] = dataclasses.field(default_factory=list)
-    released: list[tuple[Any, Any]] = dataclasses.field(default_factory=list)  # (ticket, reply)
-    timers: list[Timer] = dataclasses.field(default_factory=list)
-    # called once `records` are durable (error None) or failed to be written (the mapped error)
-    after_write: Callable[[ErrorCode | None, int], Outcome] | None = None
-
-
-@dataclasses.dataclass(slots=True)
-class JoinRequest:
-    group_id: str
-    member_id: str
-    group_instance_id: str | None
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: tuple[tuple[str, bytes], ...]
-    version: int
-    client_id: str
-    client_host: str
-    reason: str | None = None
-
-
-def join_reply(error: ErrorCode, member_id: str = "", generation: int = -1, protocol_type=None,
-               protocol_name=None, leader: str = "", members=(), skip_assignment: bool = False) -> dict:
-    return {"error_code": error, "generation_id": generation, "protocol_type": protocol_type,
-            "protocol_name": protocol_name, "leader": leader, "skip_assignment": skip_assignment,
-            "member_id": member_id, "members": list(members)}
-
-
-def sync_reply(error: ErrorCode, protocol_type=None, protocol_name=None, assignment: bytes = b"") -> dict:
-    return {"error_code": error, "protocol_type": protocol_type, "protocol_name": protocol_name,
-            "assignment": assignment}
-
-
-REBALANCE_REASONS = ("member-joined", "member-left", "session-expired", "metadata-changed", "leader-rejoin",
-                     "static-member-rejoin", "sync-timeout", "write-failed", "over-max-size")
-
-
-def _ignore(*args: Any, **kwargs: Any) -> None:
-    pass
-
-
-def _utf16_len(s: str) -> int:
-    return len(s.encode("utf-16-le")) // 2
-
-
 class GroupShard:
     def __init__(self, partition: int, settings: GroupSettings, new_member_id: Callable[[str], str]) -> None:
         self.partition = partition
         self.settings = settings
-        self.new_member_id = new_member_id  # prefix → "<prefix>-<uuid>"
-        self.groups: dict[str, ClassicGroup] = {}
-        self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
-        self.active = True  # False while the partition loads: apply() then rebuilds groups
-        self.on_event: Callable[..., None] = _ignore  # (name, value=1, **labels): metrics, set by the shell
+        self.groups: dict[str, Group] = {}
+        self.store = OffsetsStore(self.groups, settings.offset_metadata_max_bytes)
+        self.events: list = []  # what happened (coordinator/events.py); the runner hands them to the shell
+        self.classic = ClassicMachine(self.groups, settings, new_member_id, self.events)
+        # one apply per record key type; a new group type adds its records here
+        self._apply: dict[type, Callable[[Any, Any], list[Record]]] = {
+            OffsetCommitKey: self._apply_offset,
+            GroupMetadataKey: self._apply_classic_group,
+        }
+
+    @property
+    def offsets(self) -> dict[str, dict[tuple[str, int], OffsetCommitValue]]:
+        return self.store.offsets
 
     # =========================================================================================
-    # apply: the one mutation path of durable state, for live writes and log loading alike
+    # apply: the one mutation path of durable state, for loading, live writes and reverts alike
 
-    def apply(self, record: Record) -> None:
-        key, value = record.key, record.value
-        if isinstance(key, OffsetCommitKey):
-            if value is None:
-                group_offsets = self.offsets.get(key.group)
-                if group_offsets is not None:
-                    group_offsets.pop((key.topic, key.partition), None)
-                    if not group_offsets:
-                        del self.offsets[key.group]
-                return
-            if key.group not in self.groups:  # offsets alone make a simple (standalone) group
-                self.groups[key.group] = ClassicGroup(key.group, EMPTY, None)
-            self.offsets.setdefault(key.group, {})[(key.topic, key.partition)] = value
-            return
+    def apply(self, record: Record) -> list[Record]:
+        """Apply one record; return the records that undo it (the previous state of its key)."""
+        return self._apply[type(record.key)](record.key, record.value)
+
+    def _apply_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> list[Record]:
+        undo = []
+        if value is not None and key.group not in self.groups:  # offsets alone make a simple (classic) group
+            self.groups[key.group] = ClassicGroup(key.group, EMPTY, None)
+            undo.append(Record(GroupMetadataKey(key.group), None))  # reverted last, after the offset
+        undo.append(Record(key, self.store.apply(key, value)))
+        return undo
+
+    def _apply_classic_group(self, key: GroupMetadataKey, value: GroupMetadataValue | None) -> list[Record]:
         group = self.groups.get(key.group)
+        undo = [Record(key, group.durable if group is not None else None)]
         if value is None:
-            if group is not None and self.active and (group.members or group.pending_join):
-                # a member joined while the group's deletion was being written: the group lives on
-                # (its next GroupMetadata record puts it back in the log)
-                return
-            self.groups.pop(key.group, None)
-            return
-        if not self.active or group is None:
+            if group is not None:
+                if key.group in self.store.offsets:
+                    group.durable = None  # its offsets keep it as a simple group, as at load
+                else:
+                    del self.groups[key.group]
+        elif group is None or value.generation > group.generation:
             self.groups[key.group] = ClassicGroup.from_record(key.group, value)
-        elif group.is_in(COMPLETING_REBALANCE) and group.generation == value.generation:
-            # the leader's assignment of this generation is now durable
-            assigned = {m.member_id: m.assignment for m in value.members}
-            for member in group.members.values():
-                member.assignment = assigned.get(member.member_id, b"")
+        else:  # memory is as new as the record: take what the record adds to it
+            group.replay(value)
+        return undo
 
-    def on_loaded(self, now: int) -> Outcome:
-        """The partition has replayed its log: start every member's session timer, and force
-        groups above group.max.size into a rebalance so the excess is kicked out (spec §12.6)."""
-        self.active = True
+    def revert(self, undo: list[Record], error: ErrorCode) -> list[tuple[Any, Any]]:
+        """Undo a failed write (its undo records, newest first). A group the revert removes (it
+        never became durable) answers its parked requests with the write's error."""
+        released = []
+        for record in reversed(undo):
+            before = self.groups.get(record.key.group)
+            self.apply(record)
+            if before is not None and self.groups.get(record.key.group) is not before:
+                released.extend(before.release_parked(error))
+        return released
+
+    def on_loaded(self, now: Now) -> Outcome:
+        """The partition has replayed its log: every group type starts its timers."""
         out = Outcome()
         for group in list(self.groups.values()):
-            for member in group.members.values():
-                self._arm_session(out, group, member, now, member.session_timeout_ms)
-            if len(group.members) > self.settings.max_size:
-                self._prepare_rebalance(out, group, now, "over-max-size", "group is over group.max.size after loading")
+            self.classic.on_loaded(out, group, now)
+        return out
+
+    def on_timer(self, key: tuple, now: Now) -> Outcome:
+        return self.classic.on_timer(key, now)
+
+    # =========================================================================================
+    # the classic protocol (coordinator/classic/machine.py)
+
+    def join(self, req: JoinRequest, ticket: Any, now: Now) -> Outcome:
+        return self.classic.join(req, ticket, now)
+
+    def sync(self, req: SyncRequest, ticket: Any, now: Now) -> Outcome:
+        return self.classic.sync(req, ticket, now)
+
+    def heartbeat(self, req: HeartbeatRequest, now: Now) -> ErrorCode:
+        return self.classic.heartbeat(req, now)
+
+    def leave(self, req: LeaveRequest, now: Now) -> Outcome:
+        return self.classic.leave(req, now)
+
+    # =========================================================================================
+    # offsets (coordinator/offsets.py)
+
+    def commit(self, req: OffsetCommitRequest, now: Now) -> Outcome:
+        out = self.store.commit(req, now)
+        if E.fenced_instance_id in (out.reply or {}).values():
+            self.events.append(ev.StaticMemberFenced(req.group_id))
+        return out
+
+    def fetch_offsets(self, group_id: str, topics, last_committed: dict | None = None):
+        return self.store.fetch(group_id, topics, last_committed)
+
+    def delete_offsets(self, req: OffsetDeleteRequest) -> Outcome:
+        return self.store.delete(req)
+
+    def expire(self, now: Now, retention_ms: int) -> Outcome:
+        """Tombstones for expired offsets, and for groups left without any (spec §11): offsets age
+        on the wall clock, as their stored timestamps do."""
+        out, expired_offsets, deleted_groups = self.store.expire(now.wall, retention_ms)
+        if out.records:
+            self.events.append(ev.OffsetsExpired(self.partition, expired_offsets, deleted_groups))
         return out
 
     # =========================================================================================
-    # JoinGroup (spec §3)
-
-    def join(self, req: JoinRequest, ticket: Any, now: int) -> Outcome:
-        log.debug("join group=%s member=%s instance=%s version=%d", req.group_id, req.member_id,
-                  req.group_instance_id, req.version)
-        out = Outcome()
-        s = self.settings
-        if req.group_id == "":
-            out.reply = join_reply(E.invalid_group_id, req.member_id)
-            return out
-        if not s.min_session_timeout_ms <= req.session_timeout_ms <= s.max_session_timeout_ms:
-            out.reply = join_reply(E.invalid_session_timeout, req.member_id)
-            return out
-        group = self.groups.get(req.group_id)
-        created = False
-        if group is None:
-            if req.member_id:
-                out.reply = join_reply(E.unknown_member_id, req.member_id)
-                return out
-            group = ClassicGroup(req.group_id, EMPTY, now)
-            self.groups[req.group_id] = group
-            created = True
-
-        if not self._accepts_joining_member(group, req.member_id):
-            if group.has_member(req.member_id):
-                self._remove_member(out, group, req.member_id)
-            out.reply = join_reply(E.group_max_size_reached, "")
-        elif req.member_id == "":
-            self._join_new_member(out, group, req, ticket, now)
-        else:
-            self._join_known_member(out, group, req, ticket, now)
-
-        if created and not out.records:
-            # a new group is written at once so that it exists in the log (Kafka 4 does this):
-            # the empty group as created, whoever this join added (spec §3.3)
-            out.records.append(Record(GroupMetadataKey(group.group_id), GroupMetadataValue(
-                "", 0, None, None, group.state_timestamp if group.state_timestamp is not None else -1, ())))
-            out.after_write = lambda error, at: self._new_group_written(group, ticket, error)
-        return out
-
-    def _new_group_written(self, group: ClassicGroup, ticket: Any, error: ErrorCode | None) -> Outcome:
-        out = Outcome()
-        if error is None:
-            return out
-        for member in list(group.members.values()):  # the group never became durable
-            if member.awaiting_join is ticket:
-                group.set_awaiting_join(member, None)  # answered with the write error, not as removed
-                self._remove_member(out, group, member.member_id)
-                out.released.append((ticket, join_reply(error, "")))
-        if not group.members and self.groups.get(group.group_id) is group and group.group_id not in self.offsets:
-            del self.groups[group.group_id]
-        return out
-
-    def _accepts_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
-        limit = self.settings.max_size
-        if group.is_in(EMPTY, DEAD):
-            return True
-        member = group.members.get(member_id)
-        if group.is_in(PREPARING_REBALANCE):
-            return (member is not None and member.awaiting_join is not None) or group.awaiting_join_count < limit
-        return member is not None or len(group.members) < limit
-
-    def _join_new_member(self, out: Outcome, group: ClassicGroup, req: JoinRequest, ticket: Any, now: int) -> None:
-        if group.is_in(DEAD):
-            out.reply = join_reply(E.coordinator_not_available, "")
-            return
-        if not group.supports_protocols(req.protocol_type, req.protocols):
-            out.reply = join_reply(E.inconsistent_group_protocol, "")
-            return
-        if req.group_instance_id is not None:
-            old_id = group.static_members.get(req.group_instance_id)
-            if old_id is not None:
-                self._replace_static_member(out, group, req, old_id, ticket, now)
-                return
-            self._add_member(out, group, req, self.new_member_id(req.group_instance_id), ticket, now)
-            return
-        member_id = self.new_member_id(req.client_id if req.client_id is not None else "null")
-        if req.version >= 4:
-            group.pending_join[member_id] = now + req.session_timeout_ms
-            out.timers.append((("session", group.group_id, member_id), group.pending_join[member_id]))
-            out.reply = join_reply(E.member_id_required, member_id)
-            return
-        self._add_member(out, group, req, member_id, ticket, now)
-
-    def _join_known_member(self, out: Outcome, group: ClassicGroup, req: JoinRequest, ticket: Any, now: int) -> None:
-        if group.is_in(DEAD):
-            out.reply = join_reply(E.coordinator_not_available, req.member_id)
-            return
-        if not group.supports_protocols(req.protocol_type, req.protocols):
-            out.reply = join_reply(E.inconsistent_group_protocol, req.member_id)
-            return
-        if req.member_id in group.pending_join:
-            del group.pending_join[req.member_id]
-            self._add_member(out, group, req, req.member_id, ticket, now)
-            return
-        error = self._validate_member(group, req.member_id, req.group_instance_id)
-        if error is not None:
-            out.reply = join_reply(error, req.member_id)
-            return
-        member = group.members[req.member_id]
-        if group.is_in(PREPARING_REBALANCE):
-            self._update_member(out, group, member, req, ticket)
-            self._maybe_complete_join(out, group, now)
-        elif group.is_in(COMPLETING_REBALANCE):
-            if member.matches(req.protocols):
-                out.reply = self._current_generation_reply(group, member, with_members=group.is_leader(member.member_id))
-            else:
-                self._update_member(out, group, member, req, ticket)
-                self._prepare_rebalance(out, group, now, "metadata-changed", f"member={member.member_id}")
-        elif group.is_in(STABLE):
-            if group.is_leader(member.member_id) or not member.matches(req.protocols):
-                reason = "leader-rejoin" if group.is_leader(member.member_id) else "metadata-changed"
-                self._update_member(out, group, member, req, ticket)
-                self._prepare_rebalance(out, group, now, reason, f"member={member.member_id}")
-            else:
-                out.reply = self._current_generation_reply(group, member, with_members=False)
-        else:  # Empty: no members, so validation has already answered
-            out.reply = join_reply(E.unknown_member_id, req.member_id)
-
-    def _current_generation_reply(self, group: ClassicGroup, member: Member, with_members: bool) -> dict:
-        return join_reply(E.none, member.member_id, group.generation, group.protocol_type, group.protocol_name,
-                          group.leader_id or "", group.member_list() if with_members else ())
-
-    def _update_member(self, out: Outcome, group: ClassicGroup, member: Member, req: JoinRequest, ticket: Any) -> None:
-        if member.awaiting_join is not None and member.awaiting_join is not ticket:
-            # a retried JoinGroup supersedes the parked one, which its client has given up on
-            out.released.append((member.awaiting_join, join_reply(E.rebalance_in_progress, member.member_id)))
-            group.set_awaiting_join(member, None)
-        group.update_member(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, ticket)
-
-    def _add_member(self, out: Outcome, group: ClassicGroup, req: JoinRequest, member_id: str, ticket: Any,
-                    now: int) -> None:
-        member = Member(member_id, req.group_instance_id, req.client_id or "", req.client_host,
-                        req.rebalance_timeout_ms, req.session_timeout_ms, req.protocol_type, req.protocols,
-                        awaiting_join=ticket, is_new=True)
-        group.add(member)
-        # sockets of parked joins are muted, so a new member that gave up would linger: it gets the
-        # new-member join timeout instead of its session timeout until its first generation
-        self._arm_session(out, group, member, now, NEW_MEMBER_JOIN_TIMEOUT_MS)
-        detail = f"member={member_id}" + (f" instance={req.group_instance_id}" if req.group_instance_id else "")
-        self._maybe_prepare_rebalance_or_complete_join(out, group, now, "member-joined", detail)
-
-    def _replace_static_member(self, out: Outcome, group: ClassicGroup, req: JoinRequest, old_id: str,
-                               ticket: Any, now: int) -> None:
-        """A static member re-joins with an empty member id (KIP-345, KIP-814; spec §3.10)."""
-        old = group.members[old_id]
-        if old.awaiting_join is not None:
-            out.released.append((old.awaiting_join, join_reply(E.fenced_instance_id, old_id)))
-        if old.awaiting_sync is not None:
-            out.released.append((old.awaiting_sync, sync_reply(E.fenced_instance_id)))
-        previous_leader = group.leader_id
-        old_protocols, old_timeouts = old.protocols, (old.rebalance_timeout_ms, old.session_timeout_ms)
-        new_id = self.new_member_id(req.group_instance_id)
-        member = group.replace_static_member(req.group_instance_id, old_id, new_id)
-        self._arm_session(out, group, member, now, member.session_timeout_ms)
-        group.update_member(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, ticket)
-        self.on_event("static_member_replaced")
-        log.info("static member replaced group=%s instance=%s old=%s new=%s state=%s", group.group_id,
-                 req.group_instance_id, old_id, new_id, group.state.value)
-
-        if group.is_in(STABLE):
-            if group.select_protocol() != group.protocol_name:
-                self._maybe_prepare_rebalance_or_complete_join(
-                    out, group, now, "metadata-changed", f"instance={req.group_instance_id} changes the protocol")
-                return
-            # Same protocol: no rebalance. Persist the new member id, then answer from the stored
-            # generation; the leader of a v9+ join is told to skip the assignment.
-            out.records.append(Record(GroupMetadataKey(group.group_id), group.metadata_value()))
-
-            def written(error: ErrorCode | None, at: int) -> Outcome:
-                done = Outcome()
-                if member.awaiting_join is not ticket or group.members.get(new_id) is not member:
-                    return done  # a rebalance overtook the write and answered the join
-                group.set_awaiting_join(member, None)
-                if error is not None:
-                    group.update_member(member, old_protocols, *old_timeouts, None)
-                    restored = group.replace_static_member(req.group_instance_id, new_id, old_id)
-                    self._arm_session(done, group, restored, at, restored.session_timeout_ms)
-                    done.reply = join_reply(error, "", group.generation, group.protocol_type, group.protocol_name,
-                                            previous_leader or "")
-                elif req.version >= 9:
-                    leader = group.is_leader(new_id)
-                    done.reply = join_reply(E.none, new_id, group.generation, group.protocol_type,
-                                            group.protocol_name, group.leader_id or "",
-                                            group.member_list() if leader else (), skip_assignment=leader)
-                else:
-                    # v5–v8: report the leader as it was, so a returning leader does not assign
-                    done.reply = join_reply(E.none, new_id, group.generation, group.protocol_type,
-                                            group.protocol_name, previous_leader or "")
-                return done
-
-            out.after_write = written
-        elif group.is_in(COMPLETING_REBALANCE):
-            self._prepare_rebalance(out, group, now, "static-member-rejoin", f"instance={req.group_instance_id}")
-        else:
-            self._maybe_complete_join(out, group, now)
-
-    # -- rebalancing ---------------------------------------------------------------------------
-
-    def _maybe_prepare_rebalance_or_complete_join(self, out: Outcome, group: ClassicGroup, now: int, reason: str,
-                                                  detail: str = "") -> None:
-        if group.can_rebalance():
-            self._prepare_rebalance(out, group, now, reason, detail)
-        elif group.is_in(PREPARING_REBALANCE):
-            self._maybe_complete_join(out, group, now)
-
-    def _prepare_rebalance(self, out: Outcome, group: ClassicGroup, now: int, reason: str, detail: str = "") -> None:
-        """`reason` is one of REBALANCE_REASONS (a metrics label); `detail` only goes to the log."""
-        if group.is_in(COMPLETING_REBALANCE):
-            self._reset_assignments_with_error(out, group, E.rebalance_in_progress, now)
-        group.sync_deadline = None
-        group.pending_sync.clear()
-        initial = group.is_in(EMPTY)
-        if initial:
-            delay = self.settings.initial_rebalance_delay_ms
-            group.initial_delay = (delay, max(group.rebalance_timeout_ms() - delay, 0))
-            self._arm_join(out, group, now + delay)
-        group.transition_to(PREPARING_REBALANCE, now)
-        group.rebalance_started_at = now
-        self.on_event("rebalance_started", reason=reason)
-        log.info("rebalance started group=%s generation=%d reason=%s %s members=%d", group.group_id,
-                 group.generation, reason, detail, len(group.members))
-        if not initial:
-            group.initial_delay = None
-            if group.has_all_members_joined():
-                self._complete_join(out, group, now)
-            else:
-                self._arm_join(out, group, now + group.rebalance_timeout_ms())
-
-    def _maybe_complete_join(self, out: Outcome, group: ClassicGroup, now: int) -> None:
-        if group.is_in(PREPARING_REBALANCE) and group.previous_state is not EMPTY and group.has_all_members_joined():
-            self._complete_join(out, group, now)
-
-    def _complete_join(self, out: Outcome, group: ClassicGroup, now: int) -> None:
-        group.join_deadline = None
-        group.initial_delay = None
-        for member in [m for m in group.members.values() if m.awaiting_join is None and m.group_instance_id is None]:
-            self._remove_member(out, group, member.member_id)
-            log.info("member removed group=%s member=%s reason=did-not-rejoin", group.group_id, member.member_id)
-        if group.is_in(DEAD):
-            return
-        if group.leader_id is None or group.members[group.leader_id].awaiting_join is None:
-            group.leader_id = next((m.member_id for m in group.members.values() if m.awaiting_join is not None),
-                                   group.leader_id if group.leader_id in group.members else None)
-            if group.members and group.members[group.leader_id].awaiting_join is None:
-                # only static members that have not re-joined are left: wait for them (or their expiry)
-                self._arm_join(out, group, now + group.rebalance_timeout_ms())
-                return
-        group.generation += 1
-        if not group.members:
-            group.protocol_name = None
-            group.transition_to(EMPTY, now)
-            group.compute_subscribed_topics()
-            out.records.append(Record(GroupMetadataKey(group.group_id), group.metadata_value()))
-            self.on_event("rebalance_completed", seconds=(now - group.rebalance_started_at) / 1000, state="Empty")
-            log.info("rebalance completed group=%s generation=%d state=Empty members=0 rebalance_ms=%d",
-                     group.group_id, group.generation, now - group.rebalance_started_at)
-            return
-        group.protocol_name = group.select_protocol()
-        group.compute_subscribed_topics()
-        group.transition_to(COMPLETING_REBALANCE, now)
-        group.pending_sync.clear()
-        for member in group.members.values():
-            if member.awaiting_join is not None:
-                leader = group.is_leader(member.member_id)
-                out.released.append((member.awaiting_join, join_reply(
-                    E.none, member.member_id, group.generation, group.protocol_type, group.protocol_name,
-                    group.leader_id, group.member_list() if leader else ())))
-                group.set_awaiting_join(member, None)
-            self._arm_session(out, group, member, now, member.session_timeout_ms)
-            member.is_new = False
-            group.pending_sync.add(member.member_id)
-        group.sync_deadline = now + group.rebalance_timeout_ms()
-        group.sync_generation = group.generation
-        group.join_completed_at = now
-        out.timers.append((("sync", group.group_id), group.sync_deadline))
-        log.info("join phase completed group=%s generation=%d protocol=%s leader=%s members=%d",
-                 group.group_id, group.generation, group.protocol_name, group.leader_id, len(group.members))
-
-    def _reset_assignments_with_error(self, out: Outcome, group: ClassicGroup, error: ErrorCode, now: int) -> None:
-        for member in group.members.values():
-            member.assignment = b""
-            if member.awaiting_sync is not None:
-                out.released.append((member.awaiting_sync, sync_reply(error)))
-                member.awaiting_sync = None
-                self._arm_session(out, group, member, now, member.session_timeout_ms)
-
-    def _remove_member(self, out: Outcome, group: ClassicGroup, member_id: str) -> Member | None:
-        member = group.remove(member_id)
-        if member is not None:
-            # Kafka leaves a removed member's parked SyncGroup unanswered; a reply that never
-            # comes would hold back every later reply on that connection, so it is answered
-            if member.awaiting_join is not None:
-                out.released.append((member.awaiting_join, join_reply(E.unknown_member_id, "")))
-                member.awaiting_join = None
-            if member.awaiting_sync is not None:
-                out.released.append((member.awaiting_sync, sync_reply(E.unknown_member_id)))
-                member.awaiting_sync = None
-        return member
-
-    def _validate_member(self, group: ClassicGroup, member_id: str, instance_id: str | None) -> ErrorCode | None:
-        if instance_id is not None:
-            known = group.static_members.get(instance_id)
-            if known is None:
-                return E.unknown_member_id
-            if known != member_id:
-                self.on_event("static_member_fenced")
-                return E.fenced_instance_id
-        if member_id not in group.members:
-            return E.unknown_member_id
-        return None
-
-    # -- timers --------------------------------------------------------------------------------
-
-    def _arm_session(self, out: Outcome, group: ClassicGroup, member: Member, now: int, timeout_ms: int) -> None:
-        member.deadline = now + timeout_ms
-        out.timers.append((("session", group.group_id, member.member_id), member.deadline))
-
-    def _arm_join(self, out: Outcome, group: ClassicGroup, deadline: int) -> None:
-        group.join_deadline = deadline
-        out.timers.append((("join", group.group_id), deadline))
-
-    def on_timer(self, key: tuple, now: int) -> Outcome:
-        """A timer fired. Deadlines may have moved since it was armed (heartbeats only move the
-        deadline): then it is re-armed, not acted on."""
-        out = Outcome()
-        group = self.groups.get(key[1])
-        if group is None or group.is_in(DEAD):
-            return out
-        kind = key[0]
-        if kind == "session":
-            self._session_expired(out, group, key[2], now)
-        elif kind == "join":
-            if group.join_deadline is not None:
-                if now < group.join_deadline:
-                    out.timers.append((key, group.join_deadline))
-                else:
-                    self._join_timer_expired(out, group, now)
-        elif kind == "sync":
-            if group.sync_deadline is not None:
-                if now < group.sync_deadline:
-                    out.timers.append((key, group.sync_deadline))
-                else:
-                    self._sync_timer_expired(out, group, now)
-        return out
-
-    def _session_expired(self, out: Outcome, group: ClassicGroup, member_id: str, now: int) -> None:
-        pending_deadline = group.pending_join.get(member_id)
-        if pending_deadline is not None:
-            if now < pending_deadline:
-                out.timers.append((("session", group.group_id, member_id), pending_deadline))
-                return
-            del group.pending_join[member_id]
-            log.info("pending member expired group=%s member=%s", group.group_id, member_id)
-            self._maybe_complete_join(out, group, now)
-            return
-        member = group.members.get(member_id)
-        if member is None:
-            return
-        if now < member.deadline:
-            out.timers.append((("session", group.group_id, member_id), member.deadline))
-            return
-        if not member.is_new and (member.awaiting_join is not None or member.awaiting_sync is not None):
-            return  # re-armed when its join completes or its sync is answered
-        self._remove_member(out, group, member_id)
-        self.on_event("member_expired", reason="session-timeout")
-        log.info("member expired group=%s member=%s instance=%s reason=session-timeout generation=%d",
-                 group.group_id, member_id, member.group_instance_id, group.generation)
-        if group.is_in(STABLE, COMPLETING_REBALANCE):
-            self._prepare_rebalance(out, group, now, "session-expired", f"member={member_id}")
-        elif group.is_in(PREPARING_REBALANCE):
-            self._maybe_complete_join(out, group, now)
-
-    def _join_timer_expired(self, out: Outcome, group: ClassicGroup, now: int) -> None:
-        if group.initial_delay is not None:
-            delay, remaining = group.initial_delay
-            if group.new_member_added and remaining != 0:
-                group.new_member_added = False
-                next_delay = min(self.settings.initial_rebalance_delay_ms, remaining)
-                group.initial_delay = (next_delay, max(remaining - delay, 0))
-                self._arm_join(out, group, now + next_delay)
-                return
-        self._complete_join(out, group, now)
-
-    def _sync_timer_expired(self, out: Outcome, group: ClassicGroup, now: int) -> None:
-        group.sync_deadline = None
-        if group.sync_generation != group.generation or not group.is_in(COMPLETING_REBALANCE, STABLE):
-            return
-        if not group.pending_sync:
-            return
-        missing = sorted(group.pending_sync)
-        for member_id in missing:
-            self._remove_member(out, group, member_id)
-        self.on_event("member_expired", value=len(missing), reason="sync-timeout")
-        log.info("members removed group=%s members=%s reason=sync-timeout generation=%d", group.group_id,
-                 ",".join(missing), group.generation)
-        self._prepare_rebalance(out, group, now, "sync-timeout", f"members={len(missing)}")
-
-    # =========================================================================================
-    # SyncGroup (spec §4)
-
-    def sync(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
-             protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes],
-             ticket: Any, now: int) -> Outcome:
-        out = Outcome()
-        if group_id == "":
-            out.reply = sync_reply(E.invalid_group_id)
-            return out
-        group = self.groups.get(group_id)
-        if group is None or group.is_in(EMPTY):
-            out.reply = sync_reply(E.unknown_member_id)
-            return out
-        if group.is_in(DEAD):
-            out.reply = sync_reply(E.coordinator_not_available)
-            return out
-        error = self._validate_member(group, member_id, instance_id)
-        if error is None and generation != group.generation:
-            error = E.illegal_generation
-        if error is None and ((protocol_type is not None and group.protocol_type is not None
-                               and protocol_type != group.protocol_type) or
-                              (protocol_name is not None and group.protocol_name is not None
-                               and protocol_name != group.protocol_name)):
-            error = E.inconsistent_group_protocol
-        if error is not None:
-            out.reply = sync_reply(error)
-            return out
-        member = group.members[member_id]
-        if group.is_in(PREPARING_REBALANCE):
-            out.reply = sync_reply(E.rebalance_in_progress)
-        elif group.is_in(STABLE):
-            group.pending_sync.discard(member_id)
-            out.reply = sync_reply(E.none, group.protocol_type, group.protocol_name, member.assignment)
-        else:  # CompletingRebalance: park until the leader's assignment is durable
-            if member.awaiting_sync is not None and member.awaiting_sync is not ticket:
-                # a retried SyncGroup supersedes the parked one, which its client has given up on
-                out.released.append((member.awaiting_sync, sync_reply(E.rebalance_in_progress)))
-            member.awaiting_sync = ticket
-            group.pending_sync.discard(member_id)
-            if not group.pending_sync:
-                group.sync_deadline = None
-            if group.is_leader(member_id):
-                assigned = {m: assignments.get(m, b"") for m in group.members}
-                out.records.append(Record(GroupMetadataKey(group_id), group.metadata_value(assigned)))
-                out.after_write = lambda error, at, g=group.generation: self._assignment_written(group, g, error, at)
-        return out
-
-    def _assignment_written(self, group: ClassicGroup, generation: int, error: ErrorCode | None, now: int) -> Outcome:
-        out = Outcome()
-        if not group.is_in(COMPLETING_REBALANCE) or group.generation != generation:
-            return out  # a new rebalance already answered the parked syncs
-        if error is not None:
-            log.warning("assignment write failed group=%s generation=%d error=%s", group.group_id,
-                        generation, error.name)
-            self._reset_assignments_with_error(out, group, error, now)
-            self._prepare_rebalance(out, group, now, "write-failed", error.name)
-            return out
-        for member in group.members.values():  # apply() has stored the assignments
-            if member.awaiting_sync is not None:
-                out.released.append((member.awaiting_sync, sync_reply(
-                    E.none, group.protocol_type, group.protocol_name, member.assignment)))
-                member.awaiting_sync = None
-                self._arm_session(out, group, member, now, member.session_timeout_ms)
-        group.transition_to(STABLE, now)
-        self.on_event("rebalance_completed", seconds=(now - group.rebalance_started_at) / 1000, state="Stable")
-        log.info("rebalance completed group=%s generation=%d protocol=%s members=%d rebalance_ms=%d sync_ms=%d",
-                 group.group_id, generation, group.protocol_name, len(group.members),
-                 now - group.rebalance_started_at, now - group.join_completed_at)
-        return out
-
-    # =========================================================================================
-    # Heartbeat (spec §5)
-
-    def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None, now: int) -> ErrorCode:
-        """The heartbeat error; a valid one only moves the member's session deadline."""
-        if group_id == "":
-            return E.invalid_group_id
-        group = self.groups.get(group_id)
-        if group is None:
-            return E.unknown_member_id
-        if group.state is DEAD:
-            return E.coordinator_not_available
-        error = self._validate_member(group, member_id, instance_id)
-        if error is not None:
-            return error
-        if generation != group.generation:
-            return E.illegal_generation
-        state = group.state
-        if state is EMPTY:
-            return E.unknown_member_id
-        member = group.members[member_id]
-        member.deadline = now + member.session_timeout_ms  # lazy: the armed timer re-arms itself
-        return E.rebalance_in_progress if state is PREPARING_REBALANCE else E.none
-
-    # =========================================================================================
-    # LeaveGroup (spec §6)
-
-    def leave(self, group_id: str, identities: list[tuple[str, str | None]], now: int) -> Outcome:
-        """Reply: {"error_code", "members": [(member_id, instance_id, error)]}."""
-        out = Outcome()
-        if group_id == "":
-            out.reply = {"error_code": E.invalid_group_id, "members": []}
-            return out
-        group = self.groups.get(group_id)
-        if group is None:
-            out.reply = {"error_code": E.none,
-                         "members": [(m, i, E.unknown_member_id) for m, i in identities]}
-            return out
-        if group.is_in(DEAD):
-            out.reply = {"error_code": E.coordinator_not_available, "members": []}
-            return out
-        results, removed = [], []
-        for member_id, instance_id in identities:
-            if member_id == "":
-                target = group.static_members.get(instance_id) if instance_id is not None else None
-                error = None if target is not None else E.unknown_member_id
-            elif member_id in group.pending_join:
-                del group.pending_join[member_id]
-                results.append((member_id, instance_id, E.none))
-                removed.append(member_id)
-                continue
-            else:
-                error = self._validate_member(group, member_id, instance_id)
-                target = member_id
-            if error is None:
-                self._remove_member(out, group, target)
-                removed.append(target)
-            results.append((member_id, instance_id, error or E.none))
-        if removed:
-            log.info("members left group=%s members=%s", group_id, ",".join(removed))
-            if group.is_in(STABLE, COMPLETING_REBALANCE):
-                self._prepare_rebalance(out, group, now, "member-left", f"members={len(removed)}")
-            elif group.is_in(PREPARING_REBALANCE):
-                self._maybe_complete_join(out, group, now)
-        out.reply = {"error_code": E.none, "members": results}
-        return out
-
-    # =========================================================================================
-    # OffsetCommit (spec §7)
-
-    def commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
-               retention_ms: int, offsets: list[tuple[str, int, int, int, str | None]], version: int,
-               now: int) -> Outcome:
-        """`offsets` are (topic, partition, offset, leader epoch, metadata) that passed the topic
-        checks. Reply: {(topic, partition): error}."""
-        out = Outcome()
-        group = self.groups.get(group_id)
-        created = False
-        error = None
-        if group is None:
-            if generation < 0:
-                group = self.groups[group_id] = ClassicGroup(group_id, EMPTY, now)
-                created = True
-            else:
-                error = E.group_id_not_found if version >= 9 else E.illegal_generation
-        if error is None:
-            error = self._validate_commit(group, generation, member_id, instance_id)
-        if error is not None:
-            out.reply = {(t, p): error for t, p, *_ in offsets}
-            return out
-        member = group.members.get(member_id)
-        if member is not None and group.is_in(STABLE, PREPARING_REBALANCE):
-            member.deadline = now + member.session_timeout_ms
-        reply, accepted = {}, []
-        limit = self.settings.offset_metadata_max_bytes
-        expire = now + retention_ms if retention_ms != -1 else -1
-        for topic, partition, offset, epoch, metadata in offsets:
-            if metadata is not None and _utf16_len(metadata) > limit:
-                reply[(topic, partition)] = E.offset_metadata_too_large
-                continue
-            reply[(topic, partition)] = E.none
-            accepted.append((topic, partition))
-            out.records.append(Record(OffsetCommitKey(group_id, topic, partition),
-                                      OffsetCommitValue(offset, epoch, metadata or "", now, expire)))
-        if not out.records:
-            out.reply = reply
-            return out
-
-        def written(error: ErrorCode | None, at: int) -> Outcome:
-            if error is not None:
-                for tp in accepted:
-                    reply[tp] = error
-                if created and not group.members and group_id not in self.offsets and self.groups.get(group_id) is group:
-                    del self.groups[group_id]
-            return Outcome(reply=reply)
-
-        out.after_write = written
-        return out
-
-    def _validate_commit(self, group: ClassicGroup, generation: int, member_id: str,
-                         instance_id: str | None) -> ErrorCode | None:
-        if group.is_in(DEAD):
-            return E.coordinator_not_available
-        if generation < 0 and group.is_in(EMPTY):
-            return None  # admin tools and consumers without group management
-        if generation >= 0 or member_id or instance_id is not None:
-            error = self._validate_member(group, member_id, instance_id)
-            if error is not None:
-                return error
-            if generation != group.generation:
-                return E.illegal_generation
-        elif not group.is_in(EMPTY):
-            return E.unknown_member_id
-        if group.is_in(COMPLETING_REBALANCE):
-            return E.rebalance_in_progress
-        return None
-
-    # =========================================================================================
-    # OffsetFetch (spec §8)
-
-    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None
-                      ) -> list[tuple[str, int, OffsetCommitValue | None]]:
-        """Committed offsets of the group: for the given partitions (None where nothing is
-        committed), or every committed offset when `topics` is None."""
-        group = self.groups.get(group_id)
-        committed = {} if group is None or group.is_in(DEAD) else self.offsets.get(group_id, {})
-        if topics is None:
-            return [(t, p, v) for (t, p), v in committed.items()]
-        return [(t, p, committed.get((t, p))) for t, partitions in topics for p in partitions]
-
-    # =========================================================================================
-    # DescribeGroups, ListGroups, DeleteGroups, OffsetDelete (spec §9)
+    # DescribeGroups, ListGroups, DeleteGroups (spec §9): admin reads and deletes of any group type
 
     def describe(self, group_id: str) -> dict | None:
         group = self.groups.get(group_id)
-        if group is None or group.is_in(DEAD):
-            return None
-        stable = group.is_in(STABLE)
-        return {
-            "group_id": group_id, "group_state": group.state.value, "protocol_type": group.protocol_type or "",
-            "protocol_data": (group.protocol_name or "") if stable else "",
-            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
-                         "client_id": m.client_id, "client_host": m.client_host,
-                         "member_metadata": m.metadata(group.protocol_name) if stable else b"",
-                         "member_assignment": m.assignment} for m in group.members.values()],
-        }
+        return None if group is None else group.describe()
 
-    def list_groups(self) -> list[ClassicGroup]:
-        return [g for g in self.groups.values() if not g.is_in(DEAD)]
+    def list_groups(self) -> list[Group]:
+        return list(self.groups.values())
 
     def delete_group(self, group_id: str) -> Outcome:
         """Reply: the group's error."""
         out = Outcome()
         group = self.groups.get(group_id)
-        if group is None or group.is_in(DEAD):
-            out.reply = E.group_id_not_found
+        error = E.group_id_not_found if group is None else group.validate_delete()
+        if error is not None:
+            out.reply = error
             return out
-        if not group.is_in(EMPTY):
-            out.reply = E.non_empty_group
-            return out
-        for topic, partition in self.offsets.get(group_id, {}):
-            out.records.append(Record(OffsetCommitKey(group_id, topic, partition), None))
+        out.records = self.store.tombstones(group_id)
         out.records.append(Record(GroupMetadataKey(group_id), None))
         removed_offsets = len(out.records) - 1
 
-        def written(error: ErrorCode | None, at: int) -> Outcome:
+        def written(error: ErrorCode | None, at: Now) -> Outcome:
             if error is None:
-                self.on_event("groups_removed", reason="deleted")
-                self.on_event("offsets_removed", value=removed_offsets, reason="deleted")
-                log.info("group deleted group=%s offsets=%d", group_id, removed_offsets)
+                self.events.append(ev.GroupDeleted(group_id, removed_offsets))
             return Outcome(reply=error or E.none)
 
         out.after_write = written
         return out
-
-    def delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]]) -> Outcome:
-        """Reply: {"error_code", "partitions": {(topic, partition): error}}."""
-        out = Outcome()
-        group = self.groups.get(group_id)
-        if group is None or group.is_in(DEAD):
-            out.reply = {"error_code": E.group_id_not_found, "partitions": {}}
-            return out
-        if not group.is_in(EMPTY) and group.protocol_type != "consumer":
-            out.reply = {"error_code": E.non_empty_group, "partitions": {}}
-            return out
-        committed = self.offsets.get(group_id, {})
-        partitions = {}
-        for topic, parts in topics:
-            error = E.group_subscribed_to_topic if group.is_subscribed_to(topic) else E.none
-            for p in parts:
-                partitions[(topic, p)] = error
-                if error is E.none and (topic, p) in committed:
-                    out.records.append(Record(OffsetCommitKey(group_id, topic, p), None))
-        reply = {"error_code": E.none, "partitions": partitions}
-        if not out.records:
-            out.reply = reply
-            return out
-
-        def written(error: ErrorCode | None, at: int) -> Outcome:
-            if error is not None:
-                return Outcome(reply={"error_code": error, "partitions": {}})
-            return Outcome(reply=reply)
-
-        out.after_write = written
-        return out
-
-    # =========================================================================================
-    # Offset retention and group expiry (spec §11)
-
-    def expire(self, now: int, retention_ms: int) -> Outcome:
-        """Tombstones for expired offsets, and for Empty groups left without any (KIP-211)."""
-        out = Outcome()
-        expired_offsets = deleted_groups = 0
-        for group_id, group in list(self.groups.items()):
-            offsets = self.offsets.get(group_id, {})
-            gone = [tp for tp, value in offsets.items() if self._offset_expired(group, tp[0], value, now, retention_ms)]
-            out.records.extend(Record(OffsetCommitKey(group_id, t, p), None) for t, p in gone)
-            expired_offsets += len(gone)
-            # a group whose first member is still between MEMBER_ID_REQUIRED and its re-join is kept
-            if len(gone) == len(offsets) and group.is_in(EMPTY) and not group.members and not group.pending_join:
-                out.records.append(Record(GroupMetadataKey(group_id), None))
-                deleted_groups += 1
-        if out.records:
-            self.on_event("offsets_removed", value=expired_offsets, reason="expired")
-            self.on_event("groups_removed", value=deleted_groups, reason="expired")
-            log.info("expired partition=%d offsets=%d groups=%d", self.partition, expired_offsets, deleted_groups)
-        return out
-
-    @staticmethod
-    def _offset_expired(group: ClassicGroup, topic: str, value: OffsetCommitValue, now: int, retention_ms: int) -> bool:
-        if group.protocol_type is None:  # a simple group: each offset ages from its commit
-            base = value.commit_timestamp
-        elif group.is_in(EMPTY):  # a group with members' offsets ages from when it became Empty
-            base = group.state_timestamp if group.state_timestamp is not None else value.commit_timestamp
-        elif group.is_in(STABLE) and group.protocol_type == "consumer" and group.subscribed_topics is not None:
-            if topic in group.subscribed_topics:
-                return False
-            base = value.commit_timestamp  # a topic the group no longer reads
-        else:
-            return False
-        if value.expire_timestamp != -1:  # an explicit retention (OffsetCommit v2–v4)
-            return now >= value.expire_timestamp
-        return now - base >= retention_ms
-

@@ -52,12 +52,16 @@ def list_segments(directory: str) -> list[tuple[int, str]]:
     return sorted(out)
 
 
-def build_batch(records: list[Record], base_offset: int, timestamp_ms: int) -> bytes:
+def encode(records: list[Record]) -> list[tuple[bytes, bytes | None]]:
+    """Each record's key and value bytes (raises on a record that cannot be encoded)."""
+    return [(encode_key(record.key), encode_value(record.value)) for record in records]
+
+
+def build_batch(encoded: list[tuple[bytes, bytes | None]], base_offset: int, timestamp_ms: int) -> bytes:
     builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
                                         producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
-    for delta, record in enumerate(records):
-        builder.append(delta, timestamp=timestamp_ms, key=encode_key(record.key),
-                       value=encode_value(record.value), headers=[])
+    for delta, (key, value) in enumerate(encoded):
+        builder.append(delta, timestamp=timestamp_ms, key=key, value=value, headers=[])
     buf = builder.build()
     struct.pack_into(">q", buf, 0, base_offset)  # outside the CRC, which covers attributes onward
     return bytes(buf)
@@ -171,14 +175,17 @@ class PartitionLog:
     # -- appends ---------------------------------------------------------------------------------
 
     def append(self, records: list[Record], fsync: bool) -> int:
-        """Write one batch holding `records`; returns its size. On failure the segment is cut
+        return self.append_encoded(encode(records), fsync)
+
+    def append_encoded(self, encoded: list[tuple[bytes, bytes | None]], fsync: bool) -> int:
+        """Write one batch holding the encoded records (key, value); returns its size. On failure the segment is cut
         back to where it was, so a failed write leaves nothing behind (the file is unbuffered: no
         part of a failed batch can linger in a buffer and reach the disk with a later write). If
         the cut itself fails, every later append is refused, as Kafka takes a log dir offline;
         the next load truncates the torn tail."""
         if self._broken is not None:
             raise OSError(f"partition {self.partition}: log is read-only after a failed write ({self._broken})")
-        batch = build_batch(records, self.next_offset, int(time.time() * 1000))
+        batch = build_batch(encoded, self.next_offset, int(time.time() * 1000))
         if self._active_size and self._active_size + len(batch) > self.segment_bytes:
             self._roll(self.next_offset)
         start = self._active_size
@@ -195,7 +202,7 @@ class PartitionLog:
                 self._broken = f"{e}; truncating back to byte {start} failed: {cut}"
             raise
         self._active_size = start + len(batch)
-        self.next_offset += len(records)
+        self.next_offset += len(encoded)
         return len(batch)
 
     def sync(self) -> None:

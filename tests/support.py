@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from coordinator.admin import Connection
+from coordinator.admin import AdminConnection
 from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.consumer import encode_assignment, encode_subscription
@@ -100,7 +100,7 @@ def groupd_fixture(*settings: str, scope: str = "module", name: str | None = Non
     return server
 
 
-class WireClient(Connection):
+class WireClient(AdminConnection):
     """Blocking Kafka client for tests: build a request from plain values, get the decoded
     kio response back. Speaks whatever (api, version) it is asked to, so tests can also send
     what a server must refuse. (The wire part is the operations CLI's, coordinator/admin.py.)"""

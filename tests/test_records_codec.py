@@ -12,7 +12,7 @@ import struct
 
 import pytest
 
-from storage.log import build_batch, records_of, scan
+from storage.log import build_batch, encode, records_of, scan
 from storage.records import (
     CorruptRecord,
     GroupMetadataKey,
@@ -332,7 +332,7 @@ def test_tombstone_is_a_null_value(key, key_bytes):
 def test_tombstones_survive_a_record_batch():
     records = [Record(OFFSET_KEY, OffsetCommitValue(1, -1, "", TS)), Record(OFFSET_KEY, None),
                Record(GROUP_KEY, None)]
-    batch = build_batch(records, base_offset=100, timestamp_ms=TS)
+    batch = build_batch(encode(records), base_offset=100, timestamp_ms=TS)
     batches, end, problem = scan(batch)
     assert (len(batches), end, problem) == (1, len(batch), None)
     decoded = [(offset, record) for offset, record, _ in records_of(batches[0].batch)]
@@ -354,7 +354,7 @@ def _crc32c(data: bytes) -> int:
 
 def test_batch_header_is_magic_2_with_crc32c_over_attributes_onward():
     records = [Record(OFFSET_KEY, OffsetCommitValue(1234, 9, "meta", TS)), Record(GROUP_KEY, TWO_MEMBERS)]
-    batch = build_batch(records, base_offset=0x1122334455, timestamp_ms=TS)
+    batch = build_batch(encode(records), base_offset=0x1122334455, timestamp_ms=TS)
     base_offset, length, leader_epoch, magic, crc = struct.unpack_from(">qiibI", batch, 0)
     assert base_offset == 0x1122334455
     assert length == len(batch) - 12             # batchLength counts from partitionLeaderEpoch

@@ -274,6 +274,7 @@ def test_bit_flip_in_a_closed_segment_serves_the_partition_with_its_valid_batche
     assert re.search(rf"partition {p}: corrupt log bytes skipped, .*: {re.escape(closed)}: {bad.size} bytes at byte "
                      rf"{bad.position} skipped", log), log
     assert "offsets log loaded partitions=50 active=50 failed=0" in log
+    assert re.search(rf"partition loaded partition={p} .* corrupt_bytes={bad.size} corrupt_batches=1", log), log
     with open(closed, "rb") as f:
         assert f.read() == damaged, "a closed segment is never truncated"
     assert [path for _, path in list_segments(partition_dir(data["dir"], p))] == [s for _, s in segments]
@@ -480,7 +481,6 @@ def test_compaction_keeps_latest_per_key_and_drops_tombstones_past_the_horizon(t
 
     # the compacted log loads to the same state, and appends continue after the last offset
     shard = GroupShard(0, GroupSettings(), lambda prefix: prefix)
-    shard.active = False
     plog = PartitionLog(str(tmp_path), 0, segment_bytes=14)
     plog.load(shard.apply)
     assert {tp: v.offset for tp, v in shard.offsets["g"].items()} == {("t", 1): 11, ("t", 3): 31, ("t", 4): 40}

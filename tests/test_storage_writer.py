@@ -16,7 +16,7 @@ import pytest
 
 from coordinator.log_writer import LogWriter
 from protocol import ErrorCode
-from storage.log import PartitionLog, list_segments, partition_dir
+from storage.log import PartitionLog, encode, list_segments, partition_dir
 from storage.records import OffsetCommitKey, OffsetCommitValue, Record
 from storage.scanner import scan
 
@@ -36,6 +36,19 @@ def batches_on_disk(data_dir: str) -> list[list[int]]:
     return out
 
 
+def append(writer: LogWriter, records: list[Record]) -> asyncio.Future:
+    """The first answer the writer gives for `records`: COORDINATOR_NOT_AVAILABLE when it times
+    out, else its completion (None or the mapped error)."""
+    fut = asyncio.get_running_loop().create_future()
+
+    def answer(error):
+        if not fut.done():
+            fut.set_result(error)
+
+    writer.append(records, answer, lambda: answer(ErrorCode.coordinator_not_available))
+    return fut
+
+
 @pytest.fixture
 def plog(tmp_path):
     log = PartitionLog(str(tmp_path), 0, 1 << 20)
@@ -52,15 +65,15 @@ def executor():
 
 async def test_appends_of_one_loop_turn_are_one_batch(plog, executor, tmp_path):
     calls = []
-    original = plog.append
+    original = plog.append_encoded
 
     def counting_append(records, fsync):
         calls.append((len(records), fsync))
         return original(records, fsync)
 
-    plog.append = counting_append
+    plog.append_encoded = counting_append
     writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
-    results = await asyncio.gather(writer.append([rec(0)]), writer.append([rec(1), rec(2)]), writer.append([rec(3)]))
+    results = await asyncio.gather(append(writer, [rec(0)]), append(writer, [rec(1), rec(2)]), append(writer, [rec(3)]))
     assert results == [None, None, None]
     assert calls == [(4, True)]
     assert batches_on_disk(str(tmp_path)) == [[0, 1, 2, 3]]
@@ -68,17 +81,17 @@ async def test_appends_of_one_loop_turn_are_one_batch(plog, executor, tmp_path):
 
 async def test_appends_while_a_write_is_in_flight_form_the_next_batch(plog, executor, tmp_path):
     gate = threading.Event()
-    original = plog.append
+    original = plog.append_encoded
 
     def slow_append(records, fsync):
         gate.wait(5)
         return original(records, fsync)
 
-    plog.append = slow_append
+    plog.append_encoded = slow_append
     writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
-    first = writer.append([rec(0)])
+    first = append(writer, [rec(0)])
     await asyncio.sleep(0.05)  # the first batch is being written
-    later = [writer.append([rec(n)]) for n in (1, 2, 3)]
+    later = [append(writer, [rec(n)]) for n in (1, 2, 3)]
     gate.set()
     assert await asyncio.gather(first, *later) == [None] * 4
     assert batches_on_disk(str(tmp_path)) == [[0], [1, 2, 3]]
@@ -86,7 +99,7 @@ async def test_appends_while_a_write_is_in_flight_form_the_next_batch(plog, exec
 
 async def test_storage_error_is_not_coordinator_and_leaves_nothing_behind(plog, executor, tmp_path):
     writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
-    assert await writer.append([rec(0)]) is None
+    assert await append(writer, [rec(0)]) is None
 
     class FullDisk:
         """The segment file accepts 10 bytes of the batch, then reports ENOSPC."""
@@ -106,21 +119,21 @@ async def test_storage_error_is_not_coordinator_and_leaves_nothing_behind(plog, 
 
     segment = plog._active
     plog._active = FullDisk(segment)
-    assert await writer.append([rec(1), rec(2)]) is ErrorCode.not_coordinator
+    assert await append(writer, [rec(1), rec(2)]) is ErrorCode.not_coordinator
     plog._active = segment
     assert batches_on_disk(str(tmp_path)) == [[0]], "the partial batch was cut off"
-    assert await writer.append([rec(3)]) is None
+    assert await append(writer, [rec(3)]) is None
     # the failed batch's offsets are reused: the log has no gap and no duplicate
     assert batches_on_disk(str(tmp_path)) == [[0], [1]]
 
 
 async def test_write_slower_than_the_commit_timeout_is_coordinator_not_available(plog, executor):
     gate = threading.Event()
-    original = plog.append
-    plog.append = lambda records, fsync: (gate.wait(5), original(records, fsync))[1]
+    original = plog.append_encoded
+    plog.append_encoded = lambda records, fsync: (gate.wait(5), original(records, fsync))[1]
     writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=50)
     try:
-        assert await asyncio.wait_for(writer.append([rec(0)]), 5) is ErrorCode.coordinator_not_available
+        assert await asyncio.wait_for(append(writer, [rec(0)]), 5) is ErrorCode.coordinator_not_available
     finally:
         gate.set()
     idle = writer.idle()
@@ -128,26 +141,68 @@ async def test_write_slower_than_the_commit_timeout_is_coordinator_not_available
         await asyncio.wait_for(idle, 5)
 
 
-async def test_write_that_lands_after_its_timeout_is_still_applied(plog, executor, tmp_path):
-    """The request was answered COORDINATOR_NOT_AVAILABLE, but the log has the records, so the
-    state must have them too (as after a restart)."""
+async def test_write_that_lands_after_its_timeout_is_timed_out_then_completed(plog, executor, tmp_path):
+    """The request is answered COORDINATOR_NOT_AVAILABLE, but the log gets the records: the writer
+    then reports the write complete, so the runner keeps them applied (as after a restart)."""
     gate = threading.Event()
-    original = plog.append
-    plog.append = lambda records, fsync: (gate.wait(5), original(records, fsync))[1]
-    late = []
-    writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=50, on_late=late.extend)
-    assert await asyncio.wait_for(writer.append([rec(0), rec(1)]), 5) is ErrorCode.coordinator_not_available
-    assert late == []
+    original = plog.append_encoded
+    plog.append_encoded = lambda records, fsync: (gate.wait(5), original(records, fsync))[1]
+    loop = asyncio.get_running_loop()
+    timed_out, completed = loop.create_future(), loop.create_future()
+    writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=50)
+    writer.append([rec(0), rec(1)], completed.set_result, lambda: timed_out.set_result(True))
+    await asyncio.wait_for(timed_out, 5)
+    assert not completed.done()
     gate.set()
-    await asyncio.wait_for(writer.idle() or asyncio.sleep(0), 5)
-    assert late == [rec(0), rec(1)]
+    assert await asyncio.wait_for(completed, 5) is None
     assert batches_on_disk(str(tmp_path)) == [[0, 1]]
+
+
+async def test_failed_write_fails_the_appends_queued_behind_it(plog, executor, tmp_path):
+    """The runner applied queued records on top of the failed ones, so they fail with them."""
+    gate = threading.Event()
+    original = plog.append_encoded
+
+    def failing_first(records, fsync):
+        gate.wait(5)
+        if records[0] == encode([rec(0)])[0]:
+            raise OSError(errno.EIO, "I/O error")
+        return original(records, fsync)
+
+    plog.append_encoded = failing_first
+    writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
+    first = append(writer, [rec(0)])
+    await asyncio.sleep(0)  # the first batch is in flight
+    queued = append(writer, [rec(1)])
+    gate.set()
+    assert await asyncio.wait_for(first, 5) is ErrorCode.not_coordinator
+    assert await asyncio.wait_for(queued, 5) is ErrorCode.not_coordinator
+    assert await asyncio.wait_for(append(writer, [rec(2)]), 5) is None
+    assert batches_on_disk(str(tmp_path)) == [[0]]
+
+
+async def test_a_request_that_cannot_be_encoded_fails_alone(plog, executor, tmp_path):
+    """A group id over 32,767 bytes: its request gets RECORD_LIST_TOO_LARGE (each API maps it); the
+    request appended beside it in the same loop turn is written."""
+    writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
+    too_long = Record(OffsetCommitKey("g" * 40_000, "t", 0), OffsetCommitValue(1, -1, "", 1))
+    results = await asyncio.gather(append(writer, [rec(0)]), append(writer, [too_long]), append(writer, [rec(1)]))
+    assert results == [None, ErrorCode.record_list_too_large, None]
+    assert batches_on_disk(str(tmp_path)) == [[0, 1]]
+
+
+async def test_a_request_over_message_max_bytes_fails_alone(plog, executor, tmp_path):
+    writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000, max_message_bytes=1000)
+    big = Record(OffsetCommitKey("g", "t", 0), OffsetCommitValue(1, -1, "m" * 2000, 1))
+    results = await asyncio.gather(append(writer, [big]), append(writer, [rec(1)]))
+    assert results == [ErrorCode.record_list_too_large, None]
+    assert batches_on_disk(str(tmp_path)) == [[0]]
 
 
 async def test_closed_writer_answers_not_coordinator(plog, executor):
     writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
     writer.closed = True
-    assert await writer.append([rec(0)]) is ErrorCode.not_coordinator
+    assert await append(writer, [rec(0)]) is ErrorCode.not_coordinator
 
 
 def test_segments_roll_at_segment_bytes_and_offsets_continue_across_a_reload(tmp_path):

@@ -16,6 +16,9 @@ from protocol.codec import build_response
 from . import Request
 from .create_topics import too_many_partitions
 
+KEY = ApiKey.CREATE_PARTITIONS
+VERSIONS = (0, 3)
+
 
 def _check(node, t, duplicated: bool) -> tuple[ErrorCode, str | None]:
     if duplicated:

@@ -21,6 +21,9 @@ from storage.catalog import legal_topic_name
 
 from . import Request
 
+KEY = ApiKey.CREATE_TOPICS
+VERSIONS = (2, 7)
+
 
 def _check(node, t, duplicated: bool) -> tuple[ErrorCode, str | None, int]:
     """(error, message, partition count) for one requested topic, in the order and with the

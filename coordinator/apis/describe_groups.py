@@ -14,6 +14,10 @@ from protocol.codec import build_response
 
 from . import Request
 
+KEY = ApiKey.DESCRIBE_GROUPS
+VERSIONS = (0, 6)
+
+
 OMITTED = -(2**31)
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)  # READ, DELETE, DESCRIBE
 
@@ -23,7 +27,7 @@ def handle(node, request: Request):
     operations = GROUP_OPERATIONS if getattr(body, "include_authorized_operations", False) else OMITTED
     groups = []
     for group_id in body.groups:
-        described = node.groups.describe(group_id)
+        described = node.coordinator.describe(group_id)
         if isinstance(described, ErrorCode):  # the group's partition is loading or failed
             groups.append({"error_code": described, "error_message": None, "group_id": group_id,
                            "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],

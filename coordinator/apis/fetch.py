@@ -25,15 +25,18 @@ loop, never OFFSET_OUT_OF_RANGE, which would make clients reset and overwrite co
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 
 from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
-from records import plane_for
+from storage.topic_data import plane_for
 
+from ..system_clock import wall_ms
 from . import Request
+
+KEY = ApiKey.FETCH
+VERSIONS = (4, 12)
 
 
 def _topic(node, name: str):
@@ -87,7 +90,7 @@ def handle(node, request: Request):
 def _read(node, plane, body) -> tuple[list[dict], int, bool, list[tuple]]:
     """The response's topics, the record bytes in them, whether any partition has an error, and
     what to watch while held: (key, fetch offset, partition max bytes) of the known partitions."""
-    now = int(time.time() * 1000)
+    now = wall_ms()
     budget = body.max_bytes if body.max_bytes > 0 else 0
     used = 0
     error = False

@@ -12,7 +12,11 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import Encoded, build_response
 
+from ..classic.requests import HeartbeatRequest
 from . import Request
+
+KEY = ApiKey.HEARTBEAT
+VERSIONS = (0, 4)
 
 
 @cache
@@ -22,6 +26,6 @@ def _response(version: int, error: ErrorCode) -> Encoded:
 
 def handle(node, request: Request):
     body = request.body
-    error = node.groups.heartbeat(body.group_id, body.generation_id, body.member_id,
-                                  getattr(body, "group_instance_id", None))
+    error = node.coordinator.heartbeat(HeartbeatRequest(body.group_id, body.generation_id, body.member_id,
+                                                   getattr(body, "group_instance_id", None)))
     return _response(request.version, error)

@@ -27,9 +27,12 @@ from __future__ import annotations
 from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
-from records import producer_ids_for
+from storage.topic_data import producer_ids_for
 
 from . import Request
+
+KEY = ApiKey.INIT_PRODUCER_ID
+VERSIONS = (0, 4)
 
 
 def handle(node, request: Request):

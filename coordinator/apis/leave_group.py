@@ -12,7 +12,11 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
+from ..classic.requests import LeaveRequest
 from . import Request, respond
+
+KEY = ApiKey.LEAVE_GROUP
+VERSIONS = (0, 5)
 
 
 def handle(node, request: Request):
@@ -21,7 +25,7 @@ def handle(node, request: Request):
         identities = [(m.member_id, m.group_instance_id) for m in body.members]
     else:
         identities = [(body.member_id, None)]
-    return respond(node.groups.leave(body.group_id, identities), lambda reply: _response(version, reply))
+    return respond(node.coordinator.leave(LeaveRequest(body.group_id, identities)), lambda reply: _response(version, reply))
 
 
 def _response(version: int, reply: dict):

@@ -13,16 +13,19 @@ from protocol.codec import build_response
 
 from . import Request
 
+KEY = ApiKey.LIST_GROUPS
+VERSIONS = (0, 5)
+
 
 def handle(node, request: Request):
     body = request.body
     states = {s.strip().lower() for s in getattr(body, "states_filter", ())}
     types = {t.strip().lower() for t in getattr(body, "types_filter", ())}
-    listed = node.groups.list_groups()
+    listed = node.coordinator.list_groups()
     if isinstance(listed, ErrorCode):  # a partition is still loading: no partial answer (spec §9.2)
         return build_response(ApiKey.LIST_GROUPS, request.version, {"error_code": listed, "groups": []})
     groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
-               "group_state": g.state.value, "group_type": "classic"}
+               "group_state": g.state_name, "group_type": g.type}
               for g in listed
-              if (not states or g.state.value.lower() in states) and (not types or "classic" in types)]
+              if (not states or g.state_name.lower() in states) and (not types or g.type in types)]
     return build_response(ApiKey.LIST_GROUPS, request.version, {"error_code": ErrorCode.none, "groups": groups})

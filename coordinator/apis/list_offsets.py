@@ -17,16 +17,18 @@ storage, as Kafka answers without remote storage).
 
 from __future__ import annotations
 
-import time
-
 from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
-from records import plane_for
+from storage.topic_data import plane_for
 
+from ..system_clock import wall_ms
 from . import Request
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+
+KEY = ApiKey.LIST_OFFSETS
+VERSIONS = (1, 9)
 
 
 def _answer(topic, index: int, timestamp: int) -> dict:
@@ -61,7 +63,7 @@ def _answer_memory(plane, topic, index: int, timestamp: int, now: int) -> dict:
 
 def handle(node, request: Request):
     plane = plane_for(node)
-    now = int(time.time() * 1000)
+    now = wall_ms()
     topics = []
     for t in request.body.topics:
         topic = node.catalog.get(t.name)

@@ -23,6 +23,9 @@ from storage.catalog import legal_topic_name
 
 from . import Request
 
+KEY = ApiKey.METADATA
+VERSIONS = (0, 12)
+
 _ZERO_ID = uuid.UUID(int=0)
 
 

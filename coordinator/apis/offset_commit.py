@@ -16,7 +16,11 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
+from ..requests import OffsetCommitRequest
 from . import Request, ms, respond
+
+KEY = ApiKey.OFFSET_COMMIT
+VERSIONS = (2, 9)
 
 
 def handle(node, request: Request):
@@ -35,8 +39,9 @@ def handle(node, request: Request):
     order = [(t.name, [p.partition_index for p in t.partitions]) for t in body.topics]
     if not offsets:
         return _response(version, order, unknown)
-    result = node.groups.commit(body.group_id, body.generation_id_or_member_epoch, body.member_id,
-                                getattr(body, "group_instance_id", None), retention_ms, offsets, version)
+    result = node.coordinator.commit(OffsetCommitRequest(body.group_id, body.generation_id_or_member_epoch, body.member_id,
+                                                    getattr(body, "group_instance_id", None), retention_ms, offsets,
+                                                    version))
     return respond(result, lambda errors: _response(version, order, {**unknown, **errors}))
 
 

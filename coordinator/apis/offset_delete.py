@@ -11,7 +11,11 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
+from ..requests import OffsetDeleteRequest
 from . import Request, respond
+
+KEY = ApiKey.OFFSET_DELETE
+VERSIONS = (0, 0)
 
 
 def handle(node, request: Request):
@@ -26,7 +30,7 @@ def handle(node, request: Request):
         unknown.update({(name, p): ErrorCode.unknown_topic_or_partition for p in parts if p not in ok})
         if ok:
             known.append((name, ok))
-    result = node.groups.delete_offsets(body.group_id, known)
+    result = node.coordinator.delete_offsets(OffsetDeleteRequest(body.group_id, known))
     return respond(result, lambda reply: _response(reply["error_code"], order,
                                                    {**unknown, **reply["partitions"]}))
 

@@ -18,7 +18,11 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
+from ..requests import OffsetFetchRequest
 from . import Request, respond
+
+KEY = ApiKey.OFFSET_FETCH
+VERSIONS = (1, 9)
 
 
 def _topics(rows, error: ErrorCode = ErrorCode.none) -> list[dict]:
@@ -42,7 +46,7 @@ def _group(requested, result) -> tuple[list[dict], ErrorCode]:
 
 def _fetch(node, group_id: str, topics, require_stable: bool):
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    return node.groups.fetch_offsets(group_id, wanted, require_stable)
+    return node.coordinator.fetch_offsets(OffsetFetchRequest(group_id, wanted, require_stable))
 
 
 def handle(node, request: Request):

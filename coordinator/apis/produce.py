@@ -7,7 +7,7 @@ because librdkafka enables its modern fetcher when both Produce (≥3) and Fetch
 (clients.md §1.2). Every partition is answered INVALID_REQUEST (non-retriable, so producers fail
 fast instead of retrying forever).
 
-With `records.plane: memory` each partition's record batches are validated (`records.batches`)
+With `records.plane: memory` each partition's record batches are validated (`storage.topic_data.batches`)
 and appended to the in-memory partition, which assigns their offsets; idempotent producers'
 sequences are checked as Kafka does (a retried batch is answered with its first offsets).
 Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION (Produce never auto-creates), INVALID_RECORD,
@@ -20,15 +20,20 @@ In both modes acks=0 gets no reply at all, as Kafka does.
 
 from __future__ import annotations
 
-import time
-
 from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
-from records import plane_for
-from records.plane import TRANSACTIONS_UNSUPPORTED
+from storage.topic_data import plane_for
+from storage.topic_data.plane import TRANSACTIONS_UNSUPPORTED
 
+from ..system_clock import wall_ms
 from . import Request
+
+# Produce is advertised so that librdkafka enables its v2 fetcher (clients.md §1.2); with
+# records.plane none every partition is answered with an error.
+KEY = ApiKey.PRODUCE
+VERSIONS = (3, 8)
+
 
 MESSAGE = "groupd is a group coordinator and stores no records"
 
@@ -49,7 +54,7 @@ def handle(node, request: Request):
             _partition(p.index, ErrorCode.invalid_required_acks) for p in t.partition_data]}
             for t in body.topic_data]
         return build_response(ApiKey.PRODUCE, request.version, {"responses": responses})
-    now = int(time.time() * 1000)
+    now = wall_ms()
     live_ids = lambda: (t.topic_id for t in node.catalog)  # noqa: E731
     responses = []
     for t in body.topic_data:

@@ -14,8 +14,12 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
-from ..shard import sync_reply
+from ..classic.replies import sync_reply
+from ..classic.requests import SyncRequest
 from . import Request, respond
+
+KEY = ApiKey.SYNC_GROUP
+VERSIONS = (0, 5)
 
 
 def handle(node, request: Request):
@@ -25,9 +29,9 @@ def handle(node, request: Request):
     if version >= 5 and (protocol_type is None or protocol_name is None):
         return _response(version, sync_reply(ErrorCode.inconsistent_group_protocol))
     assignments = {a.member_id: a.assignment for a in body.assignments}
-    result = node.groups.sync(body.group_id, body.generation_id, body.member_id,
-                              getattr(body, "group_instance_id", None), protocol_type, protocol_name,
-                              assignments)
+    result = node.coordinator.sync(SyncRequest(body.group_id, body.generation_id, body.member_id,
+                                          getattr(body, "group_instance_id", None), protocol_type, protocol_name,
+                                          assignments))
     return respond(result, lambda reply: _response(version, reply))
 
 

@@ -12,5 +12,10 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def d(clock) -> Driver:
-    """A shard with Kafka's default group settings (initial rebalance delay 3000 ms)."""
-    return Driver(GroupSettings(), clock)
+    """A shard with Kafka's default group settings (initial rebalance delay 3000 ms). After every
+    scenario, with its writes completed, a replay of the log it wrote equals its memory."""
+    driver = Driver(GroupSettings(), clock)
+    yield driver
+    if driver.replayable:
+        driver.finish_writes()
+        driver.assert_replay_matches()

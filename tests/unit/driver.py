@@ -1,7 +1,7 @@
-"""A fake clock and a test driver around one `GroupShard`: it carries out every `Outcome` exactly
-as `GroupCoordinator.run/_written` does (released replies first, timers armed, records appended,
-then applied, then `after_write`, then the reply), with time and write failures under the test's
-control. No sockets, no sleeps, no event loop.
+"""A fake clock and a test driver around one `GroupShard`: every `Outcome` goes through the same
+`Runner` the server uses (coordinator/runner.py), with a fake log and fake timers plugged in, so
+time, write failures and writes held in flight are under the test's control. No sockets, no sleeps,
+no event loop.
 """
 
 from __future__ import annotations
@@ -9,8 +9,12 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from coordinator.group import EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup
-from coordinator.shard import GroupSettings, GroupShard, JoinRequest, Outcome
+from coordinator.clock import Now
+from coordinator.classic.group import EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup
+from coordinator.runner import Runner
+from coordinator.classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
+from coordinator.requests import OffsetCommitRequest, OffsetDeleteRequest
+from coordinator.shard import GroupSettings, GroupShard
 from protocol import ErrorCode
 from storage.records import Record
 
@@ -19,8 +23,23 @@ START = 1_000_000  # the fake wall clock starts here, so timestamps are never 0 
 
 
 class FakeClock:
-    def __init__(self, now: int = START) -> None:
+    """Drives both clocks of `Now` from one hand-moved value (ms): the monotonic clock is `now`,
+    the wall clock `now + wall_offset` (a test moves `wall_offset` to step the wall clock)."""
+
+    def __init__(self, now: int = START, wall_offset: int = 0) -> None:
         self.now = now
+        self.wall_offset = wall_offset
+
+    def read(self) -> Now:
+        return Now(self.now + self.wall_offset, self.now)
+
+
+class _Handle:
+    def __init__(self, driver: Driver, key: int) -> None:
+        self._driver, self._key = driver, key
+
+    def cancel(self) -> None:
+        self._driver._scheduled.pop(self._key, None)
 
 
 class Driver:
@@ -32,33 +51,51 @@ class Driver:
         self.settings = settings or GroupSettings()
         self.clock = clock or FakeClock()
         self._ids = itertools.count(1)
-        self.shard = self.new_shard()
         self.replies: dict[Any, Any] = {}
+        self.events: list = []  # every event the shard reported, in order
         self.answers: list[tuple[Any, Any]] = []
-        self.timers: dict[tuple, int] = {}  # armed timers: key → deadline (one per key)
-        self._armed_order: dict[tuple, int] = {}
+        self._scheduled: dict[int, tuple[int, Any]] = {}  # seq → (deadline, fire): the fake timers
         self._seq = itertools.count()
         self.written: list[Record] = []  # every record durably written, in log order
         self._fail_next: ErrorCode | None = None
         self.holding = False
-        self._held: list[tuple[Outcome, Any]] = []
+        self._held: list[tuple[list[Record], Any, Any]] = []
         self._tickets: set = set()
         self._internal = itertools.count()
+        self.shard = self.new_shard()
+        self.replayable = True  # False once a test applies records that were never written
 
     def new_shard(self) -> GroupShard:
         return GroupShard(0, self.settings, lambda prefix: f"{prefix}-{next(self._ids)}")
 
     @property
+    def shard(self) -> GroupShard:
+        return self._shard
+
+    @shard.setter
+    def shard(self, shard: GroupShard) -> None:
+        self.replayable = not hasattr(self, "_shard")
+        self._shard = shard
+        self.runner = Runner(shard, self, self._resolve, self.clock.read,
+                             lambda: ("internal", next(self._internal)), self.events.extend)
+        self.runner.log = self
+
+    @property
     def now(self) -> int:
         return self.clock.now
+
+    @property
+    def timers(self) -> dict[tuple, int]:
+        """Armed timers: key → deadline (one per key)."""
+        return {key: deadline for key, (deadline, _) in self.runner.armed.items()}
 
     def group(self, group_id: str = "g") -> ClassicGroup:
         return self.shard.groups[group_id]
 
-    # -- writes ---------------------------------------------------------------------------------
+    # -- the fake log and timers the runner is plugged into -------------------------------------
 
     def fail_next_write(self, error: ErrorCode) -> None:
-        """The next append fails with `error` (already mapped, as the runtime hands it over)."""
+        """The next append fails with `error` (already mapped, as the writer hands it over)."""
         self._fail_next = error
 
     def hold_writes(self) -> None:
@@ -66,42 +103,37 @@ class Driver:
         self.holding = True
 
     def finish_writes(self, error: ErrorCode | None = None) -> None:
-        """Complete every held append, in order, with success or `error`."""
+        """Complete every held append, in order, with success or `error` (a failure fails every
+        append behind it too, as the writer does)."""
         self.holding = False
         held, self._held = self._held, []
-        for out, ticket in held:
-            self._written(out, ticket, error)
+        for records, completed, _ in held:
+            if error is None:
+                self.written.extend(records)
+            completed(error)
+
+    def time_out_writes(self) -> None:
+        """Every held append outlasts the commit timeout (it stays held: it may still land)."""
+        for _, _, timed_out in self._held:
+            timed_out()
 
     @property
     def writes_in_flight(self) -> int:
         return len(self._held)
 
-    # -- the runtime's run/_written, replicated -------------------------------------------------
-
-    def _run(self, out: Outcome, ticket: Any) -> None:
-        for parked, reply in out.released:
-            self._resolve(parked, reply)
-        for key, deadline in out.timers:
-            self._arm(key, deadline)
-        if out.records:
-            if self.holding:
-                self._held.append((out, ticket))
-                return
-            error, self._fail_next = self._fail_next, None
-            self._written(out, ticket, error)
+    def append(self, records: list[Record], completed, timed_out) -> None:
+        if self.holding:
+            self._held.append((records, completed, timed_out))
             return
-        if out.reply is not None:
-            self._resolve(ticket, out.reply)
-
-    def _written(self, out: Outcome, ticket: Any, error: ErrorCode | None) -> None:
+        error, self._fail_next = self._fail_next, None
         if error is None:
-            self.written.extend(out.records)
-            for record in out.records:
-                self.shard.apply(record)
-        if out.after_write is not None:
-            self._run(out.after_write(error, self.clock.now), ticket)
-        if out.reply is not None:
-            self._resolve(ticket, out.reply)
+            self.written.extend(records)
+        completed(error)
+
+    def call_at(self, deadline: int, fire) -> _Handle:
+        key = next(self._seq)
+        self._scheduled[key] = (deadline, fire)
+        return _Handle(self, key)
 
     def _resolve(self, ticket: Any, reply: Any) -> None:
         self.answers.append((ticket, reply))
@@ -112,42 +144,36 @@ class Driver:
             ticket = ("internal", next(self._internal))
         assert ticket not in self._tickets, f"ticket {ticket!r} used twice"
         self._tickets.add(ticket)
-        self._run(operation(ticket), ticket)
+        result = self.runner.run(operation(ticket), ticket)
+        if result is not ticket and result is not None:
+            self._resolve(ticket, result)
         return self.replies.get(ticket)
 
     def answers_to(self, ticket: Any) -> list:
         return [reply for t, reply in self.answers if t == ticket]
 
-    # -- timers ---------------------------------------------------------------------------------
-
-    def _arm(self, key: tuple, deadline: int) -> None:
-        armed = self.timers.get(key)
-        if armed is not None and armed <= deadline:
-            return  # the earlier timer fires first; the shard re-arms it for the later deadline
-        self.timers[key] = deadline
-        self._armed_order[key] = next(self._seq)
+    # -- time -----------------------------------------------------------------------------------
 
     def advance(self, ms: int) -> None:
         """Move the clock by `ms`, firing every timer that falls due, in deadline order, each at
         its own deadline."""
         target = self.clock.now + ms
         while True:
-            due = [(deadline, self._armed_order[key], key) for key, deadline in self.timers.items()
-                   if deadline <= target]
+            due = [(deadline, seq) for seq, (deadline, _) in self._scheduled.items() if deadline <= target]
             if not due:
                 break
-            deadline, _, key = min(due)
-            del self.timers[key]
+            deadline, seq = min(due)
+            _, fire = self._scheduled.pop(seq)
             self.clock.now = max(self.clock.now, deadline)
-            self._run(self.shard.on_timer(key, self.clock.now), ("timer", next(self._internal)))
+            fire()
         self.clock.now = target
 
     def advance_until(self, condition, limit_ms: int = 3_600_000) -> None:
         """Fire timers one deadline at a time until `condition()` holds."""
         end = self.clock.now + limit_ms
         while not condition():
-            assert self.timers, "nothing armed and the condition does not hold"
-            step = min(self.timers.values()) - self.clock.now
+            assert self._scheduled, "nothing armed and the condition does not hold"
+            step = min(deadline for deadline, _ in self._scheduled.values()) - self.clock.now
             assert self.clock.now + step <= end, "condition did not hold within the limit"
             self.advance(max(step, 0))
 
@@ -159,32 +185,33 @@ class Driver:
              client_host: str = "/127.0.0.1", reason: str | None = None) -> dict | None:
         req = JoinRequest(group_id, member_id, instance_id, session_timeout_ms, rebalance_timeout_ms,
                           protocol_type, tuple(protocols), version, client_id, client_host, reason)
-        return self._op(ticket, lambda t: self.shard.join(req, t, self.clock.now))
+        return self._op(ticket, lambda t: self.shard.join(req, t, self.clock.read()))
 
     def sync(self, group_id: str, member_id: str, generation: int, *, ticket: Any,
              instance_id: str | None = None, assignments: dict[str, bytes] | None = None,
              protocol_type: str | None = None, protocol_name: str | None = None) -> dict | None:
-        return self._op(ticket, lambda t: self.shard.sync(
-            group_id, generation, member_id, instance_id, protocol_type, protocol_name, assignments or {}, t,
-            self.clock.now))
+        req = SyncRequest(group_id, generation, member_id, instance_id, protocol_type, protocol_name, assignments or {})
+        return self._op(ticket, lambda t: self.shard.sync(req, t, self.clock.read()))
 
     def heartbeat(self, group_id: str, member_id: str, generation: int, instance_id: str | None = None) -> ErrorCode:
-        return self.shard.heartbeat(group_id, generation, member_id, instance_id, self.clock.now)
+        error = self.shard.heartbeat(HeartbeatRequest(group_id, generation, member_id, instance_id), self.clock.read())
+        self.runner.flush_events()
+        return error
 
     def leave(self, group_id: str, *identities) -> dict | None:
         """Identities are member ids or (member id, instance id) pairs."""
         ids = [(i, None) if isinstance(i, str) else tuple(i) for i in identities]
-        return self._op(None, lambda t: self.shard.leave(group_id, ids, self.clock.now))
+        return self._op(None, lambda t: self.shard.leave(LeaveRequest(group_id, ids), self.clock.read()))
 
     def commit(self, group_id: str, offsets, *, generation: int = -1, member_id: str = "",
                instance_id: str | None = None, retention_ms: int = -1, version: int = 9) -> dict | None:
         """Offsets are (topic, partition, offset[, leader epoch[, metadata]])."""
         rows = [tuple(o) + (-1, None)[len(o) - 3:] for o in offsets]
-        return self._op(None, lambda t: self.shard.commit(
-            group_id, generation, member_id, instance_id, retention_ms, rows, version, self.clock.now))
+        req = OffsetCommitRequest(group_id, generation, member_id, instance_id, retention_ms, rows, version)
+        return self._op(None, lambda t: self.shard.commit(req, self.clock.read()))
 
     def fetch(self, group_id: str, topics=None):
-        return self.shard.fetch_offsets(group_id, topics)
+        return self.shard.fetch_offsets(group_id, topics, self.runner.last_committed())
 
     def describe(self, group_id: str) -> dict | None:
         return self.shard.describe(group_id)
@@ -193,17 +220,16 @@ class Driver:
         return self._op(None, lambda t: self.shard.delete_group(group_id))
 
     def delete_offsets(self, group_id: str, topics) -> dict | None:
-        return self._op(None, lambda t: self.shard.delete_offsets(group_id, topics))
+        return self._op(None, lambda t: self.shard.delete_offsets(OffsetDeleteRequest(group_id, topics)))
 
     # -- re-apply and compare -------------------------------------------------------------------
 
     def replay(self) -> GroupShard:
         """A fresh shard loaded from every record written so far."""
         fresh = self.new_shard()
-        fresh.active = False
         for record in self.written:
             fresh.apply(record)
-        fresh.on_loaded(self.clock.now)
+        fresh.on_loaded(self.clock.read())
         return fresh
 
     def assert_replay_matches(self) -> None:

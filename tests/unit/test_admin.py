@@ -2,7 +2,7 @@
 
 import pytest
 
-from coordinator.group import COMPLETING_REBALANCE, DEAD, EMPTY
+from coordinator.classic.group import COMPLETING_REBALANCE, EMPTY
 from protocol.consumer import encode_subscription
 from storage.records import GroupMetadataKey, OffsetCommitKey, Record
 
@@ -51,11 +51,7 @@ def test_describe_simple_group_has_no_protocol_type(d):
     assert (d.describe("g")["group_state"], d.describe("g")["protocol_type"]) == ("Empty", "")
 
 
-@pytest.mark.parametrize("dead", [False, True], ids=["unknown", "Dead"])
-def test_describe_unknown_or_dead_group_is_not_found(d, dead):
-    if dead:
-        stable_group(d)
-        d.group().state = DEAD
+def test_describe_unknown_group_is_not_found(d):
     assert d.describe("g") is None
 
 
@@ -64,8 +60,6 @@ def test_describe_unknown_or_dead_group_is_not_found(d, dead):
 def test_list_groups_gives_every_live_group(d):
     stable_group(d, "consumers")
     d.commit("standalone", [("t", 0, 1)])
-    stable_group(d, "gone", names=("x",))
-    d.group("gone").state = DEAD
     assert sorted((g.group_id, g.state.value, g.protocol_type or "") for g in d.shard.list_groups()) == [
         ("consumers", "Stable", "consumer"), ("standalone", "Empty", "")]
 
@@ -74,12 +68,6 @@ def test_list_groups_gives_every_live_group(d):
 
 def test_delete_unknown_group_is_group_id_not_found(d):
     assert d.delete_group("nope") == E.group_id_not_found
-
-
-def test_delete_dead_group_is_group_id_not_found(d):
-    empty_group(d)
-    d.group().state = DEAD
-    assert d.delete_group("g") == E.group_id_not_found
 
 
 @pytest.mark.parametrize("build", [preparing_group, completing_group, stable_group])
@@ -119,11 +107,8 @@ def subscribed_to(*topics):
     return (("range", encode_subscription(list(topics))),)
 
 
-def test_offset_delete_of_unknown_or_dead_group_is_group_id_not_found(d):
+def test_offset_delete_of_unknown_group_is_group_id_not_found(d):
     assert d.delete_offsets("nope", [("t", [0])])["error_code"] == E.group_id_not_found
-    empty_group(d)
-    d.group().state = DEAD
-    assert d.delete_offsets("g", [("t", [0])])["error_code"] == E.group_id_not_found
 
 
 def test_offset_delete_of_non_empty_non_consumer_group_is_non_empty_group(d):

@@ -1,7 +1,8 @@
 """Spec §12.6 and style §2: `apply(record)` is the one path by which durable state changes, for
 log loading and live writes alike."""
 
-from coordinator.group import EMPTY, PREPARING_REBALANCE, STABLE
+from coordinator.clock import Now
+from coordinator.classic.group import EMPTY, PREPARING_REBALANCE, STABLE
 from storage.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -18,7 +19,7 @@ from .driver import Driver, stable_group
 
 def loading(d: Driver):
     shard = d.new_shard()
-    shard.active = False
+
     return shard
 
 
@@ -133,9 +134,8 @@ def test_offsets_survive_a_group_tombstone_written_before_them(d):
 def test_loaded_members_get_a_session_timer_of_their_session_timeout(d):
     shard = loading(d)
     shard.apply(group_record([member("a-1"), member("b-2")]))
-    out = shard.on_loaded(7000)
+    out = shard.on_loaded(Now(7000, 7000))
     assert sorted(out.timers) == [(("session", "g", "a-1"), 17_000), (("session", "g", "b-2"), 17_000)]
-    assert shard.active
 
 
 def test_live_record_of_a_group_does_not_rebuild_it(d):

@@ -5,7 +5,7 @@ deletion (§11.4), and replaying the written tombstones into a fresh shard.
 
 import pytest
 
-from coordinator.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
+from coordinator.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 from coordinator.shard import GroupShard
 from protocol.consumer import encode_subscription
 from storage.records import (
@@ -25,7 +25,7 @@ SUBSCRIBED_TO_T = (("range", encode_subscription(["t"])),)
 def expire(d, retention_ms: int = RETENTION) -> list[Record]:
     """Run the expiry pass at the fake clock's now; the records it wrote."""
     before = len(d.written)
-    d._op(None, lambda ticket: d.shard.expire(d.now, retention_ms))
+    d._op(None, lambda ticket: d.shard.expire(d.clock.read(), retention_ms))
     return d.written[before:]
 
 
@@ -79,11 +79,11 @@ def test_empty_consumer_group_offsets_age_from_when_the_group_became_empty(d):
 def test_empty_group_loaded_without_a_state_timestamp_ages_offsets_from_their_commit(d):
     """An old GroupMetadataValue (v0/v1) carries no currentStateTimestamp: the commit timestamp is the base."""
     shard = d.shard = GroupShard(0, d.settings, lambda prefix: prefix)
-    shard.active = False
+
     shard.apply(Record(GroupMetadataKey("g"), GroupMetadataValue("consumer", 4, None, None, -1, ())))
     shard.apply(Record(OffsetCommitKey("g", "t", 0), OffsetCommitValue(1, -1, "", d.now - 1000)))
     shard.apply(Record(OffsetCommitKey("g", "t", 1), OffsetCommitValue(2, -1, "", d.now)))
-    d._run(shard.on_loaded(d.now), "loaded")
+    d.runner.run(shard.on_loaded(d.clock.read()))
     assert d.group("g").state is EMPTY and d.group("g").state_timestamp is None
 
     d.advance(RETENTION - 1000)
@@ -311,14 +311,17 @@ def test_failed_expiry_write_changes_nothing(d):
 
 
 def test_member_joining_while_the_group_tombstone_is_being_written_is_not_lost(d):
+    """The tombstone is applied when appended: the join that follows creates the group anew."""
     ids = stable_group(d, names=("a",))
     d.leave("g", ids["a"])
     d.hold_writes()
-    d._op("expiry", lambda ticket: d.shard.expire(d.now, RETENTION))  # the group tombstone is in flight
-    first = d.join("g", ticket="first")
+    d._op("expiry", lambda ticket: d.shard.expire(d.clock.read(), RETENTION))  # the group tombstone is in flight
+    assert "g" not in d.shard.groups
+    assert d.join("g", ticket="first") is None  # the new group's record waits behind the tombstone
+    d.finish_writes()
+    first = d.replies["first"]
     assert first["error_code"] == E.member_id_required
     d.join("g", first["member_id"], ticket="second")
-    d.finish_writes()
     d.advance(d.settings.initial_rebalance_delay_ms)
     assert d.replies.get("second") is not None, "the parked JoinGroup is answered"
     assert d.replies["second"]["error_code"] == E.none

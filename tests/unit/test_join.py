@@ -3,7 +3,7 @@ initial-rebalance delay, join completion, protocol vote and leader election."""
 
 import pytest
 
-from coordinator.group import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+from coordinator.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 from coordinator.shard import GroupSettings
 from storage.records import GroupMetadataKey, GroupMetadataValue
 
@@ -95,12 +95,6 @@ def test_max_size_does_not_limit_an_empty_group(clock):
     d = Driver(GroupSettings(max_size=1), clock)
     assert d.join("g", ticket="j", client_id="a", version=3) is None
     assert len(d.group().members) == 1
-
-
-def test_max_size_does_not_apply_to_a_dead_group(d2):
-    stable_group(d2)
-    d2.group().state = DEAD
-    assert d2.join("g", ticket="join-c", client_id="c")["error_code"] == E.coordinator_not_available
 
 
 @pytest.mark.parametrize("build", [stable_group, completing_group], ids=["Stable", "CompletingRebalance"])

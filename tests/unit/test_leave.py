@@ -1,7 +1,7 @@
 """Spec §6: LeaveGroup — one result per identity, removal by instance id, pending ids, and what
 the departures do to the group. (The v0–v2 single-error collapse is the API module's concern.)"""
 
-from coordinator.group import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+from coordinator.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 from storage.records import GroupMetadataKey, GroupMetadataValue
 
 from .driver import E, preparing_group, stable_group
@@ -15,12 +15,6 @@ def test_leave_from_unknown_group_answers_every_member_unknown_member_id(d):
     reply = d.leave("nope", "a-1", ("b-2", "b-instance"))
     assert reply == {"error_code": E.none, "members": [("a-1", None, E.unknown_member_id),
                                                        ("b-2", "b-instance", E.unknown_member_id)]}
-
-
-def test_leave_from_dead_group_is_coordinator_not_available(d):
-    ids = stable_group(d)
-    d.group().state = DEAD
-    assert d.leave("g", ids["a"])["error_code"] == E.coordinator_not_available
 
 
 def test_leave_batch_answers_each_identity_on_its_own(d):

@@ -3,7 +3,7 @@ OffsetFetch."""
 
 import pytest
 
-from coordinator.group import EMPTY, STABLE
+from coordinator.classic.group import EMPTY, STABLE
 from storage.records import OffsetCommitKey, OffsetCommitValue, Record
 
 from .driver import E, completing_group, preparing_group, stable_group

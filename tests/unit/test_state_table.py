@@ -4,7 +4,7 @@ valid identities so that the state column decides."""
 
 import pytest
 
-from coordinator.group import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+from coordinator.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 from storage.records import OffsetCommitKey
 
 from .driver import (
@@ -51,15 +51,6 @@ def test_join_of_new_member_in_stable_starts_a_rebalance(d):
     c = new_member(d, "g", "c")
     assert d.group().state is PREPARING_REBALANCE
     assert c in d.group().members
-
-
-def test_join_of_new_member_in_dead_group_is_coordinator_not_available(d):
-    stable_group(d)
-    d.group().state = DEAD
-    reply = d.join("g", ticket="join-c", client_id="c")
-    assert reply["error_code"] == E.coordinator_not_available
-    assert reply["member_id"] == ""
-    assert len(d.group().members) == 2
 
 
 # -- JoinGroup, known member ----------------------------------------------------------------------
@@ -128,14 +119,6 @@ def test_join_of_follower_with_other_protocols_in_stable_starts_a_rebalance(d):
     assert d.group().state is PREPARING_REBALANCE
 
 
-def test_join_of_known_member_in_dead_group_is_coordinator_not_available(d):
-    ids = stable_group(d)
-    d.group().state = DEAD
-    reply = d.join("g", ids["b"], ticket="rejoin-b", client_id="b")
-    assert reply["error_code"] == E.coordinator_not_available
-    assert reply["member_id"] == ids["b"]
-
-
 # -- SyncGroup ------------------------------------------------------------------------------------
 
 def test_sync_in_empty_group_is_unknown_member_id(d):
@@ -159,12 +142,6 @@ def test_sync_in_stable_returns_the_stored_assignment(d):
     reply = d.sync("g", ids["b"], 1, ticket="sync-b-again")
     assert reply == {"error_code": E.none, "protocol_type": "consumer", "protocol_name": "range",
                      "assignment": assignment_of("b")}
-
-
-def test_sync_in_dead_group_is_coordinator_not_available(d):
-    ids = stable_group(d)
-    d.group().state = DEAD
-    assert d.sync("g", ids["b"], 1, ticket="sync-b")["error_code"] == E.coordinator_not_available
 
 
 # -- Heartbeat ------------------------------------------------------------------------------------
@@ -193,12 +170,6 @@ def test_heartbeat_in_stable_is_none_and_resets_session(d):
     d.advance(4000)
     assert d.heartbeat("g", ids["b"], 1) == E.none
     assert d.group().members[ids["b"]].deadline == d.now + 10_000
-
-
-def test_heartbeat_in_dead_group_is_coordinator_not_available(d):
-    ids = stable_group(d)
-    d.group().state = DEAD
-    assert d.heartbeat("g", ids["b"], 1) == E.coordinator_not_available
 
 
 # -- OffsetCommit by a member ---------------------------------------------------------------------
@@ -235,13 +206,6 @@ def test_member_commit_in_stable_is_accepted_and_resets_session(d):
     d.assert_replay_matches()
 
 
-def test_member_commit_in_dead_group_is_coordinator_not_available(d):
-    ids = stable_group(d)
-    d.group().state = DEAD
-    reply = d.commit("g", [("t", 0, 5)], generation=1, member_id=ids["b"])
-    assert reply == {("t", 0): E.coordinator_not_available}
-
-
 # -- OffsetCommit without a member (generation < 0) ------------------------------------------------
 
 def test_memberless_commit_in_empty_group_is_accepted(d):
@@ -257,12 +221,6 @@ def test_memberless_commit_in_non_empty_group_is_unknown_member_id(d, build):
     build(d)
     assert d.commit("g", [("t", 0, 5)]) == {("t", 0): E.unknown_member_id}
     assert d.fetch("g") == []
-
-
-def test_memberless_commit_in_dead_group_is_coordinator_not_available(d):
-    empty_group(d)
-    d.group().state = DEAD
-    assert d.commit("g", [("t", 0, 5)]) == {("t", 0): E.coordinator_not_available}
 
 
 # -- OffsetFetch ----------------------------------------------------------------------------------
@@ -291,10 +249,3 @@ def test_offset_fetch_answers_in_every_live_state(d, move, state):
     [(topic, partition, value)] = d.fetch("g", [("t", [0])])
     assert (topic, partition, value.offset) == ("t", 0, 5)
 
-
-def test_offset_fetch_of_dead_group_is_answered_as_group_not_found(d):
-    ids = stable_group(d)
-    d.commit("g", [("t", 0, 5)], generation=1, member_id=ids["b"])
-    d.group().state = DEAD
-    assert d.fetch("g", [("t", [0])]) == [("t", 0, None)]
-    assert d.fetch("g") == []

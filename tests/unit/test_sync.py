@@ -3,7 +3,7 @@ answered, followers parked, and the sync timer."""
 
 import pytest
 
-from coordinator.group import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
+from coordinator.classic.group import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
 from storage.records import GroupMetadataKey
 
 from .driver import E, completing_group, stable_group

@@ -4,9 +4,8 @@ import itertools
 
 import pytest
 
-from coordinator.group import (
+from coordinator.classic.group import (
     COMPLETING_REBALANCE,
-    DEAD,
     EMPTY,
     PREPARING_REBALANCE,
     STABLE,
@@ -22,7 +21,7 @@ ALLOWED = {
     (EMPTY, PREPARING_REBALANCE), (STABLE, PREPARING_REBALANCE), (COMPLETING_REBALANCE, PREPARING_REBALANCE),
     (PREPARING_REBALANCE, COMPLETING_REBALANCE),
     (COMPLETING_REBALANCE, STABLE),
-} | {(s, DEAD) for s in GroupState}
+}
 
 
 @pytest.mark.parametrize("source, target", list(itertools.product(GroupState, GroupState)),

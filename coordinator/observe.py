@@ -1,0 +1,111 @@
+"""The shell's side of the core's events (coordinator/events.py): each becomes the log line and the
+metrics it always was. Dispatch is by type, so a new event without a handler fails loudly (KeyError
+in tests) instead of silently dropping a metric."""
+
+from __future__ import annotations
+
+import logging
+
+from . import events as ev
+from . import metrics as m
+
+log = logging.getLogger("groupd.group")
+
+
+def _join_received(e: ev.JoinReceived) -> None:
+    log.debug("join group=%s member=%s instance=%s version=%d", e.group_id, e.member_id, e.instance_id, e.version)
+
+
+def _rebalance_started(e: ev.RebalanceStarted) -> None:
+    m.REBALANCES_STARTED.labels(e.reason).inc()
+    log.info("rebalance started group=%s generation=%d reason=%s %s members=%d", e.group_id, e.generation, e.reason,
+             e.detail, e.members)
+
+
+def _join_phase_completed(e: ev.JoinPhaseCompleted) -> None:
+    log.info("join phase completed group=%s generation=%d protocol=%s leader=%s members=%d", e.group_id,
+             e.generation, e.protocol, e.leader, e.members)
+
+
+def _rebalance_completed(e: ev.RebalanceCompleted) -> None:
+    m.REBALANCES_COMPLETED.labels(e.state).inc()
+    m.REBALANCE_SECONDS.observe(e.rebalance_ms / 1000)
+    if e.sync_ms is None:
+        log.info("rebalance completed group=%s generation=%d state=Empty members=0 rebalance_ms=%d", e.group_id,
+                 e.generation, e.rebalance_ms)
+    else:
+        log.info("rebalance completed group=%s generation=%d protocol=%s members=%d rebalance_ms=%d sync_ms=%d",
+                 e.group_id, e.generation, e.protocol, e.members, e.rebalance_ms, e.sync_ms)
+
+
+def _assignment_write_failed(e: ev.AssignmentWriteFailed) -> None:
+    log.warning("assignment write failed group=%s generation=%d error=%s", e.group_id, e.generation, e.error)
+
+
+def _member_expired(e: ev.MemberExpired) -> None:
+    m.MEMBERS_EXPIRED.labels("session-timeout").inc()
+    log.info("member expired group=%s member=%s instance=%s reason=session-timeout generation=%d", e.group_id,
+             e.member_id, e.instance_id, e.generation)
+
+
+def _members_sync_timed_out(e: ev.MembersSyncTimedOut) -> None:
+    m.MEMBERS_EXPIRED.labels("sync-timeout").inc(len(e.members))
+    log.info("members removed group=%s members=%s reason=sync-timeout generation=%d", e.group_id,
+             ",".join(e.members), e.generation)
+
+
+def _member_did_not_rejoin(e: ev.MemberDidNotRejoin) -> None:
+    log.info("member removed group=%s member=%s reason=did-not-rejoin", e.group_id, e.member_id)
+
+
+def _pending_member_expired(e: ev.PendingMemberExpired) -> None:
+    log.info("pending member expired group=%s member=%s", e.group_id, e.member_id)
+
+
+def _members_left(e: ev.MembersLeft) -> None:
+    log.info("members left group=%s members=%s", e.group_id, ",".join(e.members))
+
+
+def _static_member_replaced(e: ev.StaticMemberReplaced) -> None:
+    m.STATIC_REPLACED.inc()
+    log.info("static member replaced group=%s instance=%s old=%s new=%s state=%s", e.group_id, e.instance_id,
+             e.old_member_id, e.new_member_id, e.state)
+
+
+def _static_member_fenced(e: ev.StaticMemberFenced) -> None:
+    m.STATIC_FENCED.inc()
+
+
+def _group_deleted(e: ev.GroupDeleted) -> None:
+    m.GROUPS_REMOVED.labels("deleted").inc()
+    m.OFFSETS_REMOVED.labels("deleted").inc(e.offsets)
+    log.info("group deleted group=%s offsets=%d", e.group_id, e.offsets)
+
+
+def _offsets_expired(e: ev.OffsetsExpired) -> None:
+    m.OFFSETS_REMOVED.labels("expired").inc(e.offsets)
+    m.GROUPS_REMOVED.labels("expired").inc(e.groups)
+    log.info("expired partition=%d offsets=%d groups=%d", e.partition, e.offsets, e.groups)
+
+
+HANDLERS = {
+    ev.JoinReceived: _join_received,
+    ev.RebalanceStarted: _rebalance_started,
+    ev.JoinPhaseCompleted: _join_phase_completed,
+    ev.RebalanceCompleted: _rebalance_completed,
+    ev.AssignmentWriteFailed: _assignment_write_failed,
+    ev.MemberExpired: _member_expired,
+    ev.MembersSyncTimedOut: _members_sync_timed_out,
+    ev.MemberDidNotRejoin: _member_did_not_rejoin,
+    ev.PendingMemberExpired: _pending_member_expired,
+    ev.MembersLeft: _members_left,
+    ev.StaticMemberReplaced: _static_member_replaced,
+    ev.StaticMemberFenced: _static_member_fenced,
+    ev.GroupDeleted: _group_deleted,
+    ev.OffsetsExpired: _offsets_expired,
+}
+
+
+def emit(events: list) -> None:
+    for event in events:
+        HANDLERS[type(event)](event)

@@ -1,0 +1,167 @@
+"""Committed offsets of one partition's groups: OffsetCommit, OffsetFetch, OffsetDelete and
+retention (spec §7, §8, §9.4, §11). It asks a group only through the `Group` interface
+(coordinator/group.py), so every group type shares it."""
+
+from __future__ import annotations
+
+from protocol import ErrorCode
+
+from storage.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
+
+from .clock import Now
+from .group import Group
+from .outcome import Outcome
+from .requests import OffsetCommitRequest, OffsetDeleteRequest
+
+E = ErrorCode
+
+
+def _utf16_len(s: str) -> int:
+    return len(s.encode("utf-16-le")) // 2
+
+
+class OffsetsStore:
+    def __init__(self, groups: dict[str, Group], metadata_max_bytes: int) -> None:
+        self.groups = groups  # the partition's registry, shared
+        self.metadata_max_bytes = metadata_max_bytes
+        self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
+
+    def apply(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> OffsetCommitValue | None:
+        """Store or delete one offset; the previous value."""
+        group_offsets = self.offsets.get(key.group)
+        tp = (key.topic, key.partition)
+        previous = group_offsets.get(tp) if group_offsets is not None else None
+        if value is None:
+            if previous is not None:
+                del group_offsets[tp]
+                if not group_offsets:
+                    del self.offsets[key.group]
+        else:
+            self.offsets.setdefault(key.group, {})[tp] = value
+        return previous
+
+    # =========================================================================================
+    # OffsetCommit (spec §7)
+
+    def commit(self, req: OffsetCommitRequest, now: Now) -> Outcome:
+        """`req.offsets` passed the topic checks. Reply: {(topic, partition): error}."""
+        out = Outcome()
+        group = self.groups.get(req.group_id)
+        if group is None:  # a commit without a generation creates a simple group (its first record does)
+            error = None if req.generation < 0 else E.group_id_not_found if req.version >= 9 else E.illegal_generation
+        else:
+            error = group.validate_offset_commit(req.member_id, req.group_instance_id, req.generation)
+        if error is not None:
+            out.reply = {(t, p): error for t, p, *_ in req.offsets}
+            return out
+        if group is not None:
+            group.offset_committed_by(req.member_id, now.mono)
+        reply, accepted = {}, []
+        limit = self.metadata_max_bytes
+        expire = now.wall + req.retention_ms if req.retention_ms != -1 else -1
+        for topic, partition, offset, epoch, metadata in req.offsets:
+            if metadata is not None and _utf16_len(metadata) > limit:
+                reply[(topic, partition)] = E.offset_metadata_too_large
+                continue
+            reply[(topic, partition)] = E.none
+            accepted.append((topic, partition))
+            out.records.append(Record(OffsetCommitKey(req.group_id, topic, partition),
+                                      OffsetCommitValue(offset, epoch, metadata or "", now.wall, expire)))
+        if not out.records:
+            out.reply = reply
+            return out
+
+        def written(error: ErrorCode | None, at: Now) -> Outcome:
+            if error is not None:
+                for tp in accepted:
+                    reply[tp] = error
+            return Outcome(reply=reply)
+
+        out.after_write = written
+        out.too_large = E.invalid_commit_offset_size
+        return out
+
+    # =========================================================================================
+    # OffsetFetch (spec §8)
+
+    def fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
+              last_committed: dict | None = None) -> list[tuple[str, int, OffsetCommitValue | None]]:
+        """Committed offsets of the group: for the given partitions (None where nothing is
+        committed), or every committed offset when `topics` is None. Read at the last committed
+        offset, as Kafka does: `last_committed` holds the durable values of keys that writes still
+        in flight have changed (`Runner.last_committed`)."""
+        committed = {} if group_id not in self.groups else self.offsets.get(group_id, {})
+        if last_committed:
+            committed = dict(committed)
+            for key, value in last_committed.items():
+                if isinstance(key, OffsetCommitKey) and key.group == group_id:
+                    if value is None:
+                        committed.pop((key.topic, key.partition), None)
+                    else:
+                        committed[(key.topic, key.partition)] = value
+        if topics is None:
+            return [(t, p, v) for (t, p), v in committed.items()]
+        return [(t, p, committed.get((t, p))) for t, partitions in topics for p in partitions]
+
+    # =========================================================================================
+    # OffsetDelete (spec §9.4)
+
+    def delete(self, req: OffsetDeleteRequest) -> Outcome:
+        """Reply: {"error_code", "partitions": {(topic, partition): error}}."""
+        out = Outcome()
+        group = self.groups.get(req.group_id)
+        error = E.group_id_not_found if group is None else group.validate_offset_delete()
+        if error is not None:
+            out.reply = {"error_code": error, "partitions": {}}
+            return out
+        committed = self.offsets.get(req.group_id, {})
+        partitions = {}
+        for topic, parts in req.topics:
+            error = E.group_subscribed_to_topic if group.is_subscribed_to(topic) else E.none
+            for p in parts:
+                partitions[(topic, p)] = error
+                if error is E.none and (topic, p) in committed:
+                    out.records.append(Record(OffsetCommitKey(req.group_id, topic, p), None))
+        reply = {"error_code": E.none, "partitions": partitions}
+        if not out.records:
+            out.reply = reply
+            return out
+
+        def written(error: ErrorCode | None, at: Now) -> Outcome:
+            if error is not None:
+                return Outcome(reply={"error_code": error, "partitions": {}})
+            return Outcome(reply=reply)
+
+        out.after_write = written
+        return out
+
+    def tombstones(self, group_id: str) -> list[Record]:
+        """A tombstone for every committed offset of the group (DeleteGroups)."""
+        return [Record(OffsetCommitKey(group_id, t, p), None) for t, p in self.offsets.get(group_id, {})]
+
+    # =========================================================================================
+    # Offset retention and group expiry (spec §11)
+
+    def expire(self, now_wall: int, retention_ms: int) -> tuple[Outcome, int, int]:
+        """Tombstones for expired offsets, and for groups left without any that the group type
+        lets go (KIP-211). Also the counts: (offsets, groups)."""
+        out = Outcome()
+        expired_offsets = deleted_groups = 0
+        for group_id, group in list(self.groups.items()):
+            offsets = self.offsets.get(group_id, {})
+            gone = [tp for tp, value in offsets.items() if _expired(group, tp[0], value, now_wall, retention_ms)]
+            out.records.extend(Record(OffsetCommitKey(group_id, t, p), None) for t, p in gone)
+            expired_offsets += len(gone)
+            if len(gone) == len(offsets) and group.expirable():
+                out.records.append(Record(GroupMetadataKey(group_id), None))
+                deleted_groups += 1
+        return out, expired_offsets, deleted_groups
+
+
+def _expired(group: Group, topic: str, value: OffsetCommitValue, now: int, retention_ms: int) -> bool:
+    base = group.offset_expiry_base(topic, value.commit_timestamp)
+    if base is None:
+        return False
+    if value.expire_timestamp != -1:  # an explicit retention (OffsetCommit v2–v4)
+        return now >= value.expire_timestamp
+    return now - base >= retention_ms

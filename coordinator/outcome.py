@@ -1,0 +1,33 @@
+"""What every group operation hands back to the runner (coordinator/runner.py): records to append
+(applied when appended), the reply (released once they are durable), parked replies now due, and
+deadlines to arm."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from protocol import ErrorCode
+
+from storage.records import Record
+
+from .clock import Now
+
+# A timer: (key, deadline in monotonic ms). Keys: ("session", group, member) for members and pending member
+# ids, ("join", group), ("sync", group); a timer fires the partition's `on_timer(key)`.
+Timer = tuple[tuple, int]
+
+
+@dataclasses.dataclass(slots=True)
+class Outcome:
+    reply: Any = None  # the reply to the request itself; sent after `records` are durable
+    records: list[Record] = dataclasses.field(default_factory=list)
+    released: list[tuple[Any, Any]] = dataclasses.field(default_factory=list)  # (ticket, reply)
+    timers: list[Timer] = dataclasses.field(default_factory=list)
+    # A continuation once `records` are durable (error None) or failed (the mapped error; the
+    # runner has already reverted them): reactions such as releasing parked syncs, never undo.
+    after_write: Callable[[ErrorCode | None, Now], Outcome] | None = None
+    # what a write too large for the log (or that cannot be encoded) answers; Kafka maps it per
+    # API: UNKNOWN_SERVER_ERROR for group metadata, INVALID_COMMIT_OFFSET_SIZE for offset commits
+    too_large: ErrorCode = ErrorCode.unknown_server_error

@@ -1,0 +1,77 @@
+"""Periodic work (expiry, compaction, fsync) survives its own exception: it logs, at most once a
+minute per task, and runs again (issue 10 item 8). A GroupCoordinator on a real event loop, no
+server."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from coordinator import runtime
+from coordinator.runtime import GroupCoordinator
+from coordinator.settings import Settings
+
+
+async def wait_for(condition, timeout: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline, "condition did not hold in time"
+        await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+async def coordinator(tmp_path):
+    started = []
+
+    def start(*overrides: str) -> GroupCoordinator:
+        settings = Settings.load(None, env={}, overrides=[f"data.dir={tmp_path}", "offsets.topic.num.partitions=1",
+                                                          *overrides])
+        groups = GroupCoordinator(settings)
+        groups.start()
+        started.append(groups)
+        return groups
+
+    yield start
+    for groups in started:
+        await groups.close()
+
+
+def failing_first(calls: list, result=None, failures: int = 1):
+    def fn(*args):
+        calls.append(args)
+        if len(calls) <= failures:
+            raise OSError("disk gone")
+        return result
+    return fn
+
+
+async def test_compaction_check_that_raises_runs_again(coordinator, monkeypatch, caplog):
+    calls = []
+    monkeypatch.setattr(runtime, "closed_bytes", failing_first(calls, 0))
+    coordinator("log.cleaner.backoff.ms=20")
+    with caplog.at_level(logging.ERROR, "groupd"):
+        await wait_for(lambda: len(calls) >= 3)
+    assert "periodic task failed task=compact" in caplog.text
+
+
+async def test_expiry_that_raises_runs_again(coordinator, caplog):
+    groups = coordinator("offsets.retention.check.interval.ms=20")
+    calls = []
+    groups.shards[0].expire = failing_first(calls, failures=2)
+    with caplog.at_level(logging.ERROR, "groupd"):
+        await wait_for(lambda: len(calls) >= 4)
+    assert "periodic task failed task=expire partition=0" in caplog.text
+
+
+async def test_fsync_that_keeps_failing_keeps_running_and_logs_once_a_minute(coordinator, caplog):
+    groups = coordinator("log.flush.interval.ms=20")
+    await wait_for(lambda: groups.writers[0] is not None)
+    calls = []
+    groups.writers[0].plog.sync = failing_first(calls, failures=1_000)
+    with caplog.at_level(logging.ERROR, "groupd"):
+        await wait_for(lambda: len(calls) >= 3)
+    assert caplog.text.count("periodic task failed task=fsync") == 1
+    del groups.writers[0].plog.sync  # the disk is back for the final close
