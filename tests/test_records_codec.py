@@ -12,7 +12,8 @@ import struct
 
 import pytest
 
-from storage.log import build_batch, encode, records_of, scan
+from storage.log import build_batch, encode, records_of
+from storage.scanner import scan
 from storage.records import (
     CorruptRecord,
     GroupMetadataKey,
@@ -333,11 +334,11 @@ def test_tombstones_survive_a_record_batch():
     records = [Record(OFFSET_KEY, OffsetCommitValue(1, -1, "", TS)), Record(OFFSET_KEY, None),
                Record(GROUP_KEY, None)]
     batch = build_batch(encode(records), base_offset=100, timestamp_ms=TS)
-    batches, end, problem = scan(batch)
-    assert (len(batches), end, problem) == (1, len(batch), None)
-    decoded = [(offset, record) for offset, record, _ in records_of(batches[0].batch)]
+    found = scan(batch)
+    assert (len(found.batches), found.batches[0].size, found.tail, found.damage) == (1, len(batch), None, [])
+    decoded = [(offset, record) for offset, record, _ in records_of(found.batches[0].batch)]
     assert decoded == [(100, records[0]), (101, records[1]), (102, records[2])]
-    raw = [r for r in scan(batch)[0][0].batch]
+    raw = [r for r in scan(batch).batches[0].batch]
     assert [r.value for r in raw][1:] == [None, None]  # null values on the wire, not empty bytes
 
 
@@ -367,6 +368,6 @@ def test_batch_header_is_magic_2_with_crc32c_over_attributes_onward():
     assert first_ts == max_ts == TS
     assert (producer_id, producer_epoch, base_seq) == (-1, -1, -1)
     # and the records in it carry exactly the codec's key and value bytes
-    raw = list(scan(batch)[0][0].batch)
+    raw = list(scan(batch).batches[0].batch)
     assert [(bytes(r.key), bytes(r.value)) for r in raw] == [
         (OFFSET_KEY_BYTES, OFFSET_VALUES[3][0]), (GROUP_KEY_BYTES, TWO_MEMBERS_V3)]
