@@ -348,3 +348,44 @@ def test_range_subscription_removed_releases_that_topic():
     topics = topics_of(t1=2, t2=2)
     members = {"a": sub(T1, target=tp(t1={0}, t2={0})), "b": sub(T1, T2, target=tp(t1={1}, t2={1}))}
     assert range_assignor(members, topics) == {"a": tp(t1={0}), "b": tp(t1={1}, t2={0, 1})}
+
+
+# Kafka's RangeAssignorTest cases (members in a TreeMap there, so in our sorted order too), with
+# Kafka's expected targets; Kafka leaves a member with nothing out of the result, we map it to {}.
+KAFKA_RANGE_CASES = {
+    "more_members_than_partitions_when_one_added": (
+        dict(t1=2, t2=2),
+        {"A": (("t1", "t2"), tp(t1={0}, t2={0})), "B": (("t1", "t2"), tp(t1={1}, t2={1})), "C": (("t1", "t2"), {})},
+        {"A": tp(t1={0}, t2={0}), "B": tp(t1={1}, t2={1}), "C": {}}),
+    "one_partition_added_two_members_two_topics": (
+        dict(t1=4, t2=4),
+        {"A": (("t1", "t2"), tp(t1={0, 1}, t2={0, 1})), "B": (("t1", "t2"), tp(t1={2}, t2={2}))},
+        {"A": tp(t1={0, 1}, t2={0, 1}), "B": tp(t1={2, 3}, t2={2, 3})}),
+    "one_member_added_after_initial_assignment": (
+        dict(t1=3, t2=3),
+        {"A": (("t1", "t2"), tp(t1={0, 1}, t2={0, 1})), "B": (("t1", "t2"), tp(t1={2}, t2={2})),
+         "C": (("t1", "t2"), {})},
+        {"A": tp(t1={0}, t2={0}), "B": tp(t1={2}, t2={2}), "C": tp(t1={1}, t2={1})}),
+    "one_member_and_one_partition_added": (
+        dict(t1=4, t2=3),
+        {"A": (("t1", "t2"), tp(t1={0, 1}, t2={0, 1})), "B": (("t1", "t2"), tp(t1={2}, t2={2})),
+         "C": (("t1",), {})},
+        {"A": tp(t1={0, 1}, t2={0, 1}), "B": tp(t1={2}, t2={2}), "C": tp(t1={3})}),
+    "one_member_removed": (
+        dict(t1=3, t2=3),
+        {"B": (("t1", "t2"), tp(t1={2}, t2={2}))},
+        {"B": tp(t1={0, 1, 2}, t2={0, 1, 2})}),
+    "multiple_subscriptions_changed_three_members": (
+        dict(t1=3, t2=3, t3=2),
+        {"A": (("t1",), tp(t1={0, 1, 2}, t2={0})), "B": (("t1", "t2", "t3"), tp(t2={1})),
+         "C": (("t2",), tp(t2={2}, t3={0, 1}))},
+        {"A": tp(t1={0, 1}), "B": tp(t1={2}, t2={0, 1}, t3={0, 1}), "C": tp(t2={2})}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(KAFKA_RANGE_CASES))
+def test_range_matches_kafkas_range_assignor_tests(case):
+    counts, spec, expected = KAFKA_RANGE_CASES[case]
+    ids = {"t1": T1, "t2": T2, "t3": T3}
+    members = {m: sub(*(ids[t] for t in topics), target=target) for m, (topics, target) in spec.items()}
+    assert range_assignor(members, topics_of(**counts)) == expected
