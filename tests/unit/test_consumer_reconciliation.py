@@ -250,3 +250,61 @@ def test_worked_example_two_members_share_four_partitions():
     assert g.partition_epoch(X, 2) == -1
     # 5. B picks them up; the group is stable at epoch 2
     assert g.heartbeat("B", None) == MemberAssignment(2, 2, STABLE, xs(2, 3), {})
+
+
+# ---------------------------------------------------------------------------------------------
+# Random runs: targets change under the members' feet, heartbeats come in any order
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+MEMBERS = ["A", "B", "C"]
+
+
+def random_target(data, n_partitions):
+    owner = data.draw(st.lists(st.sampled_from(MEMBERS + [None]), min_size=n_partitions, max_size=n_partitions))
+    return {m: xs(*(p for p, o in enumerate(owner) if o == m)) for m in MEMBERS}
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_no_partition_is_ever_owned_by_two_clients_and_every_member_converges(data):
+    n = data.draw(st.integers(1, 6))
+    epoch, targets = 1, random_target(data, n)
+    server = dict.fromkeys(MEMBERS, NEW_MEMBER)
+    owns = {m: frozenset() for m in MEMBERS}  # what each consumer really owns right now
+    received = {m: frozenset() for m in MEMBERS}  # the last assignment it was sent, not yet applied
+
+    def partition_epoch(topic_id, p):
+        holders = [s.member_epoch for s in server.values()
+                   if p in s.assigned_partitions.get(topic_id, ()) or p in s.partitions_pending_revocation.get(topic_id, ())]
+        assert len(holders) <= 1, "a partition is held by two members"
+        return holders[0] if holders else -1
+
+    def heartbeat(m, report):
+        owned_now = [(X, sorted(owns[m]))] if report else None
+        server[m] = reconcile(server[m], epoch, targets[m], owned_now, partition_epoch)
+        received[m] = server[m].assigned_partitions.get(X, frozenset())  # the response is the full set
+        assert server[m].member_epoch <= epoch
+
+    def apply(m):  # the consumer revokes and takes what it was sent (its callbacks ran)
+        owns[m] = received[m]
+        owners = [p for c in owns.values() for p in c]
+        assert len(owners) == len(set(owners)), "two consumers own the same partition"
+
+    for _ in range(data.draw(st.integers(0, 40))):
+        action = data.draw(st.sampled_from(["new target", "heartbeat", "apply"]))
+        if action == "new target":
+            epoch, targets = epoch + 1, random_target(data, n)
+        elif action == "heartbeat":
+            heartbeat(data.draw(st.sampled_from(MEMBERS)), data.draw(st.booleans()))
+        else:
+            apply(data.draw(st.sampled_from(MEMBERS)))
+    for _ in range(3):  # then everyone applies what it got and heartbeats, reporting what it owns
+        for m in MEMBERS:
+            apply(m)
+            heartbeat(m, True)
+    for m in MEMBERS:
+        assert (server[m].state, server[m].member_epoch) == (STABLE, epoch)
+        assert server[m].assigned_partitions == targets[m]
