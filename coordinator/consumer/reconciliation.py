@@ -93,8 +93,8 @@ def reconcile(member: MemberAssignment, target_assignment_epoch: int, target: To
     if member.state is MemberState.UNREVOKED_PARTITIONS:
         if _owns_any(owned, member.partitions_pending_revocation):
             return member
-        # 4.0 moves to epoch + 1; later Kafka caps it at the target epoch, which an UNREVOKED member
-        # (held back below it) can only reach, never pass.
+        # 4.0 moves to epoch + 1 and later releases cap it at the target epoch (an UNREVOKED member
+        # is held below it, so the cap never bites); Kafka's trunk (KIP-1251) keeps the epoch here.
         epoch = min(member.member_epoch + 1, target_assignment_epoch)
         return _next_assignment(member, epoch, target_assignment_epoch, target, owned, partition_epoch)
     if member.state is MemberState.UNRELEASED_PARTITIONS:
