@@ -16,12 +16,12 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from protocol import codec
-from protocol.apis import SUPPORTED_VERSIONS, ApiKey
+from protocol.apis import ApiKey
 from protocol.codec import MalformedRequest
 from protocol.framing import FrameReader, FrameTooLarge
 
 from . import metrics
-from .apis import HANDLERS, Request
+from .apis import HANDLERS, SUPPORTED_VERSIONS, Request
 from .apis.api_versions import unsupported_version_response
 
 if TYPE_CHECKING:

@@ -226,23 +226,42 @@ class GroupCoordinator:
         """The runners' timer port: `fire` at `deadline` (monotonic ms)."""
         return asyncio.get_running_loop().call_later(max(deadline - mono_ms(), 0) / 1000, fire)
 
-    # -- one entry point per operation ---------------------------------------------------------
+    # -- operations: one entry point -------------------------------------------------------------
+
+    def call(self, group_id: str, operation, unavailable=lambda error: error, parks: bool = False) -> Any:
+        """Run `operation(shard, ticket, now)` on the partition of `group_id`: its reply, or a
+        future of it; `unavailable(error)` when the partition cannot serve now (spec §10.1).
+        `parks`: the operation may park its request (JoinGroup, SyncGroup) and needs a ticket."""
+        p = self.partition(group_id)
+        if (error := self.unavailable(p)) is not None:
+            return unavailable(error)
+        ticket = self._new_ticket() if parks else None
+        return self.run(p, operation(self.shards[p], ticket, now()), ticket)
 
     def join(self, req: JoinRequest) -> Any:
-        p = self.partition(req.group_id)
-        if (error := self.unavailable(p)) is not None:
-            return join_reply(error, req.member_id)
-        ticket = asyncio.get_running_loop().create_future()
-        return self.run(p, self.shards[p].join(req, ticket, now()), ticket)
+        return self.call(req.group_id, lambda shard, ticket, at: shard.join(req, ticket, at),
+                         lambda error: join_reply(error, req.member_id), parks=True)
 
     def sync(self, req: SyncRequest) -> Any:
-        p = self.partition(req.group_id)
-        if (error := self.unavailable(p)) is not None:
-            return sync_reply(error)
-        ticket = asyncio.get_running_loop().create_future()
-        return self.run(p, self.shards[p].sync(req, ticket, now()), ticket)
+        return self.call(req.group_id, lambda shard, ticket, at: shard.sync(req, ticket, at), sync_reply, parks=True)
+
+    def leave(self, req: LeaveRequest) -> Any:
+        return self.call(req.group_id, lambda shard, _, at: shard.leave(req, at),
+                         lambda error: {"error_code": error, "members": []})
+
+    def commit(self, req: OffsetCommitRequest) -> Any:
+        return self.call(req.group_id, lambda shard, _, at: shard.commit(req, at),
+                         lambda error: {(t, part): error for t, part, *_ in req.offsets})
+
+    def delete_offsets(self, req: OffsetDeleteRequest) -> Any:
+        return self.call(req.group_id, lambda shard, _, at: shard.delete_offsets(req),
+                         lambda error: {"error_code": error, "partitions": {}})
+
+    def delete_group(self, group_id: str) -> Any:
+        return self.call(group_id, lambda shard, _, at: shard.delete_group(group_id))
 
     def heartbeat(self, req: HeartbeatRequest) -> ErrorCode:
+        """The hot path: no outcome, no ticket; a valid heartbeat only moves a deadline."""
         p = self.partition(req.group_id)
         state = self.states[p]
         if state is not PartitionState.ACTIVE:  # a loading coordinator answers heartbeats blind (spec §5.1)
@@ -253,17 +272,7 @@ class GroupCoordinator:
             self.runners[p].flush_events()
         return error
 
-    def leave(self, req: LeaveRequest) -> Any:
-        p = self.partition(req.group_id)
-        if (error := self.unavailable(p)) is not None:
-            return {"error_code": error, "members": []}
-        return self.run(p, self.shards[p].leave(req, now()))
-
-    def commit(self, req: OffsetCommitRequest) -> Any:
-        p = self.partition(req.group_id)
-        if (error := self.unavailable(p)) is not None:
-            return {(t, part): error for t, part, *_ in req.offsets}
-        return self.run(p, self.shards[p].commit(req, now()))
+    # -- reads ----------------------------------------------------------------------------------
 
     def fetch_offsets(self, req: OffsetFetchRequest) -> Any:
         """Committed offsets, or the group-level error; with require_stable, read after the
@@ -292,18 +301,6 @@ class GroupCoordinator:
             return ErrorCode.coordinator_load_in_progress
         return [g for p, shard in enumerate(self.shards) if self.states[p] is PartitionState.ACTIVE
                 for g in shard.list_groups()]
-
-    def delete_group(self, group_id: str) -> Any:
-        p = self.partition(group_id)
-        if (error := self.unavailable(p)) is not None:
-            return error
-        return self.run(p, self.shards[p].delete_group(group_id))
-
-    def delete_offsets(self, req: OffsetDeleteRequest) -> Any:
-        p = self.partition(req.group_id)
-        if (error := self.unavailable(p)) is not None:
-            return {"error_code": error, "partitions": {}}
-        return self.run(p, self.shards[p].delete_offsets(req))
 
 
 def _resolve(ticket: Any, reply: Any) -> None:

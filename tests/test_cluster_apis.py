@@ -9,7 +9,8 @@ import uuid
 import pytest
 
 from protocol import ErrorCode
-from protocol.apis import SUPPORTED_VERSIONS, ApiKey
+from coordinator.apis import SUPPORTED_VERSIONS
+from protocol.apis import ApiKey
 from tests.support import WireClient
 
 E = ErrorCode

@@ -33,10 +33,11 @@ from kafka.protocol import metadata as kp_metadata
 from kafka.protocol import producer as kp_producer
 from kafka.protocol.api_message import ApiMessage
 
+from coordinator.apis import SUPPORTED_VERSIONS
 from coordinator.apis.api_versions import unsupported_version_response
 from coordinator.apis.produce import MESSAGE as PRODUCE_REFUSAL
 from protocol import ErrorCode
-from protocol.apis import SUPPORTED_VERSIONS, ApiKey
+from protocol.apis import ApiKey
 from protocol.codec import (MalformedRequest, RequestHeader, build_response, decode_request,
                             encode_request, encode_response, is_flexible, parse_header, peek_header)
 

@@ -14,7 +14,8 @@ import pytest
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from protocol import ErrorCode as E
-from protocol.apis import SUPPORTED_VERSIONS, ApiKey
+from coordinator.apis import SUPPORTED_VERSIONS
+from protocol.apis import ApiKey
 from protocol.codec import decode_response
 from records.batches import BatchError, iter_batches, split
 from records.log import PartitionLog

@@ -1,6 +1,9 @@
-"""One module per Kafka API, each opening with what its versions change. `HANDLERS` is the
-one table the connection dispatches through; its keys are exactly the APIs that
-`protocol.apis.SUPPORTED_VERSIONS` advertises."""
+"""One module per Kafka API, each opening with what its versions change and declaring its `KEY`,
+the `VERSIONS` it implements (min, max, inclusive) and `handle`. Both tables are built from the
+modules, so adding an API touches one file plus the list below: `HANDLERS`, which the connection
+dispatches through, and `SUPPORTED_VERSIONS`, which ApiVersions advertises (an API belongs there
+only once its handler implements every version in its range; caps below Kafka's maxima are
+deliberate: Fetch ≥ 13 and OffsetCommit/OffsetFetch ≥ 10 switch topic names for topic ids)."""
 
 from __future__ import annotations
 
@@ -83,25 +86,9 @@ from . import (  # noqa: E402  (the handlers import Request from here)
     sync_group,
 )
 
-HANDLERS: dict[int, Handler] = {
-    ApiKey.PRODUCE: produce.handle,
-    ApiKey.FETCH: fetch.handle,
-    ApiKey.LIST_OFFSETS: list_offsets.handle,
-    ApiKey.METADATA: metadata.handle,
-    ApiKey.OFFSET_COMMIT: offset_commit.handle,
-    ApiKey.OFFSET_FETCH: offset_fetch.handle,
-    ApiKey.FIND_COORDINATOR: find_coordinator.handle,
-    ApiKey.JOIN_GROUP: join_group.handle,
-    ApiKey.HEARTBEAT: heartbeat.handle,
-    ApiKey.LEAVE_GROUP: leave_group.handle,
-    ApiKey.SYNC_GROUP: sync_group.handle,
-    ApiKey.DESCRIBE_GROUPS: describe_groups.handle,
-    ApiKey.LIST_GROUPS: list_groups.handle,
-    ApiKey.API_VERSIONS: api_versions.handle,
-    ApiKey.CREATE_TOPICS: create_topics.handle,
-    ApiKey.DELETE_TOPICS: delete_topics.handle,
-    ApiKey.INIT_PRODUCER_ID: init_producer_id.handle,
-    ApiKey.CREATE_PARTITIONS: create_partitions.handle,
-    ApiKey.DELETE_GROUPS: delete_groups.handle,
-    ApiKey.OFFSET_DELETE: offset_delete.handle,
-}
+MODULES = (produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
+           heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
+           delete_topics, init_producer_id, create_partitions, delete_groups, offset_delete)
+
+HANDLERS: dict[int, Handler] = {m.KEY: m.handle for m in MODULES}
+SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {m.KEY: m.VERSIONS for m in MODULES}

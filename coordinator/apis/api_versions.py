@@ -12,15 +12,21 @@ import re
 from functools import cache
 
 from protocol import ErrorCode
-from protocol.apis import SUPPORTED_VERSIONS, ApiKey
+from protocol.apis import ApiKey
 from protocol.codec import Encoded, build_response
 
 from . import Request
+
+KEY = ApiKey.API_VERSIONS
+VERSIONS = (0, 4)
+
 
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 def _table() -> list[dict]:
+    from . import SUPPORTED_VERSIONS  # built from every API module once they are imported
+
     return [{"api_key": int(k), "min_version": lo, "max_version": hi}
             for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())]
 

@@ -14,6 +14,9 @@ from protocol.codec import build_response
 
 from . import Request
 
+KEY = ApiKey.CREATE_PARTITIONS
+VERSIONS = (0, 3)
+
 
 def _check(node, t, duplicated: bool) -> tuple[ErrorCode, str | None]:
     if duplicated:

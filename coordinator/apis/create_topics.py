@@ -18,6 +18,9 @@ from protocol.codec import build_response
 from . import Request
 from .metadata import legal_topic_name
 
+KEY = ApiKey.CREATE_TOPICS
+VERSIONS = (2, 7)
+
 
 def _check(node, t, duplicated: bool) -> tuple[ErrorCode, str | None, int]:
     """(error, message, partition count) for one requested topic."""

@@ -14,6 +14,9 @@ from protocol.codec import build_response
 
 from . import Request, respond
 
+KEY = ApiKey.DELETE_GROUPS
+VERSIONS = (0, 2)
+
 
 def handle(node, request: Request):
     body, version = request.body, request.version

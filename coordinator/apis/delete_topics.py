@@ -12,6 +12,9 @@ from protocol.codec import build_response
 
 from . import Request
 
+KEY = ApiKey.DELETE_TOPICS
+VERSIONS = (1, 6)
+
 
 def _delete(node, name: str | None, topic_id, request: Request) -> dict:
     topic = node.catalog.get(name) if name is not None else node.catalog.by_id(topic_id)

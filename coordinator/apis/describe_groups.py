@@ -14,6 +14,10 @@ from protocol.codec import build_response
 
 from . import Request
 
+KEY = ApiKey.DESCRIBE_GROUPS
+VERSIONS = (0, 6)
+
+
 OMITTED = -(2**31)
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)  # READ, DELETE, DESCRIBE
 

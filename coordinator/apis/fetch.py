@@ -35,6 +35,9 @@ from records import plane_for
 from ..system_clock import wall_ms
 from . import Request
 
+KEY = ApiKey.FETCH
+VERSIONS = (4, 12)
+
 
 def _topic(node, name: str):
     topic = node.catalog.get(name)

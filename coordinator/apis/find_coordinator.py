@@ -15,6 +15,9 @@ from . import Request
 
 GROUP, TRANSACTION, SHARE = 0, 1, 2
 
+KEY = ApiKey.FIND_COORDINATOR
+VERSIONS = (0, 6)
+
 
 def _lookup(node, key: str, key_type: int) -> dict:
     if key_type == GROUP:

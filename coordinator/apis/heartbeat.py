@@ -15,6 +15,9 @@ from protocol.codec import Encoded, build_response
 from ..classic.requests import HeartbeatRequest
 from . import Request
 
+KEY = ApiKey.HEARTBEAT
+VERSIONS = (0, 4)
+
 
 @cache
 def _response(version: int, error: ErrorCode) -> Encoded:

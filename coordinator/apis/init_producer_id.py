@@ -31,6 +31,9 @@ from records import producer_ids_for
 
 from . import Request
 
+KEY = ApiKey.INIT_PRODUCER_ID
+VERSIONS = (0, 4)
+
 
 def handle(node, request: Request):
     if request.body.transactional_id is not None:

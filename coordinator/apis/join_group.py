@@ -15,6 +15,9 @@ from protocol.codec import build_response
 from ..classic.requests import JoinRequest
 from . import Request, ms, respond
 
+KEY = ApiKey.JOIN_GROUP
+VERSIONS = (0, 9)
+
 
 def handle(node, request: Request):
     body, version = request.body, request.version

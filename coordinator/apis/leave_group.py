@@ -15,6 +15,9 @@ from protocol.codec import build_response
 from ..classic.requests import LeaveRequest
 from . import Request, respond
 
+KEY = ApiKey.LEAVE_GROUP
+VERSIONS = (0, 5)
+
 
 def handle(node, request: Request):
     body, version = request.body, request.version

@@ -13,6 +13,9 @@ from protocol.codec import build_response
 
 from . import Request
 
+KEY = ApiKey.LIST_GROUPS
+VERSIONS = (0, 5)
+
 
 def handle(node, request: Request):
     body = request.body

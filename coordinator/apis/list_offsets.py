@@ -27,6 +27,9 @@ from . import Request
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
+KEY = ApiKey.LIST_OFFSETS
+VERSIONS = (1, 9)
+
 
 def _answer(topic, index: int, timestamp: int) -> dict:
     if topic is None or not 0 <= index < topic.partitions:

@@ -22,6 +22,10 @@ from protocol.codec import build_response
 
 from . import Request
 
+KEY = ApiKey.METADATA
+VERSIONS = (0, 12)
+
+
 _LEGAL_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _ZERO_ID = uuid.UUID(int=0)
 

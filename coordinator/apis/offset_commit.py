@@ -19,6 +19,9 @@ from protocol.codec import build_response
 from ..requests import OffsetCommitRequest
 from . import Request, ms, respond
 
+KEY = ApiKey.OFFSET_COMMIT
+VERSIONS = (2, 9)
+
 
 def handle(node, request: Request):
     body, version = request.body, request.version

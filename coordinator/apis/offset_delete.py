@@ -14,6 +14,9 @@ from protocol.codec import build_response
 from ..requests import OffsetDeleteRequest
 from . import Request, respond
 
+KEY = ApiKey.OFFSET_DELETE
+VERSIONS = (0, 0)
+
 
 def handle(node, request: Request):
     body = request.body

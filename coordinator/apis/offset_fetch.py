@@ -21,6 +21,9 @@ from protocol.codec import build_response
 from ..requests import OffsetFetchRequest
 from . import Request, respond
 
+KEY = ApiKey.OFFSET_FETCH
+VERSIONS = (1, 9)
+
 
 def _topics(rows, error: ErrorCode = ErrorCode.none) -> list[dict]:
     by_topic: dict[str, list[dict]] = {}

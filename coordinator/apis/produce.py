@@ -29,6 +29,12 @@ from records.plane import TRANSACTIONS_UNSUPPORTED
 from ..system_clock import wall_ms
 from . import Request
 
+# Produce is advertised so that librdkafka enables its v2 fetcher (clients.md §1.2); with
+# records.plane none every partition is answered with an error.
+KEY = ApiKey.PRODUCE
+VERSIONS = (3, 8)
+
+
 MESSAGE = "groupd is a group coordinator and stores no records"
 
 

@@ -18,6 +18,9 @@ from ..classic.replies import sync_reply
 from ..classic.requests import SyncRequest
 from . import Request, respond
 
+KEY = ApiKey.SYNC_GROUP
+VERSIONS = (0, 5)
+
 
 def handle(node, request: Request):
     body, version = request.body, request.version

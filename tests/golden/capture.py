@@ -55,7 +55,8 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic  # noqa: 
 from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 
 from protocol import ErrorCode  # noqa: E402
-from protocol.apis import SUPPORTED_VERSIONS, ApiKey  # noqa: E402
+from coordinator.apis import SUPPORTED_VERSIONS  # noqa: E402
+from protocol.apis import ApiKey  # noqa: E402
 from protocol.codec import build_response, decode_response, encode_response  # noqa: E402
 from tests.support import GroupdProcess  # noqa: E402
 from tests.test_golden import (ASSIGNMENT, GROUP, MEMBER, RESPONSE_CORRELATION_ID,  # noqa: E402
