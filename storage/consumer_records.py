@@ -12,10 +12,8 @@ value = int16 version 0 + flexible value struct (compact strings and arrays, a t
 Tagged fields this module knows: ClassicMemberMetadata (type 5, tag 0) and MetadataHash (type 3,
 tag 0, Kafka 4.1). Others (later Kafka's AssignmentEpochs, AssignmentTimestamp, ...) are skipped.
 
-`decode_key`/`decode_value`/`decode` here read every record type, the classic ones through
-storage.records. storage.records itself still reports these types as unknown: the classic loader
-applies whatever it decodes, so it must go on skipping them until a consumer-group machine applies
-them.
+`encode_key`/`encode_value` and `decode_key`/`decode_value`/`decode` here write and read every
+record type, the classic ones through storage.records: the log uses these.
 """
 
 from __future__ import annotations
@@ -262,14 +260,19 @@ def _classic_member_metadata(m: ClassicMemberMetadata) -> bytes:
     return _uvarint(1) + struct.pack(">i", m.session_timeout_ms) + _carray(m.supported_protocols, _classic_protocol) + _tags()
 
 
-def encode_key(key: ConsumerGroupKey) -> bytes:
+def encode_key(key: records.Key | ConsumerGroupKey) -> bytes:
+    """Every key type this server writes: the consumer-group ones here, the classic ones in records."""
+    if type(key) not in _KEY_TYPES:
+        return records.encode_key(key)
     # every key field is a (non-flexible) string: GroupId, then MemberId or RegularExpression
     return struct.pack(">h", _KEY_TYPES[type(key)]) + b"".join(_str(f) for f in dataclasses.astuple(key))
 
 
-def encode_value(value: ConsumerGroupValue) -> bytes | None:
+def encode_value(value) -> bytes | None:
     if value is None:
         return None
+    if isinstance(value, records.OffsetCommitValue | records.GroupMetadataValue):
+        return records.encode_value(value)
     head = struct.pack(">h", 0)
     if isinstance(value, ConsumerGroupMetadataValue):
         hashed = [(0, struct.pack(">q", value.metadata_hash))] if value.metadata_hash != 0 else []

@@ -258,7 +258,8 @@ class ClassicGroup:
             return E.unknown_member_id
         return None
 
-    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> ErrorCode | None:
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
+                               version: int = 9) -> ErrorCode | None:
         if generation < 0 and self.state is EMPTY:
             return None  # admin tools and consumers without group management
         if generation >= 0 or member_id or instance_id is not None:
