@@ -10,6 +10,7 @@ import pytest
 from confluent_kafka import ConsumerGroupState, ConsumerGroupType
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from coordinator import admin as groupd_admin
 from tests.harness import ClientProcess, wait_until
 from tests.support import GroupdProcess
 
@@ -132,6 +133,14 @@ def test_describe_and_list_by_type_through_the_admin_client(server, clients, req
     assert group in {g.group_id for g in listed}
     classic = admin(server).list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(10).valid
     assert group not in {g.group_id for g in classic}
+    # `groupd groups describe`: the type, the epochs, each member's current and target assignment
+    described = groupd_admin.describe_group(server.bootstrap, group)
+    assert (described["type"], described["state"]) == ("consumer", "Stable")
+    assert described["group_epoch"] == described["assignment_epoch"] >= 2
+    assert all(m["assignment"] == m["target_assignment"] and m["member_epoch"] == described["assignment_epoch"]
+               for m in described["members"])
+    assert {"group": group, "state": "Stable", "protocol_type": "consumer", "type": "consumer"} in \
+        groupd_admin.list_groups(server.bootstrap)
 
 
 def test_commits_and_epochs_survive_a_server_restart(tmp_path, clients):
@@ -141,8 +150,8 @@ def test_commits_and_epochs_survive_a_server_restart(tmp_path, clients):
         members = [clients("confluent", "subscribe", s.bootstrap, **opts("resume", commit_offset=7))
                    for _ in range(2)]
         wait_until(lambda: owns_exactly(members, SIX), 60, "both assigned")
-        wait_until(lambda: sum(len(e["offsets"]) for m in members for e in m.events if e["event"] == "committed")
-                   == 6, 30, "every partition committed")
+        wait_until(lambda: {tp for m in members for e in m.events if e["event"] == "committed"
+                            for tp in e["offsets"]} == SIX, 30, "every partition committed")
         wait_until(lambda: describe(s, "resume").state == ConsumerGroupState.STABLE, 30, "Stable")
         before = describe(s, "resume")
         assignment = {m.member_id: {(tp.topic, tp.partition) for tp in m.assignment.topic_partitions}

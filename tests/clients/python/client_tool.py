@@ -149,9 +149,15 @@ def run_confluent() -> list[str]:
                 if m is not None and m.error():
                     error(m.error())
                 if to_commit:
-                    offsets = [TopicPartition(tp.topic, tp.partition, int(OPTS["commit_offset"])) for tp in to_commit]
+                    offsets = [TopicPartition(tp.topic, tp.partition, int(OPTS["commit_offset"])) for tp in to_commit
+                               if f"{tp.topic}-{tp.partition}" in assignment]
                     to_commit.clear()
-                    c.commit(offsets=offsets, asynchronous=False)
+                    try:
+                        c.commit(offsets=offsets, asynchronous=False)
+                    except KafkaException as e:  # e.g. STALE_MEMBER_EPOCH mid-rebalance: not an error, retried
+                        emit("commit_retry", message=str(e))
+                        to_commit.extend(offsets)
+                        continue
                     emit("committed", offsets={f"{tp.topic}-{tp.partition}": {"offset": tp.offset} for tp in offsets})
         elif MODE == "commit":
             tp = TopicPartition(OPTS["topic"], int(OPTS["partition"]), int(OPTS["offset"]),
