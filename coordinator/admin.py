@@ -66,7 +66,7 @@ def split_bootstrap(bootstrap: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-class Connection:
+class AdminConnection:
     """A blocking Kafka connection: build a request from plain values (any version; fields a
     version does not have are ignored), get the decoded kio response back."""
 
@@ -126,7 +126,7 @@ def _check(error_code: ErrorCode, what: str, message: str | None = None) -> None
 # Requests
 
 
-def _list_offsets(conn: Connection, partitions: Mapping[str, Iterable[int]], timestamp: int) -> dict:
+def _list_offsets(conn: AdminConnection, partitions: Mapping[str, Iterable[int]], timestamp: int) -> dict:
     """{(topic, partition): offset or None when that partition answered an error}."""
     topics = [{"name": t, "partitions": [{"partition_index": p, "timestamp": timestamp,
                                           "current_leader_epoch": -1} for p in sorted(ps)]}
@@ -138,7 +138,7 @@ def _list_offsets(conn: Connection, partitions: Mapping[str, Iterable[int]], tim
             for t in r.topics for p in t.partitions}
 
 
-def _describe(conn: Connection, group: str):
+def _describe(conn: AdminConnection, group: str):
     """The DescribeGroups entry of `group`, or None when groupd does not know the group."""
     (g,) = conn.request(ApiKey.DESCRIBE_GROUPS, DESCRIBE_GROUPS_V,
                         {"groups": [group], "include_authorized_operations": False}).groups
@@ -148,7 +148,7 @@ def _describe(conn: Connection, group: str):
     return g
 
 
-def _describe_consumer_group(conn: Connection, group: str):
+def _describe_consumer_group(conn: AdminConnection, group: str):
     """The ConsumerGroupDescribe entry of `group`, or None when it is not a consumer group."""
     (g,) = conn.request(ApiKey.CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_DESCRIBE_V,
                         {"group_ids": [group], "include_authorized_operations": False}).groups
@@ -162,7 +162,7 @@ def _named(assignment) -> dict[str, list[int]]:
     return {tp.topic_name: sorted(tp.partitions) for tp in assignment.topic_partitions}
 
 
-def _committed(conn: Connection, group: str) -> dict[tuple[str, int], tuple[int, str | None]]:
+def _committed(conn: AdminConnection, group: str) -> dict[tuple[str, int], tuple[int, str | None]]:
     r = conn.request(ApiKey.OFFSET_FETCH, OFFSET_FETCH_V,
                      {"groups": [{"group_id": group, "topics": None}], "require_stable": True})
     (g,) = r.groups
@@ -187,7 +187,7 @@ def _assignment(protocol_type: str, data: bytes) -> dict[str, list[int]] | None:
 
 
 def list_groups(bootstrap: str, timeout: float = 10.0) -> list[dict]:
-    with Connection(bootstrap, timeout=timeout) as conn:
+    with AdminConnection(bootstrap, timeout=timeout) as conn:
         r = conn.request(ApiKey.LIST_GROUPS, LIST_GROUPS_V, {"states_filter": [], "types_filter": []})
     _check(r.error_code, "ListGroups")
     return sorted(({"group": g.group_id, "state": g.group_state, "protocol_type": g.protocol_type,
@@ -197,7 +197,7 @@ def list_groups(bootstrap: str, timeout: float = 10.0) -> list[dict]:
 def describe_group(bootstrap: str, group: str, timeout: float = 10.0) -> dict:
     """State, protocol, members (assignments decoded for the consumer protocol) and committed
     offsets with the log-end offset and lag of each partition."""
-    with Connection(bootstrap, timeout=timeout) as conn:
+    with AdminConnection(bootstrap, timeout=timeout) as conn:
         g = _describe(conn, group)
         c = _describe_consumer_group(conn, group) if g is None else None
         committed = _committed(conn, group)
@@ -254,7 +254,7 @@ def reset_offsets(bootstrap: str, group: str, topic: str, *, to_offset: int | No
     """Commit a new offset for every partition of `topic`: its earliest offset (ListOffsets) or
     `to_offset`. Only while the group is Empty (or unknown), as kafka-consumer-groups does: the
     commit uses generation -1, which a group with members would refuse anyway."""
-    with Connection(bootstrap, timeout=timeout) as conn:
+    with AdminConnection(bootstrap, timeout=timeout) as conn:
         g = _describe(conn, group)
         if g is not None and g.group_state != "Empty":
             members = len(g.members)
@@ -297,7 +297,7 @@ def health(bootstrap: str, timeout: float = 5.0) -> tuple[bool, str]:
     """(healthy, one line): healthy when ApiVersions answers error 0 within `timeout` seconds."""
     start = time.monotonic()
     try:
-        with Connection(bootstrap, client_id="groupd-health", timeout=timeout) as conn:
+        with AdminConnection(bootstrap, client_id="groupd-health", timeout=timeout) as conn:
             conn.sock.settimeout(max(timeout - (time.monotonic() - start), 0.001))
             r = conn.request(ApiKey.API_VERSIONS, API_VERSIONS_V,
                              {"client_software_name": "groupd-health", "client_software_version": "1"})

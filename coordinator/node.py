@@ -26,7 +26,7 @@ class Node:
         self.catalog = TopicCatalog(settings.data_dir)
         for name, partitions in settings.topics.items():
             self._declare(name, partitions)
-        self.groups = GroupCoordinator(settings)
+        self.coordinator = GroupCoordinator(settings)  # the group coordinator of every offsets partition
         self._held: dict[asyncio.TimerHandle, tuple[asyncio.Future, Any]] = {}
         self.closing = False
 

@@ -38,8 +38,8 @@ class Server:
     async def startup(self) -> None:
         started = time.monotonic()
         self.node = Node(self.settings)
-        metrics_url = await metrics.serve(self.settings, self.node.groups)
-        self.node.groups.start()  # partitions load off the loop and answer LOAD_IN_PROGRESS until then
+        metrics_url = await metrics.serve(self.settings, self.node.coordinator)
+        self.node.coordinator.start()  # partitions load off the loop and answer LOAD_IN_PROGRESS until then
         loop = asyncio.get_running_loop()
         for listener in self.settings.listeners:
             server = await loop.create_server(lambda: Connection(self.node, self.connections),
@@ -71,7 +71,7 @@ class Server:
         for server in self._servers:
             await server.wait_closed()
         if self.node is not None:
-            await self.node.groups.close()  # in-flight writes finish, every log is fsynced and closed
+            await self.node.coordinator.close()  # in-flight writes finish, every log is fsynced and closed
         log.info("groupd stopped")
 
     async def serve(self) -> None:

@@ -181,20 +181,12 @@ KEYS: tuple[Key, ...] = (
         "online classic <-> consumer group conversion; groupd does not convert non-empty groups yet"),
     Key("group.consumer.regex.refresh.interval.ms", 600000, _int(1),
         "accepted for compatibility; groupd re-resolves regexes whenever topics change"),
-    Key("group.coordinator.threads", 4, _int(1), "accepted for compatibility; groupd runs one event loop"),
-    Key("group.coordinator.append.linger.ms", 5, _int(0),
-        "how long a log append waits to gather more records into one batch"),
     Key("offset.metadata.max.bytes", 4096, _int(0), "longest commit metadata (UTF-16 code units)"),
     Key("offsets.retention.minutes", 10080, _int(1), "how long committed offsets are kept (KIP-211)"),
     Key("offsets.retention.check.interval.ms", 600000, _int(1), "how often expired offsets are removed"),
     Key("offsets.topic.num.partitions", 50, _int(1, 10_000),
         "partitions of the offsets log; never change it once data exists"),
-    Key("offsets.topic.replication.factor", 3, _int(1, 32767),
-        "accepted for compatibility; groupd is a single node"),
     Key("offsets.topic.segment.bytes", 104857600, _int(14, 2**31 - 1), "segment size of the offsets log"),
-    Key("offsets.topic.compression.codec", 0, _int(0, 4),
-        "compression of offsets log batches (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd)"),
-    Key("offsets.load.buffer.size", 5242880, _int(1), "read size when loading the offsets log"),
     Key("offsets.commit.timeout.ms", 5000, _int(1), "how long a log write may take before it fails"),
     Key("message.max.bytes", 1048588, _int(1),
         "largest record batch one request may write to the offsets log; a bigger one fails alone "
@@ -261,16 +253,11 @@ class Settings:
     group_consumer_max_size: int
     group_consumer_migration_policy: str
     group_consumer_regex_refresh_interval_ms: int
-    group_coordinator_threads: int
-    group_coordinator_append_linger_ms: int
     offset_metadata_max_bytes: int
     offsets_retention_minutes: int
     offsets_retention_check_interval_ms: int
     offsets_topic_num_partitions: int
-    offsets_topic_replication_factor: int
     offsets_topic_segment_bytes: int
-    offsets_topic_compression_codec: int
-    offsets_load_buffer_size: int
     offsets_commit_timeout_ms: int
     message_max_bytes: int
     log_flush_interval_ms: int

@@ -223,7 +223,7 @@ class GroupShard:
         else:
             out.records.append(Record(GroupMetadataKey(group_id), None))
 
-        def written(error: ErrorCode | None, at: int) -> Outcome:
+        def written(error: ErrorCode | None, at: Now) -> Outcome:
             if error is None:
                 self.events.append(ev.GroupDeleted(group_id, removed_offsets))
             return Outcome(reply=error or E.none)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from coordinator.admin import Connection
+from coordinator.admin import AdminConnection
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -81,7 +81,7 @@ class GroupdProcess:
         return self.proc is not None and self.proc.poll() is None
 
 
-class WireClient(Connection):
+class WireClient(AdminConnection):
     """Blocking Kafka client for tests: build a request from plain values, get the decoded
     kio response back. Speaks whatever (api, version) it is asked to, so tests can also send
     what a server must refuse. (The wire part is the operations CLI's, coordinator/admin.py.)"""

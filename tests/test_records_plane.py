@@ -17,8 +17,8 @@ from protocol import ErrorCode as E
 from coordinator.apis import SUPPORTED_VERSIONS
 from protocol.apis import ApiKey
 from protocol.codec import decode_response
-from records.batches import BatchError, iter_batches, split
-from records.log import PartitionLog
+from storage.topic_data.batches import BatchError, iter_batches, split
+from storage.topic_data.log import TopicPartitionLog
 from tests.support import GroupdProcess, WireClient
 
 NOW = 1_800_000_000_000
@@ -44,14 +44,14 @@ def batches_of(data: bytes) -> list[DefaultRecordBatch]:
 # The partition log, sans-IO
 
 
-def append(log: PartitionLog, data: bytes, now: int = NOW) -> int:
+def append(log: TopicPartitionLog, data: bytes, now: int = NOW) -> int:
     (b,) = split(data, 8, 1 << 20)
     dup = log.check_producer(b)
     return dup if dup is not None else log.append(b, now)
 
 
 def test_offsets_are_assigned_and_the_crc_stays_valid():
-    log = PartitionLog(1 << 30, -1)
+    log = TopicPartitionLog(1 << 30, -1)
     assert append(log, batch(3)) == 0
     assert append(log, batch(2)) == 3
     assert (log.log_start, log.high_watermark) == (0, 5)
@@ -88,7 +88,7 @@ def test_a_batch_over_message_max_bytes_is_too_large():
 
 
 def test_read_honours_max_bytes_but_always_returns_one_whole_batch():
-    log = PartitionLog(1 << 30, -1)
+    log = TopicPartitionLog(1 << 30, -1)
     for _ in range(4):
         append(log, batch(1, value=b"x" * 100))
     size = log.batches[0].size
@@ -101,7 +101,7 @@ def test_read_honours_max_bytes_but_always_returns_one_whole_batch():
 
 
 def test_a_fetch_inside_a_batch_gets_the_whole_batch():
-    log = PartitionLog(1 << 30, -1)
+    log = TopicPartitionLog(1 << 30, -1)
     append(log, batch(5))
     append(log, batch(5))
     assert log.read(7, 1 << 20, True) == [log.batches[1]]
@@ -111,7 +111,7 @@ def test_a_fetch_inside_a_batch_gets_the_whole_batch():
 
 def test_retention_by_bytes_drops_the_oldest_and_moves_the_log_start():
     one = len(batch(2, value=b"x" * 100))
-    log = PartitionLog(one * 2, -1)
+    log = TopicPartitionLog(one * 2, -1)
     for _ in range(5):
         append(log, batch(2, value=b"x" * 100))
     assert log.size == one * 2 and len(log.batches) == 2
@@ -121,14 +121,14 @@ def test_retention_by_bytes_drops_the_oldest_and_moves_the_log_start():
 
 
 def test_retention_by_bytes_keeps_the_newest_batch_however_large():
-    log = PartitionLog(10, -1)
+    log = TopicPartitionLog(10, -1)
     append(log, batch(1))
     append(log, batch(1))
     assert len(log.batches) == 1 and log.log_start == 1
 
 
 def test_retention_by_time_uses_the_batch_max_timestamp():
-    log = PartitionLog(1 << 30, 60_000)
+    log = TopicPartitionLog(1 << 30, 60_000)
     append(log, batch(2, ts=NOW - 120_000), now=NOW)  # already too old: dropped at once
     append(log, batch(2, ts=NOW - 30_000), now=NOW)
     assert (log.log_start, log.high_watermark, len(log.batches)) == (2, 4, 1)
@@ -137,7 +137,7 @@ def test_retention_by_time_uses_the_batch_max_timestamp():
 
 
 def test_offsets_by_timestamp():
-    log = PartitionLog(1 << 30, -1)
+    log = TopicPartitionLog(1 << 30, -1)
     append(log, batch(3, ts=1000))  # 1000, 1001, 1002
     append(log, batch(3, ts=2000))  # 2000, 2001, 2002
     assert log.offset_for_timestamp(0) == (0, 1000)
@@ -149,7 +149,7 @@ def test_offsets_by_timestamp():
 
 
 def test_idempotent_producer_sequences():
-    log = PartitionLog(1 << 30, -1)
+    log = TopicPartitionLog(1 << 30, -1)
     assert append(log, batch(2, pid=7, epoch=0, seq=0)) == 0
     assert append(log, batch(3, pid=7, epoch=0, seq=2)) == 2
     assert append(log, batch(3, pid=7, epoch=0, seq=2)) == 2  # a retry: the original offsets
@@ -165,7 +165,7 @@ def test_idempotent_producer_sequences():
 
 
 def test_idle_producers_are_forgotten_after_a_day():
-    log = PartitionLog(1 << 30, -1)
+    log = TopicPartitionLog(1 << 30, -1)
     append(log, batch(1, pid=7, epoch=0, seq=0), now=NOW)
     with pytest.raises(BatchError):
         append(log, batch(1, pid=7, epoch=0, seq=5), now=NOW + 1000)

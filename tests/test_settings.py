@@ -1,13 +1,14 @@
 """Configuration: Kafka names and defaults, precedence file < env < --set, clear rejections."""
 
 import os
+import pathlib
 import subprocess
 import sys
 
 import pytest
 import yaml
 
-from coordinator.settings import KEYS, ConfigError, Settings, env_var
+from coordinator.settings import KEYS, ConfigError, Settings, attribute, env_var
 from tests.support import ROOT
 
 
@@ -111,3 +112,29 @@ def test_config_show_prints_values_and_origins(tmp_path):
     assert "4" in lines["node.id"] and "--set" in lines["node.id"]
     assert "env GROUPD_NUM_PARTITIONS" in lines["num.partitions"]
     assert "default" in lines["group.max.size"]
+
+
+# Keys read other than as `settings.<attribute>`, and why.
+READ_ELSEWHERE = {
+    "advertised.listeners": "through Settings.advertised",
+    "group.coordinator.rebalance.protocols": "validated here (classic must be one); the consumer protocol reads it",
+    "group.consumer.min.heartbeat.interval.ms": "validated here: bounds group.consumer.heartbeat.interval.ms",
+    "group.consumer.max.heartbeat.interval.ms": "validated here: bounds group.consumer.heartbeat.interval.ms",
+    "group.consumer.min.session.timeout.ms": "validated here: bounds group.consumer.session.timeout.ms",
+    "group.consumer.max.session.timeout.ms": "validated here: bounds group.consumer.session.timeout.ms",
+    "group.consumer.migration.policy": "Kafka's key, accepted: groupd converts no non-empty group, so every policy "
+                                       "behaves as `disabled` (README, Consumer groups)",
+    "group.consumer.regex.refresh.interval.ms": "Kafka's key, accepted: groupd re-resolves regexes on every topic "
+                                                "change, so there is nothing for a timer to refresh",
+}
+
+
+def test_every_setting_is_read_somewhere():
+    """A key that is accepted but never read misleads whoever sets it (issue 11 item 7)."""
+    sources = ""
+    for package in ("coordinator", "storage", "protocol", "analytics"):
+        for path in sorted(pathlib.Path(ROOT, package).rglob("*.py")):
+            if path.name != "settings.py":
+                sources += path.read_text()
+    unread = [k.name for k in KEYS if k.name not in READ_ELSEWHERE and f".{attribute(k.name)}" not in sources]
+    assert unread == []

@@ -36,7 +36,7 @@ def handle(node, request: Request):
         if group_id == "":
             described = _failed(group_id, ErrorCode.invalid_group_id)
         else:
-            described = node.groups.consumer_describe(group_id, topics)
+            described = node.coordinator.consumer_describe(group_id, topics)
             if isinstance(described, ErrorCode):  # the group's partition is loading or failed
                 described = _failed(group_id, described)
         groups.append({**described, "authorized_operations": operations if described["error_code"] == ErrorCode.none

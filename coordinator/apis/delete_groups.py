@@ -21,7 +21,7 @@ VERSIONS = (0, 2)
 def handle(node, request: Request):
     body, version = request.body, request.version
     ids = list(dict.fromkeys(body.groups_names))
-    results = [node.groups.delete_group(group_id) for group_id in ids]
+    results = [node.coordinator.delete_group(group_id) for group_id in ids]
     pending = [r for r in results if isinstance(r, asyncio.Future)]
 
     def make(_=None):

@@ -27,7 +27,7 @@ def handle(node, request: Request):
     operations = GROUP_OPERATIONS if getattr(body, "include_authorized_operations", False) else OMITTED
     groups = []
     for group_id in body.groups:
-        described = node.groups.describe(group_id)
+        described = node.coordinator.describe(group_id)
         if isinstance(described, ErrorCode):  # the group's partition is loading or failed
             groups.append({"error_code": described, "error_message": None, "group_id": group_id,
                            "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],

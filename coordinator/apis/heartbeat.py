@@ -26,6 +26,6 @@ def _response(version: int, error: ErrorCode) -> Encoded:
 
 def handle(node, request: Request):
     body = request.body
-    error = node.groups.heartbeat(HeartbeatRequest(body.group_id, body.generation_id, body.member_id,
+    error = node.coordinator.heartbeat(HeartbeatRequest(body.group_id, body.generation_id, body.member_id,
                                                    getattr(body, "group_instance_id", None)))
     return _response(request.version, error)

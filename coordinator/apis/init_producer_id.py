@@ -27,7 +27,7 @@ from __future__ import annotations
 from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
-from records import producer_ids_for
+from storage.topic_data import producer_ids_for
 
 from . import Request
 

@@ -31,7 +31,7 @@ def handle(node, request: Request):
         protocols=tuple((p.name, p.metadata) for p in body.protocols),
         version=version, client_id=request.header.client_id, client_host=request.client_host,
         reason=getattr(body, "reason", None))
-    return respond(node.groups.join(req), lambda reply: _response(version, reply))
+    return respond(node.coordinator.join(req), lambda reply: _response(version, reply))
 
 
 def _response(version: int, reply: dict):

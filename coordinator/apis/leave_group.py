@@ -25,7 +25,7 @@ def handle(node, request: Request):
         identities = [(m.member_id, m.group_instance_id) for m in body.members]
     else:
         identities = [(body.member_id, None)]
-    return respond(node.groups.leave(LeaveRequest(body.group_id, identities)), lambda reply: _response(version, reply))
+    return respond(node.coordinator.leave(LeaveRequest(body.group_id, identities)), lambda reply: _response(version, reply))
 
 
 def _response(version: int, reply: dict):

@@ -21,7 +21,7 @@ def handle(node, request: Request):
     body = request.body
     states = {s.strip().lower() for s in getattr(body, "states_filter", ())}
     types = {t.strip().lower() for t in getattr(body, "types_filter", ())}
-    listed = node.groups.list_groups()
+    listed = node.coordinator.list_groups()
     if isinstance(listed, ErrorCode):  # a partition is still loading: no partial answer (spec §9.2)
         return build_response(ApiKey.LIST_GROUPS, request.version, {"error_code": listed, "groups": []})
     groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",

@@ -20,7 +20,7 @@ from __future__ import annotations
 from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
-from records import plane_for
+from storage.topic_data import plane_for
 
 from ..system_clock import wall_ms
 from . import Request

@@ -39,7 +39,7 @@ def handle(node, request: Request):
     order = [(t.name, [p.partition_index for p in t.partitions]) for t in body.topics]
     if not offsets:
         return _response(version, order, unknown)
-    result = node.groups.commit(OffsetCommitRequest(body.group_id, body.generation_id_or_member_epoch, body.member_id,
+    result = node.coordinator.commit(OffsetCommitRequest(body.group_id, body.generation_id_or_member_epoch, body.member_id,
                                                     getattr(body, "group_instance_id", None), retention_ms, offsets,
                                                     version))
     return respond(result, lambda errors: _response(version, order, {**unknown, **errors}))

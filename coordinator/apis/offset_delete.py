@@ -30,7 +30,7 @@ def handle(node, request: Request):
         unknown.update({(name, p): ErrorCode.unknown_topic_or_partition for p in parts if p not in ok})
         if ok:
             known.append((name, ok))
-    result = node.groups.delete_offsets(OffsetDeleteRequest(body.group_id, known))
+    result = node.coordinator.delete_offsets(OffsetDeleteRequest(body.group_id, known))
     return respond(result, lambda reply: _response(reply["error_code"], order,
                                                    {**unknown, **reply["partitions"]}))
 

@@ -47,7 +47,7 @@ def _group(requested, result) -> tuple[list[dict], ErrorCode]:
 
 def _fetch(node, group_id: str, topics, require_stable: bool, member_id: str | None = None, member_epoch: int = -1):
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    return node.groups.fetch_offsets(OffsetFetchRequest(group_id, wanted, require_stable, member_id, member_epoch))
+    return node.coordinator.fetch_offsets(OffsetFetchRequest(group_id, wanted, require_stable, member_id, member_epoch))
 
 
 def handle(node, request: Request):

@@ -7,7 +7,7 @@ because librdkafka enables its modern fetcher when both Produce (≥3) and Fetch
 (clients.md §1.2). Every partition is answered INVALID_REQUEST (non-retriable, so producers fail
 fast instead of retrying forever).
 
-With `records.plane: memory` each partition's record batches are validated (`records.batches`)
+With `records.plane: memory` each partition's record batches are validated (`storage.topic_data.batches`)
 and appended to the in-memory partition, which assigns their offsets; idempotent producers'
 sequences are checked as Kafka does (a retried batch is answered with its first offsets).
 Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION (Produce never auto-creates), INVALID_RECORD,
@@ -23,8 +23,8 @@ from __future__ import annotations
 from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
-from records import plane_for
-from records.plane import TRANSACTIONS_UNSUPPORTED
+from storage.topic_data import plane_for
+from storage.topic_data.plane import TRANSACTIONS_UNSUPPORTED
 
 from ..system_clock import wall_ms
 from . import Request

@@ -29,7 +29,7 @@ def handle(node, request: Request):
     if version >= 5 and (protocol_type is None or protocol_name is None):
         return _response(version, sync_reply(ErrorCode.inconsistent_group_protocol))
     assignments = {a.member_id: a.assignment for a in body.assignments}
-    result = node.groups.sync(SyncRequest(body.group_id, body.generation_id, body.member_id,
+    result = node.coordinator.sync(SyncRequest(body.group_id, body.generation_id, body.member_id,
                                           getattr(body, "group_instance_id", None), protocol_type, protocol_name,
                                           assignments))
     return respond(result, lambda reply: _response(version, reply))

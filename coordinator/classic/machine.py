@@ -207,12 +207,17 @@ class ClassicMachine:
             # generation; the leader of a v9+ join is told to skip the assignment.
             out.records.append(Record(GroupMetadataKey(group.group_id), group.metadata_value()))
 
-            def written(error: ErrorCode | None, at: int) -> Outcome:
+            def written(error: ErrorCode | None, at: Now) -> Outcome:
                 done = Outcome()
-                if error is not None:  # the revert gave the instance its old member back
-                    restored = group.members.get(group.static_members.get(req.group_instance_id))
-                    if restored is not None and restored is not member:
-                        self._arm_session(done, group, restored, at, restored.session_timeout_ms)
+                if error is not None:
+                    if group.members.get(new_id) is not member:  # reverted: the instance has its old member
+                        restored = group.members.get(group.static_members.get(req.group_instance_id))
+                        if restored is not None:
+                            self._arm_session(done, group, restored, at, restored.session_timeout_ms)
+                    elif member.awaiting_join is not ticket or not group.is_in(STABLE):
+                        return done  # a rebalance overtook the write: it answers (or answered) the join
+                    else:  # timed out, so not reverted (it may still land): the client joins again
+                        group.set_awaiting_join(member, None)
                     done.reply = join_reply(error, "", group.generation, group.protocol_type, group.protocol_name,
                                             previous_leader or "")
                     return done

@@ -124,3 +124,26 @@ def test_group_metadata_too_large_for_the_log_is_unknown_server_error(d):
     d.join("g", ticket="j", client_id="a", version=3)
     assert d.replies["j"]["error_code"] == E.unknown_server_error
     assert "g" not in d.shard.groups
+
+
+def test_static_replacement_that_times_out_is_answered_and_kept(d):
+    ids = stable_group(d, static=True)
+    d.hold_writes()
+    d.join("g", ticket="restart-b", client_id="b", instance_id="b-instance")
+    d.time_out_writes()
+    assert d.replies["restart-b"]["error_code"] == E.coordinator_not_available
+    new_id = d.group().static_members["b-instance"]
+    assert new_id != ids["b"] and d.group().members[new_id].awaiting_join is None
+    d.finish_writes()  # it lands after all: memory already has it
+    assert d.group().state is STABLE
+
+
+def test_static_replacement_overtaken_by_a_rebalance_is_answered_by_the_rebalance_only(d):
+    ids = stable_group(d, static=True)
+    d.hold_writes()
+    d.join("g", ticket="restart-b", client_id="b", instance_id="b-instance")
+    d.join("g", ids["a"], ticket="rejoin-a", client_id="a", instance_id="a-instance")  # the leader re-joins
+    assert d.group().state is COMPLETING_REBALANCE  # both joined: the new generation answered both joins
+    assert d.replies["restart-b"]["error_code"] == E.none and d.replies["restart-b"]["generation_id"] == 2
+    d.finish_writes(E.not_coordinator)
+    assert len(d.answers_to("restart-b")) == 1  # the failed write does not answer it again

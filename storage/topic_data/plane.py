@@ -1,4 +1,4 @@
-"""The in-memory records plane: one `PartitionLog` per (topic id, partition), producer ids for
+"""The in-memory records plane: one `TopicPartitionLog` per (topic id, partition), producer ids for
 idempotent producers, and watchers that a held Fetch registers to be woken by an append.
 
 Sans-IO like the rest of the package: the time comes in as an argument, and a watcher is a plain
@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from protocol import ErrorCode
 
 from .batches import BatchError, split
-from .log import PartitionLog
+from .log import TopicPartitionLog
 
 Key = tuple  # (topic id, partition)
 
@@ -39,22 +39,22 @@ class MemoryPlane:
         self.retention_bytes = retention_bytes
         self.retention_ms = retention_ms
         self.message_max_bytes = message_max_bytes
-        self._logs: dict[Key, PartitionLog] = {}
+        self._logs: dict[Key, TopicPartitionLog] = {}
         self._watchers: dict[Key, dict[int, Callable[[], None]]] = {}
         self._tokens = itertools.count(1)
         self._watching: dict[int, tuple[Key, ...]] = {}
 
     # -- logs ----------------------------------------------------------------------------------
 
-    def peek(self, key: Key) -> PartitionLog | None:
+    def peek(self, key: Key) -> TopicPartitionLog | None:
         return self._logs.get(key)
 
-    def log(self, key: Key, live_topic_ids: Callable[[], Iterable] | None = None) -> PartitionLog:
+    def log(self, key: Key, live_topic_ids: Callable[[], Iterable] | None = None) -> TopicPartitionLog:
         log = self._logs.get(key)
         if log is None:
             if live_topic_ids is not None:
                 self.forget_topics_except(set(live_topic_ids()))
-            log = self._logs[key] = PartitionLog(self.retention_bytes, self.retention_ms)
+            log = self._logs[key] = TopicPartitionLog(self.retention_bytes, self.retention_ms)
         return log
 
     def forget_topics_except(self, live: set) -> None:

@@ -20,7 +20,7 @@ from collections import deque
 
 from protocol import ErrorCode
 
-from .batches import Batch, BatchError, first_record_at_or_after, record_with_max_timestamp
+from .batches import ProducedBatch, BatchError, first_record_at_or_after, record_with_max_timestamp
 
 PRODUCER_BATCHES_KEPT = 5  # Kafka keeps the last 5 batches per producer for duplicate detection
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms: idle producers are forgotten
@@ -36,11 +36,11 @@ class _Producer:
         self.recent: deque[tuple[int, int, int]] = deque(maxlen=PRODUCER_BATCHES_KEPT)
 
 
-class PartitionLog:
+class TopicPartitionLog:
     def __init__(self, retention_bytes: int, retention_ms: int) -> None:
         self.retention_bytes = retention_bytes
         self.retention_ms = retention_ms  # -1: no time limit
-        self.batches: list[Batch] = []
+        self.batches: list[ProducedBatch] = []
         self.bases: list[int] = []  # base offset of each batch, for bisect
         self.log_start = 0
         self.high_watermark = 0
@@ -49,7 +49,7 @@ class PartitionLog:
 
     # -- appending -----------------------------------------------------------------------------
 
-    def check_producer(self, batch: Batch) -> int | None:
+    def check_producer(self, batch: ProducedBatch) -> int | None:
         """Kafka's idempotence checks for a batch from producer `batch.producer_id`: None to
         append it, the base offset of the batch it duplicates (answered as success), or raises
         BatchError (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER)."""
@@ -80,7 +80,7 @@ class PartitionLog:
                                  "sequence number)")
         return None
 
-    def append(self, batch: Batch, now_ms: int) -> int:
+    def append(self, batch: ProducedBatch, now_ms: int) -> int:
         """Stamp and append a checked batch; its base offset."""
         base = self.high_watermark
         batch.stamp(base)
@@ -130,12 +130,12 @@ class PartitionLog:
         """Kafka's OFFSET_OUT_OF_RANGE: before the log start or past the high watermark."""
         return offset < self.log_start or offset > self.high_watermark
 
-    def read(self, offset: int, max_bytes: int, at_least_one: bool) -> list[Batch]:
+    def read(self, offset: int, max_bytes: int, at_least_one: bool) -> list[ProducedBatch]:
         """Whole batches from the one holding `offset`, within `max_bytes`; with `at_least_one`
         the first batch comes even when it alone is larger (KIP-74), so a consumer always
         progresses. The caller checks the range first."""
         i = self._first_index(offset)
-        out: list[Batch] = []
+        out: list[ProducedBatch] = []
         used = 0
         for batch in self.batches[i:]:
             if used + batch.size > max_bytes and not (at_least_one and not out):

@@ -40,7 +40,7 @@ class BatchError(Exception):
 
 
 @dataclasses.dataclass(slots=True)
-class Batch:
+class ProducedBatch:
     """One v2 record batch and the header fields the log and the idempotence checks need."""
 
     data: bytearray | bytes  # the whole batch, baseOffset first (bytes once stamped and stored)
@@ -73,7 +73,7 @@ def _add_sequence(seq: int, delta: int) -> int:
     return (seq + delta) % (2**31)  # sequences wrap at Int32.MAX_VALUE, as in Kafka
 
 
-def split(records: bytes | None, produce_version: int, max_batch_bytes: int) -> list[Batch]:
+def split(records: bytes | None, produce_version: int, max_batch_bytes: int) -> list[ProducedBatch]:
     """The batches of one partition of a Produce request, validated; raises BatchError.
 
     Kafka (ProduceRequest.validateRecords, LogValidator) refuses: no batch at all, a magic other
@@ -87,7 +87,7 @@ def split(records: bytes | None, produce_version: int, max_batch_bytes: int) -> 
                          f"Produce requests with version {produce_version} must have at least one "
                          "record batch per partition")
     view = memoryview(records)
-    batches: list[Batch] = []
+    batches: list[ProducedBatch] = []
     pos = 0
     while pos < len(view):
         if len(view) - pos < HEADER_SIZE:
@@ -113,7 +113,7 @@ def split(records: bytes | None, produce_version: int, max_batch_bytes: int) -> 
     return batches
 
 
-def _check(data: bytearray, produce_version: int) -> Batch:
+def _check(data: bytearray, produce_version: int) -> ProducedBatch:
     reader = DefaultRecordBatch(bytes(data))
     if not reader.validate_crc():
         raise BatchError(ErrorCode.corrupt_message, "Record batch CRC-32C does not match its contents")
@@ -127,7 +127,7 @@ def _check(data: bytearray, produce_version: int) -> Batch:
         raise BatchError(ErrorCode.unsupported_compression_type,
                          f"Produce requests with version {produce_version} are not allowed to use "
                          "ZStandard compression")
-    return Batch(data, count, reader.max_timestamp, reader.timestamp_type, reader.producer_id,
+    return ProducedBatch(data, count, reader.max_timestamp, reader.timestamp_type, reader.producer_id,
                  reader.producer_epoch, reader.base_sequence, bool(reader.is_transactional))
 
 
