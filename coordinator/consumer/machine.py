@@ -445,11 +445,16 @@ class ConsumerMachine:
     # timers
 
     def on_loaded(self, out: Outcome, group: ConsumerGroup, now: Now) -> None:
-        """The partition has replayed its log: every member gets a full session from now."""
-        for member_id in group.members:
+        """The partition has replayed its log: every member gets a full session from now, and one
+        that still has partitions to revoke a full rebalance timeout (as Kafka's onLoaded)."""
+        for member_id, member in group.members.items():
             key = (group.group_id, member_id)
             self.session[key] = now.mono + self.settings.session_timeout_ms
             out.timers.append((("consumer-session",) + key, self.session[key]))
+            if member.assignment.state is MemberState.UNREVOKED_PARTITIONS and member.metadata is not None:
+                deadline = now.mono + member.metadata.rebalance_timeout_ms
+                self.rebalance[key] = (deadline, member.member_epoch)
+                out.timers.append((("consumer-rebalance",) + key, deadline))
 
     def on_timer(self, key: tuple, now: Now) -> Outcome:
         out = Outcome()

@@ -225,3 +225,32 @@ def test_classic_and_consumer_groups_do_not_mix_with_migration_off(d):
     assert group(d).type == "classic"
     assert d.consumer_heartbeat(join("c"), TOPICS)["error_code"] == E.none  # an empty classic group is replaced too
     assert group(d).type == "consumer"
+
+
+def test_a_reloaded_partition_keeps_epochs_and_arms_the_timers_again(d):
+    d.consumer_heartbeat(join("a"), TOPICS)
+    d.consumer_heartbeat(join("b"), TOPICS)
+    d.consumer_heartbeat(hb("a", 1), TOPICS)  # a must revoke: UNREVOKED_PARTITIONS
+    d.shard = d.replay()
+    d.runner.run(d.shard.on_loaded(d.clock.read()))
+    assert (group(d).group_epoch, group(d).members["a"].member_epoch) == (2, 1)
+    assert {k[0] for k in d.timers} == {"consumer-session", "consumer-rebalance"}
+    r = d.consumer_heartbeat(hb("a", 1, owned(0, 1)), TOPICS)  # it carries on where it was
+    assert (r["error_code"], r["member_epoch"]) == (E.none, 2)
+
+
+def test_metrics_count_consumer_groups_by_type_and_state_and_unreconciled_members(d):
+    from types import SimpleNamespace
+
+    from coordinator.metrics import CoordinatorCollector
+    from coordinator.runtime import PartitionState
+
+    d.consumer_heartbeat(join("a"), TOPICS)
+    d.consumer_heartbeat(join("b"), TOPICS)  # b's partitions are still a's: both differ from their target
+    coordinator = SimpleNamespace(shards=[d.shard], states=[PartitionState.ACTIVE], writers=[None])
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in CoordinatorCollector()._collect(coordinator, True, False) for s in family.samples}
+    assert samples[("groupd_groups", (("protocol_type", "consumer"), ("state", "Reconciling"),
+                                      ("type", "consumer")))] == 1
+    assert samples[("groupd_consumer_members_unreconciled", ())] == 2
+    assert samples[("groupd_consumer_group_epoch", (("epoch", "group"), ("group", "g")))] == 2
