@@ -38,6 +38,9 @@ class Group(Protocol):
 
     def validate_delete(self) -> ErrorCode | None: ...
 
+    def delete_records(self) -> list:
+        """The tombstones that remove the group from the log (DeleteGroups, expiry)."""
+
     def describe(self) -> dict: ...
 
     def release_parked(self, error: ErrorCode) -> list[tuple[Any, Any]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from protocol import ErrorCode
 
-from storage.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
+from storage.records import OffsetCommitKey, OffsetCommitValue, Record
 
 from .clock import Now
 from .group import Group
@@ -153,7 +153,7 @@ class OffsetsStore:
             out.records.extend(Record(OffsetCommitKey(group_id, t, p), None) for t, p in gone)
             expired_offsets += len(gone)
             if len(gone) == len(offsets) and group.expirable():
-                out.records.append(Record(GroupMetadataKey(group_id), None))
+                out.records += group.delete_records()
                 deleted_groups += 1
         return out, expired_offsets, deleted_groups
 

@@ -218,10 +218,7 @@ class GroupShard:
             return out
         out.records = self.store.tombstones(group_id)
         removed_offsets = len(out.records)
-        if isinstance(group, ConsumerGroup):
-            out.records += group.delete_records()
-        else:
-            out.records.append(Record(GroupMetadataKey(group_id), None))
+        out.records += group.delete_records()
 
         def written(error: ErrorCode | None, at: Now) -> Outcome:
             if error is None:

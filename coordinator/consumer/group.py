@@ -180,7 +180,7 @@ class ConsumerGroup:
         return any(topic in v.topics for r, v in self.regexes.items() if self.subscribed_regexes.get(r))
 
     def expirable(self) -> bool:
-        return False  # an empty consumer group stays until DeleteGroups (its tombstones are its own)
+        return not self.members  # an Empty group goes with its last offset, as Kafka's cleanup
 
     def validate_offset_delete(self) -> ErrorCode | None:
         return None  # per topic: GROUP_SUBSCRIBED_TO_TOPIC for a subscribed one

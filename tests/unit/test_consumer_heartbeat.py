@@ -254,3 +254,15 @@ def test_metrics_count_consumer_groups_by_type_and_state_and_unreconciled_member
                                       ("type", "consumer")))] == 1
     assert samples[("groupd_consumer_members_unreconciled", ())] == 2
     assert samples[("groupd_consumer_group_epoch", (("epoch", "group"), ("group", "g")))] == 2
+
+
+def test_an_empty_consumer_group_expires_with_its_last_offset(d):
+    d.consumer_heartbeat(join("a"), TOPICS)
+    d.commit("g", [("foo", 0, 5)], generation=1, member_id="a")
+    d.advance(2_000)  # past the retention, within the session
+    d.runner.run(d.shard.expire(d.clock.read(), retention_ms=1000))
+    assert "g" in d.shard.groups and d.shard.offsets  # subscribed by a live member: kept
+    d.consumer_heartbeat(hb("a", -1), TOPICS)
+    d.runner.run(d.shard.expire(d.clock.read(), retention_ms=1000))
+    assert "g" not in d.shard.groups and not d.shard.offsets
+    assert "g" not in d.replay().groups
