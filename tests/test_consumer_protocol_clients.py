@@ -84,18 +84,21 @@ def test_a_killed_consumer_is_fenced_when_its_session_expires(server, clients, s
     wait_until(lambda: owns_exactly(members[:1], SIX), 60, "the survivor owns every partition")
 
 
-def test_a_restarted_static_member_gets_its_partitions_back_without_a_new_epoch(server, clients, request):
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_restarted_static_member_gets_its_partitions_back_without_a_new_epoch(server, clients, stack, request):
     group = group_name(request)
-    a = clients("confluent", "subscribe", server.bootstrap, **opts(group, **{"group.instance.id": "a"}))
-    b = clients("confluent", "subscribe", server.bootstrap, **opts(group, **{"group.instance.id": "b"}))
+    a = clients(stack, "subscribe", server.bootstrap, **opts(group, **{"group.instance.id": "a"}))
+    b = clients(stack, "subscribe", server.bootstrap, **opts(group, **{"group.instance.id": "b"}))
     wait_until(lambda: owns_exactly([a, b], SIX), 90, "both static members assigned")
-    before = set(b.assignment())
+    wait_until(lambda: describe(server, group).state == ConsumerGroupState.STABLE, 30, "Stable")
+    before, epoch = set(b.assignment()), groupd_admin.describe_group(server.bootstrap, group)["group_epoch"]
     assert b.close() == 0  # a static member leaves with epoch -2: it keeps its partitions
-    b2 = clients("confluent", "subscribe", server.bootstrap, **opts(group, **{"group.instance.id": "b"}))
+    b2 = clients(stack, "subscribe", server.bootstrap, **opts(group, **{"group.instance.id": "b"}))
     wait_until(lambda: set(b2.assignment() or ()) == before, 60, "the same partitions back")
     assert f"static member replaced group={group} type=consumer instance=b" in server.log()
     assert set(a.assignment()) == SIX - before
     wait_until(lambda: describe(server, group).state == ConsumerGroupState.STABLE, 30, "Stable")
+    assert groupd_admin.describe_group(server.bootstrap, group)["group_epoch"] == epoch
 
 
 def test_a_regex_subscription_picks_up_a_created_topic(server, clients, request):
