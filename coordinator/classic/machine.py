@@ -498,16 +498,17 @@ class ClassicMachine:
 
     def heartbeat(self, req: HeartbeatRequest, now: Now) -> ErrorCode:
         """The heartbeat error; a valid one only moves the member's session deadline."""
-        group_id, generation, member_id, instance_id = req.group_id, req.generation, req.member_id, req.group_instance_id
-        if group_id == "":
+        group_id, member_id = req.group_id, req.member_id
+        if not group_id:
             return E.invalid_group_id
         group = self.groups.get(group_id)
         if group is None:
             return E.unknown_member_id
-        error = self._validate_member(group, member_id, instance_id)
-        if error is not None:
-            return error
-        if generation != group.generation:
+        if req.group_instance_id is not None or member_id not in group.members:  # else valid: the hot path
+            error = self._validate_member(group, member_id, req.group_instance_id)
+            if error is not None:
+                return error
+        if req.generation != group.generation:
             return E.illegal_generation
         state = group.state
         if state is EMPTY:
