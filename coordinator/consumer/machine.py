@@ -56,6 +56,9 @@ EPOCH_BUMP_REASONS = ("new-group", "subscription-changed", "metadata-changed", "
                       "session-expired", "rebalance-timeout")
 
 
+_NOTHING = ConsumerGroupMemberMetadataValue(None, None, "", "", (), None)  # a member subscribed to nothing
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class TopicsImage:
     """The node's topics as the shell saw them: `version` changes whenever a topic is created,
@@ -117,6 +120,7 @@ class ConsumerMachine:
         # and (group, member) → (deadline, member epoch it was armed at)
         self.session: dict[tuple[str, str], int] = {}
         self.rebalance: dict[tuple[str, str], tuple[int, int]] = {}
+        self.topics: TopicsImage | None = None  # the last image a heartbeat brought (timers have none)
 
     # =========================================================================================
     # ConsumerGroupHeartbeat
@@ -125,6 +129,7 @@ class ConsumerMachine:
         error = self._validate(req)
         if error is not None:
             return Outcome(reply=error)
+        self.topics = topics
         try:
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 out = self._leave(req, now)
@@ -251,13 +256,8 @@ class ConsumerMachine:
             if self._refresh_regexes(out, group, regexes_in_use, resolved, topics, now) and bump_reason is None:
                 bump_reason = "metadata-changed"
             subscribed = self._subscribed_names(group, member_id, metadata, regexes_in_use, resolved)
-            value = ConsumerGroupPartitionMetadataValue(tuple(
-                TopicMetadataRecord(t.topic_id, t.name, t.num_partitions)
-                for t in sorted((topics.by_name[n] for n in subscribed if n in topics.by_name), key=lambda t: t.name)))
-            if value != (group.subscription_metadata or ConsumerGroupPartitionMetadataValue(())):
-                out.records.append(Record(ConsumerGroupPartitionMetadataKey(group.group_id), value))
-                if bump_reason is None:
-                    bump_reason = "metadata-changed"
+            if self._write_subscription_metadata(out, group, subscribed, topics) and bump_reason is None:
+                bump_reason = "metadata-changed"
         group_epoch = group.group_epoch
         if bump_reason is not None:
             group_epoch += 1
@@ -360,6 +360,18 @@ class ConsumerMachine:
         return in_use
 
     @staticmethod
+    def _write_subscription_metadata(out: Outcome, group: ConsumerGroup, subscribed: set[str],
+                                     topics: TopicsImage) -> bool:
+        """The record of the subscribed topics that exist (ids, partition counts), when it changed."""
+        value = ConsumerGroupPartitionMetadataValue(tuple(
+            TopicMetadataRecord(t.topic_id, t.name, t.num_partitions)
+            for t in sorted((topics.by_name[n] for n in subscribed if n in topics.by_name), key=lambda t: t.name)))
+        if value == (group.subscription_metadata or ConsumerGroupPartitionMetadataValue(())):
+            return False
+        out.records.append(Record(ConsumerGroupPartitionMetadataKey(group.group_id), value))
+        return True
+
+    @staticmethod
     def _subscribed_names(group: ConsumerGroup, member_id: str, metadata: ConsumerGroupMemberMetadataValue,
                           regexes: set[str], resolved: Mapping[str, frozenset[str]]) -> set[str]:
         """The topic names the group subscribes to, by name or through a regex, with `member_id`'s
@@ -432,9 +444,14 @@ class ConsumerMachine:
     def _remove_member(self, out: Outcome, group: ConsumerGroup, member: ConsumerMember, reason: str) -> None:
         """The member's tombstones, the regexes only it used, and a new group epoch (spec §2.7)."""
         out.records += member_tombstones(group.group_id, member.member_id)
+        in_use = self._regexes_in_use(group, member.member_id, None)
         regex = member.subscribed_topic_regex
-        if regex and regex in group.regexes and regex not in self._regexes_in_use(group, member.member_id, None):
+        if regex and regex in group.regexes and regex not in in_use:
             out.records.append(Record(ConsumerGroupRegularExpressionKey(group.group_id, regex), None))
+        if self.topics is not None:
+            resolved = {r: frozenset(v.topics) for r, v in group.regexes.items()}
+            subscribed = self._subscribed_names(group, member.member_id, _NOTHING, in_use, resolved)
+            self._write_subscription_metadata(out, group, subscribed, self.topics)
         epoch = group.group_epoch + 1
         out.records.append(Record(ConsumerGroupMetadataKey(group.group_id), ConsumerGroupMetadataValue(epoch)))
         self.events.append(ev.ConsumerGroupEpochBumped(group.group_id, epoch, reason))

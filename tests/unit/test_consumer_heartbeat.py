@@ -6,7 +6,7 @@ import uuid
 import pytest
 
 from coordinator.consumer.group import ConsumerGroup
-from coordinator.consumer.machine import ConsumerHeartbeatRequest, TopicsImage
+from coordinator.consumer.machine import ConsumerHeartbeatRequest, ConsumerSettings, TopicsImage
 from coordinator.consumer.reconciliation import MemberState
 from coordinator.shard import GroupSettings
 from protocol import ErrorCode
@@ -266,3 +266,76 @@ def test_an_empty_consumer_group_expires_with_its_last_offset(d):
     d.runner.run(d.shard.expire(d.clock.read(), retention_ms=1000))
     assert "g" not in d.shard.groups and not d.shard.offsets
     assert "g" not in d.replay().groups
+
+
+TWO_TOPICS = TopicsImage.of(1, [Topic("foo", 4, FOO), Topic("bar", 2, BAR)])
+
+
+def test_a_failed_write_into_a_live_group_reverts_every_record(d):
+    d.consumer_heartbeat(join("a", topics=("foo", "bar")), TWO_TOPICS)
+    d.consumer_heartbeat(join("b", topics=("foo",)), TWO_TOPICS)
+    before = durable(group(d))
+    d.fail_next_write(E.not_coordinator)
+    assert d.consumer_heartbeat(join("c", topics=("bar",), regex="b.*"), TWO_TOPICS)["error_code"] == E.not_coordinator
+    assert durable(group(d)) == before
+    d.fail_next_write(E.not_coordinator)
+    assert d.consumer_heartbeat(hb("b", -1), TWO_TOPICS)["error_code"] == E.not_coordinator
+    assert durable(group(d)) == before
+
+
+def test_a_removed_member_takes_its_topics_out_of_the_subscription_metadata(d):
+    d.consumer_heartbeat(join("a", topics=("foo",)), TWO_TOPICS)
+    d.consumer_heartbeat(join("b", topics=("bar",)), TWO_TOPICS)
+    assert [t.topic_name for t in group(d).subscription_metadata.topics] == ["bar", "foo"]
+    d.consumer_heartbeat(hb("b", -1), TWO_TOPICS)
+    assert [t.topic_name for t in group(d).subscription_metadata.topics] == ["foo"]
+    epoch = group(d).group_epoch
+    d.consumer_heartbeat(hb("a", group(d).members["a"].member_epoch), TopicsImage.of(2, [Topic("foo", 4, FOO), Topic("bar", 2, BAR)]))
+    assert group(d).group_epoch == epoch  # a new topics version alone changes nothing for the group
+
+
+def test_the_regex_of_the_last_member_using_it_is_tombstoned(d):
+    d.consumer_heartbeat(join("a", topics=None, regex="f.*"), TOPICS)
+    d.consumer_heartbeat(join("b", topics=None, regex="f.*"), TOPICS)
+    d.consumer_heartbeat(hb("a", -1), TOPICS)
+    assert "f.*" in group(d).regexes
+    d.consumer_heartbeat(hb("b", -1), TOPICS)
+    assert group(d).regexes == {}
+    assert_replay_matches(d)
+
+
+def test_the_assignor_most_members_name_computes_the_target(d):
+    req = join("a", topics=("foo", "bar"))
+    req.server_assignor = "range"
+    d.consumer_heartbeat(req, TWO_TOPICS)
+    d.consumer_heartbeat(join("b", topics=("foo", "bar")), TWO_TOPICS)
+    assert d.shard.consumer_describe("g", TWO_TOPICS)["assignor_name"] == "range"
+    # range: co-partitioned ranges, a gets foo 0-1 and bar 0 (uniform would spread them otherwise)
+    assert group(d).target_of("a") == {FOO: frozenset({0, 1}), BAR: frozenset({0})}
+
+
+def test_a_full_group_refuses_a_new_member():
+    d = Driver(GroupSettings(consumer=ConsumerSettings(max_size=1)))
+    d.consumer_heartbeat(join("a"), TOPICS)
+    assert d.consumer_heartbeat(join("b"), TOPICS)["error_code"] == E.group_max_size_reached
+    assert d.consumer_heartbeat(hb("a", 1), TOPICS)["error_code"] == E.none
+
+
+def test_a_static_leave_checks_the_instance_and_minus_one_removes_it_for_good(d):
+    d.consumer_heartbeat(join("a", instance_id="i-a"), TOPICS)
+    r = d.consumer_heartbeat(hb("x", -1, instance_id="i-a"), TOPICS)
+    assert r["error_code"] == E.fenced_instance_id
+    assert d.consumer_heartbeat(hb("a", -1, instance_id="nope"), TOPICS)["error_code"] == E.unknown_member_id
+    r = d.consumer_heartbeat(hb("a", -1, instance_id="i-a"), TOPICS)
+    assert (r["error_code"], r["member_epoch"]) == (E.none, -1)
+    assert group(d).members == {} and group(d).static_members == {}
+    assert group(d).state_name == "Empty"
+
+
+def test_a_static_member_that_left_temporarily_expires_after_a_session(d):
+    d.consumer_heartbeat(join("a", instance_id="i-a"), TOPICS)
+    d.consumer_heartbeat(hb("a", -2, instance_id="i-a"), TOPICS)
+    assert group(d).members["a"].member_epoch == -2 and group(d).partition_epochs  # still held
+    assert group(d).state_name == "Reconciling"
+    d.advance(45_000)
+    assert group(d).members == {} and group(d).partition_epochs == {}
