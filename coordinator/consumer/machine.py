@@ -249,9 +249,10 @@ class ConsumerMachine:
         if metadata != old_metadata or replaced is not None:
             out.records.append(Record(ConsumerGroupMemberMetadataKey(group.group_id, member_id), metadata))
 
-        resolved = {r: frozenset(v.topics) for r, v in group.regexes.items()}
-        regexes_in_use = self._regexes_in_use(group, member_id, metadata)
+        resolved = None  # regex → its topics, with this heartbeat's resolutions: built when needed
         if subscription_changed or group.metadata_version != topics.version:
+            resolved = _resolved(group)
+            regexes_in_use = self._regexes_in_use(group, member_id, metadata)
             group.metadata_version = topics.version  # memory only: when this group last looked at the topics
             if self._refresh_regexes(out, group, regexes_in_use, resolved, topics, now) and bump_reason is None:
                 bump_reason = "metadata-changed"
@@ -268,6 +269,8 @@ class ConsumerMachine:
         target_epoch = group.assignment_epoch
         target = group.target_of(replaced.member_id if replaced is not None else member_id)
         if group_epoch > target_epoch:
+            if resolved is None:
+                resolved = _resolved(group)
             updated: dict[str, TargetMember | None] = {member_id: target_member_of(metadata)}
             if replaced is not None:
                 updated[replaced.member_id] = None
@@ -330,6 +333,11 @@ class ConsumerMachine:
     def _updated_metadata(self, old: ConsumerGroupMemberMetadataValue | None,
                           req: ConsumerHeartbeatRequest) -> ConsumerGroupMemberMetadataValue:
         """Null / -1 fields keep what is stored (spec §2.5); an empty regex drops it."""
+        if (old is not None and req.subscribed_topic_names is None and req.subscribed_topic_regex is None
+                and req.rebalance_timeout_ms == -1 and req.rack_id is None and req.server_assignor is None
+                and req.instance_id in (None, old.instance_id) and req.client_id == old.client_id
+                and req.client_host == old.client_host):
+            return old  # the steady heartbeat: nothing to rewrite
         if old is None:
             old = ConsumerGroupMemberMetadataValue(None, None, req.client_id, req.client_host, (), None)
         regex = old.subscribed_topic_regex
@@ -449,8 +457,7 @@ class ConsumerMachine:
         if regex and regex in group.regexes and regex not in in_use:
             out.records.append(Record(ConsumerGroupRegularExpressionKey(group.group_id, regex), None))
         if self.topics is not None:
-            resolved = {r: frozenset(v.topics) for r, v in group.regexes.items()}
-            subscribed = self._subscribed_names(group, member.member_id, _NOTHING, in_use, resolved)
+            subscribed = self._subscribed_names(group, member.member_id, _NOTHING, in_use, _resolved(group))
             self._write_subscription_metadata(out, group, subscribed, self.topics)
         epoch = group.group_epoch + 1
         out.records.append(Record(ConsumerGroupMetadataKey(group.group_id), ConsumerGroupMetadataValue(epoch)))
@@ -535,3 +542,6 @@ class ConsumerMachine:
                              "target_assignment": named(group.target_of(m.member_id)), "member_type": 1}
                             for m in group.members.values()]}
 
+
+def _resolved(group: ConsumerGroup) -> dict[str, frozenset[str]]:
+    return {r: frozenset(v.topics) for r, v in group.regexes.items()}
