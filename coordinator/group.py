@@ -41,7 +41,8 @@ class Group(Protocol):
     def delete_records(self) -> list:
         """The tombstones that remove the group from the log (DeleteGroups, expiry)."""
 
-    def describe(self) -> dict: ...
+    def describe(self) -> dict:
+        """DescribeGroups' entry; a group of another type says only its `type` (spec §7.2)."""
 
     def release_parked(self, error: ErrorCode) -> list[tuple[Any, Any]]:
         """The group was removed by a revert: (ticket, reply) for every request parked on it."""

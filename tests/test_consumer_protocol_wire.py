@@ -49,7 +49,8 @@ def test_describe_groups_treats_a_consumer_group_as_not_found(server):
                                                     "include_authorized_operations": False}).groups[0]
         described = c.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": ["wire-describe", "missing"],
                                                                   "include_authorized_operations": False}).groups
-    assert (v6.error_code, v6.group_state) == (ErrorCode.group_id_not_found, "Dead") and v6.error_message
+    assert (v6.error_code, v6.group_state) == (ErrorCode.group_id_not_found, "Dead")
+    assert v6.error_message == "Group wire-describe is not a classic group."
     assert (v5.error_code, v5.group_state) == (ErrorCode.none, "Dead")
     assert (described[0].error_code, described[0].group_state, described[0].group_epoch) == (ErrorCode.none,
                                                                                               "Stable", 1)

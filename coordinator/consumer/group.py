@@ -189,8 +189,8 @@ class ConsumerGroup:
         return E.non_empty_group if self.members else None
 
     def describe(self) -> dict:
-        """DescribeGroups (the classic API) treats a consumer group as not found (spec §7.2)."""
-        return None
+        """DescribeGroups (the classic API) answers a consumer group as not a classic one (spec §7.2)."""
+        return {"group_id": self.group_id, "type": self.type}
 
     def release_parked(self, error: ErrorCode) -> list[tuple[Any, Any]]:
         return []  # nothing is ever parked: every heartbeat is answered when its records are durable
