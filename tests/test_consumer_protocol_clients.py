@@ -113,14 +113,15 @@ def test_a_regex_subscription_picks_up_a_created_topic(server, clients, request)
     assert not member.errors(), member.errors()
 
 
-def test_added_partitions_are_assigned(server, clients, request):
-    group = group_name(request)
+@pytest.mark.parametrize("stack", STACKS)
+def test_added_partitions_are_assigned(server, clients, stack, request):
+    group, topic = group_name(request), f"grows-{stack}"
     a = admin(server)
-    a.create_topics([NewTopic("grows", 2)])["grows"].result(10)
-    members = [clients("confluent", "subscribe", server.bootstrap, **opts(group, topic="grows")) for _ in range(2)]
-    wait_until(lambda: owns_exactly(members, {"grows-0", "grows-1"}), 60, "two partitions, one each")
-    a.create_partitions([NewPartitions("grows", 4)])["grows"].result(10)
-    wait_until(lambda: owns_exactly(members, {f"grows-{p}" for p in range(4)}), 60, "four partitions")
+    a.create_topics([NewTopic(topic, 2)])[topic].result(10)
+    members = [clients(stack, "subscribe", server.bootstrap, **opts(group, topic=topic)) for _ in range(2)]
+    wait_until(lambda: owns_exactly(members, {f"{topic}-0", f"{topic}-1"}), 60, "two partitions, one each")
+    a.create_partitions([NewPartitions(topic, 4)])[topic].result(10)
+    wait_until(lambda: owns_exactly(members, {f"{topic}-{p}" for p in range(4)}), 60, "four partitions")
 
 
 def test_describe_and_list_by_type_through_the_admin_client(server, clients, request):
