@@ -45,7 +45,8 @@ def handle(node, request: Request):
         server_assignor=body.server_assignor,
         topic_partitions=None if owned is None else [(t.topic_id, list(t.partitions)) for t in owned],
         client_id=request.header.client_id or "", client_host=request.client_host, version=version)
-    return respond(node.coordinator.consumer_heartbeat(req, topics_image(node)), lambda reply: _response(version, reply))
+    result = node.coordinator.consumer_heartbeat(req, topics_image(node))
+    return respond(result, lambda reply: _response(version, reply))
 
 
 def _response(version: int, reply: dict):

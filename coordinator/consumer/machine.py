@@ -46,7 +46,8 @@ from .group import (
     target_member_of,
     member_tombstones,
 )
-from .reconciliation import NEW_MEMBER, FencedMemberEpoch, MemberAssignment, MemberState, reconcile, validate_member_epoch
+from .reconciliation import (NEW_MEMBER, FencedMemberEpoch, MemberAssignment, MemberState, reconcile,
+                             validate_member_epoch)
 from .target_assignment import TargetMember, build_target_assignment, preferred_assignor
 from .topic_regex import InvalidRegularExpression, compile_topic_regex
 
@@ -195,40 +196,13 @@ class ConsumerMachine:
         else:
             group = existing
         s = self.settings
-
-        # -- find or create the member (spec §5 step 6, §6.1)
-        if req.member_id not in group.members and len(group.members) >= s.max_size:
-            out.reply = error_reply(E.group_max_size_reached, f"The consumer group has reached its maximum "
-                                                              f"capacity of {s.max_size} members.")
+        found = self._find_member(group, req)
+        if isinstance(found, dict):
+            out.reply = found
             return out
-        member_id = req.member_id or self.new_member_id()
-        member = group.members.get(member_id)
-        replaced: ConsumerMember | None = None  # a static member this join takes over (§6.1)
-        if req.instance_id is not None:
-            holder_id = group.static_members.get(req.instance_id)
-            if req.member_epoch == 0:
-                if holder_id is not None and holder_id != member_id:
-                    holder = group.members[holder_id]
-                    if holder.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-                        out.reply = error_reply(E.unreleased_instance_id, f"Static member {holder_id} with "
-                                                f"instance id {req.instance_id} is not released yet.")
-                        return out
-                    replaced = holder
-            elif holder_id is None:
-                out.reply = error_reply(E.unknown_member_id, f"Instance id {req.instance_id} is unknown.")
-                return out
-            elif holder_id != member_id:
-                out.reply = error_reply(E.fenced_instance_id, f"Instance id {req.instance_id} is held by "
-                                                              f"another member.")
-                return out
-        if member is None and replaced is None and req.member_epoch != 0:
-            out.reply = error_reply(E.unknown_member_id, f"Member {member_id} is not a member of the group.")
-            return out
-        if member is not None and req.member_epoch != 0:
-            validate_member_epoch(member.assignment, req.member_epoch, req.topic_partitions)
-        # epoch 0 from a known member is a rejoin the heartbeat serves as usual (KAFKA-19233)
+        member_id, member, replaced = found
 
-        old_metadata = (replaced.metadata if replaced is not None else member.metadata if member is not None else None)
+        old_metadata = replaced.metadata if replaced is not None else member.metadata if member is not None else None
         assignment = (member.assignment if member is not None and member.current is not None else NEW_MEMBER)
         if replaced is not None:
             assignment = MemberAssignment(0, 0, MemberState.STABLE, replaced.assignment.assigned_partitions, {})
@@ -262,7 +236,8 @@ class ConsumerMachine:
         group_epoch = group.group_epoch
         if bump_reason is not None:
             group_epoch += 1
-            out.records.append(Record(ConsumerGroupMetadataKey(group.group_id), ConsumerGroupMetadataValue(group_epoch)))
+            out.records.append(Record(ConsumerGroupMetadataKey(group.group_id),
+                                      ConsumerGroupMetadataValue(group_epoch)))
             self.events.append(ev.ConsumerGroupEpochBumped(group.group_id, group_epoch, bump_reason))
 
         # -- the target assignment (spec §3.2)
@@ -275,15 +250,14 @@ class ConsumerMachine:
             if replaced is not None:
                 updated[replaced.member_id] = None
             members = {m.member_id: m.target_member() for m in group.members.values()}
-            assignor_name = preferred_assignor({**members, **updated} if replaced is None else
-                                               {k: v for k, v in {**members, **updated}.items() if v is not None},
-                                               s.assignors)
+            voters = {k: v for k, v in {**members, **updated}.items() if v is not None}
+            assignor_name = preferred_assignor(voters, s.assignors)
             started = self._perf_ms()
             result = build_target_assignment(group.group_id, group_epoch, ASSIGNORS[assignor_name], members,
                                              group.target_assignment, topics.by_id, updated_members=updated,
                                              static_members=group.static_members, resolved_regexes=resolved)
-            self.events.append(ev.ConsumerTargetAssignmentComputed(group.group_id, group_epoch, len(result.target_assignment),
-                                                                   assignor_name, self._perf_ms() - started))
+            self.events.append(ev.ConsumerTargetAssignmentComputed(
+                group.group_id, group_epoch, len(result.target_assignment), assignor_name, self._perf_ms() - started))
             out.records += result.records
             target_epoch = group_epoch
             target = result.target_assignment.get(member_id, {})
@@ -323,12 +297,42 @@ class ConsumerMachine:
         send_assignment = (req.member_epoch == 0 or full
                            or updated_assignment.assigned_partitions != assignment.assigned_partitions)
         out.reply = {"error_code": E.none, "error_message": None, "member_id": member_id,
-                     "member_epoch": updated_assignment.member_epoch, "heartbeat_interval_ms": s.heartbeat_interval_ms,
+                     "member_epoch": updated_assignment.member_epoch,
+                     "heartbeat_interval_ms": s.heartbeat_interval_ms,
                      "assignment": {"topic_partitions": [
                          {"topic_id": t, "partitions": sorted(ps)}
                          for t, ps in sorted(updated_assignment.assigned_partitions.items()) if ps]}
                      if send_assignment else None}
         return out
+
+    def _find_member(self, group: ConsumerGroup, req: ConsumerHeartbeatRequest):
+        """(member id, the member or None for a new one, the static member it replaces or None), or the
+        error reply (spec §5 step 6, §6.1). Raises FencedMemberEpoch."""
+        limit = self.settings.max_size
+        if req.member_id not in group.members and len(group.members) >= limit:
+            return error_reply(E.group_max_size_reached,
+                               f"The consumer group has reached its maximum capacity of {limit} members.")
+        member_id = req.member_id or self.new_member_id()
+        member = group.members.get(member_id)
+        replaced: ConsumerMember | None = None
+        if req.instance_id is not None:
+            holder_id = group.static_members.get(req.instance_id)
+            if req.member_epoch == 0:
+                if holder_id is not None and holder_id != member_id:
+                    replaced = group.members[holder_id]
+                    if replaced.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                        return error_reply(E.unreleased_instance_id, f"Static member {holder_id} with instance id "
+                                                                     f"{req.instance_id} is not released yet.")
+            elif holder_id is None:
+                return error_reply(E.unknown_member_id, f"Instance id {req.instance_id} is unknown.")
+            elif holder_id != member_id:
+                return error_reply(E.fenced_instance_id, f"Instance id {req.instance_id} is held by another member.")
+        if member is None and replaced is None and req.member_epoch != 0:
+            return error_reply(E.unknown_member_id, f"Member {member_id} is not a member of the group.")
+        if member is not None and req.member_epoch != 0:
+            validate_member_epoch(member.assignment, req.member_epoch, req.topic_partitions)
+        # epoch 0 from a known member is a rejoin the heartbeat serves as usual (KAFKA-19233)
+        return member_id, member, replaced
 
     def _updated_metadata(self, old: ConsumerGroupMemberMetadataValue | None,
                           req: ConsumerHeartbeatRequest) -> ConsumerGroupMemberMetadataValue:
@@ -354,7 +358,8 @@ class ConsumerMachine:
             rack_id=req.rack_id if req.rack_id is not None else old.rack_id,
             client_id=req.client_id, client_host=req.client_host,
             subscribed_topic_names=names, subscribed_topic_regex=regex,
-            rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1 else old.rebalance_timeout_ms,
+            rebalance_timeout_ms=(old.rebalance_timeout_ms if req.rebalance_timeout_ms == -1
+                                  else req.rebalance_timeout_ms),
             server_assignor=req.server_assignor if req.server_assignor is not None else old.server_assignor)
 
     @staticmethod
@@ -431,7 +436,8 @@ class ConsumerMachine:
                 out.reply = error_reply(E.unknown_member_id, f"Instance id {req.instance_id} is unknown.")
                 return out
             if holder_id != req.member_id:
-                out.reply = error_reply(E.fenced_instance_id, f"Instance id {req.instance_id} is held by another member.")
+                out.reply = error_reply(E.fenced_instance_id,
+                                        f"Instance id {req.instance_id} is held by another member.")
                 return out
             member = group.members[holder_id]
         if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
@@ -444,7 +450,8 @@ class ConsumerMachine:
             self.events.append(ev.ConsumerMemberLeft(group.group_id, member.member_id, req.instance_id, temporary=True))
         else:
             self._remove_member(out, group, member, "member-left")
-            self.events.append(ev.ConsumerMemberLeft(group.group_id, member.member_id, req.instance_id, temporary=False))
+            self.events.append(ev.ConsumerMemberLeft(group.group_id, member.member_id, req.instance_id,
+                                                     temporary=False))
         out.reply = {"error_code": E.none, "error_message": None, "member_id": member.member_id,
                      "member_epoch": req.member_epoch, "heartbeat_interval_ms": 0, "assignment": None}
         return out
@@ -506,7 +513,8 @@ class ConsumerMachine:
                 return out
             if member.member_epoch == epoch and member.assignment.state is MemberState.UNREVOKED_PARTITIONS:
                 self._remove_member(out, group, member, "rebalance-timeout")
-                self.events.append(ev.ConsumerMemberFenced(group_id, member_id, member.instance_id, "rebalance-timeout"))
+                self.events.append(ev.ConsumerMemberFenced(group_id, member_id, member.instance_id,
+                                                           "rebalance-timeout"))
             else:
                 self.rebalance.pop((group_id, member_id), None)
         return out

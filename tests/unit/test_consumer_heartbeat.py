@@ -290,7 +290,8 @@ def test_a_removed_member_takes_its_topics_out_of_the_subscription_metadata(d):
     d.consumer_heartbeat(hb("b", -1), TWO_TOPICS)
     assert [t.topic_name for t in group(d).subscription_metadata.topics] == ["foo"]
     epoch = group(d).group_epoch
-    d.consumer_heartbeat(hb("a", group(d).members["a"].member_epoch), TopicsImage.of(2, [Topic("foo", 4, FOO), Topic("bar", 2, BAR)]))
+    newer = TopicsImage.of(2, [Topic("foo", 4, FOO), Topic("bar", 2, BAR)])
+    d.consumer_heartbeat(hb("a", group(d).members["a"].member_epoch), newer)
     assert group(d).group_epoch == epoch  # a new topics version alone changes nothing for the group
 
 
