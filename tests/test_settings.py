@@ -138,3 +138,17 @@ def test_every_setting_is_read_somewhere():
                 sources += path.read_text()
     unread = [k.name for k in KEYS if k.name not in READ_ELSEWHERE and f".{attribute(k.name)}" not in sources]
     assert unread == []
+
+
+def test_consumer_group_timeouts_must_lie_within_their_bounds():
+    with pytest.raises(ConfigError, match="group.consumer.session.timeout.ms=30000 must lie within"):
+        Settings.load(env={}, overrides=["group.consumer.session.timeout.ms=30000"])
+    with pytest.raises(ConfigError, match="must be less than group.consumer.session.timeout.ms"):
+        Settings.load(env={}, overrides=["group.consumer.session.timeout.ms=1000",
+                                         "group.consumer.min.session.timeout.ms=1000",
+                                         "group.consumer.heartbeat.interval.ms=1000",
+                                         "group.consumer.min.heartbeat.interval.ms=1000"])
+    with pytest.raises(ConfigError, match="group.consumer.assignors"):
+        Settings.load(env={}, overrides=["group.consumer.assignors=sticky"])
+    s = Settings.load(env={}, overrides=["group.consumer.assignors=range,uniform"])
+    assert s.group_consumer_assignors == ("range", "uniform")
