@@ -175,3 +175,14 @@ def test_commits_and_epochs_survive_a_server_restart(tmp_path, clients):
     finally:
         _admins.pop(s.bootstrap, None)  # its server goes: no admin client left retrying it
         s.stop()
+
+
+def test_without_migration_a_consumer_protocol_member_cannot_join_a_live_classic_group(server, clients, request):
+    group = group_name(request)
+    classic = clients("confluent", "subscribe", server.bootstrap, topic="t6", group=group, seconds=0,
+                      **{"session.ms": 6000})
+    wait_until(lambda: set(classic.assignment() or ()) == SIX, 60, "the classic member owns everything")
+    newcomer = clients("confluent", "subscribe", server.bootstrap, **opts(group))
+    error = newcomer.wait_for(lambda e: e["event"] == "error", 30)
+    assert "The group id does not exist" in error["message"], error  # GROUP_ID_NOT_FOUND: fatal, as with Kafka
+    assert set(classic.assignment()) == SIX and not classic.errors()
