@@ -27,6 +27,7 @@ def server(tmp_path_factory):
     s = GroupdProcess(str(tmp_path_factory.mktemp("kip848")), *SETTINGS)
     s.start()
     yield s
+    _admins.pop(s.bootstrap, None)
     s.stop()
 
 
