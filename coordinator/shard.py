@@ -150,9 +150,11 @@ class GroupShard:
             return self.classic.join(req, ticket, now)
         if group.members:
             return Outcome(reply=join_reply(E.inconsistent_group_protocol, req.member_id))
-        del self.groups[req.group_id]  # its tombstones go first; the classic group is created after them
-        out = self.classic.join(req, ticket, now)
-        out.records[:0] = group.delete_records()
+        # the empty group's tombstones first (a failed write reverts them); once they are durable the
+        # join runs against no group at all and creates the classic one
+        out = Outcome(records=group.delete_records())
+        out.after_write = lambda error, at: (self.classic.join(req, ticket, at) if error is None
+                                             else Outcome(reply=join_reply(error, req.member_id)))
         return out
 
     def sync(self, req: SyncRequest, ticket: Any, now: Now) -> Outcome:

@@ -340,3 +340,12 @@ def test_a_static_member_that_left_temporarily_expires_after_a_session(d):
     assert group(d).state_name == "Reconciling"
     d.advance(45_000)
     assert group(d).members == {} and group(d).partition_epochs == {}
+
+
+def test_a_failed_replacement_of_an_empty_consumer_group_keeps_it(d):
+    d.consumer_heartbeat(join("a"), TOPICS)
+    d.consumer_heartbeat(hb("a", -1), TOPICS)
+    before = durable(group(d))
+    d.fail_next_write(E.not_coordinator)
+    assert d.join("g", ticket="classic")["error_code"] == E.not_coordinator
+    assert group(d).type == "consumer" and durable(group(d)) == before
