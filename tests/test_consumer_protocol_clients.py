@@ -158,12 +158,17 @@ def test_commits_and_epochs_survive_a_server_restart(tmp_path, clients):
         wait_until(lambda: {tp for m in members for e in m.events if e["event"] == "committed"
                             for tp in e["offsets"]} == SIX, 30, "every partition committed")
         wait_until(lambda: describe(s, "resume").state == ConsumerGroupState.STABLE, 30, "Stable")
-        before = describe(s, "resume")
+        before, epochs = describe(s, "resume"), groupd_admin.describe_group(s.bootstrap, "resume")
         assignment = {m.member_id: {(tp.topic, tp.partition) for tp in m.assignment.topic_partitions}
                       for m in before.members}
         s.stop()
         s.start()
         after = describe(s, "resume")
+        reloaded = groupd_admin.describe_group(s.bootstrap, "resume")
+        assert (reloaded["group_epoch"], reloaded["assignment_epoch"]) == (epochs["group_epoch"],
+                                                                          epochs["assignment_epoch"])
+        assert {m["member_id"]: m["member_epoch"] for m in reloaded["members"]} == \
+            {m["member_id"]: m["member_epoch"] for m in epochs["members"]}
         assert {m.member_id: {(tp.topic, tp.partition) for tp in m.assignment.topic_partitions}
                 for m in after.members} == assignment
         assert "groups=1" in s.log().split("offsets log loaded")[-1]
