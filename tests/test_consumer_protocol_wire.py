@@ -80,3 +80,14 @@ def test_the_consumer_protocol_is_off_without_consumer_in_the_rebalance_protocol
         assert r.error_code == ErrorCode.unsupported_version
     finally:
         s.stop()
+
+
+def test_metadata_by_topic_id_with_an_empty_name_as_the_java_client_asks(server):
+    with WireClient(server.bootstrap) as c:
+        by_name = c.request(ApiKey.METADATA, 12, {"topics": [{"name": "t3", "topic_id": None}],
+                                                  "allow_auto_topic_creation": False,
+                                                  "include_topic_authorized_operations": False}).topics[0]
+        by_id = c.request(ApiKey.METADATA, 12, {"topics": [{"name": "", "topic_id": by_name.topic_id}],
+                                                "allow_auto_topic_creation": False,
+                                                "include_topic_authorized_operations": False}).topics[0]
+    assert (by_id.error_code, by_id.name, len(by_id.partitions)) == (ErrorCode.none, "t3", 3)
