@@ -5,13 +5,15 @@ do; with `consumer` left out of group.coordinator.rebalance.protocols, 68/69 are
 from __future__ import annotations
 
 import datetime
+import subprocess
+import sys
 import uuid
 
 import pytest
 
 from protocol import ErrorCode
 from protocol.apis import ApiKey
-from tests.support import GroupdProcess, WireClient
+from tests.support import ROOT, GroupdProcess, WireClient
 
 
 @pytest.fixture(scope="module")
@@ -91,3 +93,16 @@ def test_metadata_by_topic_id_with_an_empty_name_as_the_java_client_asks(server)
                                                 "allow_auto_topic_creation": False,
                                                 "include_topic_authorized_operations": False}).topics[0]
     assert (by_id.error_code, by_id.name, len(by_id.partitions)) == (ErrorCode.none, "t3", 3)
+
+
+def test_groupd_groups_describe_prints_epochs_and_current_and_target_assignments(server):
+    with WireClient(server.bootstrap) as c:
+        join(c, "wire-cli", "m-1")
+    out = subprocess.run([sys.executable, "-m", "coordinator", "groups", "describe", "wire-cli",
+                          "--bootstrap", server.bootstrap], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == ("group wire-cli: consumer group Stable, group epoch 1, assignment epoch 1, "
+                        "assignor uniform, 1 member")
+    assert lines[2].split() == ["MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "EPOCH", "ASSIGNMENT", "TARGET"]
+    assert lines[3].split() == ["m-1", "wire-test", "/127.0.0.1", "-", "1", "t3:0,1,2", "t3:0,1,2"]
