@@ -38,6 +38,7 @@ COMMANDS = ("groups", "offsets", "health")
 # The versions the commands speak: all inside groupd's table (protocol/apis.py).
 LIST_GROUPS_V = 5       # states and each group's type
 DESCRIBE_GROUPS_V = 6   # GROUP_ID_NOT_FOUND for an unknown group instead of an empty "Dead" one
+CONSUMER_GROUP_DESCRIBE_V = 1  # consumer (KIP-848) groups: epochs, current and target assignments
 OFFSET_FETCH_V = 8      # batched groups; topics=null fetches every committed offset
 OFFSET_COMMIT_V = 8
 METADATA_V = 12
@@ -147,6 +148,20 @@ def _describe(conn: AdminConnection, group: str):
     return g
 
 
+def _describe_consumer_group(conn: AdminConnection, group: str):
+    """The ConsumerGroupDescribe entry of `group`, or None when it is not a consumer group."""
+    (g,) = conn.request(ApiKey.CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_DESCRIBE_V,
+                        {"group_ids": [group], "include_authorized_operations": False}).groups
+    if g.error_code in (ErrorCode.group_id_not_found, ErrorCode.unsupported_version):
+        return None
+    _check(g.error_code, f"ConsumerGroupDescribe {group}", g.error_message)
+    return g
+
+
+def _named(assignment) -> dict[str, list[int]]:
+    return {tp.topic_name: sorted(tp.partitions) for tp in assignment.topic_partitions}
+
+
 def _committed(conn: AdminConnection, group: str) -> dict[tuple[str, int], tuple[int, str | None]]:
     r = conn.request(ApiKey.OFFSET_FETCH, OFFSET_FETCH_V,
                      {"groups": [{"group_id": group, "topics": None}], "require_stable": True})
@@ -184,8 +199,9 @@ def describe_group(bootstrap: str, group: str, timeout: float = 10.0) -> dict:
     offsets with the log-end offset and lag of each partition."""
     with AdminConnection(bootstrap, timeout=timeout) as conn:
         g = _describe(conn, group)
+        c = _describe_consumer_group(conn, group) if g is None else None
         committed = _committed(conn, group)
-        if g is None and not committed:
+        if g is None and c is None and not committed:
             raise AdminError(f"group {group!r} does not exist")
         members = []
         owner: dict[tuple[str, int], dict] = {}
@@ -196,6 +212,14 @@ def describe_group(bootstrap: str, group: str, timeout: float = 10.0) -> dict:
                       "assignment_bytes": len(m.member_assignment)}
             members.append(member)
             for topic, partitions in (assignment or {}).items():
+                for p in partitions:
+                    owner[(topic, p)] = member
+        for m in (c.members if c is not None else ()):
+            member = {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
+                      "group_instance_id": m.instance_id, "member_epoch": m.member_epoch,
+                      "assignment": _named(m.assignment), "target_assignment": _named(m.target_assignment)}
+            members.append(member)
+            for topic, partitions in member["assignment"].items():
                 for p in partitions:
                     owner[(topic, p)] = member
         partitions = set(committed) | set(owner)
@@ -215,7 +239,11 @@ def describe_group(bootstrap: str, group: str, timeout: float = 10.0) -> dict:
                         "lag": None if offset is None or end is None else end - offset,
                         "member_id": member.get("member_id"), "client_id": member.get("client_id"),
                         "client_host": member.get("client_host")})
-    return {"group": group, "state": g.group_state if g is not None else "Empty",
+    if c is not None:
+        return {"group": group, "type": "consumer", "state": c.group_state, "protocol_type": "consumer",
+                "protocol": c.assignor_name, "group_epoch": c.group_epoch, "assignment_epoch": c.assignment_epoch,
+                "members": members, "offsets": offsets}
+    return {"group": group, "type": "classic", "state": g.group_state if g is not None else "Empty",
             "protocol_type": g.protocol_type if g is not None else "",
             "protocol": g.protocol_data if g is not None else "",
             "members": members, "offsets": offsets}
@@ -361,8 +389,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.command == "groups" and args.groups_command == "list":
             data: Any = list_groups(bootstrap, args.timeout)
-            text = _table(["GROUP", "STATE", "PROTOCOL-TYPE"],
-                          [[g["group"], g["state"], g["protocol_type"] or "-"] for g in data])
+            text = _table(["GROUP", "STATE", "PROTOCOL-TYPE", "TYPE"],
+                          [[g["group"], g["state"], g["protocol_type"] or "-", g["type"]] for g in data])
         elif args.command == "groups":
             data = describe_group(bootstrap, args.group, args.timeout)
             text = _describe_text(data)
@@ -394,10 +422,19 @@ def _partitions(assignment: dict[str, list[int]] | None, size: int) -> str:
 
 def _describe_text(d: dict) -> str:
     members = d["members"]
-    head = (f"group {d['group']}: {d['state']}, protocol type {d['protocol_type'] or '-'}, "
-            f"protocol {d['protocol'] or '-'}, {len(members)} member{'s' if len(members) != 1 else ''}")
-    out = [head]
-    if members:
+    plural = "s" if len(members) != 1 else ""
+    if d["type"] == "consumer":
+        out = [f"group {d['group']}: consumer group {d['state']}, group epoch {d['group_epoch']}, assignment "
+               f"epoch {d['assignment_epoch']}, assignor {d['protocol']}, {len(members)} member{plural}"]
+        if members:
+            out += ["", _table(["MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "EPOCH", "ASSIGNMENT", "TARGET"],
+                               [[m["member_id"], m["client_id"], m["client_host"], m["group_instance_id"],
+                                 m["member_epoch"], _partitions(m["assignment"], 0),
+                                 _partitions(m["target_assignment"], 0)] for m in members])]
+    else:
+        out = [f"group {d['group']}: {d['state']}, protocol type {d['protocol_type'] or '-'}, "
+               f"protocol {d['protocol'] or '-'}, {len(members)} member{plural}"]
+    if members and d["type"] == "classic":
         out += ["", _table(["MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "ASSIGNMENT"],
                            [[m["member_id"], m["client_id"], m["client_host"], m["group_instance_id"],
                              _partitions(m["assignment"], m["assignment_bytes"])] for m in members])]

@@ -110,3 +110,61 @@ class OffsetsExpired:
     partition: int
     offsets: int
     groups: int
+
+
+# -- consumer groups (KIP-848, coordinator/consumer/machine.py) ----------------------------------
+
+@_event
+class ConsumerGroupEpochBumped:
+    group_id: str
+    epoch: int
+    reason: str  # one of consumer.machine.EPOCH_BUMP_REASONS (a metrics label)
+
+
+@_event
+class ConsumerMemberJoined:
+    group_id: str
+    member_id: str
+    instance_id: str | None
+    group_epoch: int
+
+
+@_event
+class ConsumerMemberLeft:
+    group_id: str
+    member_id: str
+    instance_id: str | None
+    temporary: bool  # a static member's -2 leave: it keeps its partitions
+
+
+@_event
+class ConsumerMemberFenced:
+    group_id: str
+    member_id: str
+    instance_id: str | None
+    reason: str  # "session-expired" or "rebalance-timeout"
+
+
+@_event
+class ConsumerStaticMemberReplaced:
+    group_id: str
+    instance_id: str
+    old_member_id: str
+    new_member_id: str
+
+
+@_event
+class ConsumerTargetAssignmentComputed:
+    group_id: str
+    epoch: int
+    members: int
+    assignor: str
+    ms: float
+
+
+@_event
+class ConsumerAssignmentChanged:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    partitions: int

@@ -18,8 +18,10 @@ class Group(Protocol):
     def state_name(self) -> str:
         """Kafka's name of its state (DescribeGroups, ListGroups, metrics)."""
 
-    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> ErrorCode | None:
-        """The error of an OffsetCommit by this member at this generation (or member epoch)."""
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
+                               version: int) -> ErrorCode | None:
+        """The error of an OffsetCommit (of that API version) by this member at this generation
+        (or member epoch)."""
 
     def offset_committed_by(self, member_id: str, now_mono: int) -> None:
         """A valid commit was accepted from `member_id` (classic: it counts as a heartbeat)."""
@@ -36,7 +38,11 @@ class Group(Protocol):
 
     def validate_delete(self) -> ErrorCode | None: ...
 
-    def describe(self) -> dict: ...
+    def delete_records(self) -> list:
+        """The tombstones that remove the group from the log (DeleteGroups, expiry)."""
+
+    def describe(self) -> dict:
+        """DescribeGroups' entry; a group of another type says only its `type` (spec §7.2)."""
 
     def release_parked(self, error: ErrorCode) -> list[tuple[Any, Any]]:
         """The group was removed by a revert: (ticket, reply) for every request parked on it."""

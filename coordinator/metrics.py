@@ -68,6 +68,11 @@ MEMBERS_EXPIRED = Counter("groupd_members_expired_total", "Members removed by a 
 STATIC_REPLACED = Counter("groupd_static_member_replacements_total", "Static members replaced by a new member id")
 STATIC_FENCED = Counter("groupd_static_member_fencings_total", "Requests answered FENCED_INSTANCE_ID")
 OFFSETS_REMOVED = Counter("groupd_offsets_removed_total", "Committed offsets removed, by reason", ["reason"])
+CONSUMER_EPOCH_BUMPS = Counter("groupd_consumer_group_epoch_bumps_total",
+                               "Consumer group (KIP-848) epoch bumps, by reason", ["reason"])
+TARGET_ASSIGNMENT_SECONDS = Histogram("groupd_consumer_target_assignment_seconds",
+                                      "Time to compute a consumer group's target assignment",
+                                      buckets=(.00001, .00005, .0001, .0005, .001, .005, .01, .05, .1, .5, 1))
 GROUPS_REMOVED = Counter("groupd_groups_removed_total", "Groups removed, by reason", ["reason"])
 
 
@@ -110,15 +115,21 @@ class CoordinatorCollector:
             yield from self._collect(groups, generations, offsets)
 
     def _collect(self, groups, generations: bool, per_offset: bool):
-        by_state = GaugeMetricFamily("groupd_groups", "Groups, by state and protocol type", labels=["state", "protocol_type"])
-        members = GaugeMetricFamily("groupd_members", "Members of classic groups")
+        by_state = GaugeMetricFamily("groupd_groups", "Groups, by type, state and protocol type",
+                                     labels=["type", "state", "protocol_type"])
+        members = GaugeMetricFamily("groupd_members", "Members of groups of every type")
+        unreconciled = GaugeMetricFamily("groupd_consumer_members_unreconciled",
+                                         "Consumer-group members whose current assignment differs from their target")
+        epochs = GaugeMetricFamily("groupd_consumer_group_epoch", "Group and assignment epoch of each consumer group "
+                                   "(opt-in with metrics.group.generation.enabled)", labels=["group", "epoch"])
+        n_unreconciled = 0
         offsets = GaugeMetricFamily("groupd_offsets", "Committed offsets stored")
         partition_state = GaugeMetricFamily("groupd_partition_state", "1 for the state each offsets partition is in",
                                             labels=["partition", "state"])
         log_bytes = GaugeMetricFamily("groupd_log_bytes", "Bytes of each offsets partition's log", labels=["partition"])
         log_segments = GaugeMetricFamily("groupd_log_segments", "Segments of each offsets partition's log",
                                          labels=["partition"])
-        counts: dict[tuple[str, str], int] = {}
+        counts: dict[tuple[str, str, str], int] = {}
         n_members = n_offsets = 0
         generation = GaugeMetricFamily("groupd_group_generation", "Generation of each group (opt-in)", labels=["group"])
         committed = GaugeMetricFamily("groupd_group_committed_offset", "Committed offset (opt-in)",
@@ -138,10 +149,15 @@ class CoordinatorCollector:
             if state != "active":
                 continue
             for group in list(shard.groups.values()):
-                key = (group.state_name, group.protocol_type or "")
+                key = (group.type, group.state_name, group.protocol_type or "")
                 counts[key] = counts.get(key, 0) + 1
                 n_members += len(group.members)
-                if generations:
+                if group.type == "consumer":
+                    n_unreconciled += group.unreconciled()
+                    if generations:
+                        epochs.add_metric([group.group_id, "group"], group.group_epoch)
+                        epochs.add_metric([group.group_id, "assignment"], group.assignment_epoch)
+                elif generations:
                     generation.add_metric([group.group_id], group.generation)
             for group_id, values in list(shard.offsets.items()):
                 n_offsets += len(values)
@@ -149,13 +165,14 @@ class CoordinatorCollector:
                     for (topic, partition), value in values.items():
                         committed.add_metric([group_id, topic, str(partition)], value.offset)
                         age.add_metric([group_id, topic, str(partition)], max(now - value.commit_timestamp, 0) / 1000)
-        for (state, protocol_type), n in counts.items():
-            by_state.add_metric([state, protocol_type], n)
+        for (group_type, state, protocol_type), n in counts.items():
+            by_state.add_metric([group_type, state, protocol_type], n)
         members.add_metric([], n_members)
+        unreconciled.add_metric([], n_unreconciled)
         offsets.add_metric([], n_offsets)
-        yield from (by_state, members, offsets, partition_state, log_bytes, log_segments)
+        yield from (by_state, members, unreconciled, offsets, partition_state, log_bytes, log_segments)
         if generations:
-            yield generation
+            yield from (generation, epochs)
         if per_offset:
             yield from (committed, age)
 

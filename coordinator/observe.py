@@ -88,7 +88,52 @@ def _offsets_expired(e: ev.OffsetsExpired) -> None:
     log.info("expired partition=%d offsets=%d groups=%d", e.partition, e.offsets, e.groups)
 
 
+def _consumer_epoch_bumped(e: ev.ConsumerGroupEpochBumped) -> None:
+    m.CONSUMER_EPOCH_BUMPS.labels(e.reason).inc()
+    log.info("group epoch bumped group=%s type=consumer epoch=%d reason=%s", e.group_id, e.epoch, e.reason)
+
+
+def _consumer_member_joined(e: ev.ConsumerMemberJoined) -> None:
+    log.info("member joined group=%s type=consumer member=%s instance=%s epoch=%d", e.group_id, e.member_id,
+             e.instance_id, e.group_epoch)
+
+
+def _consumer_member_left(e: ev.ConsumerMemberLeft) -> None:
+    log.info("member left group=%s type=consumer member=%s instance=%s temporary=%s", e.group_id, e.member_id,
+             e.instance_id, e.temporary)
+
+
+def _consumer_member_fenced(e: ev.ConsumerMemberFenced) -> None:
+    m.MEMBERS_EXPIRED.labels(e.reason).inc()
+    log.info("member fenced group=%s type=consumer member=%s instance=%s reason=%s", e.group_id, e.member_id,
+             e.instance_id, e.reason)
+
+
+def _consumer_static_member_replaced(e: ev.ConsumerStaticMemberReplaced) -> None:
+    m.STATIC_REPLACED.inc()
+    log.info("static member replaced group=%s type=consumer instance=%s old=%s new=%s", e.group_id, e.instance_id,
+             e.old_member_id, e.new_member_id)
+
+
+def _consumer_target_computed(e: ev.ConsumerTargetAssignmentComputed) -> None:
+    m.TARGET_ASSIGNMENT_SECONDS.observe(e.ms / 1000)
+    log.info("target assignment computed group=%s epoch=%d members=%d assignor=%s ms=%.2f", e.group_id, e.epoch,
+             e.members, e.assignor, e.ms)
+
+
+def _consumer_assignment_changed(e: ev.ConsumerAssignmentChanged) -> None:
+    log.debug("assignment changed group=%s member=%s epoch=%d partitions=%d", e.group_id, e.member_id,
+              e.member_epoch, e.partitions)
+
+
 HANDLERS = {
+    ev.ConsumerGroupEpochBumped: _consumer_epoch_bumped,
+    ev.ConsumerMemberJoined: _consumer_member_joined,
+    ev.ConsumerMemberLeft: _consumer_member_left,
+    ev.ConsumerMemberFenced: _consumer_member_fenced,
+    ev.ConsumerStaticMemberReplaced: _consumer_static_member_replaced,
+    ev.ConsumerTargetAssignmentComputed: _consumer_target_computed,
+    ev.ConsumerAssignmentChanged: _consumer_assignment_changed,
     ev.JoinReceived: _join_received,
     ev.RebalanceStarted: _rebalance_started,
     ev.JoinPhaseCompleted: _join_phase_completed,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from protocol import ErrorCode
 
-from storage.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
+from storage.records import OffsetCommitKey, OffsetCommitValue, Record
 
 from .clock import Now
 from .group import Group
@@ -50,7 +50,7 @@ class OffsetsStore:
         if group is None:  # a commit without a generation creates a simple group (its first record does)
             error = None if req.generation < 0 else E.group_id_not_found if req.version >= 9 else E.illegal_generation
         else:
-            error = group.validate_offset_commit(req.member_id, req.group_instance_id, req.generation)
+            error = group.validate_offset_commit(req.member_id, req.group_instance_id, req.generation, req.version)
         if error is not None:
             out.reply = {(t, p): error for t, p, *_ in req.offsets}
             return out
@@ -153,7 +153,7 @@ class OffsetsStore:
             out.records.extend(Record(OffsetCommitKey(group_id, t, p), None) for t, p in gone)
             expired_offsets += len(gone)
             if len(gone) == len(offsets) and group.expirable():
-                out.records.append(Record(GroupMetadataKey(group_id), None))
+                out.records += group.delete_records()
                 deleted_groups += 1
         return out, expired_offsets, deleted_groups
 

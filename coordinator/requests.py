@@ -22,6 +22,8 @@ class OffsetFetchRequest:
     group_id: str
     topics: list[tuple[str, list[int]]] | None  # None: every committed offset
     require_stable: bool = False
+    member_id: str | None = None  # v9: the member checked on a consumer group (spec §7.1)
+    member_epoch: int = -1
 
 
 @dataclasses.dataclass(slots=True)

@@ -6,6 +6,7 @@ reply once durable or revert), plugging in the partition's log writer and the lo
 from __future__ import annotations
 
 import asyncio
+import base64
 import enum
 import logging
 import time
@@ -26,6 +27,7 @@ from .partitioning import partition_for
 from .classic.replies import join_reply, sync_reply
 from .classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
 from .outcome import Outcome
+from .consumer.machine import ConsumerHeartbeatRequest, TopicsImage, error_reply
 from .requests import OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest
 from .shard import GroupSettings, GroupShard
 
@@ -34,6 +36,15 @@ log = logging.getLogger("groupd")
 
 def new_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
+
+
+def new_consumer_member_id() -> str:
+    """A consumer-protocol member id for a v0 join: a random UUID as Kafka renders one."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes)[:22].decode()
+
+
+def _perf_ms() -> float:
+    return time.perf_counter() * 1000
 
 
 class PartitionState(enum.Enum):
@@ -47,7 +58,8 @@ class GroupCoordinator:
         self.settings = settings
         self.partitions = settings.offsets_topic_num_partitions
         group_settings = GroupSettings.from_settings(settings)
-        self.shards = [GroupShard(p, group_settings, new_member_id) for p in range(self.partitions)]
+        self.shards = [GroupShard(p, group_settings, new_member_id, new_consumer_member_id, _perf_ms)
+                       for p in range(self.partitions)]
         self.states = [PartitionState.LOADING] * self.partitions
         self._partition_cache: dict[str, int] = {}
         self.writers: list[LogWriter | None] = [None] * self.partitions
@@ -265,6 +277,9 @@ class GroupCoordinator:
     def delete_group(self, group_id: str) -> Any:
         return self.call(group_id, lambda shard, _, at: shard.delete_group(group_id))
 
+    def consumer_heartbeat(self, req: ConsumerHeartbeatRequest, topics: TopicsImage) -> Any:
+        return self.call(req.group_id, lambda shard, _, at: shard.consumer_heartbeat(req, topics, at), error_reply)
+
     def heartbeat(self, req: HeartbeatRequest) -> ErrorCode:
         """The hot path: no outcome, no ticket; a valid heartbeat only moves a deadline."""
         p = self.partition(req.group_id)
@@ -285,6 +300,8 @@ class GroupCoordinator:
         p = self.partition(req.group_id)
         if (error := self.unavailable(p)) is not None:
             return error
+        if (error := self.shards[p].validate_offset_fetch(req.group_id, req.member_id, req.member_epoch)) is not None:
+            return error
         idle = self.writers[p].idle() if req.require_stable else None
         if idle is None:
             runner = self.runners[p]
@@ -299,6 +316,12 @@ class GroupCoordinator:
         if (error := self.unavailable(p)) is not None:
             return error
         return self.shards[p].describe(group_id)
+
+    def consumer_describe(self, group_id: str, topics: TopicsImage) -> dict | ErrorCode:
+        p = self.partition(group_id)
+        if (error := self.unavailable(p)) is not None:
+            return error
+        return self.shards[p].consumer_describe(group_id, topics)
 
     def list_groups(self) -> list | ErrorCode:
         """Every group, or COORDINATOR_LOAD_IN_PROGRESS while any partition loads (spec §9.2)."""

@@ -110,6 +110,13 @@ def _protocols(v: Any) -> tuple[str, ...]:
     return items
 
 
+def _assignors(v: Any) -> tuple[str, ...]:
+    items = tuple(s.strip().lower() for s in (v if isinstance(v, list) else _str(v).split(",")) if s.strip())
+    if not items or not set(items) <= {"uniform", "range"}:
+        raise ValueError("a comma-separated list of uniform, range (the first is the default)")
+    return items
+
+
 def _topics(v: Any) -> dict[str, int]:
     """`{name: partitions}` in YAML, or `name:partitions,...` in the environment or on the CLI."""
     if isinstance(v, str):
@@ -175,6 +182,21 @@ KEYS: tuple[Key, ...] = (
     Key("group.max.size", 2147483647, _int(1), "most members a classic group may have"),
     Key("group.coordinator.rebalance.protocols", "classic,consumer", _protocols,
         "rebalance protocols enabled; classic must be one"),
+    Key("group.consumer.heartbeat.interval.ms", 5000, _int(1),
+        "how often consumer-protocol members heartbeat (KIP-848 groups)"),
+    Key("group.consumer.min.heartbeat.interval.ms", 5000, _int(1), "lowest group.consumer.heartbeat.interval.ms"),
+    Key("group.consumer.max.heartbeat.interval.ms", 15000, _int(1), "highest group.consumer.heartbeat.interval.ms"),
+    Key("group.consumer.session.timeout.ms", 45000, _int(1),
+        "how long a consumer-protocol member may go without a heartbeat before it is fenced"),
+    Key("group.consumer.min.session.timeout.ms", 45000, _int(1), "lowest group.consumer.session.timeout.ms"),
+    Key("group.consumer.max.session.timeout.ms", 60000, _int(1), "highest group.consumer.session.timeout.ms"),
+    Key("group.consumer.assignors", "uniform,range", _assignors,
+        "server-side assignors of consumer groups; the first is the default"),
+    Key("group.consumer.max.size", 2147483647, _int(1), "most members a consumer group may have"),
+    Key("group.consumer.migration.policy", "bidirectional", _choice("bidirectional", "upgrade", "downgrade", "disabled"),
+        "online classic <-> consumer group conversion; groupd does not convert non-empty groups yet"),
+    Key("group.consumer.regex.refresh.interval.ms", 600000, _int(1),
+        "accepted for compatibility; groupd re-resolves regexes whenever topics change"),
     Key("offset.metadata.max.bytes", 4096, _int(0), "longest commit metadata (UTF-16 code units)"),
     Key("offsets.retention.minutes", 10080, _int(1), "how long committed offsets are kept (KIP-211)"),
     Key("offsets.retention.check.interval.ms", 600000, _int(1), "how often expired offsets are removed"),
@@ -241,6 +263,16 @@ class Settings:
     group_initial_rebalance_delay_ms: int
     group_max_size: int
     group_coordinator_rebalance_protocols: tuple[str, ...]
+    group_consumer_heartbeat_interval_ms: int
+    group_consumer_min_heartbeat_interval_ms: int
+    group_consumer_max_heartbeat_interval_ms: int
+    group_consumer_session_timeout_ms: int
+    group_consumer_min_session_timeout_ms: int
+    group_consumer_max_session_timeout_ms: int
+    group_consumer_assignors: tuple[str, ...]
+    group_consumer_max_size: int
+    group_consumer_migration_policy: str
+    group_consumer_regex_refresh_interval_ms: int
     offset_metadata_max_bytes: int
     offsets_retention_minutes: int
     offsets_retention_check_interval_ms: int
@@ -314,6 +346,13 @@ class Settings:
                                   f"({self.topic_max_partitions})")
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
+        for name in ("session.timeout.ms", "heartbeat.interval.ms"):
+            lo, value, hi = (self.value(f"group.consumer.{bound}{name}") for bound in ("min.", "", "max."))
+            if not lo <= value <= hi:
+                raise ConfigError(f"group.consumer.{name}={value} must lie within group.consumer.min.{name}={lo} "
+                                  f"and group.consumer.max.{name}={hi}")
+        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
+            raise ConfigError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
         adv = self.advertised
         if adv.host in ("0.0.0.0", "::"):
             raise ConfigError(f"advertised.listeners cannot use the non-routable address {adv.host}; "

@@ -17,7 +17,12 @@ from storage.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKe
 
 from .classic.group import EMPTY, ClassicGroup
 from .classic.machine import ClassicMachine
+from .classic.replies import join_reply, sync_reply
 from .classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
+from storage.consumer_records import ConsumerGroupKey
+
+from .consumer.group import ConsumerGroup, ConsumerRecords
+from .consumer.machine import ConsumerHeartbeatRequest, ConsumerMachine, ConsumerSettings, TopicsImage
 from . import events as ev
 from .clock import Now
 from .group import Group
@@ -35,25 +40,34 @@ class GroupSettings:
     initial_rebalance_delay_ms: int = 3000
     max_size: int = 2147483647
     offset_metadata_max_bytes: int = 4096
+    consumer: ConsumerSettings = dataclasses.field(default_factory=ConsumerSettings)
 
     @classmethod
     def from_settings(cls, s) -> GroupSettings:
+        consumer = ConsumerSettings(s.group_consumer_heartbeat_interval_ms, s.group_consumer_session_timeout_ms,
+                                    s.group_consumer_assignors, s.group_consumer_max_size)
         return cls(s.group_min_session_timeout_ms, s.group_max_session_timeout_ms,
-                   s.group_initial_rebalance_delay_ms, s.group_max_size, s.offset_metadata_max_bytes)
+                   s.group_initial_rebalance_delay_ms, s.group_max_size, s.offset_metadata_max_bytes, consumer)
 
 
 class GroupShard:
-    def __init__(self, partition: int, settings: GroupSettings, new_member_id: Callable[[str], str]) -> None:
+    def __init__(self, partition: int, settings: GroupSettings, new_member_id: Callable[[str], str],
+                 new_consumer_member_id: Callable[[], str] | None = None,
+                 perf_ms: Callable[[], float] = lambda: 0.0) -> None:
         self.partition = partition
         self.settings = settings
         self.groups: dict[str, Group] = {}
         self.store = OffsetsStore(self.groups, settings.offset_metadata_max_bytes)
         self.events: list = []  # what happened (coordinator/events.py); the runner hands them to the shell
         self.classic = ClassicMachine(self.groups, settings, new_member_id, self.events)
+        self.consumer = ConsumerMachine(self.groups, settings.consumer,
+                                        new_consumer_member_id or (lambda: new_member_id("consumer")), self.events,
+                                        perf_ms)
         # one apply per record key type; a new group type adds its records here
         self._apply: dict[type, Callable[[Any, Any], list[Record]]] = {
             OffsetCommitKey: self._apply_offset,
             GroupMetadataKey: self._apply_classic_group,
+            **ConsumerRecords(self.groups).appliers(),
         }
 
     @property
@@ -95,9 +109,10 @@ class GroupShard:
         never became durable) answers its parked requests with the write's error."""
         released = []
         for record in reversed(undo):
-            before = self.groups.get(record.key.group)
+            group_id = record.key.group_id if isinstance(record.key, ConsumerGroupKey) else record.key.group
+            before = self.groups.get(group_id)
             self.apply(record)
-            if before is not None and self.groups.get(record.key.group) is not before:
+            if before is not None and self.groups.get(group_id) is not before:
                 released.extend(before.release_parked(error))
         return released
 
@@ -105,25 +120,56 @@ class GroupShard:
         """The partition has replayed its log: every group type starts its timers."""
         out = Outcome()
         for group in list(self.groups.values()):
-            self.classic.on_loaded(out, group, now)
+            (self.consumer if isinstance(group, ConsumerGroup) else self.classic).on_loaded(out, group, now)
         return out
 
     def on_timer(self, key: tuple, now: Now) -> Outcome:
+        if key[0].startswith("consumer"):
+            return self.consumer.on_timer(key, now)
         return self.classic.on_timer(key, now)
+
+    # =========================================================================================
+    # the consumer protocol (coordinator/consumer/machine.py)
+
+    def consumer_heartbeat(self, req: ConsumerHeartbeatRequest, topics: TopicsImage, now: Now) -> Outcome:
+        return self.consumer.heartbeat(req, topics, now)
+
+    def consumer_describe(self, group_id: str, topics: TopicsImage) -> dict:
+        return self.consumer.describe(group_id, topics)
 
     # =========================================================================================
     # the classic protocol (coordinator/classic/machine.py)
 
+    # A classic request for a consumer group, with migration off (spec §7.3–7.4): a JoinGroup
+    # replaces an empty consumer group and is INCONSISTENT_GROUP_PROTOCOL for a live one; the other
+    # requests come from no member of it.
+
     def join(self, req: JoinRequest, ticket: Any, now: Now) -> Outcome:
-        return self.classic.join(req, ticket, now)
+        group = self.groups.get(req.group_id)
+        if not isinstance(group, ConsumerGroup):
+            return self.classic.join(req, ticket, now)
+        if group.members:
+            return Outcome(reply=join_reply(E.inconsistent_group_protocol, req.member_id))
+        # the empty group's tombstones first (a failed write reverts them); once they are durable the
+        # join runs against no group at all and creates the classic one
+        out = Outcome(records=group.delete_records())
+        out.after_write = lambda error, at: (self.classic.join(req, ticket, at) if error is None
+                                             else Outcome(reply=join_reply(error, req.member_id)))
+        return out
 
     def sync(self, req: SyncRequest, ticket: Any, now: Now) -> Outcome:
+        if isinstance(self.groups.get(req.group_id), ConsumerGroup):
+            return Outcome(reply=sync_reply(E.unknown_member_id))
         return self.classic.sync(req, ticket, now)
 
     def heartbeat(self, req: HeartbeatRequest, now: Now) -> ErrorCode:
+        if isinstance(self.groups.get(req.group_id), ConsumerGroup):
+            return E.unknown_member_id
         return self.classic.heartbeat(req, now)
 
     def leave(self, req: LeaveRequest, now: Now) -> Outcome:
+        if isinstance(self.groups.get(req.group_id), ConsumerGroup):
+            return Outcome(reply={"error_code": E.unknown_member_id, "members": []})
         return self.classic.leave(req, now)
 
     # =========================================================================================
@@ -137,6 +183,11 @@ class GroupShard:
 
     def fetch_offsets(self, group_id: str, topics, last_committed: dict | None = None):
         return self.store.fetch(group_id, topics, last_committed)
+
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode | None:
+        """OffsetFetch v9's member check (spec §7.1); classic groups ignore it."""
+        group = self.groups.get(group_id)
+        return group.validate_offset_fetch(member_id, member_epoch) if isinstance(group, ConsumerGroup) else None
 
     def delete_offsets(self, req: OffsetDeleteRequest) -> Outcome:
         return self.store.delete(req)
@@ -168,8 +219,8 @@ class GroupShard:
             out.reply = error
             return out
         out.records = self.store.tombstones(group_id)
-        out.records.append(Record(GroupMetadataKey(group_id), None))
-        removed_offsets = len(out.records) - 1
+        removed_offsets = len(out.records)
+        out.records += group.delete_records()
 
         def written(error: ErrorCode | None, at: Now) -> Outcome:
             if error is None:

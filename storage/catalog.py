@@ -40,6 +40,7 @@ class TopicCatalog:
         self._path = os.path.join(data_dir, CATALOG_FILE)
         self._by_name: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
+        self.version = 0  # bumped by every change: consumer groups refresh their topic metadata on it
         if os.path.exists(self._path):
             try:
                 with open(self._path, encoding="utf-8") as f:
@@ -86,6 +87,7 @@ class TopicCatalog:
         doc = {"topics": [{"name": t.name, "partitions": t.partitions, "id": str(t.topic_id)}
                           for t in topics.values()]}
         atomic_write(self._path, json.dumps(doc, indent=1).encode())
+        self.version += 1
         self._by_name.clear()
         self._by_id.clear()
         for t in topics.values():

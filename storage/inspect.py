@@ -26,6 +26,8 @@ def _bytes(b: bytes) -> str:
 
 def describe(record) -> dict:
     key, value = record.key, record.value
+    if not isinstance(key, OffsetCommitKey | GroupMetadataKey):  # a consumer-group record (types 3-8, 16)
+        return {"type": type(key).__name__, "key": repr(key), "value": repr(value)}
     if isinstance(key, OffsetCommitKey):
         out = {"type": "offset_commit", "group": key.group, "topic": key.topic, "partition": key.partition}
         if isinstance(value, OffsetCommitValue):

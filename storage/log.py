@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from .files import fsync_dir
-from .records import Record, decode, encode_key, encode_value
+from .consumer_records import decode, encode_key, encode_value
+from .records import Record
 from .scanner import Damage, scan_segments
 
 log = logging.getLogger("groupd.storage")

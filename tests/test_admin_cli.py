@@ -91,8 +91,8 @@ def test_list_and_describe_show_a_live_group(server, members):
     listed = groupd_json("groups", "list", *b)
     assert {"group": "live", "state": "Stable", "protocol_type": "consumer", "type": "classic"} in listed
     text = groupd("groups", "list", *b)
-    assert text.returncode == 0 and text.stdout.splitlines()[0].split() == ["GROUP", "STATE", "PROTOCOL-TYPE"]
-    assert re.search(r"^live +Stable +consumer$", text.stdout, re.M), text.stdout
+    assert text.returncode == 0 and text.stdout.splitlines()[0].split() == ["GROUP", "STATE", "PROTOCOL-TYPE", "TYPE"]
+    assert re.search(r"^live +Stable +consumer +classic$", text.stdout, re.M), text.stdout
 
     d = groupd_json("groups", "describe", "live", *b)
     assert (d["group"], d["state"], d["protocol_type"]) == ("live", "Stable", "consumer")

@@ -54,7 +54,7 @@ def test_exposition_counts_requests_groups_offsets_and_log_batches(metered):
     m = scrape(metered.metrics_url)
     assert m['groupd_requests_total{api="api_versions",error="none"}'] == 3
     assert m['groupd_request_duration_seconds_count{api="offset_commit"}'] == 1
-    assert m['groupd_groups{protocol_type="",state="Empty"}'] == 1
+    assert m['groupd_groups{protocol_type="",state="Empty",type="classic"}'] == 1
     assert m["groupd_offsets"] == 1
     assert m['groupd_group_committed_offset{group="metered",partition="2",topic="t6"}'] == 11
     assert m["groupd_log_append_batch_records_count"] >= 1
@@ -121,7 +121,7 @@ def test_prometheus_scrapes_a_rebalance(metered, tmp_path):
         eventually('groupd_rebalances_started_total{reason="member-left"}', lambda r: value(r) == 1)
         eventually('groupd_rebalances_completed_total{state="Stable"}', lambda r: value(r) >= 2)
         eventually("groupd_members", lambda r: value(r) == 1)
-        eventually('groupd_groups{state="Stable",protocol_type="consumer"}', lambda r: value(r) == 1)
+        eventually('groupd_groups{type="classic",state="Stable",protocol_type="consumer"}', lambda r: value(r) == 1)
         eventually('sum(groupd_requests_total{api="join_group",error="none"})', lambda r: value(r) >= 3)
         eventually('groupd_requests_total{api="leave_group",error="none"}', lambda r: value(r) == 1)
         eventually('groupd_group_generation{group="scraped"}', lambda r: value(r) >= 2)

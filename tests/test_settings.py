@@ -118,6 +118,14 @@ def test_config_show_prints_values_and_origins(tmp_path):
 READ_ELSEWHERE = {
     "advertised.listeners": "through Settings.advertised",
     "group.coordinator.rebalance.protocols": "validated here (classic must be one); the consumer protocol reads it",
+    "group.consumer.min.heartbeat.interval.ms": "validated here: bounds group.consumer.heartbeat.interval.ms",
+    "group.consumer.max.heartbeat.interval.ms": "validated here: bounds group.consumer.heartbeat.interval.ms",
+    "group.consumer.min.session.timeout.ms": "validated here: bounds group.consumer.session.timeout.ms",
+    "group.consumer.max.session.timeout.ms": "validated here: bounds group.consumer.session.timeout.ms",
+    "group.consumer.migration.policy": "Kafka's key, accepted: groupd converts no non-empty group, so every policy "
+                                       "behaves as `disabled` (README, Consumer groups)",
+    "group.consumer.regex.refresh.interval.ms": "Kafka's key, accepted: groupd re-resolves regexes on every topic "
+                                                "change, so there is nothing for a timer to refresh",
 }
 
 
@@ -130,3 +138,17 @@ def test_every_setting_is_read_somewhere():
                 sources += path.read_text()
     unread = [k.name for k in KEYS if k.name not in READ_ELSEWHERE and f".{attribute(k.name)}" not in sources]
     assert unread == []
+
+
+def test_consumer_group_timeouts_must_lie_within_their_bounds():
+    with pytest.raises(ConfigError, match="group.consumer.session.timeout.ms=30000 must lie within"):
+        Settings.load(env={}, overrides=["group.consumer.session.timeout.ms=30000"])
+    with pytest.raises(ConfigError, match="must be less than group.consumer.session.timeout.ms"):
+        Settings.load(env={}, overrides=["group.consumer.session.timeout.ms=1000",
+                                         "group.consumer.min.session.timeout.ms=1000",
+                                         "group.consumer.heartbeat.interval.ms=1000",
+                                         "group.consumer.min.heartbeat.interval.ms=1000"])
+    with pytest.raises(ConfigError, match="group.consumer.assignors"):
+        Settings.load(env={}, overrides=["group.consumer.assignors=sticky"])
+    s = Settings.load(env={}, overrides=["group.consumer.assignors=range,uniform"])
+    assert s.group_consumer_assignors == ("range", "uniform")

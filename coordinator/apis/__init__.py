@@ -65,6 +65,8 @@ def respond(result: Any, make: Callable[[Any], Any]) -> Any:
 
 from . import (  # noqa: E402  (the handlers import Request from here)
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_partitions,
     create_topics,
     delete_groups,
@@ -88,7 +90,8 @@ from . import (  # noqa: E402  (the handlers import Request from here)
 
 MODULES = (produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
            heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
-           delete_topics, init_producer_id, create_partitions, delete_groups, offset_delete)
+           delete_topics, init_producer_id, create_partitions, delete_groups, offset_delete,
+           consumer_group_heartbeat, consumer_group_describe)
 
 HANDLERS: dict[int, Handler] = {m.KEY: m.handle for m in MODULES}
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {m.KEY: m.VERSIONS for m in MODULES}

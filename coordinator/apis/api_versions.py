@@ -24,16 +24,22 @@ VERSIONS = (0, 4)
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
-def _table() -> list[dict]:
+CONSUMER_PROTOCOL_APIS = (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE)
+
+
+def _table(consumer_protocol: bool = True) -> list[dict]:
+    """`consumer_protocol`: whether group.coordinator.rebalance.protocols enables `consumer`."""
     from . import SUPPORTED_VERSIONS  # built from every API module once they are imported
 
     return [{"api_key": int(k), "min_version": lo, "max_version": hi}
-            for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())]
+            for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())
+            if consumer_protocol or k not in CONSUMER_PROTOCOL_APIS]
 
 
 @cache
-def _ok(version: int) -> Encoded:
-    return Encoded(build_response(ApiKey.API_VERSIONS, version, {"error_code": ErrorCode.none, "api_keys": _table()}))
+def _ok(version: int, consumer_protocol: bool) -> Encoded:
+    return Encoded(build_response(ApiKey.API_VERSIONS, version,
+                                  {"error_code": ErrorCode.none, "api_keys": _table(consumer_protocol)}))
 
 
 @cache
@@ -48,4 +54,4 @@ def handle(node, request: Request):
                                      and _SOFTWARE.fullmatch(body.client_software_version)):
         return build_response(ApiKey.API_VERSIONS, request.version,
                               {"error_code": ErrorCode.invalid_request, "api_keys": []})
-    return _ok(request.version)
+    return _ok(request.version, "consumer" in node.settings.group_coordinator_rebalance_protocols)

@@ -32,10 +32,12 @@ def handle(node, request: Request):
             groups.append({"error_code": described, "error_message": None, "group_id": group_id,
                            "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],
                            "authorized_operations": OMITTED})
-        elif described is None:
+        elif described is None or described.get("type", "classic") != "classic":  # spec §7.2
             missing = version >= 6
+            message = (f"Group {group_id} not found." if described is None
+                       else f"Group {group_id} is not a classic group.")
             groups.append({"error_code": ErrorCode.group_id_not_found if missing else ErrorCode.none,
-                           "error_message": f"Group {group_id} not found." if missing else None,
+                           "error_message": message if missing else None,
                            "group_id": group_id, "group_state": "Dead", "protocol_type": "",
                            "protocol_data": "", "members": [], "authorized_operations": OMITTED})
         else:

@@ -4,7 +4,8 @@ v1 has no top-level error: group-level errors go into every partition entry; v2 
 list nullable (null = every committed offset) and adds a top-level error; v3 throttle time;
 v5 the committed leader epoch; v6 is flexible; v7 RequireStable (read after in-flight commits);
 v8 batches several groups (each answered on its own, in request order); v9 member id and epoch
-(ignored for classic groups). v10 (topic ids) is not advertised.
+(checked on consumer groups: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH;
+ignored for classic groups). v10 (topic ids) is not advertised.
 
 Nothing committed → offset -1, leader epoch -1, metadata "", error 0; an unknown group is not an
 error. Topic existence is not checked.
@@ -44,16 +45,17 @@ def _group(requested, result) -> tuple[list[dict], ErrorCode]:
     return _topics(result), ErrorCode.none
 
 
-def _fetch(node, group_id: str, topics, require_stable: bool):
+def _fetch(node, group_id: str, topics, require_stable: bool, member_id: str | None = None, member_epoch: int = -1):
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    return node.coordinator.fetch_offsets(OffsetFetchRequest(group_id, wanted, require_stable))
+    return node.coordinator.fetch_offsets(OffsetFetchRequest(group_id, wanted, require_stable, member_id, member_epoch))
 
 
 def handle(node, request: Request):
     body, version = request.body, request.version
     require_stable = getattr(body, "require_stable", False)
     if version >= 8:
-        results = [_fetch(node, g.group_id, g.topics, require_stable) for g in body.groups]
+        results = [_fetch(node, g.group_id, g.topics, require_stable, getattr(g, "member_id", None),
+                          getattr(g, "member_epoch", -1)) for g in body.groups]
         pending = [r for r in results if isinstance(r, asyncio.Future)]
 
         def make(_=None):

@@ -20,7 +20,7 @@ from typing import Any
 
 from protocol import ErrorCode
 from protocol.consumer import BadConsumerProtocol, subscribed_topics
-from storage.records import GroupMetadataValue, MemberMetadata
+from storage.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, Record
 
 from .replies import join_reply, sync_reply
 
@@ -258,7 +258,8 @@ class ClassicGroup:
             return E.unknown_member_id
         return None
 
-    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> ErrorCode | None:
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
+                               version: int = 9) -> ErrorCode | None:
         if generation < 0 and self.state is EMPTY:
             return None  # admin tools and consumers without group management
         if generation >= 0 or member_id or instance_id is not None:
@@ -293,6 +294,9 @@ class ClassicGroup:
         """Removed with its last offset: Empty, and no first member between MEMBER_ID_REQUIRED and
         its re-join (KIP-211)."""
         return self.state is EMPTY and not self.members and not self.pending_join
+
+    def delete_records(self) -> list[Record]:
+        return [Record(GroupMetadataKey(self.group_id), None)]
 
     def validate_offset_delete(self) -> ErrorCode | None:
         if self.state is not EMPTY and self.protocol_type != "consumer":

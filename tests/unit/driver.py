@@ -210,6 +210,10 @@ class Driver:
         req = OffsetCommitRequest(group_id, generation, member_id, instance_id, retention_ms, rows, version)
         return self._op(None, lambda t: self.shard.commit(req, self.clock.read()))
 
+    def consumer_heartbeat(self, req, topics) -> dict | None:
+        """A ConsumerGroupHeartbeat (coordinator.consumer.machine) against the topics image `topics`."""
+        return self._op(None, lambda t: self.shard.consumer_heartbeat(req, topics, self.clock.read()))
+
     def fetch(self, group_id: str, topics=None):
         return self.shard.fetch_offsets(group_id, topics, self.runner.last_committed())
 

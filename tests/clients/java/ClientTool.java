@@ -1,7 +1,7 @@
 // ClientTool: one Java kafka-clients 4.3.0 consumer for groupd's real-client tests.
 //   java -cp <jars>:<classes> ClientTool MODE BOOTSTRAP [key=value ...]
 // MODE: assign topic=T seconds=S
-//       subscribe topic=T group=G seconds=S [instance=ID] [assignor=range|roundrobin|sticky|cooperative-sticky]
+//       subscribe topic=T|pattern=RE2 group=G seconds=S [instance=ID] [assignor=range|roundrobin|sticky|cooperative-sticky]
 //                 [session.ms=N] [commit=true]          (seconds=0: until stdin closes or SIGTERM)
 //                 commit=true: auto-commit off; commitSync() of the positions every second and on revoke
 //       commit group=G topic=T partition=P offset=N [metadata=STR]
@@ -213,7 +213,7 @@ public class ClientTool {
                         t.setDaemon(true);
                         t.start();
                     }
-                    consumer.subscribe(List.of(need("topic")), new ConsumerRebalanceListener() {
+                    ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
                         public void onPartitionsRevoked(Collection<TopicPartition> tps) {
                             if (commit) commitPositions(tps);
                             emit("event", "revoked", "partitions", names(tps));
@@ -226,7 +226,10 @@ public class ClientTool {
                         public void onPartitionsLost(Collection<TopicPartition> tps) {
                             emit("event", "lost", "partitions", names(tps));
                         }
-                    });
+                    };
+                    // pattern=RE2: a regex the server resolves (group.protocol=consumer, KIP-848)
+                    if (opts.containsKey("pattern")) consumer.subscribe(new SubscriptionPattern(opts.get("pattern")), listener);
+                    else consumer.subscribe(List.of(need("topic")), listener);
                     pollLoop(seconds, commit);
                     break;
                 }

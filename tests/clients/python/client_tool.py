@@ -5,7 +5,10 @@ as tests/clients/java/ClientTool.java and tests/clients/node/client_tool.mjs:
 
 MODE: assign topic=T seconds=S
       subscribe topic=T group=G seconds=S [instance=ID] [assignor=NAME] [session.ms=N] [commit=true]
-                (seconds=0: until stdin closes or SIGTERM)
+                [commit_offset=N]   (seconds=0: until stdin closes or SIGTERM)
+                confluent with group.protocol=consumer (KIP-848): no session/heartbeat settings (the
+                server owns them), incremental assignment; a topic starting with ^ is a regex;
+                commit_offset=N commits N for every partition it is assigned (OffsetCommit v9)
       commit group=G topic=T partition=P offset=N [metadata=STR]
       fetch group=G topic=T
 Keys with a dot go to the client config (dots become underscores for kafka-python/aiokafka).
@@ -93,10 +96,12 @@ def run_confluent() -> list[str]:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
     session = int(OPTS.get("session.ms", 10000))
+    consumer_protocol = OPTS.get("group.protocol") == "consumer"
     conf = {"bootstrap.servers": BOOTSTRAP, "group.id": OPTS.get("group", "client-tool"),
             "client.id": f"confluent-{MODE}", "enable.auto.commit": False, "auto.offset.reset": "earliest",
-            "session.timeout.ms": session, "heartbeat.interval.ms": max(session // 10, 100),
             "error_cb": error}
+    if not consumer_protocol:  # librdkafka rejects these with group.protocol=consumer
+        conf.update({"session.timeout.ms": session, "heartbeat.interval.ms": max(session // 10, 100)})
     conf.update(passthrough(False))
     if "instance" in OPTS:
         conf["group.instance.id"] = OPTS["instance"]
@@ -104,6 +109,7 @@ def run_confluent() -> list[str]:
         conf["partition.assignment.strategy"] = OPTS["assignor"]
     c = Consumer(conf)
     assignment: set = set()
+    to_commit: list = []
     try:
         if MODE in ("assign", "subscribe"):
             if MODE == "assign":
@@ -113,7 +119,7 @@ def run_confluent() -> list[str]:
                 assignment = set(names(tps))
                 emit("assigned", partitions=names(tps), assignment=names(tps))
             else:
-                cooperative = OPTS.get("assignor") == "cooperative-sticky"
+                cooperative = OPTS.get("assignor") == "cooperative-sticky" or consumer_protocol
 
                 def on_assign(consumer, tps):
                     if cooperative:
@@ -125,6 +131,8 @@ def run_confluent() -> list[str]:
                     # librdkafka keeps the generation inside opaque group metadata: not reported
                     emit("assigned", partitions=names(tps), assignment=sorted(assignment),
                          generation=None, member_id=consumer.memberid())
+                    if "commit_offset" in OPTS:
+                        to_commit.extend(tps)
 
                 def on_revoke(consumer, tps):
                     assignment.difference_update(names(tps))
@@ -140,6 +148,17 @@ def run_confluent() -> list[str]:
                 m = c.poll(0.2)
                 if m is not None and m.error():
                     error(m.error())
+                if to_commit:
+                    offsets = [TopicPartition(tp.topic, tp.partition, int(OPTS["commit_offset"])) for tp in to_commit
+                               if f"{tp.topic}-{tp.partition}" in assignment]
+                    to_commit.clear()
+                    try:
+                        c.commit(offsets=offsets, asynchronous=False)
+                    except KafkaException as e:  # e.g. STALE_MEMBER_EPOCH mid-rebalance: not an error, retried
+                        emit("commit_retry", message=str(e))
+                        to_commit.extend(offsets)
+                        continue
+                    emit("committed", offsets={f"{tp.topic}-{tp.partition}": {"offset": tp.offset} for tp in offsets})
         elif MODE == "commit":
             tp = TopicPartition(OPTS["topic"], int(OPTS["partition"]), int(OPTS["offset"]),
                                 **({"metadata": OPTS["metadata"]} if "metadata" in OPTS else {}))

@@ -1,0 +1,44 @@
+"""ConsumerGroupDescribe (69), v0–v1 (KIP-848, spec §1.5–1.6, §7.2).
+
+v1 adds each member's MemberType (1: a consumer-protocol member). A group that is missing or not
+a consumer group is GROUP_ID_NOT_FOUND (clients then fall back to DescribeGroups); an empty id
+INVALID_GROUP_ID. Partitions are listed with their topic names; topics no longer known are left out.
+"""
+
+from __future__ import annotations
+
+from protocol import ErrorCode
+from protocol.apis import ApiKey
+from protocol.codec import build_response
+
+from . import Request
+from .consumer_group_heartbeat import topics_image
+from .describe_groups import GROUP_OPERATIONS, OMITTED
+
+KEY = ApiKey.CONSUMER_GROUP_DESCRIBE
+VERSIONS = (0, 1)
+
+
+def _failed(group_id: str, error: ErrorCode, message: str | None = None) -> dict:
+    return {"error_code": error, "error_message": message, "group_id": group_id, "group_state": "",
+            "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": []}
+
+
+def handle(node, request: Request):
+    body = request.body
+    if "consumer" not in node.settings.group_coordinator_rebalance_protocols:
+        return build_response(KEY, request.version, {"groups": [
+            {**_failed(g, ErrorCode.unsupported_version), "authorized_operations": OMITTED} for g in body.group_ids]})
+    operations = GROUP_OPERATIONS if body.include_authorized_operations else OMITTED
+    topics = topics_image(node)
+    groups = []
+    for group_id in body.group_ids:
+        if group_id == "":
+            described = _failed(group_id, ErrorCode.invalid_group_id)
+        else:
+            described = node.coordinator.consumer_describe(group_id, topics)
+            if isinstance(described, ErrorCode):  # the group's partition is loading or failed
+                described = _failed(group_id, described)
+        groups.append({**described, "authorized_operations": operations if described["error_code"] == ErrorCode.none
+                       else OMITTED})
+    return build_response(KEY, request.version, {"groups": groups})

@@ -1,0 +1,54 @@
+"""ConsumerGroupHeartbeat (68), v0–v1: the consumer group protocol (KIP-848, spec §1.3–1.4).
+
+v0: a member joining with an empty MemberId is given one; v1 adds SubscribedTopicRegex and
+requires the client's own MemberId on every request (KIP-1082). Both are flexible, with the same
+response. Served only when group.coordinator.rebalance.protocols includes `consumer`.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from protocol import ErrorCode
+from protocol.apis import ApiKey
+from protocol.codec import build_response
+
+from ..consumer.machine import ConsumerHeartbeatRequest, TopicsImage, error_reply
+from . import Request, ms, respond
+
+KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
+VERSIONS = (0, 1)
+
+_image: tuple[object, TopicsImage] | None = None  # (catalog, its image at the catalog's version)
+
+
+def topics_image(node) -> TopicsImage:
+    """The node's topics for the consumer machine, rebuilt only when the catalog changed."""
+    global _image
+    catalog = node.catalog
+    if _image is None or _image[0] is not catalog or _image[1].version != catalog.version:
+        _image = (catalog, TopicsImage.of(catalog.version, catalog))
+    return _image[1]
+
+
+def handle(node, request: Request):
+    body, version = request.body, request.version
+    if "consumer" not in node.settings.group_coordinator_rebalance_protocols:
+        return _response(version, error_reply(ErrorCode.unsupported_version, "The consumer group protocol is "
+                                              "disabled (group.coordinator.rebalance.protocols)."))
+    owned = body.topic_partitions
+    req = ConsumerHeartbeatRequest(
+        group_id=body.group_id, member_id=body.member_id, member_epoch=body.member_epoch,
+        instance_id=body.instance_id, rack_id=body.rack_id, rebalance_timeout_ms=ms(body.rebalance_timeout),
+        subscribed_topic_names=body.subscribed_topic_names,
+        subscribed_topic_regex=getattr(body, "subscribed_topic_regex", None),
+        server_assignor=body.server_assignor,
+        topic_partitions=None if owned is None else [(t.topic_id, list(t.partitions)) for t in owned],
+        client_id=request.header.client_id or "", client_host=request.client_host, version=version)
+    result = node.coordinator.consumer_heartbeat(req, topics_image(node))
+    return respond(result, lambda reply: _response(version, reply))
+
+
+def _response(version: int, reply: dict):
+    return build_response(KEY, version, {
+        **reply, "heartbeat_interval": datetime.timedelta(milliseconds=reply["heartbeat_interval_ms"])})

@@ -1,0 +1,1 @@
+"""Consumer groups (KIP-848): the pure building blocks the consumer-group machine calls."""

@@ -1,0 +1,555 @@
+"""The consumer-group (KIP-848) state machine (spec §2, §3, §5, §6): ConsumerGroupHeartbeat —
+joins, regular heartbeats, -1/-2 leaves, static membership — and the session and rebalance timers,
+over the consumer groups of one partition; ConsumerGroupDescribe reads. Sans-IO: each operation
+takes the request, a snapshot of topic metadata and `now`, and returns an `Outcome` whose records
+the partition applies when the runner appends them (coordinator/consumer/group.py).
+
+Where Kafka resolves regexes asynchronously (at most every 10 s), this resolves them in the
+heartbeat that sees them new or sees topic metadata changed: the topic list is the node's catalog.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from protocol import ErrorCode
+from storage.consumer_records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    TopicMetadata as TopicMetadataRecord,
+    topic_partitions,
+)
+from storage.records import GroupMetadataKey, Record
+
+from .. import events as ev
+from ..clock import Now
+from ..outcome import Outcome
+from .assignors import ASSIGNORS, PartitionAssignorError, TopicMetadata
+from .group import (
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroup,
+    ConsumerMember,
+    current_value,
+    target_member_of,
+    member_tombstones,
+)
+from .reconciliation import (NEW_MEMBER, FencedMemberEpoch, MemberAssignment, MemberState, reconcile,
+                             validate_member_epoch)
+from .target_assignment import TargetMember, build_target_assignment, preferred_assignor
+from .topic_regex import InvalidRegularExpression, compile_topic_regex
+
+E = ErrorCode
+
+EPOCH_BUMP_REASONS = ("new-group", "subscription-changed", "metadata-changed", "member-left", "member-fenced",
+                      "session-expired", "rebalance-timeout")
+
+
+_NOTHING = ConsumerGroupMemberMetadataValue(None, None, "", "", (), None)  # a member subscribed to nothing
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TopicsImage:
+    """The node's topics as the shell saw them: `version` changes whenever a topic is created,
+    deleted or grows, which makes every group refresh its subscription metadata lazily."""
+
+    version: int
+    by_name: Mapping[str, TopicMetadata]
+    by_id: Mapping[uuid.UUID, TopicMetadata]
+
+    @classmethod
+    def of(cls, version: int, topics) -> TopicsImage:
+        by_name = {t.name: TopicMetadata(t.topic_id, t.name, t.partitions) for t in topics}
+        return cls(version, by_name, {t.topic_id: t for t in by_name.values()})
+
+
+@dataclasses.dataclass(slots=True)
+class ConsumerSettings:
+    heartbeat_interval_ms: int = 5000
+    session_timeout_ms: int = 45000
+    assignors: tuple[str, ...] = ("uniform", "range")
+    max_size: int = 2147483647
+
+
+@dataclasses.dataclass(slots=True)
+class ConsumerHeartbeatRequest:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    topic_partitions: list[tuple[uuid.UUID, list[int]]] | None = None  # owned; None = unchanged
+    client_id: str = ""
+    client_host: str = ""
+    version: int = 1
+
+
+def error_reply(error: ErrorCode, message: str | None = None) -> dict:
+    return {"error_code": error, "error_message": message, "member_id": None, "member_epoch": 0,
+            "heartbeat_interval_ms": 0, "assignment": None}
+
+
+def _blank(s: str | None) -> bool:
+    return s is not None and s.strip() == ""
+
+
+class ConsumerMachine:
+    def __init__(self, groups: dict, settings: ConsumerSettings, new_member_id: Callable[[], str], events: list,
+                 perf_ms: Callable[[], float] = lambda: 0.0) -> None:
+        self.groups = groups  # the partition's registry, shared with every group type
+        self.settings = settings
+        self.new_member_id = new_member_id  # a random UUID as 22-char URL-safe base64 (v0 joins)
+        self.events = events
+        self._perf_ms = perf_ms  # a cost meter for the target computation (events only; no deadlines)
+        # timers, as deadlines on the monotonic clock (memory only): (group, member) → deadline,
+        # and (group, member) → (deadline, member epoch it was armed at)
+        self.session: dict[tuple[str, str], int] = {}
+        self.rebalance: dict[tuple[str, str], tuple[int, int]] = {}
+        self.topics: TopicsImage | None = None  # the last image a heartbeat brought (timers have none)
+
+    # =========================================================================================
+    # ConsumerGroupHeartbeat
+
+    def heartbeat(self, req: ConsumerHeartbeatRequest, topics: TopicsImage, now: Now) -> Outcome:
+        error = self._validate(req)
+        if error is not None:
+            return Outcome(reply=error)
+        self.topics = topics
+        try:
+            if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                out = self._leave(req, now)
+            else:
+                out = self._join_or_heartbeat(req, topics, now)
+        except FencedMemberEpoch as e:
+            return Outcome(reply=error_reply(E.fenced_member_epoch, str(e)))
+        except InvalidRegularExpression as e:
+            return Outcome(reply=error_reply(E.invalid_regular_expression, str(e)))
+        except PartitionAssignorError as e:
+            return Outcome(reply=error_reply(E.unknown_server_error, str(e)))
+        if out.records:  # answered once durable; a failed write answers its error (the runner reverted it)
+            reply, out.reply = out.reply, None
+            out.after_write = lambda error, at: Outcome(reply=reply if error is None else error_reply(error))
+        return out
+
+    def _validate(self, req: ConsumerHeartbeatRequest) -> dict | None:
+        """Spec §5 step 4: INVALID_REQUEST with Kafka's messages, UNSUPPORTED_ASSIGNOR."""
+        def invalid(message: str) -> dict:
+            return error_reply(E.invalid_request, message)
+        if req.group_id.strip() == "":
+            return invalid("GroupId can't be empty.")
+        if _blank(req.instance_id):
+            return invalid("InstanceId can't be empty.")
+        if _blank(req.rack_id):
+            return invalid("RackId can't be empty.")
+        if req.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            return invalid("MemberEpoch is invalid.")
+        if req.member_id.strip() == "" and (req.version >= 1 or req.member_epoch != 0):
+            return invalid("MemberId can't be empty.")
+        if req.member_epoch == 0:
+            if req.rebalance_timeout_ms == -1:
+                return invalid("RebalanceTimeoutMs must be provided in first request.")
+            if req.topic_partitions is None or len(req.topic_partitions) > 0:
+                return invalid("TopicPartitions must be empty when (re-)joining.")
+            if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+                return invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+        if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and req.instance_id is None:
+            return invalid("InstanceId can't be null.")
+        if req.server_assignor is not None and req.server_assignor not in self.settings.assignors:
+            return error_reply(E.unsupported_assignor, f"ServerAssignor {req.server_assignor} is not supported. "
+                               f"Supported assignors: {', '.join(self.settings.assignors)}.")
+        return None
+
+    def _consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        group = self.groups.get(group_id)
+        return group if isinstance(group, ConsumerGroup) else None
+
+    def _join_or_heartbeat(self, req: ConsumerHeartbeatRequest, topics: TopicsImage, now: Now) -> Outcome:
+        out = Outcome()
+        existing = self.groups.get(req.group_id)
+        if existing is None or not isinstance(existing, ConsumerGroup):
+            if req.member_epoch != 0:
+                out.reply = error_reply(E.group_id_not_found, f"Group {req.group_id} not found.")
+                return out
+            if existing is not None:
+                # migration off (spec §7.4): an empty classic group is replaced, a live one is not ours
+                if existing.state_name != "Empty":
+                    out.reply = error_reply(E.group_id_not_found, f"Group {req.group_id} is not a consumer group.")
+                    return out
+                out.records.append(Record(GroupMetadataKey(req.group_id), None))
+            group = ConsumerGroup(req.group_id)  # a view: the records below create the registered one
+        else:
+            group = existing
+        s = self.settings
+        found = self._find_member(group, req)
+        if isinstance(found, dict):
+            out.reply = found
+            return out
+        member_id, member, replaced = found
+
+        old_metadata = replaced.metadata if replaced is not None else member.metadata if member is not None else None
+        assignment = (member.assignment if member is not None and member.current is not None else NEW_MEMBER)
+        if replaced is not None:
+            assignment = MemberAssignment(0, 0, MemberState.STABLE, replaced.assignment.assigned_partitions, {})
+            out.records += member_tombstones(group.group_id, replaced.member_id)
+            self.events.append(ev.ConsumerStaticMemberReplaced(group.group_id, req.instance_id, replaced.member_id,
+                                                               member_id))
+        metadata = self._updated_metadata(old_metadata, req)
+        joined = member is None and replaced is None
+
+        # -- the group epoch (spec §3.1)
+        bump_reason = "new-group" if group.group_epoch == 0 else None
+        old_names = old_metadata.subscribed_topic_names if old_metadata is not None else ()
+        old_regex = old_metadata.subscribed_topic_regex if old_metadata is not None else None
+        subscription_changed = (set(old_names) != set(metadata.subscribed_topic_names)
+                                or old_regex != metadata.subscribed_topic_regex)
+        if subscription_changed and bump_reason is None:
+            bump_reason = "subscription-changed"
+        if metadata != old_metadata or replaced is not None:
+            out.records.append(Record(ConsumerGroupMemberMetadataKey(group.group_id, member_id), metadata))
+
+        resolved = None  # regex → its topics, with this heartbeat's resolutions: built when needed
+        if subscription_changed or group.metadata_version != topics.version:
+            resolved = _resolved(group)
+            regexes_in_use = self._regexes_in_use(group, member_id, metadata)
+            group.metadata_version = topics.version  # memory only: when this group last looked at the topics
+            if self._refresh_regexes(out, group, regexes_in_use, resolved, topics, now) and bump_reason is None:
+                bump_reason = "metadata-changed"
+            subscribed = self._subscribed_names(group, member_id, metadata, regexes_in_use, resolved)
+            if self._write_subscription_metadata(out, group, subscribed, topics) and bump_reason is None:
+                bump_reason = "metadata-changed"
+        group_epoch = group.group_epoch
+        if bump_reason is not None:
+            group_epoch += 1
+            out.records.append(Record(ConsumerGroupMetadataKey(group.group_id),
+                                      ConsumerGroupMetadataValue(group_epoch)))
+            self.events.append(ev.ConsumerGroupEpochBumped(group.group_id, group_epoch, bump_reason))
+
+        # -- the target assignment (spec §3.2)
+        target_epoch = group.assignment_epoch
+        target = group.target_of(replaced.member_id if replaced is not None else member_id)
+        if group_epoch > target_epoch:
+            if resolved is None:
+                resolved = _resolved(group)
+            updated: dict[str, TargetMember | None] = {member_id: target_member_of(metadata)}
+            if replaced is not None:
+                updated[replaced.member_id] = None
+            members = {m.member_id: m.target_member() for m in group.members.values()}
+            voters = {k: v for k, v in {**members, **updated}.items() if v is not None}
+            assignor_name = preferred_assignor(voters, s.assignors)
+            started = self._perf_ms()
+            result = build_target_assignment(group.group_id, group_epoch, ASSIGNORS[assignor_name], members,
+                                             group.target_assignment, topics.by_id, updated_members=updated,
+                                             static_members=group.static_members, resolved_regexes=resolved)
+            self.events.append(ev.ConsumerTargetAssignmentComputed(
+                group.group_id, group_epoch, len(result.target_assignment), assignor_name, self._perf_ms() - started))
+            out.records += result.records
+            target_epoch = group_epoch
+            target = result.target_assignment.get(member_id, {})
+        elif replaced is not None:  # the new member inherits the departed one's target
+            out.records.append(Record(ConsumerGroupTargetAssignmentMemberKey(group.group_id, member_id),
+                                      ConsumerGroupTargetAssignmentMemberValue(topic_partitions(target))))
+
+        # -- reconciliation (spec §4)
+        owned = req.topic_partitions
+        updated_assignment = assignment
+        if not (assignment.state is MemberState.STABLE and assignment.member_epoch == target_epoch
+                and not subscription_changed):
+            updated_assignment = reconcile(assignment, target_epoch, target, owned, group.partition_epoch)
+        key = (group.group_id, member_id)
+        if updated_assignment is not assignment or joined or replaced is not None or member.current is None:
+            out.records.append(Record(ConsumerGroupCurrentMemberAssignmentKey(group.group_id, member_id),
+                                      current_value(updated_assignment)))
+            if updated_assignment.state is MemberState.UNREVOKED_PARTITIONS:
+                deadline = now.mono + metadata.rebalance_timeout_ms
+                self.rebalance[key] = (deadline, updated_assignment.member_epoch)
+                out.timers.append((("consumer-rebalance",) + key, deadline))
+            else:
+                self.rebalance.pop(key, None)
+            if updated_assignment.assigned_partitions != assignment.assigned_partitions:
+                self.events.append(ev.ConsumerAssignmentChanged(
+                    group.group_id, member_id, updated_assignment.member_epoch,
+                    sum(map(len, updated_assignment.assigned_partitions.values()))))
+        if joined:
+            self.events.append(ev.ConsumerMemberJoined(group.group_id, member_id, req.instance_id, group_epoch))
+
+        # -- the session timer: only the deadline moves (spec §2.4)
+        self.session[key] = now.mono + s.session_timeout_ms
+        out.timers.append((("consumer-session",) + key, self.session[key]))
+
+        full = (req.rebalance_timeout_ms != -1 and owned is not None
+                and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
+        send_assignment = (req.member_epoch == 0 or full
+                           or updated_assignment.assigned_partitions != assignment.assigned_partitions)
+        out.reply = {"error_code": E.none, "error_message": None, "member_id": member_id,
+                     "member_epoch": updated_assignment.member_epoch,
+                     "heartbeat_interval_ms": s.heartbeat_interval_ms,
+                     "assignment": {"topic_partitions": [
+                         {"topic_id": t, "partitions": sorted(ps)}
+                         for t, ps in sorted(updated_assignment.assigned_partitions.items()) if ps]}
+                     if send_assignment else None}
+        return out
+
+    def _find_member(self, group: ConsumerGroup, req: ConsumerHeartbeatRequest):
+        """(member id, the member or None for a new one, the static member it replaces or None), or the
+        error reply (spec §5 step 6, §6.1). Raises FencedMemberEpoch."""
+        limit = self.settings.max_size
+        if req.member_id not in group.members and len(group.members) >= limit:
+            return error_reply(E.group_max_size_reached,
+                               f"The consumer group has reached its maximum capacity of {limit} members.")
+        member_id = req.member_id or self.new_member_id()
+        member = group.members.get(member_id)
+        replaced: ConsumerMember | None = None
+        if req.instance_id is not None:
+            holder_id = group.static_members.get(req.instance_id)
+            if req.member_epoch == 0:
+                if holder_id is not None and holder_id != member_id:
+                    replaced = group.members[holder_id]
+                    if replaced.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                        return error_reply(E.unreleased_instance_id, f"Static member {holder_id} with instance id "
+                                                                     f"{req.instance_id} is not released yet.")
+            elif holder_id is None:
+                return error_reply(E.unknown_member_id, f"Instance id {req.instance_id} is unknown.")
+            elif holder_id != member_id:
+                return error_reply(E.fenced_instance_id, f"Instance id {req.instance_id} is held by another member.")
+        if member is None and replaced is None and req.member_epoch != 0:
+            return error_reply(E.unknown_member_id, f"Member {member_id} is not a member of the group.")
+        if member is not None and req.member_epoch != 0:
+            validate_member_epoch(member.assignment, req.member_epoch, req.topic_partitions)
+        # epoch 0 from a known member is a rejoin the heartbeat serves as usual (KAFKA-19233)
+        return member_id, member, replaced
+
+    def _updated_metadata(self, old: ConsumerGroupMemberMetadataValue | None,
+                          req: ConsumerHeartbeatRequest) -> ConsumerGroupMemberMetadataValue:
+        """Null / -1 fields keep what is stored (spec §2.5); an empty regex drops it."""
+        if (old is not None and req.subscribed_topic_names is None and req.subscribed_topic_regex is None
+                and req.rebalance_timeout_ms == -1 and req.rack_id is None and req.server_assignor is None
+                and req.instance_id in (None, old.instance_id) and req.client_id == old.client_id
+                and req.client_host == old.client_host):
+            return old  # the steady heartbeat: nothing to rewrite
+        if old is None:
+            old = ConsumerGroupMemberMetadataValue(None, None, req.client_id, req.client_host, (), None)
+        regex = old.subscribed_topic_regex
+        if req.subscribed_topic_regex is not None:
+            regex = req.subscribed_topic_regex or None
+            if regex is not None and regex != old.subscribed_topic_regex:
+                compile_topic_regex(regex)  # raises InvalidRegularExpression
+        names = old.subscribed_topic_names
+        if req.subscribed_topic_names is not None:
+            names = tuple(sorted(set(req.subscribed_topic_names)))
+        return dataclasses.replace(
+            old,
+            instance_id=req.instance_id if req.instance_id is not None else old.instance_id,
+            rack_id=req.rack_id if req.rack_id is not None else old.rack_id,
+            client_id=req.client_id, client_host=req.client_host,
+            subscribed_topic_names=names, subscribed_topic_regex=regex,
+            rebalance_timeout_ms=(old.rebalance_timeout_ms if req.rebalance_timeout_ms == -1
+                                  else req.rebalance_timeout_ms),
+            server_assignor=req.server_assignor if req.server_assignor is not None else old.server_assignor)
+
+    @staticmethod
+    def _regexes_in_use(group: ConsumerGroup, member_id: str,
+                        metadata: ConsumerGroupMemberMetadataValue | None) -> set[str]:
+        """Every regex some member subscribes to, with `member_id`'s subscription as `metadata`."""
+        in_use = {m.subscribed_topic_regex for m in group.members.values()
+                  if m.member_id != member_id and m.subscribed_topic_regex}
+        if metadata is not None and metadata.subscribed_topic_regex:
+            in_use.add(metadata.subscribed_topic_regex)
+        return in_use
+
+    @staticmethod
+    def _write_subscription_metadata(out: Outcome, group: ConsumerGroup, subscribed: set[str],
+                                     topics: TopicsImage) -> bool:
+        """The record of the subscribed topics that exist (ids, partition counts), when it changed."""
+        value = ConsumerGroupPartitionMetadataValue(tuple(
+            TopicMetadataRecord(t.topic_id, t.name, t.num_partitions)
+            for t in sorted((topics.by_name[n] for n in subscribed if n in topics.by_name), key=lambda t: t.name)))
+        if value == (group.subscription_metadata or ConsumerGroupPartitionMetadataValue(())):
+            return False
+        out.records.append(Record(ConsumerGroupPartitionMetadataKey(group.group_id), value))
+        return True
+
+    @staticmethod
+    def _subscribed_names(group: ConsumerGroup, member_id: str, metadata: ConsumerGroupMemberMetadataValue,
+                          regexes: set[str], resolved: Mapping[str, frozenset[str]]) -> set[str]:
+        """The topic names the group subscribes to, by name or through a regex, with `member_id`'s
+        subscription as `metadata`."""
+        names = set(metadata.subscribed_topic_names)
+        for m in group.members.values():
+            if m.member_id != member_id:
+                names.update(m.subscribed_topic_names)
+        for r in regexes:
+            names.update(resolved.get(r, ()))
+        return names
+
+    def _refresh_regexes(self, out: Outcome, group: ConsumerGroup, in_use: set[str],
+                         resolved: dict[str, frozenset[str]], topics: TopicsImage, now: Now) -> bool:
+        """Resolve the group's regexes against the topics; write the ones whose topic set changed
+        and drop the ones nobody uses. Whether a resolution changed (→ a new group epoch)."""
+        changed = False
+        for regex in in_use:
+            matched = compile_topic_regex(regex).resolve(topics.by_name)
+            if resolved.get(regex) != matched or regex not in group.regexes:
+                out.records.append(Record(ConsumerGroupRegularExpressionKey(group.group_id, regex),
+                                          ConsumerGroupRegularExpressionValue(tuple(sorted(matched)), topics.version,
+                                                                              now.wall)))
+                changed = changed or resolved.get(regex, frozenset()) != matched
+                resolved[regex] = matched
+        for regex in list(group.regexes):
+            if regex not in in_use:
+                out.records.append(Record(ConsumerGroupRegularExpressionKey(group.group_id, regex), None))
+                resolved.pop(regex, None)
+        return changed
+
+    # =========================================================================================
+    # leaving (-1, -2) and fencing (spec §2.7, §6.1)
+
+    def _leave(self, req: ConsumerHeartbeatRequest, now: Now) -> Outcome:
+        out = Outcome()
+        group = self._consumer_group(req.group_id)
+        if group is None:
+            out.reply = error_reply(E.group_id_not_found, f"Group {req.group_id} not found.")
+            return out
+        if req.instance_id is None:
+            member = group.members.get(req.member_id)
+            if member is None:
+                out.reply = error_reply(E.unknown_member_id, f"Member {req.member_id} is not a member of the group.")
+                return out
+        else:
+            holder_id = group.static_members.get(req.instance_id)
+            if holder_id is None:
+                out.reply = error_reply(E.unknown_member_id, f"Instance id {req.instance_id} is unknown.")
+                return out
+            if holder_id != req.member_id:
+                out.reply = error_reply(E.fenced_instance_id,
+                                        f"Instance id {req.instance_id} is held by another member.")
+                return out
+            member = group.members[holder_id]
+        if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            # a static member bounces: it keeps its partitions at epoch -2; no new group epoch
+            a = member.assignment
+            left = MemberAssignment(LEAVE_GROUP_STATIC_MEMBER_EPOCH, a.member_epoch, a.state, a.assigned_partitions, {})
+            out.records.append(Record(ConsumerGroupCurrentMemberAssignmentKey(group.group_id, member.member_id),
+                                      current_value(left)))
+            self.rebalance.pop((group.group_id, member.member_id), None)
+            self.events.append(ev.ConsumerMemberLeft(group.group_id, member.member_id, req.instance_id, temporary=True))
+        else:
+            self._remove_member(out, group, member, "member-left")
+            self.events.append(ev.ConsumerMemberLeft(group.group_id, member.member_id, req.instance_id,
+                                                     temporary=False))
+        out.reply = {"error_code": E.none, "error_message": None, "member_id": member.member_id,
+                     "member_epoch": req.member_epoch, "heartbeat_interval_ms": 0, "assignment": None}
+        return out
+
+    def _remove_member(self, out: Outcome, group: ConsumerGroup, member: ConsumerMember, reason: str) -> None:
+        """The member's tombstones, the regexes only it used, and a new group epoch (spec §2.7)."""
+        out.records += member_tombstones(group.group_id, member.member_id)
+        in_use = self._regexes_in_use(group, member.member_id, None)
+        regex = member.subscribed_topic_regex
+        if regex and regex in group.regexes and regex not in in_use:
+            out.records.append(Record(ConsumerGroupRegularExpressionKey(group.group_id, regex), None))
+        if self.topics is not None:
+            subscribed = self._subscribed_names(group, member.member_id, _NOTHING, in_use, _resolved(group))
+            self._write_subscription_metadata(out, group, subscribed, self.topics)
+        epoch = group.group_epoch + 1
+        out.records.append(Record(ConsumerGroupMetadataKey(group.group_id), ConsumerGroupMetadataValue(epoch)))
+        self.events.append(ev.ConsumerGroupEpochBumped(group.group_id, epoch, reason))
+        self.session.pop((group.group_id, member.member_id), None)
+        self.rebalance.pop((group.group_id, member.member_id), None)
+
+    # =========================================================================================
+    # timers
+
+    def on_loaded(self, out: Outcome, group: ConsumerGroup, now: Now) -> None:
+        """The partition has replayed its log: every member gets a full session from now, and one
+        that still has partitions to revoke a full rebalance timeout (as Kafka's onLoaded)."""
+        for member_id, member in group.members.items():
+            key = (group.group_id, member_id)
+            self.session[key] = now.mono + self.settings.session_timeout_ms
+            out.timers.append((("consumer-session",) + key, self.session[key]))
+            if member.assignment.state is MemberState.UNREVOKED_PARTITIONS and member.metadata is not None:
+                deadline = now.mono + member.metadata.rebalance_timeout_ms
+                self.rebalance[key] = (deadline, member.member_epoch)
+                out.timers.append((("consumer-rebalance",) + key, deadline))
+
+    def on_timer(self, key: tuple, now: Now) -> Outcome:
+        out = Outcome()
+        kind, group_id, member_id = key
+        group = self._consumer_group(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if kind == "consumer-session":
+            deadline = self.session.get((group_id, member_id))
+            if member is None or deadline is None:
+                self.session.pop((group_id, member_id), None)
+                return out
+            if deadline > now.mono:  # a heartbeat moved it: fire again then
+                out.timers.append((key, deadline))
+                return out
+            self._remove_member(out, group, member, "session-expired")
+            self.events.append(ev.ConsumerMemberFenced(group_id, member_id, member.instance_id, "session-expired"))
+        else:
+            armed = self.rebalance.get((group_id, member_id))
+            if member is None or armed is None:
+                self.rebalance.pop((group_id, member_id), None)
+                return out
+            deadline, epoch = armed
+            if deadline > now.mono:
+                out.timers.append((key, deadline))
+                return out
+            if member.member_epoch == epoch and member.assignment.state is MemberState.UNREVOKED_PARTITIONS:
+                self._remove_member(out, group, member, "rebalance-timeout")
+                self.events.append(ev.ConsumerMemberFenced(group_id, member_id, member.instance_id,
+                                                           "rebalance-timeout"))
+            else:
+                self.rebalance.pop((group_id, member_id), None)
+        return out
+
+    # =========================================================================================
+    # ConsumerGroupDescribe (spec §7.2)
+
+    def describe(self, group_id: str, topics: TopicsImage) -> dict:
+        group = self._consumer_group(group_id)
+        if group is None:
+            message = (f"Group {group_id} is not a consumer group." if group_id in self.groups
+                       else f"Group {group_id} not found.")
+            return {"error_code": E.group_id_not_found, "error_message": message, "group_id": group_id,
+                    "group_state": "Dead", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
+                    "members": []}
+
+        def named(assignment) -> dict:
+            return {"topic_partitions": [
+                {"topic_id": t, "topic_name": topics.by_id[t].name, "partitions": sorted(ps)}
+                for t, ps in sorted(assignment.items()) if ps and t in topics.by_id]}
+
+        members = {m: v.target_member() for m, v in group.members.items()}
+        return {"error_code": E.none, "error_message": None, "group_id": group_id, "group_state": group.state_name,
+                "group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
+                "assignor_name": preferred_assignor(members, self.settings.assignors),
+                "members": [{"member_id": m.member_id, "instance_id": m.instance_id,
+                             "rack_id": m.metadata.rack_id if m.metadata else None, "member_epoch": m.member_epoch,
+                             "client_id": m.metadata.client_id if m.metadata else "",
+                             "client_host": m.metadata.client_host if m.metadata else "",
+                             "subscribed_topic_names": list(m.subscribed_topic_names),
+                             "subscribed_topic_regex": m.subscribed_topic_regex,
+                             "assignment": named(m.assignment.assigned_partitions),
+                             "target_assignment": named(group.target_of(m.member_id)), "member_type": 1}
+                            for m in group.members.values()]}
+
+
+def _resolved(group: ConsumerGroup) -> dict[str, frozenset[str]]:
+    return {r: frozenset(v.topics) for r, v in group.regexes.items()}
