@@ -186,12 +186,26 @@ def test_commits_and_epochs_survive_a_server_restart(tmp_path, clients):
         s.stop()
 
 
-def test_without_migration_a_consumer_protocol_member_cannot_join_a_live_classic_group(server, clients, request):
+@pytest.fixture(scope="module")
+def no_migration(tmp_path_factory):
+    """A server with online migration off: Kafka's answers when a group of the other type is live."""
+    s = GroupdProcess(str(tmp_path_factory.mktemp("no-migration")), *SETTINGS,
+                      "group.consumer.migration.policy=disabled")
+    s.start()
+    yield s
+    _admins.pop(s.bootstrap, None)
+    s.stop()
+
+
+def test_with_migration_disabled_a_consumer_protocol_member_cannot_join_a_live_classic_group(no_migration, clients,
+                                                                                          request):
     group = group_name(request)
-    classic = clients("confluent", "subscribe", server.bootstrap, topic="t6", group=group, seconds=0,
+    classic = clients("confluent", "subscribe", no_migration.bootstrap, topic="t6", group=group, seconds=0,
                       **{"session.ms": 6000})
     wait_until(lambda: set(classic.assignment() or ()) == SIX, 60, "the classic member owns everything")
-    newcomer = clients("confluent", "subscribe", server.bootstrap, **opts(group))
+    newcomer = clients("confluent", "subscribe", no_migration.bootstrap, **opts(group))
     error = newcomer.wait_for(lambda e: e["event"] == "error", 30)
     assert "The group id does not exist" in error["message"], error  # GROUP_ID_NOT_FOUND: fatal, as with Kafka
     assert set(classic.assignment()) == SIX and not classic.errors()
+    assert describe(no_migration, group).type == ConsumerGroupType.CLASSIC
+
