@@ -78,6 +78,7 @@ class Connection(asyncio.Protocol):
         self._backlogged = False  # too many replies or reply bytes wait in _replies
         self._yielding = False  # this connection used its share of the loop turn
         self._waiting_memory = False  # queued.max.request.bytes is used up
+        self._answering = False  # an answer of this connection is being built off the loop
         self._reading_paused = False
         self._processing = False
         self._idle_ms = node.settings.connections_max_idle_ms
@@ -164,7 +165,7 @@ class Connection(asyncio.Protocol):
         self._process()
 
     def _update_reading(self) -> None:
-        paused = self._write_paused or self._backlogged or self._yielding or self._waiting_memory
+        paused = self._write_paused or self._backlogged or self._yielding or self._waiting_memory or self._answering
         if paused != self._reading_paused and self._transport is not None and not self._transport.is_closing():
             self._reading_paused = paused
             if paused:
@@ -174,6 +175,11 @@ class Connection(asyncio.Protocol):
 
     def _end_turn(self) -> None:
         self._yielding = False
+        self._update_reading()
+        self._process()
+
+    def _answered(self, _: asyncio.Future) -> None:
+        self._answering = False
         self._update_reading()
         self._process()
 
@@ -215,7 +221,7 @@ class Connection(asyncio.Protocol):
         dispatched = 0
         try:
             turn_ends = time.perf_counter() + _TURN_S
-            while not (self._write_paused or self._backlogged or self._yielding):
+            while not (self._write_paused or self._backlogged or self._yielding or self._answering):
                 frame = frames.next()
                 if frame is None:
                     break
@@ -249,7 +255,7 @@ class Connection(asyncio.Protocol):
                 self._waiting_memory = True
                 memory.waiting[self] = None
                 self._update_reading()
-        if pending and self._partial_since is None and not self._yielding:
+        if pending and self._partial_since is None and not (self._yielding or self._answering):
             loop = asyncio.get_running_loop()
             self._partial_since = loop.time()
             if self._arrival_timer is None:
@@ -284,7 +290,8 @@ class Connection(asyncio.Protocol):
         body = codec.decode_request(api_key, version, frame, offset)
         started = time.perf_counter()
         try:
-            reply = handler(self.node, Request(header, body, self.client_host))
+            request = Request(header, body, self.client_host)
+            reply = handler(self.node, request)
         except Exception:
             log.exception("handler failed api=%s version=%d peer=%s", ApiKey(api_key).name,
                           version, self._peer)
@@ -296,6 +303,10 @@ class Connection(asyncio.Protocol):
         elif isinstance(reply, asyncio.Future):
             metrics.IN_FLIGHT.inc()
             reply.add_done_callback(lambda f, k=api_key, c=correlation_id, t=started: self._completed(f, k, c, t))
+            if request.off_loop:
+                self._answering = True
+                self._update_reading()
+                reply.add_done_callback(self._answered)
             self._queue(reply)
         else:
             self._queue(codec.encode_response(api_key, correlation_id, reply))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from storage.catalog import Topic, TopicCatalog, load_cluster_id
@@ -31,9 +32,12 @@ class Node:
         self.coordinator = GroupCoordinator(settings)  # the group coordinator of every offsets partition
         self._held: dict[asyncio.TimerHandle, tuple[asyncio.Future, Any]] = {}
         self.closing = False
+        # large answers (coordinator/apis.answer_off_loop), one at a time
+        self.answers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="groupd-answers")
 
     def close(self) -> None:
         """Release the data directory (the lock also ends with the process)."""
+        self.answers.shutdown(wait=True)
         self.lock.release()
 
     def _declare(self, name: str, partitions: int) -> None:

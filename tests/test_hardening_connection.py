@@ -195,6 +195,31 @@ def test_pipelined_offset_fetch_of_every_offset_does_not_starve_another_client(s
         flooder.close()
 
 
+def test_a_large_answer_built_off_the_loop_carries_every_offset_in_request_order(server):
+    """Answers over LARGE_ANSWER_ROWS are built on the answer thread; pipelined small requests behind
+    one still come back in order, and the large one is complete."""
+    _commit_many(server.bootstrap, "offsets-off-loop")
+    with WireClient(server.bootstrap) as c:
+        for version in (7, 8):  # one group (v7) and the batched form (v8)
+            body = ({"group_id": "offsets-off-loop", "topics": None, "require_stable": False} if version == 7 else
+                    {"groups": [{"group_id": "offsets-off-loop", "topics": None}], "require_stable": False})
+            sent = [(ApiKey.OFFSET_FETCH, version, body), (ApiKey.API_VERSIONS, 2, {}),
+                    (ApiKey.OFFSET_FETCH, version, body)]
+            frames = [c.frame(*request) for request in sent]
+            c.send_raw(b"".join(frame for _, frame in frames))
+            answers = []
+            for (cid, _), (api_key, v, _) in zip(frames, sent):
+                got, response = decode_response(api_key, v, c.read_frame())
+                assert got == cid  # in request order
+                answers.append(response)
+            first, second, third = answers
+            assert second.error_code is ErrorCode.none
+            for r in (first, third):
+                topics = r.topics if version == 7 else r.groups[0].topics
+                assert {(p.partition_index, p.committed_offset) for t in topics for p in t.partitions} == \
+                    {(p, p) for p in range(PARTITIONS)}
+
+
 def _drain(sock: socket.socket) -> None:
     try:
         while sock.recv(1 << 20):

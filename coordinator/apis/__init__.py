@@ -13,7 +13,7 @@ import datetime
 from typing import TYPE_CHECKING, Any, Callable
 
 from protocol.apis import ApiKey
-from protocol.codec import RequestHeader
+from protocol.codec import Encoded, RequestHeader
 
 if TYPE_CHECKING:
     from ..node import Node
@@ -24,6 +24,7 @@ class Request:
     header: RequestHeader
     body: Any
     client_host: str  # "/127.0.0.1", as Java renders an InetAddress
+    off_loop: bool = False  # its answer is being built off the loop: the connection reads on after it
 
     @property
     def version(self) -> int:
@@ -39,6 +40,20 @@ _MS = datetime.timedelta(milliseconds=1)
 def ms(value: datetime.timedelta) -> int:
     """kio carries Kafka's millisecond fields as timedeltas."""
     return value // _MS
+
+
+# Rows (partitions, members) above which an answer is built and encoded off the loop: a 20,000-offset
+# OffsetFetch costs ~90 ms of CPU, which the loop must not spend while other clients wait.
+LARGE_ANSWER_ROWS = 2_000
+
+
+def answer_off_loop(node: "Node", request: Request, make: Callable[[], Any]) -> asyncio.Future:
+    """A future of `make()`, built and encoded on the node's answer thread. `make` may read only a
+    snapshot taken on the loop (immutable values). The loop keeps serving other connections while it
+    runs (the interpreter lock changes hands every few ms), and the requesting connection handles
+    nothing more until it is done, so one connection holds at most one such answer."""
+    request.off_loop = True
+    return asyncio.wrap_future(node.answers.submit(lambda: Encoded(make())))
 
 
 def respond(result: Any, make: Callable[[Any], Any]) -> Any:

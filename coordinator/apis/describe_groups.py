@@ -12,7 +12,7 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
-from . import Request
+from . import LARGE_ANSWER_ROWS, Request, answer_off_loop
 
 KEY = ApiKey.DESCRIBE_GROUPS
 VERSIONS = (0, 6)
@@ -43,4 +43,7 @@ def handle(node, request: Request):
         else:
             groups.append({**described, "error_code": ErrorCode.none, "error_message": None,
                            "authorized_operations": operations})
+    if sum(len(g["members"]) for g in groups) > LARGE_ANSWER_ROWS:  # the descriptions are snapshots
+        return answer_off_loop(node, request, lambda: build_response(ApiKey.DESCRIBE_GROUPS, version,
+                                                                     {"groups": groups}))
     return build_response(ApiKey.DESCRIBE_GROUPS, version, {"groups": groups})

@@ -20,7 +20,7 @@ from protocol.apis import ApiKey
 from protocol.codec import build_response
 
 from ..requests import OffsetFetchRequest
-from . import Request, respond
+from . import LARGE_ANSWER_ROWS, Request, answer_off_loop, respond
 
 KEY = ApiKey.OFFSET_FETCH
 VERSIONS = (1, 9)
@@ -65,7 +65,11 @@ def handle(node, request: Request):
                 groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
             return build_response(ApiKey.OFFSET_FETCH, version, {"groups": groups})
 
-        return make() if not pending else respond(asyncio.gather(*pending), make)
+        if pending:
+            return respond(asyncio.gather(*pending), make)
+        if sum(len(r) for r in results if isinstance(r, list)) > LARGE_ANSWER_ROWS:
+            return answer_off_loop(node, request, make)  # the rows are a snapshot of immutable values
+        return make()
 
     def make_single(result):
         if isinstance(result, ErrorCode) and version == 1:
@@ -75,4 +79,7 @@ def handle(node, request: Request):
         topics, error = _group(body.topics, result)
         return build_response(ApiKey.OFFSET_FETCH, version, {"topics": topics, "error_code": error})
 
-    return respond(_fetch(node, body.group_id, body.topics, require_stable), make_single)
+    result = _fetch(node, body.group_id, body.topics, require_stable)
+    if isinstance(result, list) and len(result) > LARGE_ANSWER_ROWS:
+        return answer_off_loop(node, request, lambda: make_single(result))
+    return respond(result, make_single)
