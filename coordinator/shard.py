@@ -21,6 +21,7 @@ from .classic.replies import join_reply, sync_reply
 from .classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
 from storage.consumer_records import ConsumerGroupKey
 
+from .consumer.classic_members import ClassicMembers
 from .consumer.group import ConsumerGroup, ConsumerRecords
 from .consumer.machine import ConsumerHeartbeatRequest, ConsumerMachine, ConsumerSettings, TopicsImage
 from . import events as ev
@@ -63,6 +64,7 @@ class GroupShard:
         self.consumer = ConsumerMachine(self.groups, settings.consumer,
                                         new_consumer_member_id or (lambda: new_member_id("consumer")), self.events,
                                         perf_ms)
+        self.classic_members = ClassicMembers(self.consumer)  # classic members inside consumer groups
         # one apply per record key type; a new group type adds its records here
         self._apply: dict[type, Callable[[Any, Any], list[Record]]] = {
             OffsetCommitKey: self._apply_offset,
@@ -140,16 +142,15 @@ class GroupShard:
     # =========================================================================================
     # the classic protocol (coordinator/classic/machine.py)
 
-    # A classic request for a consumer group, with migration off (spec §7.3–7.4): a JoinGroup
-    # replaces an empty consumer group and is INCONSISTENT_GROUP_PROTOCOL for a live one; the other
-    # requests come from no member of it.
+    # A classic request for a consumer group (spec §7.3): a JoinGroup replaces an empty consumer
+    # group; a live one serves classic members beside consumer-protocol ones.
 
-    def join(self, req: JoinRequest, ticket: Any, now: Now) -> Outcome:
+    def join(self, req: JoinRequest, ticket: Any, now: Now, topics: TopicsImage | None = None) -> Outcome:
         group = self.groups.get(req.group_id)
         if not isinstance(group, ConsumerGroup):
             return self.classic.join(req, ticket, now)
         if group.members:
-            return Outcome(reply=join_reply(E.inconsistent_group_protocol, req.member_id))
+            return self.classic_members.join(group, req, self._topics(topics), now)
         # the empty group's tombstones first (a failed write reverts them); once they are durable the
         # join runs against no group at all and creates the classic one
         out = Outcome(records=group.delete_records())
@@ -157,20 +158,27 @@ class GroupShard:
                                              else Outcome(reply=join_reply(error, req.member_id)))
         return out
 
-    def sync(self, req: SyncRequest, ticket: Any, now: Now) -> Outcome:
-        if isinstance(self.groups.get(req.group_id), ConsumerGroup):
-            return Outcome(reply=sync_reply(E.unknown_member_id))
+    def sync(self, req: SyncRequest, ticket: Any, now: Now, topics: TopicsImage | None = None) -> Outcome:
+        group = self.groups.get(req.group_id)
+        if isinstance(group, ConsumerGroup):
+            return self.classic_members.sync(group, req, self._topics(topics), now)
         return self.classic.sync(req, ticket, now)
 
     def heartbeat(self, req: HeartbeatRequest, now: Now) -> ErrorCode:
-        if isinstance(self.groups.get(req.group_id), ConsumerGroup):
-            return E.unknown_member_id
+        group = self.groups.get(req.group_id)
+        if isinstance(group, ConsumerGroup):
+            return self.classic_members.heartbeat(group, req, now)
         return self.classic.heartbeat(req, now)
 
     def leave(self, req: LeaveRequest, now: Now) -> Outcome:
-        if isinstance(self.groups.get(req.group_id), ConsumerGroup):
-            return Outcome(reply={"error_code": E.unknown_member_id, "members": []})
+        group = self.groups.get(req.group_id)
+        if isinstance(group, ConsumerGroup):
+            return self.classic_members.leave(group, req)
         return self.classic.leave(req, now)
+
+    def _topics(self, topics: TopicsImage | None) -> TopicsImage:
+        """The image the request brought, else the last one a consumer heartbeat brought."""
+        return topics or self.consumer.topics or TopicsImage(-1, {}, {})
 
     # =========================================================================================
     # offsets (coordinator/offsets.py)

@@ -14,6 +14,7 @@ from typing import Any
 
 from protocol import ErrorCode
 from storage.consumer_records import (
+    ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -60,6 +61,11 @@ class ConsumerMember:
     @property
     def member_epoch(self) -> int:
         return self.assignment.member_epoch
+
+    @property
+    def classic(self) -> ClassicMemberMetadata | None:
+        """Set for a member that speaks the classic protocol (JoinGroup/SyncGroup, spec §7.3)."""
+        return self.metadata.classic_member_metadata if self.metadata is not None else None
 
     @property
     def subscribed_topic_names(self) -> tuple[str, ...]:
@@ -129,6 +135,14 @@ class ConsumerGroup:
                 return RECONCILING
         return STABLE
 
+    def supports_classic_protocols(self, protocol_type: str, names: set[str]) -> bool:
+        """A classic member may join when it speaks `consumer` and one of its protocols (assignor
+        names) is supported by every classic member already in the group (Kafka's check)."""
+        if protocol_type != "consumer" or not names:
+            return False
+        classic = [m.classic for m in self.members.values() if m.classic is not None]
+        return any(all(name in {p.name for p in c.supported_protocols} for c in classic) for name in names)
+
     def partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
         return self.partition_epochs.get((topic_id, partition), -1)
 
@@ -151,6 +165,8 @@ class ConsumerGroup:
         member = self.members.get(member_id)
         if member is None:
             return E.unknown_member_id
+        if member.classic is not None:  # a classic member commits with its generation, any version
+            return E.illegal_generation if generation != member.member_epoch else None
         if version < 9:
             return E.unsupported_version
         if generation != member.member_epoch:

@@ -17,6 +17,7 @@ from typing import Any
 
 from protocol import ErrorCode
 from storage.consumer_records import (
+    ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
     ConsumerGroupMemberMetadataValue,
@@ -57,9 +58,6 @@ EPOCH_BUMP_REASONS = ("new-group", "subscription-changed", "metadata-changed", "
                       "session-expired", "rebalance-timeout")
 
 
-_NOTHING = ConsumerGroupMemberMetadataValue(None, None, "", "", (), None)  # a member subscribed to nothing
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class TopicsImage:
     """The node's topics as the shell saw them: `version` changes whenever a topic is created,
@@ -98,6 +96,7 @@ class ConsumerHeartbeatRequest:
     client_id: str = ""
     client_host: str = ""
     version: int = 1
+    classic: ClassicMemberMetadata | None = None  # a classic-protocol member's JoinGroup (spec §7.3)
 
 
 def error_reply(error: ErrorCode, message: str | None = None) -> dict:
@@ -289,8 +288,7 @@ class ConsumerMachine:
             self.events.append(ev.ConsumerMemberJoined(group.group_id, member_id, req.instance_id, group_epoch))
 
         # -- the session timer: only the deadline moves (spec §2.4)
-        self.session[key] = now.mono + s.session_timeout_ms
-        out.timers.append((("consumer-session",) + key, self.session[key]))
+        self.arm_session(out, group.group_id, member_id, metadata, now)
 
         full = (req.rebalance_timeout_ms != -1 and owned is not None
                 and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
@@ -340,7 +338,7 @@ class ConsumerMachine:
         if (old is not None and req.subscribed_topic_names is None and req.subscribed_topic_regex is None
                 and req.rebalance_timeout_ms == -1 and req.rack_id is None and req.server_assignor is None
                 and req.instance_id in (None, old.instance_id) and req.client_id == old.client_id
-                and req.client_host == old.client_host):
+                and req.client_host == old.client_host and req.classic in (None, old.classic_member_metadata)):
             return old  # the steady heartbeat: nothing to rewrite
         if old is None:
             old = ConsumerGroupMemberMetadataValue(None, None, req.client_id, req.client_host, (), None)
@@ -360,7 +358,8 @@ class ConsumerMachine:
             subscribed_topic_names=names, subscribed_topic_regex=regex,
             rebalance_timeout_ms=(old.rebalance_timeout_ms if req.rebalance_timeout_ms == -1
                                   else req.rebalance_timeout_ms),
-            server_assignor=req.server_assignor if req.server_assignor is not None else old.server_assignor)
+            server_assignor=req.server_assignor if req.server_assignor is not None else old.server_assignor,
+            classic_member_metadata=req.classic if req.classic is not None else old.classic_member_metadata)
 
     @staticmethod
     def _regexes_in_use(group: ConsumerGroup, member_id: str,
@@ -416,6 +415,19 @@ class ConsumerMachine:
                 resolved.pop(regex, None)
         return changed
 
+    def session_timeout_ms(self, metadata: ConsumerGroupMemberMetadataValue | None) -> int:
+        """A classic-protocol member keeps the session timeout of its JoinGroup (spec §7.3)."""
+        classic = metadata.classic_member_metadata if metadata is not None else None
+        return classic.session_timeout_ms if classic is not None else self.settings.session_timeout_ms
+
+    def arm_session(self, out: Outcome | None, group_id: str, member_id: str,
+                    metadata: ConsumerGroupMemberMetadataValue | None, now: Now) -> None:
+        """Only the deadline moves (spec §2.4): an armed timer that fires early re-arms itself."""
+        key = (group_id, member_id)
+        self.session[key] = now.mono + self.session_timeout_ms(metadata)
+        if out is not None:
+            out.timers.append((("consumer-session",) + key, self.session[key]))
+
     # =========================================================================================
     # leaving (-1, -2) and fencing (spec §2.7, §6.1)
 
@@ -449,28 +461,33 @@ class ConsumerMachine:
             self.rebalance.pop((group.group_id, member.member_id), None)
             self.events.append(ev.ConsumerMemberLeft(group.group_id, member.member_id, req.instance_id, temporary=True))
         else:
-            self._remove_member(out, group, member, "member-left")
+            self.remove_members(out, group, [member], "member-left")
             self.events.append(ev.ConsumerMemberLeft(group.group_id, member.member_id, req.instance_id,
                                                      temporary=False))
         out.reply = {"error_code": E.none, "error_message": None, "member_id": member.member_id,
                      "member_epoch": req.member_epoch, "heartbeat_interval_ms": 0, "assignment": None}
         return out
 
-    def _remove_member(self, out: Outcome, group: ConsumerGroup, member: ConsumerMember, reason: str) -> None:
-        """The member's tombstones, the regexes only it used, and a new group epoch (spec §2.7)."""
-        out.records += member_tombstones(group.group_id, member.member_id)
-        in_use = self._regexes_in_use(group, member.member_id, None)
-        regex = member.subscribed_topic_regex
-        if regex and regex in group.regexes and regex not in in_use:
+    def remove_members(self, out: Outcome, group: ConsumerGroup, members: list[ConsumerMember], reason: str) -> None:
+        """Each member's tombstones, the regexes only they used, and one new group epoch (spec §2.7)."""
+        gone = {m.member_id for m in members}
+        staying = [m for m in group.members.values() if m.member_id not in gone]
+        in_use = {m.subscribed_topic_regex for m in staying if m.subscribed_topic_regex}
+        for member in members:
+            out.records += member_tombstones(group.group_id, member.member_id)
+        for regex in {m.subscribed_topic_regex for m in members} & set(group.regexes) - in_use:
             out.records.append(Record(ConsumerGroupRegularExpressionKey(group.group_id, regex), None))
         if self.topics is not None:
-            subscribed = self._subscribed_names(group, member.member_id, _NOTHING, in_use, _resolved(group))
+            resolved = _resolved(group)
+            subscribed = {n for m in staying for n in m.subscribed_topic_names}
+            subscribed.update(*(resolved.get(r, ()) for r in in_use))
             self._write_subscription_metadata(out, group, subscribed, self.topics)
         epoch = group.group_epoch + 1
         out.records.append(Record(ConsumerGroupMetadataKey(group.group_id), ConsumerGroupMetadataValue(epoch)))
         self.events.append(ev.ConsumerGroupEpochBumped(group.group_id, epoch, reason))
-        self.session.pop((group.group_id, member.member_id), None)
-        self.rebalance.pop((group.group_id, member.member_id), None)
+        for member_id in gone:
+            self.session.pop((group.group_id, member_id), None)
+            self.rebalance.pop((group.group_id, member_id), None)
 
     # =========================================================================================
     # timers
@@ -480,8 +497,7 @@ class ConsumerMachine:
         that still has partitions to revoke a full rebalance timeout (as Kafka's onLoaded)."""
         for member_id, member in group.members.items():
             key = (group.group_id, member_id)
-            self.session[key] = now.mono + self.settings.session_timeout_ms
-            out.timers.append((("consumer-session",) + key, self.session[key]))
+            self.arm_session(out, group.group_id, member_id, member.metadata, now)
             if member.assignment.state is MemberState.UNREVOKED_PARTITIONS and member.metadata is not None:
                 deadline = now.mono + member.metadata.rebalance_timeout_ms
                 self.rebalance[key] = (deadline, member.member_epoch)
@@ -500,7 +516,7 @@ class ConsumerMachine:
             if deadline > now.mono:  # a heartbeat moved it: fire again then
                 out.timers.append((key, deadline))
                 return out
-            self._remove_member(out, group, member, "session-expired")
+            self.remove_members(out, group, [member], "session-expired")
             self.events.append(ev.ConsumerMemberFenced(group_id, member_id, member.instance_id, "session-expired"))
         else:
             armed = self.rebalance.get((group_id, member_id))
@@ -512,7 +528,7 @@ class ConsumerMachine:
                 out.timers.append((key, deadline))
                 return out
             if member.member_epoch == epoch and member.assignment.state is MemberState.UNREVOKED_PARTITIONS:
-                self._remove_member(out, group, member, "rebalance-timeout")
+                self.remove_members(out, group, [member], "rebalance-timeout")
                 self.events.append(ev.ConsumerMemberFenced(group_id, member_id, member.instance_id,
                                                            "rebalance-timeout"))
             else:
@@ -547,7 +563,8 @@ class ConsumerMachine:
                              "subscribed_topic_names": list(m.subscribed_topic_names),
                              "subscribed_topic_regex": m.subscribed_topic_regex,
                              "assignment": named(m.assignment.assigned_partitions),
-                             "target_assignment": named(group.target_of(m.member_id)), "member_type": 1}
+                             "target_assignment": named(group.target_of(m.member_id)),
+                             "member_type": 0 if m.classic is not None else 1}
                             for m in group.members.values()]}
 
 
