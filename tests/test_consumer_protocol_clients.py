@@ -209,3 +209,21 @@ def test_with_migration_disabled_a_consumer_protocol_member_cannot_join_a_live_c
     assert set(classic.assignment()) == SIX and not classic.errors()
     assert describe(no_migration, group).type == ConsumerGroupType.CLASSIC
 
+
+
+def test_a_classic_member_joins_a_live_consumer_group_and_takes_over_when_the_other_leaves(server, clients,
+                                                                                          request):
+    """Spec §7.3: a classic member (JoinGroup/SyncGroup) beside a consumer-protocol one."""
+    group = group_name(request)
+    modern = clients("java", "subscribe", server.bootstrap, **opts(group))
+    wait_until(lambda: set(modern.assignment() or ()) == SIX, 60, "the consumer-protocol member owns everything")
+    classic = clients("confluent", "subscribe", server.bootstrap, topic="t6", group=group, seconds=0,
+                      commit_offset=7, **{"session.ms": 6000})
+    wait_until(lambda: owns_exactly([modern, classic], SIX), 60, "each partition owned once, both assigned")
+    committed = classic.wait_for(lambda e: e["event"] == "committed", 30)
+    assert set(committed["offsets"]) <= SIX and committed["offsets"]
+    described = describe(server, group)
+    assert described.type == ConsumerGroupType.CONSUMER and len(described.members) == 2
+    assert modern.close() == 0
+    wait_until(lambda: set(classic.assignment() or ()) == SIX, 60, "the classic member owns everything")
+    assert not classic.errors(), classic.errors()
