@@ -46,7 +46,8 @@ class GroupSettings:
     @classmethod
     def from_settings(cls, s) -> GroupSettings:
         consumer = ConsumerSettings(s.group_consumer_heartbeat_interval_ms, s.group_consumer_session_timeout_ms,
-                                    s.group_consumer_assignors, s.group_consumer_max_size)
+                                    s.group_consumer_assignors, s.group_consumer_max_size,
+                                    s.group_consumer_migration_policy, s.group_max_size)
         return cls(s.group_min_session_timeout_ms, s.group_max_session_timeout_ms,
                    s.group_initial_rebalance_delay_ms, s.group_max_size, s.offset_metadata_max_bytes, consumer)
 
@@ -93,6 +94,9 @@ class GroupShard:
 
     def _apply_classic_group(self, key: GroupMetadataKey, value: GroupMetadataValue | None) -> list[Record]:
         group = self.groups.get(key.group)
+        if isinstance(value, ClassicGroup):  # a revert puts back the very group a conversion replaced
+            self.groups[key.group] = value
+            return [Record(key, None)]
         undo = [Record(key, group.durable if group is not None else None)]
         if value is None:
             if group is not None:
@@ -100,6 +104,7 @@ class GroupShard:
                     group.durable = None  # its offsets keep it as a simple group, as at load
                 else:
                     del self.groups[key.group]
+                    undo = [Record(key, group)]  # a revert puts back the very group, members and all
         elif group is None or value.generation > group.generation:
             self.groups[key.group] = ClassicGroup.from_record(key.group, value)
         else:  # memory is as new as the record: take what the record adds to it

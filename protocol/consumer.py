@@ -84,10 +84,19 @@ def _topic_partitions(buf: bytes, pos: int) -> tuple[dict[str, list[int]], int]:
 
 def assigned_partitions(assignment: bytes) -> dict[str, list[int]]:
     """The partitions of a ConsumerProtocolAssignment: int16 version, array of (topic, [partition])."""
+    return decode_assignment(assignment)[0]
+
+
+def decode_assignment(assignment: bytes) -> tuple[dict[str, list[int]], bytes | None]:
+    """A ConsumerProtocolAssignment's partitions and user data (empty bytes: no assignment at all)."""
     if not assignment:
-        return {}
+        return {}, None
     try:
-        return _topic_partitions(assignment, 2)[0]
+        partitions, pos = _topic_partitions(assignment, 2)
+        if pos == len(assignment):
+            return partitions, None
+        (n,) = struct.unpack_from(">i", assignment, pos)
+        return partitions, None if n < 0 else assignment[pos + 4 : pos + 4 + n]
     except (struct.error, UnicodeDecodeError) as e:
         raise BadConsumerProtocol(str(e)) from None
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from confluent_kafka import ConsumerGroupState, ConsumerGroupType
+from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, ConsumerGroupType
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from coordinator import admin as groupd_admin
@@ -227,3 +227,24 @@ def test_a_classic_member_joins_a_live_consumer_group_and_takes_over_when_the_ot
     assert modern.close() == 0
     wait_until(lambda: set(classic.assignment() or ()) == SIX, 60, "the classic member owns everything")
     assert not classic.errors(), classic.errors()
+    assert "Traceback" not in server.log()
+
+
+def test_a_consumer_protocol_member_upgrades_a_live_classic_group_online(server, clients, request):
+    """Spec §7.4: two classic members, then a Java group.protocol=consumer member joins → a consumer
+    group with all three, each partition owned once, the classic members' offsets kept."""
+    group = group_name(request)
+    classic = [clients("confluent", "subscribe", server.bootstrap, topic="t6", group=group, seconds=0,
+                       commit_offset=5, **{"session.ms": 6000}) for _ in range(2)]
+    wait_until(lambda: owns_exactly(classic, SIX), 60, "the classic members share everything")
+    for c in classic:
+        c.wait_for(lambda e: e["event"] == "committed", 30)
+    assert describe(server, group).type == ConsumerGroupType.CLASSIC
+    modern = clients("java", "subscribe", server.bootstrap, **opts(group))
+    wait_until(lambda: owns_exactly(classic + [modern], SIX), 60, "each partition owned once by the three")
+    assert describe(server, group).type == ConsumerGroupType.CONSUMER
+    assert "group converted group=%s direction=upgrade" % group in server.log()
+    offsets = admin(server).list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(10)
+    assert {f"{tp.topic}-{tp.partition}": tp.offset for tp in offsets.topic_partitions} == {tp: 5 for tp in SIX}
+    assert all(not c.errors() for c in classic + [modern])
+    assert "Traceback" not in server.log()

@@ -360,7 +360,7 @@ class ClassicMachine:
         deadline): then it is re-armed, not acted on."""
         out = Outcome()
         group = self.groups.get(key[1])
-        if group is None:
+        if not isinstance(group, ClassicGroup):  # gone, or converted to a consumer group
             return out
         kind = key[0]
         if kind == "session":

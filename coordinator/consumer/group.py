@@ -32,7 +32,7 @@ from storage.consumer_records import (
     assignment_of,
     topic_partitions,
 )
-from storage.records import Record
+from storage.records import GroupMetadataKey, Record
 
 from .assignors import TopicPartitions
 from .reconciliation import NEW_MEMBER, MemberAssignment, MemberState
@@ -243,7 +243,7 @@ class ConsumerRecords:
         self.groups = groups
 
     def appliers(self) -> dict[type, Callable[[Any, Any], list[Record]]]:
-        return {
+        return {key: self._keeping_replaced(apply) for key, apply in {
             ConsumerGroupMetadataKey: self._group_metadata,
             ConsumerGroupPartitionMetadataKey: self._partition_metadata,
             ConsumerGroupMemberMetadataKey: self._member_metadata,
@@ -251,7 +251,19 @@ class ConsumerRecords:
             ConsumerGroupTargetAssignmentMemberKey: self._target_member,
             ConsumerGroupCurrentMemberAssignmentKey: self._current_assignment,
             ConsumerGroupRegularExpressionKey: self._regex,
-        }
+        }.items()}
+
+    def _keeping_replaced(self, apply: Callable[[Any, Any], list[Record]]) -> Callable[[Any, Any], list[Record]]:
+        """A record that replaces a group of another type undoes into that very group object (a
+        GroupMetadata key whose value is the group; never written), so a failed upgrade leaves the
+        classic group intact, members, timers and all."""
+        def run(key, value) -> list[Record]:
+            before = self.groups.get(key.group_id)
+            undo = apply(key, value)
+            if before is not None and not isinstance(before, ConsumerGroup) and self.groups.get(key.group_id) is not before:
+                undo.insert(0, Record(GroupMetadataKey(key.group_id), before))
+            return undo
+        return run
 
     def _group(self, group_id: str, create: bool) -> ConsumerGroup | None:
         group = self.groups.get(group_id)

@@ -50,6 +50,7 @@ from .group import (
 from .reconciliation import (NEW_MEMBER, FencedMemberEpoch, MemberAssignment, MemberState, reconcile,
                              validate_member_epoch)
 from .target_assignment import TargetMember, build_target_assignment, preferred_assignor
+from .migration import CannotConvert, converted_view, upgrade_records, validate_online_upgrade
 from .topic_regex import InvalidRegularExpression, compile_topic_regex
 
 E = ErrorCode
@@ -79,6 +80,8 @@ class ConsumerSettings:
     session_timeout_ms: int = 45000
     assignors: tuple[str, ...] = ("uniform", "range")
     max_size: int = 2147483647
+    migration_policy: str = "bidirectional"  # group.consumer.migration.policy (spec §7.4)
+    classic_max_size: int = 2147483647  # group.max.size: a downgraded group must fit
 
 
 @dataclasses.dataclass(slots=True)
@@ -185,13 +188,16 @@ class ConsumerMachine:
             if req.member_epoch != 0:
                 out.reply = error_reply(E.group_id_not_found, f"Group {req.group_id} not found.")
                 return out
-            if existing is not None:
-                # migration off (spec §7.4): an empty classic group is replaced, a live one is not ours
-                if existing.state_name != "Empty":
-                    out.reply = error_reply(E.group_id_not_found, f"Group {req.group_id} is not a consumer group.")
+            if existing is not None and existing.state_name != "Empty":
+                try:  # online upgrade (spec §7.4)
+                    group = self._upgrade(out, existing, topics, now)
+                except CannotConvert as e:
+                    out.reply = error_reply(E.group_id_not_found, str(e))
                     return out
-                out.records.append(Record(GroupMetadataKey(req.group_id), None))
-            group = ConsumerGroup(req.group_id)  # a view: the records below create the registered one
+            else:
+                if existing is not None:  # an empty classic group is replaced
+                    out.records.append(Record(GroupMetadataKey(req.group_id), None))
+                group = ConsumerGroup(req.group_id)  # a view: the records below create the registered one
         else:
             group = existing
         s = self.settings
@@ -302,6 +308,19 @@ class ConsumerMachine:
                          for t, ps in sorted(updated_assignment.assigned_partitions.items()) if ps]}
                      if send_assignment else None}
         return out
+
+    def _upgrade(self, out: Outcome, classic, topics: TopicsImage, now: Now) -> ConsumerGroup:
+        """The live classic group becomes a consumer group: its records, its parked JoinGroup and
+        SyncGroup answered REBALANCE_IN_PROGRESS, a session per member; the view to go on with."""
+        validate_online_upgrade(classic, self.settings.migration_policy, self.settings.max_size)
+        records = upgrade_records(classic, topics.by_name)
+        out.records += records
+        out.released += classic.release_parked(E.rebalance_in_progress)
+        group = converted_view(classic.group_id, records)
+        for member_id, member in group.members.items():
+            self.arm_session(out, group.group_id, member_id, member.metadata, now)
+        self.events.append(ev.GroupConverted(group.group_id, "upgrade", len(group.members)))
+        return group
 
     def _find_member(self, group: ConsumerGroup, req: ConsumerHeartbeatRequest):
         """(member id, the member or None for a new one, the static member it replaces or None), or the
