@@ -64,7 +64,7 @@ class GroupShard:
         self.classic = ClassicMachine(self.groups, settings, new_member_id, self.events)
         self.consumer = ConsumerMachine(self.groups, settings.consumer,
                                         new_consumer_member_id or (lambda: new_member_id("consumer")), self.events,
-                                        perf_ms)
+                                        perf_ms, self.classic.downgraded)
         self.classic_members = ClassicMembers(self.consumer)  # classic members inside consumer groups
         # one apply per record key type; a new group type adds its records here
         self._apply: dict[type, Callable[[Any, Any], list[Record]]] = {
@@ -178,7 +178,7 @@ class GroupShard:
     def leave(self, req: LeaveRequest, now: Now) -> Outcome:
         group = self.groups.get(req.group_id)
         if isinstance(group, ConsumerGroup):
-            return self.classic_members.leave(group, req)
+            return self.classic_members.leave(group, req, now)
         return self.classic.leave(req, now)
 
     def _topics(self, topics: TopicsImage | None) -> TopicsImage:

@@ -14,7 +14,7 @@ from .. import events as ev
 from ..classic.replies import join_reply, sync_reply
 from ..classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
 from ..clock import Now
-from ..outcome import Outcome
+from ..outcome import Outcome, reply_when_written
 from .group import ConsumerGroup, ConsumerMember
 from .machine import ConsumerHeartbeatRequest, ConsumerMachine, TopicsImage
 from .reconciliation import FencedMemberEpoch, MemberState
@@ -66,8 +66,7 @@ class ClassicMembers:
         # no client-side assignment: every member is a follower, its assignment comes in SyncGroup
         reply = join_reply(E.none, member_id, out.reply["member_epoch"], "consumer",
                            self._protocol_name(group, names))
-        out.reply = None
-        out.after_write = lambda error, at: Outcome(reply=reply if error is None else join_reply(error, member_id))
+        reply_when_written(out, reply, lambda error: join_reply(error, member_id))
         return out
 
     @staticmethod
@@ -133,7 +132,7 @@ class ClassicMembers:
 
     # -- LeaveGroup -------------------------------------------------------------------------------
 
-    def leave(self, group: ConsumerGroup, req: LeaveRequest) -> Outcome:
+    def leave(self, group: ConsumerGroup, req: LeaveRequest, now: Now) -> Outcome:
         """Each identity leaves (an instance id alone is an admin removal); one new group epoch."""
         out, results, leavers = Outcome(), [], []
         for member_id, instance_id in req.members:
@@ -154,11 +153,8 @@ class ClassicMembers:
                 self.machine.events.append(ev.ConsumerMemberLeft(group.group_id, member_id, instance_id,
                                                                  temporary=False))
         if leavers:
-            self.machine.remove_members(out, group, leavers, "member-left")
-        reply = {"error_code": E.none, "members": results}
+            self.machine.remove_members(out, group, leavers, "member-left", now)
+        out.reply = {"error_code": E.none, "members": results}
         if out.records:
-            out.after_write = lambda error, at: Outcome(reply=reply if error is None
-                                                        else {"error_code": error, "members": []})
-        else:
-            out.reply = reply
+            reply_when_written(out, out.reply, lambda error: {"error_code": error, "members": []})
         return out

@@ -36,7 +36,7 @@ from storage.records import GroupMetadataKey, Record
 
 from .. import events as ev
 from ..clock import Now
-from ..outcome import Outcome
+from ..outcome import Outcome, reply_when_written
 from .assignors import ASSIGNORS, PartitionAssignorError, TopicMetadata
 from .group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -50,7 +50,8 @@ from .group import (
 from .reconciliation import (NEW_MEMBER, FencedMemberEpoch, MemberAssignment, MemberState, reconcile,
                              validate_member_epoch)
 from .target_assignment import TargetMember, build_target_assignment, preferred_assignor
-from .migration import CannotConvert, converted_view, upgrade_records, validate_online_upgrade
+from .migration import (CannotConvert, can_downgrade, converted_view, downgrade_records, upgrade_records,
+                        validate_online_upgrade)
 from .topic_regex import InvalidRegularExpression, compile_topic_regex
 
 E = ErrorCode
@@ -113,12 +114,14 @@ def _blank(s: str | None) -> bool:
 
 class ConsumerMachine:
     def __init__(self, groups: dict, settings: ConsumerSettings, new_member_id: Callable[[], str], events: list,
-                 perf_ms: Callable[[], float] = lambda: 0.0) -> None:
+                 perf_ms: Callable[[], float] = lambda: 0.0,
+                 downgraded: Callable[[str, Now], Outcome] = lambda group_id, now: Outcome()) -> None:
         self.groups = groups  # the partition's registry, shared with every group type
         self.settings = settings
         self.new_member_id = new_member_id  # a random UUID as 22-char URL-safe base64 (v0 joins)
         self.events = events
         self._perf_ms = perf_ms  # a cost meter for the target computation (events only; no deadlines)
+        self._downgraded = downgraded  # the classic machine takes over a downgraded group (spec §7.4)
         # timers, as deadlines on the monotonic clock (memory only): (group, member) → deadline,
         # and (group, member) → (deadline, member epoch it was armed at)
         self.session: dict[tuple[str, str], int] = {}
@@ -145,8 +148,7 @@ class ConsumerMachine:
         except PartitionAssignorError as e:
             return Outcome(reply=error_reply(E.unknown_server_error, str(e)))
         if out.records:  # answered once durable; a failed write answers its error (the runner reverted it)
-            reply, out.reply = out.reply, None
-            out.after_write = lambda error, at: Outcome(reply=reply if error is None else error_reply(error))
+            reply_when_written(out, out.reply, error_reply)
         return out
 
     def _validate(self, req: ConsumerHeartbeatRequest) -> dict | None:
@@ -480,17 +482,27 @@ class ConsumerMachine:
             self.rebalance.pop((group.group_id, member.member_id), None)
             self.events.append(ev.ConsumerMemberLeft(group.group_id, member.member_id, req.instance_id, temporary=True))
         else:
-            self.remove_members(out, group, [member], "member-left")
+            self.remove_members(out, group, [member], "member-left", now)
             self.events.append(ev.ConsumerMemberLeft(group.group_id, member.member_id, req.instance_id,
                                                      temporary=False))
         out.reply = {"error_code": E.none, "error_message": None, "member_id": member.member_id,
                      "member_epoch": req.member_epoch, "heartbeat_interval_ms": 0, "assignment": None}
         return out
 
-    def remove_members(self, out: Outcome, group: ConsumerGroup, members: list[ConsumerMember], reason: str) -> None:
-        """Each member's tombstones, the regexes only they used, and one new group epoch (spec §2.7)."""
+    def remove_members(self, out: Outcome, group: ConsumerGroup, members: list[ConsumerMember], reason: str,
+                       now: Now) -> None:
+        """Each member's tombstones, the regexes only they used, and one new group epoch (spec §2.7);
+        or, when only classic members stay, the group's downgrade (spec §7.4)."""
         gone = {m.member_id for m in members}
         staying = [m for m in group.members.values() if m.member_id not in gone]
+        if can_downgrade(staying, self.settings.migration_policy, self.settings.classic_max_size):
+            out.records += downgrade_records(group, staying, now.wall)
+            self.events.append(ev.GroupConverted(group.group_id, "downgrade", len(staying)))
+            out.after_write = lambda error, at: Outcome() if error is not None else self._downgraded(group.group_id, at)
+            for member_id in group.members:
+                self.session.pop((group.group_id, member_id), None)
+                self.rebalance.pop((group.group_id, member_id), None)
+            return
         in_use = {m.subscribed_topic_regex for m in staying if m.subscribed_topic_regex}
         for member in members:
             out.records += member_tombstones(group.group_id, member.member_id)
@@ -535,7 +547,7 @@ class ConsumerMachine:
             if deadline > now.mono:  # a heartbeat moved it: fire again then
                 out.timers.append((key, deadline))
                 return out
-            self.remove_members(out, group, [member], "session-expired")
+            self.remove_members(out, group, [member], "session-expired", now)
             self.events.append(ev.ConsumerMemberFenced(group_id, member_id, member.instance_id, "session-expired"))
         else:
             armed = self.rebalance.get((group_id, member_id))
@@ -547,7 +559,7 @@ class ConsumerMachine:
                 out.timers.append((key, deadline))
                 return out
             if member.member_epoch == epoch and member.assignment.state is MemberState.UNREVOKED_PARTITIONS:
-                self.remove_members(out, group, [member], "rebalance-timeout")
+                self.remove_members(out, group, [member], "rebalance-timeout", now)
                 self.events.append(ev.ConsumerMemberFenced(group_id, member_id, member.instance_id,
                                                            "rebalance-timeout"))
             else:

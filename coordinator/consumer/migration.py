@@ -1,11 +1,12 @@
-"""Online migration between the protocols (spec §7.4; Kafka's validateOnlineUpgrade and
-convertToConsumerGroup): the records that turn a live classic group into a consumer group in which
-every classic member keeps its generation and its last assignment. Sans-IO.
+"""Online migration between the protocols (spec §7.4; Kafka's validateOnlineUpgrade,
+convertToConsumerGroup, validateOnlineDowngradeWithFencedMembers and convertToClassicGroup): the
+records that turn a live classic group into a consumer group in which every classic member keeps
+its generation and its last assignment, and back. Sans-IO.
 """
 
 from __future__ import annotations
 
-from protocol.consumer import BadConsumerProtocol, decode_assignment, decode_subscription
+from protocol.consumer import BadConsumerProtocol, decode_assignment, decode_subscription, encode_assignment
 from storage.consumer_records import (
     ClassicMemberMetadata,
     ClassicProtocol,
@@ -20,10 +21,10 @@ from storage.consumer_records import (
     ConsumerGroupTargetAssignmentMetadataValue,
     topic_partitions,
 )
-from storage.records import GroupMetadataKey, Record
+from storage.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, Record
 
 from ..classic.group import ClassicGroup
-from .group import ConsumerGroup, ConsumerRecords, current_value
+from .group import ConsumerGroup, ConsumerMember, ConsumerRecords, current_value
 from .reconciliation import MemberAssignment, MemberState
 
 UPGRADE_POLICIES = ("bidirectional", "upgrade")
@@ -82,3 +83,31 @@ def converted_view(group_id: str, records: list[Record]) -> ConsumerGroup:
         if type(record.key) in appliers:
             appliers[type(record.key)](record.key, record.value)
     return scratch[group_id]
+
+
+def can_downgrade(staying: list[ConsumerMember], policy: str, classic_max_size: int) -> bool:
+    """The members left after a leave or a fencing are all classic ones (at least one) that fit a
+    classic group, and the policy allows the downgrade."""
+    return (bool(staying) and all(m.classic is not None for m in staying) and policy in DOWNGRADE_POLICIES
+            and len(staying) <= classic_max_size)
+
+
+def downgrade_records(group: ConsumerGroup, staying: list[ConsumerMember], now_wall: int) -> list[Record]:
+    """Every consumer tombstone, then the GroupMetadata record of the classic group: generation =
+    group epoch, the first member the leader, each member with its current assignment."""
+    names = {t.topic_id: t.topic_name for t in (group.subscription_metadata.topics if group.subscription_metadata else ())}
+    first = [p.name for p in staying[0].classic.supported_protocols]
+    protocol = next((n for n in first if all(n in {p.name for p in m.classic.supported_protocols} for m in staying)),
+                    first[0] if first else "")
+    members = []
+    for m in staying:
+        meta = m.metadata
+        subscription = next((p.metadata for p in m.classic.supported_protocols if p.name == protocol), b"")
+        assignment = {names[t]: sorted(ps) for t, ps in sorted(m.assignment.assigned_partitions.items())
+                      if ps and t in names}
+        members.append(MemberMetadata(m.member_id, meta.instance_id, meta.client_id, meta.client_host,
+                                      meta.rebalance_timeout_ms, m.classic.session_timeout_ms, subscription,
+                                      encode_assignment(assignment)))
+    value = GroupMetadataValue(protocol_type="consumer", generation=group.group_epoch, protocol=protocol,
+                               leader=staying[0].member_id, current_state_timestamp=now_wall, members=tuple(members))
+    return group.delete_records() + [Record(GroupMetadataKey(group.group_id), value)]

@@ -16,7 +16,10 @@ E = ErrorCode
 
 @pytest.fixture
 def d():
-    return Driver(GroupSettings())
+    """Policy `upgrade`: no downgrade when the last consumer-protocol member goes (test_consumer_migration)."""
+    d = Driver(GroupSettings())
+    d.settings.consumer.migration_policy = "upgrade"
+    return d
 
 
 def classic_join(d, member_id, ticket, owned_partitions=None, protocols=("range",), **kw):
@@ -86,8 +89,7 @@ def test_a_join_needs_a_protocol_every_classic_member_supports(d):
     assert (r["error_code"], r["protocol_name"]) == (E.none, "roundrobin")
 
 
-def test_a_full_group_refuses_a_classic_member():
-    d = Driver(GroupSettings())
+def test_a_full_group_refuses_a_classic_member(d):
     d.settings.consumer.max_size = 1
     d.consumer_heartbeat(join("a"), TOPICS)
     assert classic_join(d, "", "b", version=9)["error_code"] == E.group_max_size_reached

@@ -126,3 +126,72 @@ def test_parked_joins_are_answered_rebalance_in_progress():
     d.consumer_heartbeat(join("c"), TOPICS)
     assert d.replies["rejoin-a"]["error_code"] == E.rebalance_in_progress
     assert isinstance(d.shard.groups["g"], ConsumerGroup)
+
+
+def upgraded(d) -> dict[str, str]:
+    """classic_group, an offset committed, then c upgrades it (group epoch 2, a and b at epoch 1)."""
+    ids = classic_group(d)
+    assert d.commit("g", [("foo", 0, 5)], generation=1, member_id=ids["a"]) == {("foo", 0): E.none}
+    assert d.consumer_heartbeat(join("c"), TOPICS)["error_code"] == E.none
+    return ids
+
+
+@pytest.mark.parametrize("policy", ["bidirectional", "downgrade"])
+def test_the_last_consumer_protocol_member_leaving_downgrades_the_group(policy):
+    d = driver("bidirectional")
+    ids = upgraded(d)
+    d.settings.consumer.migration_policy = policy
+    d.consumer_heartbeat(hb("c", -1), TOPICS)
+    group = d.shard.groups["g"]
+    assert isinstance(group, ClassicGroup)
+    assert (group.state_name, group.generation, group.protocol_type, group.protocol_name) == \
+        ("PreparingRebalance", 2, "consumer", "range")
+    assert assigned_partitions(group.members[ids["a"]].assignment) == {"foo": [0, 1]}
+    assert [e.direction for e in d.events if type(e).__name__ == "GroupConverted"] == ["upgrade", "downgrade"]
+    assert {k[0] for k in d.timers if k[1:2] == ("g",)} >= {"session", "join"}
+    # a classic rebalance: both re-join, the leader assigns, everyone syncs
+    assert d.heartbeat("g", ids["a"], 2) == E.rebalance_in_progress
+    for name in ("a", "b"):
+        d.join("g", ids[name], ticket=f"down-join-{name}", protocols=SUBSCRIBED)
+    assert d.replies["down-join-a"]["generation_id"] == 3
+    leader = group.leader_id
+    d.sync("g", leader, 3, ticket="down-sync-leader",
+           assignments={ids["a"]: encode_assignment({"foo": [0, 1]}), ids["b"]: encode_assignment({"foo": [2, 3]})})
+    other = ids["b"] if leader == ids["a"] else ids["a"]
+    d.sync("g", other, 3, ticket="down-sync-other")
+    assert group.state_name == "Stable"
+    assert [(t, p, v.offset) for t, p, v in d.fetch("g")] == [("foo", 0, 5)]  # kept across both conversions
+    d.assert_replay_matches()
+
+
+def test_with_policy_upgrade_the_group_stays_a_consumer_group():
+    d = driver("upgrade")
+    upgraded(d)
+    d.consumer_heartbeat(hb("c", -1), TOPICS)
+    assert isinstance(d.shard.groups["g"], ConsumerGroup) and len(d.shard.groups["g"].members) == 2
+
+
+def test_a_fenced_last_consumer_protocol_member_downgrades_the_group():
+    d = driver()
+    ids = upgraded(d)
+    for _ in range(12):  # c stays silent; a and b heartbeat (told to re-join, which they do not)
+        if isinstance(d.shard.groups["g"], ClassicGroup):
+            break
+        assert {d.heartbeat("g", i, 1) for i in ids.values()} == {E.rebalance_in_progress}
+        d.advance(5_000)
+    group = d.shard.groups["g"]
+    assert isinstance(group, ClassicGroup) and set(group.members) == set(ids.values())
+    assert any(type(e).__name__ == "ConsumerMemberFenced" and e.member_id == "c" for e in d.events)
+
+
+def test_a_failed_downgrade_write_leaves_the_consumer_group():
+    d = driver()
+    ids = upgraded(d)
+    before = {m: (v.metadata, v.assignment) for m, v in d.shard.groups["g"].members.items()}
+    d.fail_next_write(E.not_coordinator)
+    assert d.consumer_heartbeat(hb("c", -1), TOPICS)["error_code"] == E.not_coordinator
+    group = d.shard.groups["g"]
+    assert isinstance(group, ConsumerGroup) and group.group_epoch == 2
+    assert {m: (v.metadata, v.assignment) for m, v in group.members.items()} == before
+    assert d.heartbeat("g", ids["a"], 1) == E.rebalance_in_progress  # still a classic member of the consumer group
+    assert_replay_matches(d)
