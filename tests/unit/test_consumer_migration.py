@@ -195,3 +195,25 @@ def test_a_failed_downgrade_write_leaves_the_consumer_group():
     assert {m: (v.metadata, v.assignment) for m, v in group.members.items()} == before
     assert d.heartbeat("g", ids["a"], 1) == E.rebalance_in_progress  # still a classic member of the consumer group
     assert_replay_matches(d)
+
+
+def test_each_conversion_is_one_log_line_and_counted_by_direction(caplog):
+    from prometheus_client import REGISTRY
+
+    from coordinator import observe
+
+    def count(direction):
+        return REGISTRY.get_sample_value("groupd_group_conversions_total", {"direction": direction}) or 0
+
+    d = driver()
+    upgraded(d)
+    d.consumer_heartbeat(hb("c", -1), TOPICS)
+    converted = [e for e in d.events if type(e).__name__ == "GroupConverted"]
+    assert [(e.direction, e.members) for e in converted] == [("upgrade", 2), ("downgrade", 2)]
+    before = {k: count(k) for k in ("upgrade", "downgrade")}
+    with caplog.at_level("INFO", logger="groupd.group"):
+        observe.emit(converted)
+    assert [r.getMessage() for r in caplog.records] == [
+        "group converted group=g direction=upgrade to=consumer members=2",
+        "group converted group=g direction=downgrade to=classic members=2"]
+    assert {k: count(k) - v for k, v in before.items()} == {"upgrade": 1, "downgrade": 1}
