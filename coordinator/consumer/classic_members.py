@@ -64,6 +64,8 @@ class ClassicMembers:
             out.reply = join_reply(out.reply["error_code"], req.member_id)
             return out
         # no client-side assignment: every member is a follower, its assignment comes in SyncGroup
+        # it must sync within its rebalance timeout (Kafka's sync timeout), and has re-joined
+        self._expect(out, group.group_id, member_id, now.mono + req.rebalance_timeout_ms, "sync-timeout")
         reply = join_reply(E.none, member_id, out.reply["member_epoch"], "consumer",
                            self._protocol_name(group, names))
         reply_when_written(out, reply, lambda error: join_reply(error, member_id))
@@ -104,7 +106,9 @@ class ClassicMembers:
                 or (req.protocol_name is not None and req.protocol_name not in names)):
             return Outcome(reply=sync_reply(E.inconsistent_group_protocol))
         self.machine.arm_session(None, group.group_id, member.member_id, member.metadata, now)
+        self.machine.classic_deadlines.pop((group.group_id, member.member_id), None)  # synced in time
         if group.group_epoch > member.member_epoch and member.assignment.state is not MemberState.UNREVOKED_PARTITIONS:
+            self._expect(None, group.group_id, member.member_id, self._join_by(member, now), "join-timeout")
             return Outcome(reply=sync_reply(E.rebalance_in_progress))
         assignment = {topics.by_id[t].name: sorted(ps)
                       for t, ps in sorted(member.assignment.assigned_partitions.items()) if ps and t in topics.by_id}
@@ -117,11 +121,25 @@ class ClassicMembers:
             return member
         self.machine.arm_session(None, group.group_id, member.member_id, member.metadata, now)
         a = member.assignment
-        if member.member_epoch < group.group_epoch or a.state is MemberState.UNREVOKED_PARTITIONS:
+        if (member.member_epoch < group.group_epoch or a.state is MemberState.UNREVOKED_PARTITIONS
+                or (a.state is MemberState.UNRELEASED_PARTITIONS and self._released(group, member))):
+            # re-join (to give up partitions, or take released ones) within the rebalance timeout
+            key = (group.group_id, member.member_id)
+            if self.machine.classic_deadlines.get(key, (0, ""))[1] != "join-timeout":
+                self._expect(None, group.group_id, member.member_id, self._join_by(member, now), "join-timeout")
             return E.rebalance_in_progress
-        if a.state is MemberState.UNRELEASED_PARTITIONS and self._released(group, member):
-            return E.rebalance_in_progress  # what it waits for is free now: re-join to take it
         return E.none
+
+    @staticmethod
+    def _join_by(member: ConsumerMember, now: Now) -> int:
+        return now.mono + member.metadata.rebalance_timeout_ms
+
+    def _expect(self, out: Outcome | None, group_id: str, member_id: str, deadline: int, reason: str) -> None:
+        """A join or sync deadline, checked by the member's session timer (armed earlier here when
+        an outcome can carry the timer; a heartbeat's is checked when the session timer fires)."""
+        self.machine.classic_deadlines[(group_id, member_id)] = (deadline, reason)
+        if out is not None:
+            out.timers.append((("consumer-session", group_id, member_id), deadline))
 
     @staticmethod
     def _released(group: ConsumerGroup, member: ConsumerMember) -> bool:

@@ -57,7 +57,7 @@ from .topic_regex import InvalidRegularExpression, compile_topic_regex
 E = ErrorCode
 
 EPOCH_BUMP_REASONS = ("new-group", "subscription-changed", "metadata-changed", "member-left", "member-fenced",
-                      "session-expired", "rebalance-timeout")
+                      "session-expired", "rebalance-timeout", "join-timeout", "sync-timeout")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -126,6 +126,8 @@ class ConsumerMachine:
         # and (group, member) → (deadline, member epoch it was armed at)
         self.session: dict[tuple[str, str], int] = {}
         self.rebalance: dict[tuple[str, str], tuple[int, int]] = {}
+        # a classic member's join and sync deadlines (spec §7.3): checked when its session timer fires
+        self.classic_deadlines: dict[tuple[str, str], tuple[int, str]] = {}  # → (deadline, reason)
         self.topics: TopicsImage | None = None  # the last image a heartbeat brought (timers have none)
 
     # =========================================================================================
@@ -500,8 +502,7 @@ class ConsumerMachine:
             self.events.append(ev.GroupConverted(group.group_id, "downgrade", len(staying)))
             out.after_write = lambda error, at: Outcome() if error is not None else self._downgraded(group.group_id, at)
             for member_id in group.members:
-                self.session.pop((group.group_id, member_id), None)
-                self.rebalance.pop((group.group_id, member_id), None)
+                self.forget(group.group_id, member_id)
             return
         in_use = {m.subscribed_topic_regex for m in staying if m.subscribed_topic_regex}
         for member in members:
@@ -517,8 +518,12 @@ class ConsumerMachine:
         out.records.append(Record(ConsumerGroupMetadataKey(group.group_id), ConsumerGroupMetadataValue(epoch)))
         self.events.append(ev.ConsumerGroupEpochBumped(group.group_id, epoch, reason))
         for member_id in gone:
-            self.session.pop((group.group_id, member_id), None)
-            self.rebalance.pop((group.group_id, member_id), None)
+            self.forget(group.group_id, member_id)
+
+    def forget(self, group_id: str, member_id: str) -> None:
+        """A removed member's timers."""
+        for timers in (self.session, self.rebalance, self.classic_deadlines):
+            timers.pop((group_id, member_id), None)
 
     # =========================================================================================
     # timers
@@ -543,12 +548,17 @@ class ConsumerMachine:
             deadline = self.session.get((group_id, member_id))
             if member is None or deadline is None:
                 self.session.pop((group_id, member_id), None)
+                self.classic_deadlines.pop((group_id, member_id), None)
                 return out
+            reason = "session-expired"
+            classic = self.classic_deadlines.get((group_id, member_id))
+            if classic is not None and classic[0] < deadline:
+                deadline, reason = classic
             if deadline > now.mono:  # a heartbeat moved it: fire again then
                 out.timers.append((key, deadline))
                 return out
-            self.remove_members(out, group, [member], "session-expired", now)
-            self.events.append(ev.ConsumerMemberFenced(group_id, member_id, member.instance_id, "session-expired"))
+            self.remove_members(out, group, [member], reason, now)
+            self.events.append(ev.ConsumerMemberFenced(group_id, member_id, member.instance_id, reason))
         else:
             armed = self.rebalance.get((group_id, member_id))
             if member is None or armed is None:

@@ -129,3 +129,26 @@ def test_a_failed_write_reverts_the_classic_join(d):
     assert group(d).members["a"].assignment.state is MemberState.STABLE
     assert group(d).partition_epoch(FOO, 3) == 1
     assert_replay_matches(d)
+
+
+def test_a_classic_member_that_does_not_sync_or_rejoin_in_its_rebalance_timeout_is_fenced(d):
+    d.consumer_heartbeat(join("a"), TOPICS)
+    b, _ = classic_member(d, rebalance_timeout_ms=4_000)  # never syncs
+    d.advance(3_000)
+    assert d.heartbeat("g", b, 2) == E.none
+    d.advance(1_001)
+    assert set(group(d).members) == {"a"}
+    assert [e.reason for e in d.events if type(e).__name__ == "ConsumerMemberFenced"] == ["sync-timeout"]
+
+    c, _ = classic_member(d, "c", rebalance_timeout_ms=4_000)
+    epoch = group(d).group_epoch
+    assert synced(d, c, epoch, "c-sync")[0] == E.none
+    d.consumer_heartbeat(hb("a", -1), TOPICS)  # a new epoch: c is told to re-join, and does not
+    for _ in range(2):
+        assert d.heartbeat("g", c, epoch) == E.rebalance_in_progress
+        d.advance(1_000)
+    assert c in group(d).members
+    d.advance_until(lambda: c not in group(d).members, limit_ms=10_000)  # before its session would end
+    assert [e.reason for e in d.events if type(e).__name__ == "ConsumerMemberFenced"] == ["sync-timeout",
+                                                                                           "join-timeout"]
+    assert_replay_matches(d)

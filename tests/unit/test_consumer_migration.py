@@ -128,9 +128,9 @@ def test_parked_joins_are_answered_rebalance_in_progress():
     assert isinstance(d.shard.groups["g"], ConsumerGroup)
 
 
-def upgraded(d) -> dict[str, str]:
+def upgraded(d, **classic_join_options) -> dict[str, str]:
     """classic_group, an offset committed, then c upgrades it (group epoch 2, a and b at epoch 1)."""
-    ids = classic_group(d)
+    ids = classic_group(d, **classic_join_options)
     assert d.commit("g", [("foo", 0, 5)], generation=1, member_id=ids["a"]) == {("foo", 0): E.none}
     assert d.consumer_heartbeat(join("c"), TOPICS)["error_code"] == E.none
     return ids
@@ -173,8 +173,8 @@ def test_with_policy_upgrade_the_group_stays_a_consumer_group():
 
 def test_a_fenced_last_consumer_protocol_member_downgrades_the_group():
     d = driver()
-    ids = upgraded(d)
-    for _ in range(12):  # c stays silent; a and b heartbeat (told to re-join, which they do not)
+    ids = upgraded(d, rebalance_timeout_ms=300_000)
+    for _ in range(12):  # c stays silent; a and b heartbeat (told to re-join, within their rebalance timeout)
         if isinstance(d.shard.groups["g"], ClassicGroup):
             break
         assert {d.heartbeat("g", i, 1) for i in ids.values()} == {E.rebalance_in_progress}
