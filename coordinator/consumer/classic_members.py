@@ -37,6 +37,8 @@ class ClassicMembers:
         if req.group_instance_id is not None and not member_id:
             member_id = group.static_members.get(req.group_instance_id, "")  # a static member re-joining
         member = group.members.get(member_id) if member_id else None
+        if member is not None and member.classic is None:  # a consumer-protocol member's id
+            return Outcome(reply=join_reply(E.unknown_member_id, req.member_id))
         if member is None:
             if len(group.members) >= m.settings.max_size:
                 return Outcome(reply=join_reply(E.group_max_size_reached, req.member_id))

@@ -73,6 +73,7 @@ def test_sync_and_heartbeat_come_from_a_known_classic_member_of_the_generation(d
     b, _ = classic_member(d)
     assert d.heartbeat("g", "nobody", 2) == E.unknown_member_id
     assert d.heartbeat("g", "a", 1) == E.unknown_member_id  # a consumer-protocol member
+    assert classic_join(d, "a", "join-as-a")["error_code"] == E.unknown_member_id
     assert d.heartbeat("g", b, 1) == E.illegal_generation
     assert synced(d, b, 3, "sync-wrong-generation")[0] == E.illegal_generation
     r = d.sync("g", b, 2, ticket="sync-wrong-protocol", protocol_type="consumer", protocol_name="roundrobin")
