@@ -59,7 +59,7 @@ class ClassicMembers:
             classic=ClassicMemberMetadata(req.session_timeout_ms,
                                           tuple(ClassicProtocol(n, meta) for n, meta in req.protocols)))
         try:
-            out = m._join_or_heartbeat(hb, topics, now)
+            out = m.join_or_heartbeat(hb, topics, now)
         except FencedMemberEpoch:
             return Outcome(reply=join_reply(E.unknown_member_id, req.member_id))
         if out.reply["error_code"] != E.none:

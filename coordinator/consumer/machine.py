@@ -142,7 +142,7 @@ class ConsumerMachine:
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 out = self._leave(req, now)
             else:
-                out = self._join_or_heartbeat(req, topics, now)
+                out = self.join_or_heartbeat(req, topics, now)
         except FencedMemberEpoch as e:
             return Outcome(reply=error_reply(E.fenced_member_epoch, str(e)))
         except InvalidRegularExpression as e:
@@ -185,7 +185,7 @@ class ConsumerMachine:
         group = self.groups.get(group_id)
         return group if isinstance(group, ConsumerGroup) else None
 
-    def _join_or_heartbeat(self, req: ConsumerHeartbeatRequest, topics: TopicsImage, now: Now) -> Outcome:
+    def join_or_heartbeat(self, req: ConsumerHeartbeatRequest, topics: TopicsImage, now: Now) -> Outcome:
         out = Outcome()
         existing = self.groups.get(req.group_id)
         if existing is None or not isinstance(existing, ConsumerGroup):
