@@ -168,3 +168,12 @@ class ConsumerAssignmentChanged:
     member_id: str
     member_epoch: int
     partitions: int
+
+
+@_event
+class GroupConverted:
+    """Online migration (spec §7.4): a live group changed protocol with its members."""
+
+    group_id: str
+    direction: str  # "upgrade" (classic → consumer) or "downgrade" (consumer → classic)
+    members: int

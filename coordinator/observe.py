@@ -126,7 +126,14 @@ def _consumer_assignment_changed(e: ev.ConsumerAssignmentChanged) -> None:
               e.member_epoch, e.partitions)
 
 
+def _group_converted(e: ev.GroupConverted) -> None:
+    m.CONVERSIONS.labels(e.direction).inc()
+    log.info("group converted group=%s direction=%s to=%s members=%d", e.group_id, e.direction,
+             "consumer" if e.direction == "upgrade" else "classic", e.members)
+
+
 HANDLERS = {
+    ev.GroupConverted: _group_converted,
     ev.ConsumerGroupEpochBumped: _consumer_epoch_bumped,
     ev.ConsumerMemberJoined: _consumer_member_joined,
     ev.ConsumerMemberLeft: _consumer_member_left,

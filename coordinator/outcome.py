@@ -31,3 +31,16 @@ class Outcome:
     # what a write too large for the log (or that cannot be encoded) answers; Kafka maps it per
     # API: UNKNOWN_SERVER_ERROR for group metadata, INVALID_COMMIT_OFFSET_SIZE for offset commits
     too_large: ErrorCode = ErrorCode.unknown_server_error
+
+
+def reply_when_written(out: Outcome, reply: Any, on_error: Callable[[ErrorCode], Any]) -> None:
+    """Answer `reply` once `out`'s records are durable, `on_error(error)` if they failed — after the
+    continuation `out` already has (a conversion's follow-up, say)."""
+    then = out.after_write
+
+    def written(error: ErrorCode | None, at: Now) -> Outcome:
+        follow = then(error, at) if then is not None else Outcome()
+        follow.reply = reply if error is None else on_error(error)
+        return follow
+
+    out.reply, out.after_write = None, written

@@ -255,12 +255,13 @@ class GroupCoordinator:
         ticket = self._new_ticket() if parks else None
         return self.run(p, operation(self.shards[p], ticket, now()), ticket)
 
-    def join(self, req: JoinRequest) -> Any:
-        return self.call(req.group_id, lambda shard, ticket, at: shard.join(req, ticket, at),
+    def join(self, req: JoinRequest, topics: TopicsImage | None = None) -> Any:
+        return self.call(req.group_id, lambda shard, ticket, at: shard.join(req, ticket, at, topics),
                          lambda error: join_reply(error, req.member_id), parks=True)
 
-    def sync(self, req: SyncRequest) -> Any:
-        return self.call(req.group_id, lambda shard, ticket, at: shard.sync(req, ticket, at), sync_reply, parks=True)
+    def sync(self, req: SyncRequest, topics: TopicsImage | None = None) -> Any:
+        return self.call(req.group_id, lambda shard, ticket, at: shard.sync(req, ticket, at, topics), sync_reply,
+                         parks=True)
 
     def leave(self, req: LeaveRequest) -> Any:
         return self.call(req.group_id, lambda shard, _, at: shard.leave(req, at),

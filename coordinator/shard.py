@@ -21,6 +21,7 @@ from .classic.replies import join_reply, sync_reply
 from .classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
 from storage.consumer_records import ConsumerGroupKey
 
+from .consumer.classic_members import ClassicMembers
 from .consumer.group import ConsumerGroup, ConsumerRecords
 from .consumer.machine import ConsumerHeartbeatRequest, ConsumerMachine, ConsumerSettings, TopicsImage
 from . import events as ev
@@ -45,7 +46,8 @@ class GroupSettings:
     @classmethod
     def from_settings(cls, s) -> GroupSettings:
         consumer = ConsumerSettings(s.group_consumer_heartbeat_interval_ms, s.group_consumer_session_timeout_ms,
-                                    s.group_consumer_assignors, s.group_consumer_max_size)
+                                    s.group_consumer_assignors, s.group_consumer_max_size,
+                                    s.group_consumer_migration_policy, s.group_max_size)
         return cls(s.group_min_session_timeout_ms, s.group_max_session_timeout_ms,
                    s.group_initial_rebalance_delay_ms, s.group_max_size, s.offset_metadata_max_bytes, consumer)
 
@@ -62,7 +64,8 @@ class GroupShard:
         self.classic = ClassicMachine(self.groups, settings, new_member_id, self.events)
         self.consumer = ConsumerMachine(self.groups, settings.consumer,
                                         new_consumer_member_id or (lambda: new_member_id("consumer")), self.events,
-                                        perf_ms)
+                                        perf_ms, self.classic.downgraded)
+        self.classic_members = ClassicMembers(self.consumer)  # classic members inside consumer groups
         # one apply per record key type; a new group type adds its records here
         self._apply: dict[type, Callable[[Any, Any], list[Record]]] = {
             OffsetCommitKey: self._apply_offset,
@@ -91,6 +94,9 @@ class GroupShard:
 
     def _apply_classic_group(self, key: GroupMetadataKey, value: GroupMetadataValue | None) -> list[Record]:
         group = self.groups.get(key.group)
+        if isinstance(value, ClassicGroup):  # a revert puts back the very group a conversion replaced
+            self.groups[key.group] = value
+            return [Record(key, None)]
         undo = [Record(key, group.durable if group is not None else None)]
         if value is None:
             if group is not None:
@@ -98,6 +104,7 @@ class GroupShard:
                     group.durable = None  # its offsets keep it as a simple group, as at load
                 else:
                     del self.groups[key.group]
+                    undo = [Record(key, group)]  # a revert puts back the very group, members and all
         elif group is None or value.generation > group.generation:
             self.groups[key.group] = ClassicGroup.from_record(key.group, value)
         else:  # memory is as new as the record: take what the record adds to it
@@ -140,16 +147,15 @@ class GroupShard:
     # =========================================================================================
     # the classic protocol (coordinator/classic/machine.py)
 
-    # A classic request for a consumer group, with migration off (spec §7.3–7.4): a JoinGroup
-    # replaces an empty consumer group and is INCONSISTENT_GROUP_PROTOCOL for a live one; the other
-    # requests come from no member of it.
+    # A classic request for a consumer group (spec §7.3): a JoinGroup replaces an empty consumer
+    # group; a live one serves classic members beside consumer-protocol ones.
 
-    def join(self, req: JoinRequest, ticket: Any, now: Now) -> Outcome:
+    def join(self, req: JoinRequest, ticket: Any, now: Now, topics: TopicsImage | None = None) -> Outcome:
         group = self.groups.get(req.group_id)
         if not isinstance(group, ConsumerGroup):
             return self.classic.join(req, ticket, now)
         if group.members:
-            return Outcome(reply=join_reply(E.inconsistent_group_protocol, req.member_id))
+            return self.classic_members.join(group, req, self._topics(topics), now)
         # the empty group's tombstones first (a failed write reverts them); once they are durable the
         # join runs against no group at all and creates the classic one
         out = Outcome(records=group.delete_records())
@@ -157,20 +163,27 @@ class GroupShard:
                                              else Outcome(reply=join_reply(error, req.member_id)))
         return out
 
-    def sync(self, req: SyncRequest, ticket: Any, now: Now) -> Outcome:
-        if isinstance(self.groups.get(req.group_id), ConsumerGroup):
-            return Outcome(reply=sync_reply(E.unknown_member_id))
+    def sync(self, req: SyncRequest, ticket: Any, now: Now, topics: TopicsImage | None = None) -> Outcome:
+        group = self.groups.get(req.group_id)
+        if isinstance(group, ConsumerGroup):
+            return self.classic_members.sync(group, req, self._topics(topics), now)
         return self.classic.sync(req, ticket, now)
 
     def heartbeat(self, req: HeartbeatRequest, now: Now) -> ErrorCode:
-        if isinstance(self.groups.get(req.group_id), ConsumerGroup):
-            return E.unknown_member_id
+        group = self.groups.get(req.group_id)
+        if isinstance(group, ConsumerGroup):
+            return self.classic_members.heartbeat(group, req, now)
         return self.classic.heartbeat(req, now)
 
     def leave(self, req: LeaveRequest, now: Now) -> Outcome:
-        if isinstance(self.groups.get(req.group_id), ConsumerGroup):
-            return Outcome(reply={"error_code": E.unknown_member_id, "members": []})
+        group = self.groups.get(req.group_id)
+        if isinstance(group, ConsumerGroup):
+            return self.classic_members.leave(group, req, now)
         return self.classic.leave(req, now)
+
+    def _topics(self, topics: TopicsImage | None) -> TopicsImage:
+        """The image the request brought, else the last one a consumer heartbeat brought."""
+        return topics or self.consumer.topics or TopicsImage(-1, {}, {})
 
     # =========================================================================================
     # offsets (coordinator/offsets.py)

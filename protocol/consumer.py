@@ -4,6 +4,7 @@ version: later versions only append fields, so the v0 prefix is always readable)
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 
 
@@ -34,34 +35,91 @@ def subscribed_topics(metadata: bytes) -> list[str]:
         raise BadConsumerProtocol(str(e)) from None
 
 
-def assigned_partitions(assignment: bytes) -> dict[str, list[int]]:
-    """The partitions of a ConsumerProtocolAssignment: int16 version, array of (topic, [partition])."""
-    if not assignment:
-        return {}
+@dataclasses.dataclass(frozen=True, slots=True)
+class Subscription:
+    """A ConsumerProtocolSubscription: v1 adds the owned partitions, v2 the generation, v3 the rack."""
+
+    topics: tuple[str, ...]
+    user_data: bytes | None = None
+    owned_partitions: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    generation: int = -1
+    rack_id: str | None = None
+
+
+def decode_subscription(metadata: bytes) -> Subscription:
+    """Every field of a ConsumerProtocolSubscription the version carries; a newer version's extra
+    fields after these are ignored."""
     try:
-        (version, count) = struct.unpack_from(">hi", assignment, 0)
-        pos, out = 6, {}
-        for _ in range(max(count, 0)):
-            topic, pos = _string(assignment, pos)
-            (n,) = struct.unpack_from(">i", assignment, pos)
-            out[topic] = list(struct.unpack_from(f">{max(n, 0)}i", assignment, pos + 4))
-            pos += 4 + 4 * max(n, 0)
-        return out
+        (version,) = struct.unpack_from(">h", metadata, 0)
+        topics = subscribed_topics(metadata)
+        pos = 6 + sum(2 + len(t.encode()) for t in topics)
+        (n,) = struct.unpack_from(">i", metadata, pos)
+        user_data = None if n < 0 else metadata[pos + 4 : pos + 4 + n]
+        pos += 4 + max(n, 0)
+        owned, generation, rack = {}, -1, None
+        if version >= 1:
+            owned, pos = _topic_partitions(metadata, pos)
+        if version >= 2:
+            (generation,) = struct.unpack_from(">i", metadata, pos)
+            pos += 4
+        if version >= 3:
+            (n,) = struct.unpack_from(">h", metadata, pos)
+            rack = None if n < 0 else _string(metadata, pos)[0]
+        return Subscription(tuple(topics), user_data, owned, generation, rack)
     except (struct.error, UnicodeDecodeError) as e:
         raise BadConsumerProtocol(str(e)) from None
 
 
-def encode_subscription(topics: list[str], user_data: bytes = b"") -> bytes:
-    out = [struct.pack(">hi", 0, len(topics))]
+def _topic_partitions(buf: bytes, pos: int) -> tuple[dict[str, list[int]], int]:
+    """An array of (topic, [partition]), as assignments and owned partitions carry them."""
+    (count,) = struct.unpack_from(">i", buf, pos)
+    pos, out = pos + 4, {}
+    for _ in range(max(count, 0)):
+        topic, pos = _string(buf, pos)
+        (n,) = struct.unpack_from(">i", buf, pos)
+        out[topic] = list(struct.unpack_from(f">{max(n, 0)}i", buf, pos + 4))
+        pos += 4 + 4 * max(n, 0)
+    return out, pos
+
+
+def assigned_partitions(assignment: bytes) -> dict[str, list[int]]:
+    """The partitions of a ConsumerProtocolAssignment: int16 version, array of (topic, [partition])."""
+    return decode_assignment(assignment)[0]
+
+
+def decode_assignment(assignment: bytes) -> tuple[dict[str, list[int]], bytes | None]:
+    """A ConsumerProtocolAssignment's partitions and user data (empty bytes: no assignment at all)."""
+    if not assignment:
+        return {}, None
+    try:
+        partitions, pos = _topic_partitions(assignment, 2)
+        if pos == len(assignment):
+            return partitions, None
+        (n,) = struct.unpack_from(">i", assignment, pos)
+        return partitions, None if n < 0 else assignment[pos + 4 : pos + 4 + n]
+    except (struct.error, UnicodeDecodeError) as e:
+        raise BadConsumerProtocol(str(e)) from None
+
+
+def encode_subscription(topics: list[str], user_data: bytes = b"",
+                        owned: dict[str, list[int]] | None = None) -> bytes:
+    """v0, or v1 with the owned partitions when `owned` is given."""
+    out = [struct.pack(">hi", 0 if owned is None else 1, len(topics))]
     out += [struct.pack(">h", len(t.encode())) + t.encode() for t in topics]
     out.append(struct.pack(">i", len(user_data)) + user_data)
+    if owned is not None:
+        out.append(_encode_topic_partitions(owned))
+    return b"".join(out)
+
+
+def _encode_topic_partitions(partitions: dict[str, list[int]]) -> bytes:
+    out = [struct.pack(">i", len(partitions))]
+    for topic, parts in partitions.items():
+        out.append(struct.pack(">h", len(topic.encode())) + topic.encode())
+        out.append(struct.pack(f">i{len(parts)}i", len(parts), *parts))
     return b"".join(out)
 
 
 def encode_assignment(partitions: dict[str, list[int]], user_data: bytes = b"") -> bytes:
-    out = [struct.pack(">hi", 0, len(partitions))]
-    for topic, parts in partitions.items():
-        out.append(struct.pack(">h", len(topic.encode())) + topic.encode())
-        out.append(struct.pack(f">i{len(parts)}i", len(parts), *parts))
-    out.append(struct.pack(">i", len(user_data)) + user_data)
-    return b"".join(out)
+    return (struct.pack(">h", 0) + _encode_topic_partitions(partitions)
+            + struct.pack(">i", len(user_data)) + user_data)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from confluent_kafka import ConsumerGroupState, ConsumerGroupType
+from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, ConsumerGroupType
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from coordinator import admin as groupd_admin
@@ -209,3 +209,62 @@ def test_with_migration_disabled_a_consumer_protocol_member_cannot_join_a_live_c
     assert set(classic.assignment()) == SIX and not classic.errors()
     assert describe(no_migration, group).type == ConsumerGroupType.CLASSIC
 
+
+
+@pytest.fixture(scope="module")
+def upgrade_only(tmp_path_factory):
+    """Policy `upgrade`: a consumer group whose last consumer-protocol member goes stays one."""
+    s = GroupdProcess(str(tmp_path_factory.mktemp("upgrade-only")), *SETTINGS, "group.consumer.migration.policy=upgrade")
+    s.start()
+    yield s
+    _admins.pop(s.bootstrap, None)
+    s.stop()
+
+
+def test_a_classic_member_joins_a_live_consumer_group_and_takes_over_when_the_other_leaves(upgrade_only, clients,
+                                                                                          request):
+    """Spec §7.3: a classic member (JoinGroup/SyncGroup) beside a consumer-protocol one."""
+    server = upgrade_only
+    group = group_name(request)
+    modern = clients("java", "subscribe", server.bootstrap, **opts(group))
+    wait_until(lambda: set(modern.assignment() or ()) == SIX, 60, "the consumer-protocol member owns everything")
+    classic = clients("confluent", "subscribe", server.bootstrap, topic="t6", group=group, seconds=0,
+                      commit_offset=7, **{"session.ms": 6000})
+    wait_until(lambda: owns_exactly([modern, classic], SIX), 60, "each partition owned once, both assigned")
+    committed = classic.wait_for(lambda e: e["event"] == "committed", 30)
+    assert set(committed["offsets"]) <= SIX and committed["offsets"]
+    described = describe(server, group)
+    assert described.type == ConsumerGroupType.CONSUMER and len(described.members) == 2
+    assert modern.close() == 0
+    wait_until(lambda: set(classic.assignment() or ()) == SIX, 60, "the classic member owns everything")
+    assert not classic.errors(), classic.errors()
+    assert describe(server, group).type == ConsumerGroupType.CONSUMER
+    assert "Traceback" not in server.log()
+
+
+def test_a_classic_group_is_upgraded_online_and_downgraded_again(server, clients, request):
+    """Spec §7.4: two classic members, then a Java group.protocol=consumer member joins → a consumer
+    group with all three, each partition owned once; it leaves → a classic group again, whose
+    members share everything; the offsets are kept throughout."""
+    group = group_name(request)
+    classic = [clients("confluent", "subscribe", server.bootstrap, topic="t6", group=group, seconds=0,
+                       commit_offset=5, **{"session.ms": 6000}) for _ in range(2)]
+    wait_until(lambda: owns_exactly(classic, SIX), 60, "the classic members share everything")
+    for c in classic:
+        c.wait_for(lambda e: e["event"] == "committed", 30)
+    assert describe(server, group).type == ConsumerGroupType.CLASSIC
+    modern = clients("java", "subscribe", server.bootstrap, **opts(group))
+    wait_until(lambda: owns_exactly(classic + [modern], SIX), 60, "each partition owned once by the three")
+    assert describe(server, group).type == ConsumerGroupType.CONSUMER
+    assert "group converted group=%s direction=upgrade" % group in server.log()
+    offsets = admin(server).list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(10)
+    assert {f"{tp.topic}-{tp.partition}": tp.offset for tp in offsets.topic_partitions} == {tp: 5 for tp in SIX}
+    assert all(not c.errors() for c in classic + [modern])
+    assert modern.close() == 0
+    wait_until(lambda: describe(server, group).type == ConsumerGroupType.CLASSIC, 30, "downgraded")
+    wait_until(lambda: owns_exactly(classic, SIX), 60, "the classic members share everything again")
+    assert "group converted group=%s direction=downgrade" % group in server.log()
+    offsets = admin(server).list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(10)
+    assert {f"{tp.topic}-{tp.partition}": tp.offset for tp in offsets.topic_partitions} == {tp: 5 for tp in SIX}
+    assert all(not c.errors() for c in classic)
+    assert "Traceback" not in server.log()

@@ -17,6 +17,7 @@ from protocol.codec import build_response
 from ..classic.replies import sync_reply
 from ..classic.requests import SyncRequest
 from . import Request, respond
+from .consumer_group_heartbeat import topics_image
 
 KEY = ApiKey.SYNC_GROUP
 VERSIONS = (0, 5)
@@ -31,7 +32,7 @@ def handle(node, request: Request):
     assignments = {a.member_id: a.assignment for a in body.assignments}
     result = node.coordinator.sync(SyncRequest(body.group_id, body.generation_id, body.member_id,
                                           getattr(body, "group_instance_id", None), protocol_type, protocol_name,
-                                          assignments))
+                                          assignments), topics_image(node))
     return respond(result, lambda reply: _response(version, reply))
 
 

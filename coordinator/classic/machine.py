@@ -41,7 +41,7 @@ from .requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
 E = ErrorCode
 
 REBALANCE_REASONS = ("member-joined", "member-left", "session-expired", "metadata-changed", "leader-rejoin",
-                     "static-member-rejoin", "sync-timeout", "write-failed", "over-max-size")
+                     "static-member-rejoin", "sync-timeout", "write-failed", "over-max-size", "downgrade")
 
 
 class ClassicMachine:
@@ -58,6 +58,17 @@ class ClassicMachine:
             self._arm_session(out, group, member, now, member.session_timeout_ms)
         if len(group.members) > self.settings.max_size:
             self._prepare_rebalance(out, group, now, "over-max-size", "group is over group.max.size after loading")
+
+    def downgraded(self, group_id: str, now: Now) -> Outcome:
+        """A consumer group became this classic group (spec §7.4): every member's session starts
+        and a classic rebalance gives them their assignments."""
+        out = Outcome()
+        group = self.groups.get(group_id)
+        if isinstance(group, ClassicGroup) and group.members:
+            self.on_loaded(out, group, now)
+            if group.can_rebalance():
+                self._prepare_rebalance(out, group, now, "downgrade", "downgraded from a consumer group")
+        return out
 
     # =========================================================================================
     # JoinGroup (spec §3)
@@ -360,7 +371,7 @@ class ClassicMachine:
         deadline): then it is re-armed, not acted on."""
         out = Outcome()
         group = self.groups.get(key[1])
-        if group is None:
+        if not isinstance(group, ClassicGroup):  # gone, or converted to a consumer group
             return out
         kind = key[0]
         if kind == "session":

@@ -14,6 +14,7 @@ from typing import Any
 
 from protocol import ErrorCode
 from storage.consumer_records import (
+    ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -31,7 +32,7 @@ from storage.consumer_records import (
     assignment_of,
     topic_partitions,
 )
-from storage.records import Record
+from storage.records import GroupMetadataKey, Record
 
 from .assignors import TopicPartitions
 from .reconciliation import NEW_MEMBER, MemberAssignment, MemberState
@@ -60,6 +61,11 @@ class ConsumerMember:
     @property
     def member_epoch(self) -> int:
         return self.assignment.member_epoch
+
+    @property
+    def classic(self) -> ClassicMemberMetadata | None:
+        """Set for a member that speaks the classic protocol (JoinGroup/SyncGroup, spec §7.3)."""
+        return self.metadata.classic_member_metadata if self.metadata is not None else None
 
     @property
     def subscribed_topic_names(self) -> tuple[str, ...]:
@@ -129,6 +135,14 @@ class ConsumerGroup:
                 return RECONCILING
         return STABLE
 
+    def supports_classic_protocols(self, protocol_type: str, names: set[str]) -> bool:
+        """A classic member may join when it speaks `consumer` and one of its protocols (assignor
+        names) is supported by every classic member already in the group (Kafka's check)."""
+        if protocol_type != "consumer" or not names:
+            return False
+        classic = [m.classic for m in self.members.values() if m.classic is not None]
+        return any(all(name in {p.name for p in c.supported_protocols} for c in classic) for name in names)
+
     def partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
         return self.partition_epochs.get((topic_id, partition), -1)
 
@@ -151,6 +165,8 @@ class ConsumerGroup:
         member = self.members.get(member_id)
         if member is None:
             return E.unknown_member_id
+        if member.classic is not None:  # a classic member commits with its generation, any version
+            return E.illegal_generation if generation != member.member_epoch else None
         if version < 9:
             return E.unsupported_version
         if generation != member.member_epoch:
@@ -227,7 +243,7 @@ class ConsumerRecords:
         self.groups = groups
 
     def appliers(self) -> dict[type, Callable[[Any, Any], list[Record]]]:
-        return {
+        return {key: self._keeping_replaced(apply) for key, apply in {
             ConsumerGroupMetadataKey: self._group_metadata,
             ConsumerGroupPartitionMetadataKey: self._partition_metadata,
             ConsumerGroupMemberMetadataKey: self._member_metadata,
@@ -235,7 +251,19 @@ class ConsumerRecords:
             ConsumerGroupTargetAssignmentMemberKey: self._target_member,
             ConsumerGroupCurrentMemberAssignmentKey: self._current_assignment,
             ConsumerGroupRegularExpressionKey: self._regex,
-        }
+        }.items()}
+
+    def _keeping_replaced(self, apply: Callable[[Any, Any], list[Record]]) -> Callable[[Any, Any], list[Record]]:
+        """A record that replaces a group of another type undoes into that very group object (a
+        GroupMetadata key whose value is the group; never written), so a failed upgrade leaves the
+        classic group intact, members, timers and all."""
+        def run(key, value) -> list[Record]:
+            before = self.groups.get(key.group_id)
+            undo = apply(key, value)
+            if before is not None and not isinstance(before, ConsumerGroup) and self.groups.get(key.group_id) is not before:
+                undo.insert(0, Record(GroupMetadataKey(key.group_id), before))
+            return undo
+        return run
 
     def _group(self, group_id: str, create: bool) -> ConsumerGroup | None:
         group = self.groups.get(group_id)

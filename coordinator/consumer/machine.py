@@ -17,6 +17,7 @@ from typing import Any
 
 from protocol import ErrorCode
 from storage.consumer_records import (
+    ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
     ConsumerGroupMemberMetadataValue,
@@ -35,7 +36,7 @@ from storage.records import GroupMetadataKey, Record
 
 from .. import events as ev
 from ..clock import Now
-from ..outcome import Outcome
+from ..outcome import Outcome, reply_when_written
 from .assignors import ASSIGNORS, PartitionAssignorError, TopicMetadata
 from .group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -49,15 +50,14 @@ from .group import (
 from .reconciliation import (NEW_MEMBER, FencedMemberEpoch, MemberAssignment, MemberState, reconcile,
                              validate_member_epoch)
 from .target_assignment import TargetMember, build_target_assignment, preferred_assignor
+from .migration import (CannotConvert, can_downgrade, converted_view, downgrade_records, upgrade_records,
+                        validate_online_upgrade)
 from .topic_regex import InvalidRegularExpression, compile_topic_regex
 
 E = ErrorCode
 
 EPOCH_BUMP_REASONS = ("new-group", "subscription-changed", "metadata-changed", "member-left", "member-fenced",
-                      "session-expired", "rebalance-timeout")
-
-
-_NOTHING = ConsumerGroupMemberMetadataValue(None, None, "", "", (), None)  # a member subscribed to nothing
+                      "session-expired", "rebalance-timeout", "join-timeout", "sync-timeout")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -81,6 +81,8 @@ class ConsumerSettings:
     session_timeout_ms: int = 45000
     assignors: tuple[str, ...] = ("uniform", "range")
     max_size: int = 2147483647
+    migration_policy: str = "bidirectional"  # group.consumer.migration.policy (spec §7.4)
+    classic_max_size: int = 2147483647  # group.max.size: a downgraded group must fit
 
 
 @dataclasses.dataclass(slots=True)
@@ -98,6 +100,7 @@ class ConsumerHeartbeatRequest:
     client_id: str = ""
     client_host: str = ""
     version: int = 1
+    classic: ClassicMemberMetadata | None = None  # a classic-protocol member's JoinGroup (spec §7.3)
 
 
 def error_reply(error: ErrorCode, message: str | None = None) -> dict:
@@ -111,16 +114,20 @@ def _blank(s: str | None) -> bool:
 
 class ConsumerMachine:
     def __init__(self, groups: dict, settings: ConsumerSettings, new_member_id: Callable[[], str], events: list,
-                 perf_ms: Callable[[], float] = lambda: 0.0) -> None:
+                 perf_ms: Callable[[], float] = lambda: 0.0,
+                 downgraded: Callable[[str, Now], Outcome] = lambda group_id, now: Outcome()) -> None:
         self.groups = groups  # the partition's registry, shared with every group type
         self.settings = settings
         self.new_member_id = new_member_id  # a random UUID as 22-char URL-safe base64 (v0 joins)
         self.events = events
         self._perf_ms = perf_ms  # a cost meter for the target computation (events only; no deadlines)
+        self._downgraded = downgraded  # the classic machine takes over a downgraded group (spec §7.4)
         # timers, as deadlines on the monotonic clock (memory only): (group, member) → deadline,
         # and (group, member) → (deadline, member epoch it was armed at)
         self.session: dict[tuple[str, str], int] = {}
         self.rebalance: dict[tuple[str, str], tuple[int, int]] = {}
+        # a classic member's join and sync deadlines (spec §7.3): checked when its session timer fires
+        self.classic_deadlines: dict[tuple[str, str], tuple[int, str]] = {}  # → (deadline, reason)
         self.topics: TopicsImage | None = None  # the last image a heartbeat brought (timers have none)
 
     # =========================================================================================
@@ -135,7 +142,7 @@ class ConsumerMachine:
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 out = self._leave(req, now)
             else:
-                out = self._join_or_heartbeat(req, topics, now)
+                out = self.join_or_heartbeat(req, topics, now)
         except FencedMemberEpoch as e:
             return Outcome(reply=error_reply(E.fenced_member_epoch, str(e)))
         except InvalidRegularExpression as e:
@@ -143,8 +150,7 @@ class ConsumerMachine:
         except PartitionAssignorError as e:
             return Outcome(reply=error_reply(E.unknown_server_error, str(e)))
         if out.records:  # answered once durable; a failed write answers its error (the runner reverted it)
-            reply, out.reply = out.reply, None
-            out.after_write = lambda error, at: Outcome(reply=reply if error is None else error_reply(error))
+            reply_when_written(out, out.reply, error_reply)
         return out
 
     def _validate(self, req: ConsumerHeartbeatRequest) -> dict | None:
@@ -179,20 +185,23 @@ class ConsumerMachine:
         group = self.groups.get(group_id)
         return group if isinstance(group, ConsumerGroup) else None
 
-    def _join_or_heartbeat(self, req: ConsumerHeartbeatRequest, topics: TopicsImage, now: Now) -> Outcome:
+    def join_or_heartbeat(self, req: ConsumerHeartbeatRequest, topics: TopicsImage, now: Now) -> Outcome:
         out = Outcome()
         existing = self.groups.get(req.group_id)
         if existing is None or not isinstance(existing, ConsumerGroup):
             if req.member_epoch != 0:
                 out.reply = error_reply(E.group_id_not_found, f"Group {req.group_id} not found.")
                 return out
-            if existing is not None:
-                # migration off (spec §7.4): an empty classic group is replaced, a live one is not ours
-                if existing.state_name != "Empty":
-                    out.reply = error_reply(E.group_id_not_found, f"Group {req.group_id} is not a consumer group.")
+            if existing is not None and existing.state_name != "Empty":
+                try:  # online upgrade (spec §7.4)
+                    group = self._upgrade(out, existing, topics, now)
+                except CannotConvert as e:
+                    out.reply = error_reply(E.group_id_not_found, str(e))
                     return out
-                out.records.append(Record(GroupMetadataKey(req.group_id), None))
-            group = ConsumerGroup(req.group_id)  # a view: the records below create the registered one
+            else:
+                if existing is not None:  # an empty classic group is replaced
+                    out.records.append(Record(GroupMetadataKey(req.group_id), None))
+                group = ConsumerGroup(req.group_id)  # a view: the records below create the registered one
         else:
             group = existing
         s = self.settings
@@ -289,8 +298,7 @@ class ConsumerMachine:
             self.events.append(ev.ConsumerMemberJoined(group.group_id, member_id, req.instance_id, group_epoch))
 
         # -- the session timer: only the deadline moves (spec §2.4)
-        self.session[key] = now.mono + s.session_timeout_ms
-        out.timers.append((("consumer-session",) + key, self.session[key]))
+        self.arm_session(out, group.group_id, member_id, metadata, now)
 
         full = (req.rebalance_timeout_ms != -1 and owned is not None
                 and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
@@ -304,6 +312,19 @@ class ConsumerMachine:
                          for t, ps in sorted(updated_assignment.assigned_partitions.items()) if ps]}
                      if send_assignment else None}
         return out
+
+    def _upgrade(self, out: Outcome, classic, topics: TopicsImage, now: Now) -> ConsumerGroup:
+        """The live classic group becomes a consumer group: its records, its parked JoinGroup and
+        SyncGroup answered REBALANCE_IN_PROGRESS, a session per member; the view to go on with."""
+        validate_online_upgrade(classic, self.settings.migration_policy, self.settings.max_size)
+        records = upgrade_records(classic, topics.by_name)
+        out.records += records
+        out.released += classic.release_parked(E.rebalance_in_progress)
+        group = converted_view(classic.group_id, records)
+        for member_id, member in group.members.items():
+            self.arm_session(out, group.group_id, member_id, member.metadata, now)
+        self.events.append(ev.GroupConverted(group.group_id, "upgrade", len(group.members)))
+        return group
 
     def _find_member(self, group: ConsumerGroup, req: ConsumerHeartbeatRequest):
         """(member id, the member or None for a new one, the static member it replaces or None), or the
@@ -340,7 +361,7 @@ class ConsumerMachine:
         if (old is not None and req.subscribed_topic_names is None and req.subscribed_topic_regex is None
                 and req.rebalance_timeout_ms == -1 and req.rack_id is None and req.server_assignor is None
                 and req.instance_id in (None, old.instance_id) and req.client_id == old.client_id
-                and req.client_host == old.client_host):
+                and req.client_host == old.client_host and req.classic in (None, old.classic_member_metadata)):
             return old  # the steady heartbeat: nothing to rewrite
         if old is None:
             old = ConsumerGroupMemberMetadataValue(None, None, req.client_id, req.client_host, (), None)
@@ -360,7 +381,8 @@ class ConsumerMachine:
             subscribed_topic_names=names, subscribed_topic_regex=regex,
             rebalance_timeout_ms=(old.rebalance_timeout_ms if req.rebalance_timeout_ms == -1
                                   else req.rebalance_timeout_ms),
-            server_assignor=req.server_assignor if req.server_assignor is not None else old.server_assignor)
+            server_assignor=req.server_assignor if req.server_assignor is not None else old.server_assignor,
+            classic_member_metadata=req.classic if req.classic is not None else old.classic_member_metadata)
 
     @staticmethod
     def _regexes_in_use(group: ConsumerGroup, member_id: str,
@@ -416,6 +438,19 @@ class ConsumerMachine:
                 resolved.pop(regex, None)
         return changed
 
+    def session_timeout_ms(self, metadata: ConsumerGroupMemberMetadataValue | None) -> int:
+        """A classic-protocol member keeps the session timeout of its JoinGroup (spec §7.3)."""
+        classic = metadata.classic_member_metadata if metadata is not None else None
+        return classic.session_timeout_ms if classic is not None else self.settings.session_timeout_ms
+
+    def arm_session(self, out: Outcome | None, group_id: str, member_id: str,
+                    metadata: ConsumerGroupMemberMetadataValue | None, now: Now) -> None:
+        """Only the deadline moves (spec §2.4): an armed timer that fires early re-arms itself."""
+        key = (group_id, member_id)
+        self.session[key] = now.mono + self.session_timeout_ms(metadata)
+        if out is not None:
+            out.timers.append((("consumer-session",) + key, self.session[key]))
+
     # =========================================================================================
     # leaving (-1, -2) and fencing (spec §2.7, §6.1)
 
@@ -449,28 +484,46 @@ class ConsumerMachine:
             self.rebalance.pop((group.group_id, member.member_id), None)
             self.events.append(ev.ConsumerMemberLeft(group.group_id, member.member_id, req.instance_id, temporary=True))
         else:
-            self._remove_member(out, group, member, "member-left")
+            self.remove_members(out, group, [member], "member-left", now)
             self.events.append(ev.ConsumerMemberLeft(group.group_id, member.member_id, req.instance_id,
                                                      temporary=False))
         out.reply = {"error_code": E.none, "error_message": None, "member_id": member.member_id,
                      "member_epoch": req.member_epoch, "heartbeat_interval_ms": 0, "assignment": None}
         return out
 
-    def _remove_member(self, out: Outcome, group: ConsumerGroup, member: ConsumerMember, reason: str) -> None:
-        """The member's tombstones, the regexes only it used, and a new group epoch (spec §2.7)."""
-        out.records += member_tombstones(group.group_id, member.member_id)
-        in_use = self._regexes_in_use(group, member.member_id, None)
-        regex = member.subscribed_topic_regex
-        if regex and regex in group.regexes and regex not in in_use:
+    def remove_members(self, out: Outcome, group: ConsumerGroup, members: list[ConsumerMember], reason: str,
+                       now: Now) -> None:
+        """Each member's tombstones, the regexes only they used, and one new group epoch (spec §2.7);
+        or, when only classic members stay, the group's downgrade (spec §7.4)."""
+        gone = {m.member_id for m in members}
+        staying = [m for m in group.members.values() if m.member_id not in gone]
+        if can_downgrade(staying, self.settings.migration_policy, self.settings.classic_max_size):
+            out.records += downgrade_records(group, staying, now.wall)
+            self.events.append(ev.GroupConverted(group.group_id, "downgrade", len(staying)))
+            out.after_write = lambda error, at: Outcome() if error is not None else self._downgraded(group.group_id, at)
+            for member_id in group.members:
+                self.forget(group.group_id, member_id)
+            return
+        in_use = {m.subscribed_topic_regex for m in staying if m.subscribed_topic_regex}
+        for member in members:
+            out.records += member_tombstones(group.group_id, member.member_id)
+        for regex in {m.subscribed_topic_regex for m in members} & set(group.regexes) - in_use:
             out.records.append(Record(ConsumerGroupRegularExpressionKey(group.group_id, regex), None))
         if self.topics is not None:
-            subscribed = self._subscribed_names(group, member.member_id, _NOTHING, in_use, _resolved(group))
+            resolved = _resolved(group)
+            subscribed = {n for m in staying for n in m.subscribed_topic_names}
+            subscribed.update(*(resolved.get(r, ()) for r in in_use))
             self._write_subscription_metadata(out, group, subscribed, self.topics)
         epoch = group.group_epoch + 1
         out.records.append(Record(ConsumerGroupMetadataKey(group.group_id), ConsumerGroupMetadataValue(epoch)))
         self.events.append(ev.ConsumerGroupEpochBumped(group.group_id, epoch, reason))
-        self.session.pop((group.group_id, member.member_id), None)
-        self.rebalance.pop((group.group_id, member.member_id), None)
+        for member_id in gone:
+            self.forget(group.group_id, member_id)
+
+    def forget(self, group_id: str, member_id: str) -> None:
+        """A removed member's timers."""
+        for timers in (self.session, self.rebalance, self.classic_deadlines):
+            timers.pop((group_id, member_id), None)
 
     # =========================================================================================
     # timers
@@ -480,8 +533,7 @@ class ConsumerMachine:
         that still has partitions to revoke a full rebalance timeout (as Kafka's onLoaded)."""
         for member_id, member in group.members.items():
             key = (group.group_id, member_id)
-            self.session[key] = now.mono + self.settings.session_timeout_ms
-            out.timers.append((("consumer-session",) + key, self.session[key]))
+            self.arm_session(out, group.group_id, member_id, member.metadata, now)
             if member.assignment.state is MemberState.UNREVOKED_PARTITIONS and member.metadata is not None:
                 deadline = now.mono + member.metadata.rebalance_timeout_ms
                 self.rebalance[key] = (deadline, member.member_epoch)
@@ -496,12 +548,17 @@ class ConsumerMachine:
             deadline = self.session.get((group_id, member_id))
             if member is None or deadline is None:
                 self.session.pop((group_id, member_id), None)
+                self.classic_deadlines.pop((group_id, member_id), None)
                 return out
+            reason = "session-expired"
+            classic = self.classic_deadlines.get((group_id, member_id))
+            if classic is not None and classic[0] < deadline:
+                deadline, reason = classic
             if deadline > now.mono:  # a heartbeat moved it: fire again then
                 out.timers.append((key, deadline))
                 return out
-            self._remove_member(out, group, member, "session-expired")
-            self.events.append(ev.ConsumerMemberFenced(group_id, member_id, member.instance_id, "session-expired"))
+            self.remove_members(out, group, [member], reason, now)
+            self.events.append(ev.ConsumerMemberFenced(group_id, member_id, member.instance_id, reason))
         else:
             armed = self.rebalance.get((group_id, member_id))
             if member is None or armed is None:
@@ -512,7 +569,7 @@ class ConsumerMachine:
                 out.timers.append((key, deadline))
                 return out
             if member.member_epoch == epoch and member.assignment.state is MemberState.UNREVOKED_PARTITIONS:
-                self._remove_member(out, group, member, "rebalance-timeout")
+                self.remove_members(out, group, [member], "rebalance-timeout", now)
                 self.events.append(ev.ConsumerMemberFenced(group_id, member_id, member.instance_id,
                                                            "rebalance-timeout"))
             else:
@@ -547,7 +604,8 @@ class ConsumerMachine:
                              "subscribed_topic_names": list(m.subscribed_topic_names),
                              "subscribed_topic_regex": m.subscribed_topic_regex,
                              "assignment": named(m.assignment.assigned_partitions),
-                             "target_assignment": named(group.target_of(m.member_id)), "member_type": 1}
+                             "target_assignment": named(group.target_of(m.member_id)),
+                             "member_type": 0 if m.classic is not None else 1}
                             for m in group.members.values()]}
 
 

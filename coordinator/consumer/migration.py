@@ -1,0 +1,113 @@
+"""Online migration between the protocols (spec §7.4; Kafka's validateOnlineUpgrade,
+convertToConsumerGroup, validateOnlineDowngradeWithFencedMembers and convertToClassicGroup): the
+records that turn a live classic group into a consumer group in which every classic member keeps
+its generation and its last assignment, and back. Sans-IO.
+"""
+
+from __future__ import annotations
+
+from protocol.consumer import BadConsumerProtocol, decode_assignment, decode_subscription, encode_assignment
+from storage.consumer_records import (
+    ClassicMemberMetadata,
+    ClassicProtocol,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    topic_partitions,
+)
+from storage.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, Record
+
+from ..classic.group import ClassicGroup
+from .group import ConsumerGroup, ConsumerMember, ConsumerRecords, current_value
+from .reconciliation import MemberAssignment, MemberState
+
+UPGRADE_POLICIES = ("bidirectional", "upgrade")
+DOWNGRADE_POLICIES = ("bidirectional", "downgrade")
+
+
+class CannotConvert(Exception):
+    """The group stays what it is; the message is Kafka's."""
+
+
+def validate_online_upgrade(classic: ClassicGroup, policy: str, max_size: int) -> None:
+    if (policy not in UPGRADE_POLICIES or classic.protocol_type != "consumer"
+            or len(classic.members) > max_size):
+        raise CannotConvert(f"Group {classic.group_id} is not a consumer group.")
+
+
+def upgrade_records(classic: ClassicGroup, topics_by_name) -> list[Record]:
+    """The classic tombstone first, then every member's metadata, the group epoch, every target
+    member, the target epoch and every current assignment: epoch = assignment epoch = generation,
+    each member Stable at that epoch with its last classic assignment as current and target."""
+    g, epoch = classic.group_id, classic.generation
+    metadata, targets, currents = [], [], []
+    for m in classic.members.values():
+        protocol = classic.protocol_name or (m.protocols[0][0] if m.protocols else "")
+        try:
+            subscription = decode_subscription(m.metadata(protocol))
+            owned, user_data = decode_assignment(m.assignment)
+        except BadConsumerProtocol:
+            raise CannotConvert(f"Cannot upgrade classic group {g} to consumer group because the embedded "
+                                "consumer protocol is malformed.") from None
+        if user_data:
+            raise CannotConvert(f"Cannot upgrade classic group {g} to consumer group because an unsupported "
+                                "custom assignor is in use (its userData would be lost). Please refer to the "
+                                "documentation or switch to a default assignor before re-attempting the upgrade.")
+        assigned = {topics_by_name[t].topic_id: frozenset(ps) for t, ps in owned.items() if t in topics_by_name}
+        metadata.append(Record(ConsumerGroupMemberMetadataKey(g, m.member_id), ConsumerGroupMemberMetadataValue(
+            m.group_instance_id, subscription.rack_id, m.client_id, m.client_host,
+            tuple(sorted(set(subscription.topics))), None, m.rebalance_timeout_ms, None,
+            ClassicMemberMetadata(m.session_timeout_ms, tuple(ClassicProtocol(n, b) for n, b in m.protocols)))))
+        targets.append(Record(ConsumerGroupTargetAssignmentMemberKey(g, m.member_id),
+                              ConsumerGroupTargetAssignmentMemberValue(topic_partitions(assigned))))
+        currents.append(Record(ConsumerGroupCurrentMemberAssignmentKey(g, m.member_id), current_value(
+            MemberAssignment(epoch, epoch, MemberState.STABLE, assigned, {}))))
+    return [Record(GroupMetadataKey(g), None), *metadata,
+            Record(ConsumerGroupMetadataKey(g), ConsumerGroupMetadataValue(epoch)), *targets,
+            Record(ConsumerGroupTargetAssignmentMetadataKey(g), ConsumerGroupTargetAssignmentMetadataValue(epoch)),
+            *currents]
+
+
+def converted_view(group_id: str, records: list[Record]) -> ConsumerGroup:
+    """The consumer group `records` make, built aside: the request goes on against it, while the
+    partition's own group changes only when the runner applies the records."""
+    scratch: dict = {}
+    appliers = ConsumerRecords(scratch).appliers()
+    for record in records:
+        if type(record.key) in appliers:
+            appliers[type(record.key)](record.key, record.value)
+    return scratch[group_id]
+
+
+def can_downgrade(staying: list[ConsumerMember], policy: str, classic_max_size: int) -> bool:
+    """The members left after a leave or a fencing are all classic ones (at least one) that fit a
+    classic group, and the policy allows the downgrade."""
+    return (bool(staying) and all(m.classic is not None for m in staying) and policy in DOWNGRADE_POLICIES
+            and len(staying) <= classic_max_size)
+
+
+def downgrade_records(group: ConsumerGroup, staying: list[ConsumerMember], now_wall: int) -> list[Record]:
+    """Every consumer tombstone, then the GroupMetadata record of the classic group: generation =
+    group epoch, the first member the leader, each member with its current assignment."""
+    names = {t.topic_id: t.topic_name for t in (group.subscription_metadata.topics if group.subscription_metadata else ())}
+    first = [p.name for p in staying[0].classic.supported_protocols]
+    protocol = next((n for n in first if all(n in {p.name for p in m.classic.supported_protocols} for m in staying)),
+                    first[0] if first else "")
+    members = []
+    for m in staying:
+        meta = m.metadata
+        subscription = next((p.metadata for p in m.classic.supported_protocols if p.name == protocol), b"")
+        assignment = {names[t]: sorted(ps) for t, ps in sorted(m.assignment.assigned_partitions.items())
+                      if ps and t in names}
+        members.append(MemberMetadata(m.member_id, meta.instance_id, meta.client_id, meta.client_host,
+                                      meta.rebalance_timeout_ms, m.classic.session_timeout_ms, subscription,
+                                      encode_assignment(assignment)))
+    value = GroupMetadataValue(protocol_type="consumer", generation=group.group_epoch, protocol=protocol,
+                               leader=staying[0].member_id, current_state_timestamp=now_wall, members=tuple(members))
+    return group.delete_records() + [Record(GroupMetadataKey(group.group_id), value)]
