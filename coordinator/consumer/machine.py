@@ -2,7 +2,10 @@
 joins, regular heartbeats, -1/-2 leaves, static membership — and the session and rebalance timers,
 over the consumer groups of one partition; ConsumerGroupDescribe reads. Sans-IO: each operation
 takes the request, a snapshot of topic metadata and `now`, and returns an `Outcome` whose records
-the partition applies when the runner appends them (coordinator/consumer/group.py).
+the partition applies when the runner appends them (coordinator/consumer/group.py). Over 500 lines
+because a heartbeat is one ordered pass (spec §5: validate, find the member, update it, bump the
+group epoch, compute the target, reconcile, answer) that joins, leaves and timers share; the pure steps
+live beside it (assignors.py, target_assignment.py, reconciliation.py, migration.py).
 
 Where Kafka resolves regexes asynchronously (at most every 10 s), this resolves them in the
 heartbeat that sees them new or sees topic metadata changed: the topic list is the node's catalog.
