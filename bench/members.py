@@ -228,21 +228,15 @@ def hb_ok(buf, start, end):  # Heartbeat v3 reply: throttle_time_ms int32, error
     return end - start >= 6 and buf[start + 4] == 0 and buf[start + 5] == 0
 
 
-async def run_heartbeat(args):
-    links = await connect(args.members, args.port)
-    members = [Member(f"bench-hb-{i % args.groups}", link) for i, link in enumerate(links)]
-    t0 = time.perf_counter()
-    if args.raw:  # echo server: no membership; the reply is not checked, only counted
-        for i, m in enumerate(members):
-            m.member_id, m.generation = f"raw-{i}", 1
-    else:
-        await stabilize(members, args.setup_timeout)
-    setup_s = time.perf_counter() - t0
+async def closed_loop(links, frames, check, args):
+    """Hand each link's socket to loadgen.Conn with its own pre-encoded frame (`args.depth` in flight),
+    warm up, measure a window of `args.seconds` like loadgen; then let the in-flight replies arrive and
+    give each socket back to its link. Returns the window's figures."""
     stats, conns = Stats(), []
-    for m in members:  # same socket, now driven by loadgen's closed-loop protocol
-        c = Conn(heartbeat_frame(m), (lambda *a: True) if args.raw else hb_ok, args.depth, stats)
-        c.connection_made(m.link.transport)
-        m.link.transport.set_protocol(c)
+    for link, frame in zip(links, frames):  # same socket, now driven by loadgen's closed-loop protocol
+        c = Conn(frame, check, args.depth, stats)
+        c.connection_made(link.transport)
+        link.transport.set_protocol(c)
         conns.append(c)
     for c in conns:
         c.start()
@@ -256,19 +250,37 @@ async def run_heartbeat(args):
     srv1, all1 = _proc_cpu_s(args.server_pid), machine_busy_s()
     for c in conns:
         c.running = False
-        c.transport.close()
-    await asyncio.wait([c.closed for c in conns], timeout=5)
+    deadline = time.monotonic() + 10
+    while any(c.pending and not c.closed.done() for c in conns) and time.monotonic() < deadline:  # bounded
+        await asyncio.sleep(0.01)
+    for link in links:
+        link.transport.set_protocol(link)
     lat = sorted(stats.lat)
 
     def pct(q):
         return round(lat[min(len(lat) - 1, int(q * len(lat)))] / 1000, 1) if lat else None
 
-    return {"members": args.members, "groups": args.groups, "depth": args.depth, "raw": args.raw,
-            "setup_s": round(setup_s, 2), "seconds": round(elapsed, 2), "hb_per_s": round(stats.done / elapsed),
+    return {"depth": args.depth, "seconds": round(elapsed, 2), "hb_per_s": round(stats.done / elapsed),
             "p50_us": pct(0.5), "p99_us": pct(0.99), "errors": stats.errors,
             "client_cpu_pct": round(100 * cpu / elapsed),
             "machine_cpu_pct": round(100 * (all1 - all0) / elapsed),  # up to 100 x cores
             "server_cpu_pct": round(100 * (srv1 - srv0) / elapsed) if srv0 is not None and srv1 is not None else None}
+
+
+async def run_heartbeat(args):
+    links = await connect(args.members, args.port)
+    members = [Member(f"bench-hb-{i % args.groups}", link) for i, link in enumerate(links)]
+    t0 = time.perf_counter()
+    if args.raw:  # echo server: no membership; the reply is not checked, only counted
+        for i, m in enumerate(members):
+            m.member_id, m.generation = f"raw-{i}", 1
+    else:
+        await stabilize(members, args.setup_timeout)
+    setup_s = time.perf_counter() - t0
+    r = await closed_loop(links, [heartbeat_frame(m) for m in members], (lambda *a: True) if args.raw else hb_ok, args)
+    for link in links:
+        link.transport.close()
+    return {"members": args.members, "groups": args.groups, "raw": args.raw, "setup_s": round(setup_s, 2), **r}
 
 
 async def run_rebalance(args):
@@ -323,11 +335,15 @@ def main():
     ap.add_argument("--setup-timeout", type=float, default=120.0, help="joining until Stable, s")
     ap.add_argument("--server-pid", type=int)
     args = ap.parse_args()
+    run_main(run_heartbeat if args.mode == "heartbeat" else run_rebalance, args)
+
+
+def run_main(run, args):
+    """Raise the fd limit, pick the loop, run `run(args)` and print its result as one JSON line."""
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # 1000 connections need > 1024 fds
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     loop_name = install_loop_policy()
-    run = run_heartbeat if args.mode == "heartbeat" else run_rebalance
-    print(json.dumps(dict(asyncio.run(run(args)), loop=loop_name)), flush=True)
+    print(json.dumps(dict(asyncio.run(run(args)), loop=loop_name), default=str), flush=True)
 
 
 if __name__ == "__main__":

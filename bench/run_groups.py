@@ -45,7 +45,7 @@ def tansu_binary() -> str:
     return path
 
 
-def server_cmd(name, port, tmp, profile=None):
+def server_cmd(name, port, tmp, profile=None, settings=()):
     if name == "echo":
         return [PYTHON, os.path.join(BENCH, "echo_server.py"), "--port", str(port)]
     if name == "tansu":  # bind 127.0.0.1 explicitly: its default listener is 0.0.0.0
@@ -57,7 +57,8 @@ def server_cmd(name, port, tmp, profile=None):
     return [PYTHON, *prof, "-m", "coordinator", "serve", "--set", f"listeners={listener}",
             "--set", f"advertised.listeners={listener}", "--set", f"data.dir={tmp}/data",
             "--set", f"group.initial.rebalance.delay.ms={SETUP_DELAY_MS}",
-            "--set", "group.min.session.timeout.ms=1000", "--set", "log.level=info"]
+            "--set", "group.min.session.timeout.ms=1000", "--set", "log.level=info",
+            *(arg for s in settings for arg in ("--set", s))]
 
 
 def server_times(log_text, group, generation):
@@ -67,16 +68,17 @@ def server_times(log_text, group, generation):
     return (int(m[1]), int(m[2])) if m else (None, None)
 
 
-def one_run(name, mode, extra, timeout, profile=None) -> dict:
-    """Fresh server, one members.py run, server stopped; returns members.py's JSON (+ server times)."""
+def one_run(name, mode, extra, timeout, profile=None, script="members.py", settings=()) -> dict:
+    """Fresh server (groupd: plus `settings`, "key=value"), one run of the simulator `script` (mode
+    None: it takes none), server stopped; returns the script's JSON (+ server times)."""
     with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as tmp:
         port, log_path = free_port(), os.path.join(tmp, "server.log")
         with open(log_path, "w") as log:
-            proc = subprocess.Popen(server_cmd(name, port, tmp, profile), cwd=REPO, stdout=log,
+            proc = subprocess.Popen(server_cmd(name, port, tmp, profile, settings), cwd=REPO, stdout=log,
                                     stderr=subprocess.STDOUT)
         try:
             wait_port(port, proc)
-            cmd = [PYTHON, os.path.join(BENCH, "members.py"), mode, "--port", str(port),
+            cmd = [PYTHON, os.path.join(BENCH, script), *([mode] if mode else []), "--port", str(port),
                    "--server-pid", str(proc.pid), *extra]
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
             if out.returncode != 0:
@@ -85,7 +87,7 @@ def one_run(name, mode, extra, timeout, profile=None) -> dict:
         except (RuntimeError, subprocess.TimeoutExpired, ValueError) as e:
             with open(log_path, errors="replace") as f:
                 tail = f.read()[-1500:]
-            print(f"{name} {mode}: {e}\n--- server log (tail) ---\n{tail}", file=sys.stderr)
+            print(f"{name} {mode or script}: {e}\n--- server log (tail) ---\n{tail}", file=sys.stderr)
             r = {"failed": str(e)[:120]}
         finally:
             proc.send_signal(signal.SIGINT)  # groupd (and cProfile) exit cleanly on SIGINT

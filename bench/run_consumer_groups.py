@@ -1,0 +1,85 @@
+"""One command for the report: a 1,000-member KIP-848 consumer group (bench/consumers.py) against
+groupd, side by side with the classic Heartbeat load (bench/members.py) and the echo server.
+
+    python bench/run_consumer_groups.py [--members 1000] [--partitions 1000] [--interval-ms 250]
+                                        [--seconds 5] [--repeat 1] [--classic-groups 1]
+
+Every run gets a fresh server on a free 127.0.0.1 port (bench/run_groups.py's one_run). groupd
+runs the consumer group with topic t of --partitions partitions and
+group.consumer.heartbeat.interval.ms = group.consumer.min.heartbeat.interval.ms = --interval-ms
+(Kafka's floor is 5 s; the interval paces the members while they converge, not the steady load).
+"""
+
+import argparse
+import datetime
+import os
+import platform
+import sys
+
+from run_groups import fmt, median, one_run, table
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--members", type=int, default=1000)
+    ap.add_argument("--partitions", type=int, default=1000)
+    ap.add_argument("--interval-ms", type=int, default=250, help="the consumer group's heartbeat interval")
+    ap.add_argument("--leave-pct", type=int, default=10)
+    ap.add_argument("--classic-groups", type=int, default=1, help="the classic members are spread over these")
+    ap.add_argument("--depth", type=int, default=1)
+    ap.add_argument("--seconds", type=float, default=5.0, help="heartbeat window")
+    ap.add_argument("--warmup", type=float, default=1.0)
+    ap.add_argument("--repeat", type=int, default=1, help="runs per target (median shown)")
+    args = ap.parse_args()
+    window = ["--depth", str(args.depth), "--seconds", str(args.seconds), "--warmup", str(args.warmup),
+              "--setup-timeout", "150"]
+    classic = ["--members", str(args.members), "--groups", str(args.classic_groups), *window]
+    consumer = ["--members", str(args.members), "--partitions", str(args.partitions),
+                "--leave-pct", str(args.leave_pct), *window]
+    settings = [f"topics=t:{args.partitions}", f"group.consumer.heartbeat.interval.ms={args.interval_ms}",
+                f"group.consumer.min.heartbeat.interval.ms={args.interval_ms}"]
+    legs = {  # label -> one run
+        "echo": lambda: one_run("echo", "heartbeat", classic + ["--raw"], 300),
+        "classic": lambda: one_run("groupd", "heartbeat", classic, 300),
+        "consumer": lambda: one_run("groupd", None, consumer, 600, script="consumers.py", settings=settings),
+    }
+    results = {}
+    for label, leg in legs.items():
+        runs = []
+        for _ in range(args.repeat):
+            runs.append(leg())
+            print(f"  {label:8} {runs[-1].get('hb_per_s', runs[-1].get('failed'))} hb/s", file=sys.stderr, flush=True)
+        results[label] = (median(runs, "hb_per_s"), runs)
+
+    with open("/proc/loadavg") as f:
+        load = " ".join(f.read().split()[:3])
+    print(f"\n{datetime.date.today()}  {platform.machine()}  {os.cpu_count()} cores shared by server, simulator, "
+          f"kernel and anything else running (load average at the end: {load})  Python "
+          f"{platform.python_version()}  median of {args.repeat} run(s)")
+    print(f"\nHeartbeats, {args.members:,} members, closed loop depth {args.depth}, {args.seconds:g} s window after "
+          f"{args.warmup:g} s warmup (echo: the classic frames, reply not checked)")
+    rows = []
+    for label, what in (("echo", "raw request/reply"), ("classic", f"Heartbeat v3, {args.classic_groups} group(s)"),
+                        ("consumer", "ConsumerGroupHeartbeat v1, 1 group")):
+        r = results[label][0]
+        rows.append((label, what, r.get("hb_per_s"), r.get("range"), r.get("p50_us"), r.get("p99_us"),
+                     r.get("errors"), r.get("client_cpu_pct"), r.get("server_cpu_pct"), r.get("machine_cpu_pct"),
+                     r.get("failed", "")))
+    table(("target", "requests", "hb/s", "hb/s range", "p50 µs", "p99 µs", "errors", "client cpu%",
+           "server cpu%", "machine cpu%", "note"), rows)
+
+    print(f"\nKIP-848 group of {args.members:,} members, topic of {args.partitions:,} partitions, heartbeat interval "
+          f"{args.interval_ms} ms, assignor uniform: converged = every member at one epoch with its assignment "
+          "acknowledged, every partition owned once (checked with ConsumerGroupDescribe)")
+    rows = []
+    for r in results["consumer"][1]:
+        rows.append((fmt(r.get("join_ms")), r.get("join_epoch"), r.get("leave_ms"), r.get("leavers"),
+                     r.get("leave_epoch"), r.get("leave_errors"),
+                     " ".join(f"{k}:{v}" for k, v in sorted(r.get("join_replies", {}).items())),
+                     " ".join(f"{k}:{v}" for k, v in sorted(r.get("leave_replies", {}).items())), r.get("failed", "")))
+    table(("join -> stable ms", "epoch", f"{args.leave_pct} % leave -> stable ms", "left", "epoch", "leave errors",
+           "join replies (error:n)", "leave replies (error:n)", "note"), rows)
+
+
+if __name__ == "__main__":
+    main()
