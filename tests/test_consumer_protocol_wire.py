@@ -95,6 +95,19 @@ def test_metadata_by_topic_id_with_an_empty_name_as_the_java_client_asks(server)
     assert (by_id.error_code, by_id.name, len(by_id.partitions)) == (ErrorCode.none, "t3", 3)
 
 
+@pytest.mark.parametrize("version", [10, 11])
+def test_metadata_below_v12_answers_by_name_whatever_topic_id_comes_with_it(server, version):
+    # Kafka answers topic ids from v12; a v10/v11 response cannot carry the null name of an unknown id
+    unknown = uuid.UUID(int=0xFFFF000000)
+    with WireClient(server.bootstrap) as c:
+        topics = c.request(ApiKey.METADATA, version, {
+            "topics": [{"name": "t3", "topic_id": unknown}, {"name": "no-such-topic", "topic_id": unknown}],
+            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False,
+            **({"include_cluster_authorized_operations": False} if version == 10 else {})}).topics
+    assert [(t.name, t.error_code, len(t.partitions)) for t in topics] == [
+        ("t3", ErrorCode.none, 3), ("no-such-topic", ErrorCode.unknown_topic_or_partition, 0)]
+
+
 def test_groupd_groups_describe_prints_epochs_and_current_and_target_assignments(server):
     with WireClient(server.bootstrap) as c:
         join(c, "wire-cli", "m-1")

@@ -3,8 +3,8 @@
 v1 makes the topic list nullable (null = all topics; in v0 an empty list means all) and adds the
 controller; v2 the cluster id; v4 `allow_auto_topic_creation`; v5 offline replicas; v7 leader
 epochs; v8 authorized operations (left at Kafka's "not requested" value); v9 is flexible; v10
-topic ids (a topic may be asked for by id alone; a non-zero id wins over the name, which the Java
-client sends as "" with an id).
+topic ids, answered from v12 as Kafka does (a topic may be asked for by id alone; a non-zero id wins
+over the name, which the Java client sends as "" with an id).
 
 This node is the only broker, the controller, and the leader of every partition (leader epoch -1,
 so no client tries to validate positions). Requested topics that do not exist are created when
@@ -61,7 +61,9 @@ def handle(node, request: Request):
         topics = []
         for t in wanted:
             name, topic_id = t.name, getattr(t, "topic_id", None)
-            if name is None or topic_id not in (None, _ZERO_ID):  # v10+: by id (the Java client sends name "")
+            # by id from v12, as Kafka answers ids (the Java client sends name "" with one); below v12 the
+            # name is what counts (and a response name there may not be null)
+            if version >= 12 and (name is None or topic_id not in (None, _ZERO_ID)):
                 topic = node.catalog.by_id(t.topic_id)
                 topics.append(topic_entry(node, topic) if topic else
                               _error_entry(None, t.topic_id, ErrorCode.unknown_topic_id))
