@@ -121,11 +121,12 @@ class GroupCoordinator:
                 metrics.CORRUPT_BYTES.labels(str(p)).inc(result.corrupt_bytes)
                 metrics.CORRUPT_BATCHES.labels(str(p)).inc(result.corrupt_batches)
             if result.records or result.corrupt_bytes:
+                damage = (f" corrupt_bytes={result.corrupt_bytes} corrupt_batches={result.corrupt_batches}"
+                          if result.corrupt_bytes else "")
                 log.log(logging.ERROR if result.corrupt_bytes else logging.INFO,
-                        "partition loaded partition=%d records=%d bytes=%d groups=%d offsets=%d ms=%d "
-                        "corrupt_bytes=%d corrupt_batches=%d%s", p, result.records, result.bytes, len(shard.groups),
-                        sum(map(len, shard.offsets.values())), seconds * 1000, result.corrupt_bytes,
-                        result.corrupt_batches, " (torn tail truncated)" if result.truncated else "")
+                        "partition loaded partition=%d records=%d bytes=%d groups=%d offsets=%d ms=%d%s%s", p,
+                        result.records, result.bytes, len(shard.groups), sum(map(len, shard.offsets.values())),
+                        seconds * 1000, damage, " (torn tail truncated)" if result.truncated else "")
         self._pending_loads -= 1
         if self._pending_loads == 0:
             log.info("offsets log loaded partitions=%d active=%d failed=%d groups=%d", self.partitions,
