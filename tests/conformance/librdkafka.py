@@ -24,6 +24,9 @@ KJS_VERSION = "1.10.1"  # bundles librdkafka 2.15.1
 LIBRDKAFKA_VERSION = "2.15.1"
 KEY = f"librdkafka-{LIBRDKAFKA_VERSION}-kjs{KJS_VERSION}"
 BROKER_VERSION = "3.9.0"  # TEST_KAFKA_VERSION: feature gates only; ≥ 2.4 enables every classic test
+# The same test-runner serves two allowlists: its classic-protocol run and its KIP-848 run, where
+# every consumer it creates gets group.protocol=consumer and the tests take their consumer branches.
+GROUP_PROTOCOL = {"librdkafka": "classic", "librdkafka-consumer": "consumer"}
 
 _TEST_LINE = re.compile(r"Test (\S+) (PASSED|FAILED|SKIPPED)")
 _SUBTEST_LINE = re.compile(r"\[ (.+?): (PASS|FAIL|SKIP)\b")
@@ -87,8 +90,9 @@ def _step(args: list[str], cwd: Path, log: Path) -> None:
 
 
 def run_entry(entry: Entry, run_dir: Path | None = None) -> Result:
-    """One test-runner invocation against a fresh groupd."""
-    run_dir = run_dir or logs_dir("librdkafka")
+    """One test-runner invocation against a fresh groupd, in the group protocol of the entry's
+    allowlist."""
+    run_dir = run_dir or logs_dir(entry.suite)
     log = run_dir / f"{safe_name(entry.id)}.log"
     server, data_dir = start_groupd()
     try:
@@ -96,7 +100,7 @@ def run_entry(entry: Entry, run_dir: Path | None = None) -> Result:
         conf.write_text(f"bootstrap.servers={server.bootstrap}\ntest.topic.random=true\n")
         env = {**os.environ, "RDKAFKA_TEST_CONF": str(conf), "LD_LIBRARY_PATH": "../src:../src-cpp",
                "TEST_KAFKA_VERSION": BROKER_VERSION, "TESTS": entry.target,
-               "TEST_CONSUMER_GROUP_PROTOCOL": "classic"}
+               "TEST_CONSUMER_GROUP_PROTOCOL": GROUP_PROTOCOL[entry.suite]}
         env.pop("SUBTESTS", None)
         if entry.subtests:
             env["SUBTESTS"] = entry.subtests
