@@ -32,6 +32,7 @@ _TEST_LINE = re.compile(r"Test (\S+) (PASSED|FAILED|SKIPPED)")
 _SUBTEST_LINE = re.compile(r"\[ (.+?): (PASS|FAIL|SKIP)\b")
 _SUBTEST_START = re.compile(r"^\[ ([^\]]+?) \]$", re.M)  # some subtests never print their PASS
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_CLASSIC_JOIN = re.compile(r"join phase completed group=\S+")  # groupd's log line for a classic JoinGroup round
 
 
 def tree() -> Path:
@@ -109,6 +110,11 @@ def run_entry(entry: Entry, run_dir: Path | None = None) -> Result:
     finally:
         stop_groupd(server, data_dir, keep_log=run_dir / f"{safe_name(entry.id)}.groupd.log")
     status, detail = verdict(log.read_text(errors="replace"), rc, entry)
+    if status == "PASS" and GROUP_PROTOCOL[entry.suite] == "consumer":
+        # a runner that ignored TEST_CONSUMER_GROUP_PROTOCOL would pass here on classic groups
+        classic = _CLASSIC_JOIN.search((run_dir / f"{safe_name(entry.id)}.groupd.log").read_text(errors="replace"))
+        if classic:
+            status, detail = "FAIL", f"a classic group joined in a consumer-protocol run: {classic.group(0)}"
     return Result(entry, status, seconds, detail, str(log))
 
 
