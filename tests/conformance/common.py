@@ -38,7 +38,7 @@ GROUPD_SETTINGS = (
 
 @dataclasses.dataclass(frozen=True)
 class Entry:
-    suite: str  # "librdkafka" or "kafka-python"
+    suite: str  # "librdkafka", "librdkafka-consumer" (its KIP-848 run) or "kafka-python"
     id: str
     target: str  # librdkafka: the TESTS value; kafka-python: the pytest node id
     subtests: str | None  # librdkafka: the SUBTESTS value
@@ -104,7 +104,7 @@ def select(entries: list[Entry], tier: str, only: list[str] | None = None) -> li
     return [e for e in entries if e.tier in keep and (not only or any(o in e.id for o in only))]
 
 
-_FINDING = re.compile(r"^### (?P<suite>librdkafka|kafka-python) (?P<ids>.+?)\s*$")
+_FINDING = re.compile(r"^### (?P<suite>librdkafka-consumer|librdkafka|kafka-python) (?P<ids>.+?)\s*$")
 
 
 def read_findings() -> dict[tuple[str, str], dict[str, str]]:

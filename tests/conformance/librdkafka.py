@@ -24,11 +24,15 @@ KJS_VERSION = "1.10.1"  # bundles librdkafka 2.15.1
 LIBRDKAFKA_VERSION = "2.15.1"
 KEY = f"librdkafka-{LIBRDKAFKA_VERSION}-kjs{KJS_VERSION}"
 BROKER_VERSION = "3.9.0"  # TEST_KAFKA_VERSION: feature gates only; ≥ 2.4 enables every classic test
+# The same test-runner serves two allowlists: its classic-protocol run and its KIP-848 run, where
+# every consumer it creates gets group.protocol=consumer and the tests take their consumer branches.
+GROUP_PROTOCOL = {"librdkafka": "classic", "librdkafka-consumer": "consumer"}
 
 _TEST_LINE = re.compile(r"Test (\S+) (PASSED|FAILED|SKIPPED)")
 _SUBTEST_LINE = re.compile(r"\[ (.+?): (PASS|FAIL|SKIP)\b")
 _SUBTEST_START = re.compile(r"^\[ ([^\]]+?) \]$", re.M)  # some subtests never print their PASS
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_CLASSIC_JOIN = re.compile(r"join phase completed group=\S+")  # groupd's log line for a classic JoinGroup round
 
 
 def tree() -> Path:
@@ -87,8 +91,9 @@ def _step(args: list[str], cwd: Path, log: Path) -> None:
 
 
 def run_entry(entry: Entry, run_dir: Path | None = None) -> Result:
-    """One test-runner invocation against a fresh groupd."""
-    run_dir = run_dir or logs_dir("librdkafka")
+    """One test-runner invocation against a fresh groupd, in the group protocol of the entry's
+    allowlist."""
+    run_dir = run_dir or logs_dir(entry.suite)
     log = run_dir / f"{safe_name(entry.id)}.log"
     server, data_dir = start_groupd()
     try:
@@ -96,7 +101,7 @@ def run_entry(entry: Entry, run_dir: Path | None = None) -> Result:
         conf.write_text(f"bootstrap.servers={server.bootstrap}\ntest.topic.random=true\n")
         env = {**os.environ, "RDKAFKA_TEST_CONF": str(conf), "LD_LIBRARY_PATH": "../src:../src-cpp",
                "TEST_KAFKA_VERSION": BROKER_VERSION, "TESTS": entry.target,
-               "TEST_CONSUMER_GROUP_PROTOCOL": "classic"}
+               "TEST_CONSUMER_GROUP_PROTOCOL": GROUP_PROTOCOL[entry.suite]}
         env.pop("SUBTESTS", None)
         if entry.subtests:
             env["SUBTESTS"] = entry.subtests
@@ -105,6 +110,11 @@ def run_entry(entry: Entry, run_dir: Path | None = None) -> Result:
     finally:
         stop_groupd(server, data_dir, keep_log=run_dir / f"{safe_name(entry.id)}.groupd.log")
     status, detail = verdict(log.read_text(errors="replace"), rc, entry)
+    if status == "PASS" and GROUP_PROTOCOL[entry.suite] == "consumer":
+        # a runner that ignored TEST_CONSUMER_GROUP_PROTOCOL would pass here on classic groups
+        classic = _CLASSIC_JOIN.search((run_dir / f"{safe_name(entry.id)}.groupd.log").read_text(errors="replace"))
+        if classic:
+            status, detail = "FAIL", f"a classic group joined in a consumer-protocol run: {classic.group(0)}"
     return Result(entry, status, seconds, detail, str(log))
 
 

@@ -3,6 +3,7 @@
     python -m tests.conformance.report                  # the CI tier (make conformance)
     python -m tests.conformance.report --tier full      # everything (make conformance-full)
     python -m tests.conformance.report --suite librdkafka --only 0113_t 0102
+    python -m tests.conformance.report --suite librdkafka-consumer   # the KIP-848 run
 
 Builds and caches the suites on first use (~/.cache/groupd-conformance). Logs of every test and
 of its groupd go to ~/.cache/groupd-conformance/logs/. Exits 1 when a result differs from the
@@ -19,18 +20,18 @@ import time
 from . import kafka_python, librdkafka
 from .common import CACHE, Result, finding_problem, read_allowlist, read_findings, select
 
-SUITES = ("librdkafka", "kafka-python")
+SUITES = ("librdkafka", "librdkafka-consumer", "kafka-python")
 
 
 def run(suite: str, tier: str, only: list[str] | None, say=print) -> tuple[list[Result], float]:
     entries = select(read_allowlist(suite), tier, only)
     if not entries:
         return [], 0.0
-    if suite == "librdkafka":
+    if suite in librdkafka.GROUP_PROTOCOL:
         _, setup = librdkafka.ensure_built(say)
         results = []
         for e in entries:
-            say(f"  librdkafka {e.id} ...", end=" ", flush=True)
+            say(f"  {suite} {e.id} ...", end=" ", flush=True)
             r = librdkafka.run_entry(e)
             say(f"{r.status} ({r.seconds:.0f}s) {r.detail}")
             results.append(r)
@@ -43,15 +44,16 @@ def run(suite: str, tier: str, only: list[str] | None, say=print) -> tuple[list[
 def table(results: list[Result]) -> str:
     findings = read_findings()
     width = max([len(r.entry.id) for r in results] + [4])
-    lines = [f"{'suite':<13} {'test':<{width}} {'result':<6} {'expected':<8} {'time':>6}  note",
-             "-" * (width + 50)]
+    suite_width = max(len(s) for s in SUITES)
+    lines = [f"{'suite':<{suite_width}} {'test':<{width}} {'result':<6} {'expected':<8} {'time':>6}  note",
+             "-" * (width + suite_width + 37)]
     for r in results:
         mark = "" if r.as_expected else "  <-- differs from the allowlist"
         note = " ".join(r.detail.split())[:160] if r.status != "PASS" else ""
         problem = finding_problem(r.entry, findings)
         if problem:
             note = f"{note}; {problem}" if note else problem
-        lines.append(f"{r.entry.suite:<13} {r.entry.id:<{width}} {r.status:<6} {r.entry.expect:<8} "
+        lines.append(f"{r.entry.suite:<{suite_width}} {r.entry.id:<{width}} {r.status:<6} {r.entry.expect:<8} "
                      f"{r.seconds:>5.0f}s  {note}{mark}")
     return "\n".join(lines)
 

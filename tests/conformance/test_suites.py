@@ -1,5 +1,6 @@
-"""The CI part of the conformance suites: librdkafka's test-runner and kafka-python's
-integration tests (the `ci` tier of tests/conformance/*.allowlist) against groupd.
+"""The CI part of the conformance suites: librdkafka's test-runner (in the classic and in the
+KIP-848 consumer group protocol) and kafka-python's integration tests (the `ci` tier of
+tests/conformance/*.allowlist) against groupd.
 
 Every test must give exactly the result its allowlist line expects: a PASS that starts failing
 is a regression, and a FAIL that starts passing means the allowlist (and FINDINGS.md) must be
@@ -16,17 +17,18 @@ import pytest
 
 from tests.conformance import kafka_python, librdkafka
 from tests.conformance.common import finding_problem, read_allowlist, read_findings, select, tail
+from tests.conformance.report import SUITES
 
 pytestmark = pytest.mark.clients
 
-LIBRDKAFKA = select(read_allowlist("librdkafka"), "ci")
+# librdkafka's two runs: the classic protocol, then the consumer (KIP-848) protocol
+LIBRDKAFKA = [e for suite in librdkafka.GROUP_PROTOCOL for e in select(read_allowlist(suite), "ci")]
 KAFKA_PYTHON = select(read_allowlist("kafka-python"), "ci")
 
 
 def test_every_expected_failure_is_explained():
     findings = read_findings()
-    problems = [p for suite in ("librdkafka", "kafka-python") for e in read_allowlist(suite)
-                if (p := finding_problem(e, findings))]
+    problems = [p for suite in SUITES for e in read_allowlist(suite) if (p := finding_problem(e, findings))]
     assert not problems, "\n".join(problems)
 
 
@@ -40,11 +42,11 @@ def librdkafka_tree():
 
 
 @pytest.mark.timeout(900)  # the first test also waits for the build
-@pytest.mark.parametrize("entry", LIBRDKAFKA, ids=[e.id for e in LIBRDKAFKA])
+@pytest.mark.parametrize("entry", LIBRDKAFKA, ids=[f"{e.suite}:{e.id}" for e in LIBRDKAFKA])
 def test_librdkafka(entry, librdkafka_tree):
     result = librdkafka.run_entry(entry)
     assert result.status == entry.expect, (
-        f"librdkafka {entry.id}: {result.status} ({result.detail}), allowlist expects {entry.expect}; "
+        f"{entry.suite} {entry.id}: {result.status} ({result.detail}), allowlist expects {entry.expect}; "
         f"log {result.log}\n{tail(result.log)}")
 
 
