@@ -19,7 +19,9 @@ pytestmark = pytest.mark.clients
 
 STACKS = ["confluent", "java", "platformatic"]
 # platformatic 1.35 sends no subscribedTopicRegex, and closes with epoch -1 even as a static member
-REGEX_STACKS = STATIC_LEAVE_STACKS = ["confluent", "java"]
+# what platformatic 1.35 lacks on this protocol: regex subscriptions, the -2 static leave, and a safe
+# partition-growth path (see test_added_partitions_are_assigned)
+REGEX_STACKS = STATIC_LEAVE_STACKS = GROWTH_STACKS = ["confluent", "java"]
 SIX = {f"t6-{p}" for p in range(6)}
 SETTINGS = ("topics=t6:6", "group.consumer.session.timeout.ms=3000", "group.consumer.min.session.timeout.ms=1000",
             "group.consumer.heartbeat.interval.ms=300", "group.consumer.min.heartbeat.interval.ms=100")
@@ -139,16 +141,15 @@ def test_a_regex_subscription_picks_up_a_created_topic(server, clients, stack, r
     assert not member.errors(), member.errors()
 
 
-@pytest.mark.parametrize("stack", STACKS)
+# Not platformatic 1.35: it looks the leader of a newly assigned partition up in its cached metadata and
+# crashes (TypeError in messages-stream.js) when the assignment arrives before its next metadata refresh,
+# a race no cache age closes (a heartbeat may land just after CreatePartitions).
+@pytest.mark.parametrize("stack", GROWTH_STACKS)
 def test_added_partitions_are_assigned(server, clients, stack, request):
     group, topic = group_name(request), f"grows-{stack}"
     a = admin(server)
     a.create_topics([NewTopic(topic, 2)])[topic].result(10)
-    # platformatic looks the leader of an assigned partition up in its cached metadata (5 s by default) and
-    # crashes (TypeError in messages-stream.js) on one it does not know yet: keep its cache younger than the
-    # time the group takes to see the new partitions
-    extra = {"metadata.max.age.ms": 100} if stack == "platformatic" else {}
-    members = [clients(stack, "subscribe", server.bootstrap, **opts(group, topic=topic, **extra)) for _ in range(2)]
+    members = [clients(stack, "subscribe", server.bootstrap, **opts(group, topic=topic)) for _ in range(2)]
     wait_until(lambda: owns_exactly(members, {f"{topic}-0", f"{topic}-1"}), 60, "two partitions, one each")
     a.create_partitions([NewPartitions(topic, 4)])[topic].result(10)
     wait_until(lambda: owns_exactly(members, {f"{topic}-{p}" for p in range(4)}), 60, "four partitions")
