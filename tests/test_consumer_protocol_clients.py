@@ -18,9 +18,9 @@ from tests.support import GroupdProcess
 pytestmark = pytest.mark.clients
 
 STACKS = ["confluent", "java", "platformatic"]
-# platformatic 1.35 sends no subscribedTopicRegex, and closes with epoch -1 even as a static member
-# what platformatic 1.35 lacks on this protocol: regex subscriptions, the -2 static leave, and a safe
-# partition-growth path (see test_added_partitions_are_assigned)
+# what platformatic 1.35 lacks on this protocol: regex subscriptions (it sends no subscribedTopicRegex),
+# the -2 static leave (it closes with epoch -1 even as a static member), and a safe partition-growth
+# path (see test_added_partitions_are_assigned)
 REGEX_STACKS = STATIC_LEAVE_STACKS = GROWTH_STACKS = ["confluent", "java"]
 SIX = {f"t6-{p}" for p in range(6)}
 SETTINGS = ("topics=t6:6", "group.consumer.session.timeout.ms=3000", "group.consumer.min.session.timeout.ms=1000",
