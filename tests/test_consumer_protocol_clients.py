@@ -1,5 +1,6 @@
 """Consumer groups on the KIP-848 protocol (group.protocol=consumer) with real clients against the
-real server: confluent-kafka (librdkafka) and the Java client. The server runs with short
+real server: confluent-kafka (librdkafka), the Java client and @platformatic/kafka (groupProtocol
+'consumer'; no regex subscription). The server runs with short
 consumer-group timeouts so that fencing by session expiry happens within seconds."""
 
 from __future__ import annotations
@@ -16,7 +17,11 @@ from tests.support import GroupdProcess
 
 pytestmark = pytest.mark.clients
 
-STACKS = ["confluent", "java"]
+STACKS = ["confluent", "java", "platformatic"]
+# what platformatic 1.35 lacks on this protocol: regex subscriptions (it sends no subscribedTopicRegex),
+# the -2 static leave (it closes with epoch -1 even as a static member), and a safe partition-growth
+# path (see test_added_partitions_are_assigned)
+REGEX_STACKS = STATIC_LEAVE_STACKS = GROWTH_STACKS = ["confluent", "java"]
 SIX = {f"t6-{p}" for p in range(6)}
 SETTINGS = ("topics=t6:6", "group.consumer.session.timeout.ms=3000", "group.consumer.min.session.timeout.ms=1000",
             "group.consumer.heartbeat.interval.ms=300", "group.consumer.min.heartbeat.interval.ms=100")
@@ -85,7 +90,7 @@ def test_a_killed_consumer_is_fenced_when_its_session_expires(server, clients, s
     wait_until(lambda: owns_exactly(members[:1], SIX), 60, "the survivor owns every partition")
 
 
-@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("stack", STATIC_LEAVE_STACKS)
 def test_a_restarted_static_member_gets_its_partitions_back_without_a_new_epoch(server, clients, stack, request):
     group = group_name(request)
     a = clients(stack, "subscribe", server.bootstrap, **opts(group, **{"group.instance.id": "a"}))
@@ -102,7 +107,26 @@ def test_a_restarted_static_member_gets_its_partitions_back_without_a_new_epoch(
     assert groupd_admin.describe_group(server.bootstrap, group)["group_epoch"] == epoch
 
 
-@pytest.mark.parametrize("stack", STACKS)
+def test_a_static_member_that_leaves_with_epoch_minus_one_leaves_for_good(server, clients, request):
+    """platformatic closes with memberEpoch -1 even as a static member: as in Kafka that is a full leave
+    (a new group epoch, its partitions move at once) and its instance id is free for the next member."""
+    group = group_name(request)
+    a = clients("platformatic", "subscribe", server.bootstrap, **opts(group, **{"group.instance.id": "a"}))
+    b = clients("platformatic", "subscribe", server.bootstrap, **opts(group, **{"group.instance.id": "b"}))
+    wait_until(lambda: owns_exactly([a, b], SIX), 90, "both static members assigned")
+    wait_until(lambda: describe(server, group).state == ConsumerGroupState.STABLE, 30, "Stable")
+    epoch = groupd_admin.describe_group(server.bootstrap, group)["group_epoch"]
+    assert b.close() == 0
+    wait_until(lambda: set(a.assignment()) == SIX, 60, "the other member owns every partition")
+    assert re.search(rf"member left group={group} type=consumer member=\S+ instance=b temporary=False", server.log())
+    b2 = clients("platformatic", "subscribe", server.bootstrap, **opts(group, **{"group.instance.id": "b"}))
+    wait_until(lambda: owns_exactly([a, b2], SIX), 60, "the instance id is taken again at once")
+    assert not a.errors() and not b2.errors(), (a.errors(), b2.errors())
+    assert f"static member replaced group={group} type=consumer instance=b" not in server.log()
+    assert groupd_admin.describe_group(server.bootstrap, group)["group_epoch"] > epoch
+
+
+@pytest.mark.parametrize("stack", REGEX_STACKS)
 def test_a_regex_subscription_picks_up_a_created_topic(server, clients, stack, request):
     group, prefix = group_name(request), f"rx-{stack}"
     a = admin(server)
@@ -117,7 +141,10 @@ def test_a_regex_subscription_picks_up_a_created_topic(server, clients, stack, r
     assert not member.errors(), member.errors()
 
 
-@pytest.mark.parametrize("stack", STACKS)
+# Not platformatic 1.35: it looks the leader of a newly assigned partition up in its cached metadata and
+# crashes (TypeError in messages-stream.js) when the assignment arrives before its next metadata refresh,
+# a race no cache age closes (a heartbeat may land just after CreatePartitions).
+@pytest.mark.parametrize("stack", GROWTH_STACKS)
 def test_added_partitions_are_assigned(server, clients, stack, request):
     group, topic = group_name(request), f"grows-{stack}"
     a = admin(server)
@@ -151,11 +178,12 @@ def test_describe_and_list_by_type_through_the_admin_client(server, clients, req
         groupd_admin.list_groups(server.bootstrap)
 
 
-def test_commits_and_epochs_survive_a_server_restart(tmp_path, clients):
+@pytest.mark.parametrize("stack", ["confluent", "platformatic"])  # the tools with commit_offset=N
+def test_commits_and_epochs_survive_a_server_restart(tmp_path, clients, stack):
     s = GroupdProcess(str(tmp_path / "data"), *SETTINGS)
     s.start()
     try:
-        members = [clients("confluent", "subscribe", s.bootstrap, **opts("resume", commit_offset=7))
+        members = [clients(stack, "subscribe", s.bootstrap, **opts("resume", commit_offset=7))
                    for _ in range(2)]
         wait_until(lambda: owns_exactly(members, SIX), 60, "both assigned")
         wait_until(lambda: {tp for m in members for e in m.events if e["event"] == "committed"
@@ -165,6 +193,8 @@ def test_commits_and_epochs_survive_a_server_restart(tmp_path, clients):
         assignment = {m.member_id: {(tp.topic, tp.partition) for tp in m.assignment.topic_partitions}
                       for m in before.members}
         s.stop()
+        # a fresh admin client: librdkafka's, once its broker went away, can stay stuck reconnecting
+        _admins.pop(s.bootstrap, None)
         s.start()
         after = describe(s, "resume")
         reloaded = groupd_admin.describe_group(s.bootstrap, "resume")
@@ -175,7 +205,7 @@ def test_commits_and_epochs_survive_a_server_restart(tmp_path, clients):
         assert {m.member_id: {(tp.topic, tp.partition) for tp in m.assignment.topic_partitions}
                 for m in after.members} == assignment
         assert "groups=1" in s.log().split("offsets log loaded")[-1]
-        fetched = clients("confluent", "fetch", s.bootstrap, group="resume", topic="t6")
+        fetched = clients(stack, "fetch", s.bootstrap, group="resume", topic="t6")
         offsets = fetched.wait_for(lambda e: e["event"] == "offsets", 30)["offsets"]
         assert {tp: o["offset"] for tp, o in offsets.items()} == {tp: 7 for tp in SIX}
         wait_until(lambda: all(m.assignment() for m in members), 30, "the members carry on")

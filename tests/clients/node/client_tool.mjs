@@ -2,6 +2,9 @@
 //   node client_tool.mjs kafkajs|platformatic MODE BOOTSTRAP [key=value ...]
 // MODE: assign topic=T seconds=S          (no group: metadata + offsets (+ Fetch for platformatic))
 //       subscribe topic=T group=G seconds=S [instance=ID] [session.ms=N] [commit=true] [mode=committed]
+//                 [commit_offset=N]  (platformatic: commits N for every partition it is assigned)
+//                 platformatic group.protocol=consumer: KIP-848 (ConsumerGroupHeartbeat); the server owns the
+//                 session and heartbeat settings; assignment changes are seen by watching consumer.assignments
 //       commit group=G topic=T partition=P offset=N     fetch group=G topic=T
 // seconds=0: until stdin closes or SIGTERM. Libraries come from $KAFKA_TEST_CLIENTS/node/node_modules.
 // stdout: one JSON object per line (see ../README.md); library logs go to stderr. Exit 0 iff no error.
@@ -23,13 +26,15 @@ const need = k => {
 // Java-style dotted keys mapped onto both libraries' option names (ms values)
 const DOTTED = { 'session.timeout.ms': 'sessionTimeout', 'heartbeat.interval.ms': 'heartbeatInterval',
   'rebalance.timeout.ms': 'rebalanceTimeout', 'fetch.max.wait.ms': 'maxWaitTime', 'metadata.max.age.ms': 'metadataMaxAge' }
-let requestTimeout // request.timeout.ms: KafkaJS requestTimeout; platformatic timeout + requestTimeout (30 s: a slower JoinGroup fails)
+let requestTimeout, groupProtocol // request.timeout.ms: KafkaJS requestTimeout; platformatic timeout + requestTimeout (30 s: a slower JoinGroup fails)
 const groupOpts = {}
 if (opts['session.ms']) groupOpts.sessionTimeout = Number(opts['session.ms'])
+if (opts['group.instance.id']) opts.instance = opts['group.instance.id']
 for (const [k, v] of Object.entries(opts)) {
-  if (!k.includes('.') || k === 'session.ms') continue
+  if (!k.includes('.') || k === 'session.ms' || k === 'group.instance.id') continue
   if (DOTTED[k]) groupOpts[DOTTED[k]] = Number(v)
   else if (k === 'request.timeout.ms') requestTimeout = Number(v)
+  else if (k === 'group.protocol' && lib === 'platformatic') groupProtocol = v
   else console.error(`client_tool: ignoring unsupported option ${k}`)
 }
 if (opts.assignor && opts.assignor !== 'roundrobin') console.error(`client_tool: ${lib} only has roundrobin, ignoring assignor=${opts.assignor}`)
@@ -131,6 +136,7 @@ async function runPlatformatic () {
   const topic = need('topic')
   const consumer = new Consumer({ clientId: `platformatic-${mode}`, bootstrapBrokers: [bootstrap],
     groupId: opts.group ?? 'client-tool-unused', ...(opts.instance && { groupInstanceId: opts.instance }),
+    ...(groupProtocol && { groupProtocol }),
     ...(requestTimeout && { timeout: requestTimeout, requestTimeout }), ...groupOpts }) // undefined values would override defaults
   consumer.on('error', error)
   consumer.on('consumer:heartbeat:error', p => error(p.error))
@@ -163,12 +169,48 @@ async function runPlatformatic () {
       })
       emit({ event: 'watermarks', offsets: Object.fromEntries(Object.entries(hw).map(([k, v]) => [k, { high: v }])) })
     } else if (mode === 'subscribe') {
-      consumer.on('consumer:group:join', p => {
-        assignment = names((p.assignments ?? []).flatMap(a => a.partitions.map(x => [a.topic, x])))
-        emit({ event: 'assigned', partitions: assignment, generation: p.generationId, member_id: p.memberId, leader: p.isLeader })
-      })
       consumer.on('consumer:group:leave', p => emit({ event: 'left', generation: p.generationId ?? null }))
       consumer.on('consumer:group:rebalance', () => emit({ event: 'rebalance' }))
+      const committing = new Set() // partitions assigned and not yet committed (commit_offset=N)
+      const onAssigned = (now, extra) => {
+        for (const tp of now) if (!assignment.includes(tp)) committing.add(tp)
+        for (const tp of committing) if (!now.includes(tp)) committing.delete(tp)
+        assignment = now
+        emit({ event: 'assigned', partitions: assignment, ...extra })
+      }
+      const assigned = list => names((list ?? []).flatMap(a => a.partitions.map(x => [a.topic, x])))
+      if (groupProtocol !== 'consumer') {
+        consumer.on('consumer:group:join', p => onAssigned(assigned(p.assignments),
+          { generation: p.generationId, member_id: p.memberId, leader: p.isLeader }))
+      } else { // no event carries the assignment: watch it (set from heartbeats)
+        let seen = null
+        setInterval(() => {
+          const now = assigned(consumer.assignments)
+          if (seen === null ? now.length : now.join() !== seen) onAssigned(now, { generation: null, member_id: consumer.memberId })
+          seen = now.join()
+        }, 100).unref()
+      }
+      if (opts.commit_offset !== undefined) {
+        const offset = BigInt(opts.commit_offset)
+        const commitLoop = async () => {
+          while (!stopping) {
+            const tps = [...committing]
+            if (tps.length) {
+              const offsets = tps.map(tp => ({ topic: tp.slice(0, tp.lastIndexOf('-')),
+                partition: Number(tp.slice(tp.lastIndexOf('-') + 1)), offset, leaderEpoch: -1 }))
+              try {
+                await consumer.commit({ offsets })
+                tps.forEach(tp => committing.delete(tp))
+                emit({ event: 'committed', offsets: Object.fromEntries(tps.map(tp => [tp, { offset }])) })
+              } catch (e) { // e.g. STALE_MEMBER_EPOCH mid-rebalance: retried, as the Python tool does
+                emit({ event: 'commit_retry', message: describe(e) })
+              }
+            }
+            await sleep(200)
+          }
+        }
+        commitLoop()
+      }
       arm(Number(need('seconds'))) // the run time includes the join
       const stream = await Promise.race([consumer.consume({ topics: [topic], mode: opts.mode ?? 'committed',
         fallbackMode: 'earliest', ...(opts.commit === 'true' && { autocommit: 1000 }), ...groupOpts }), stopped])
