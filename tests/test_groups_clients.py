@@ -196,7 +196,12 @@ def test_assignor_produces_its_assignment(server, clients, stack, assignor, requ
     group = group_name(request)
     members = [clients(stack, "subscribe", server.bootstrap, **subscribe_opts(stack, group, assignor=assignor))
                for _ in range(2)]
-    wait_until(lambda: balanced(members, SIX), 90, "two-way assignment")
+    try:
+        wait_until(lambda: balanced(members, SIX), 90, "two-way assignment")
+    except AssertionError:  # say what the group went through: this has timed out under heavy load
+        history = [line for line in server.log().splitlines() if group in line][-40:]
+        raise AssertionError("timed out waiting for two-way assignment; assignments "
+                             f"{[m.assignment() for m in members]}; the group's log:\n" + "\n".join(history))
     time.sleep(1)
     d = describe(server.bootstrap, group)
     assert d.protocol_data == assignor
