@@ -8,6 +8,17 @@ from typing import Any, Protocol
 from protocol import ErrorCode
 
 
+def static_member_error(static_members: dict[str, str], instance_id: str | None, member_id: str) -> ErrorCode | None:
+    """The error of a request naming `instance_id` (if any) for `member_id`, in any group type:
+    an unknown instance, or one held by another member (Kafka's static-member check)."""
+    if instance_id is None:
+        return None
+    holder = static_members.get(instance_id)
+    if holder is None:
+        return ErrorCode.unknown_member_id
+    return ErrorCode.fenced_instance_id if holder != member_id else None
+
+
 class Group(Protocol):
     group_id: str
     type: str  # "classic", "consumer", …

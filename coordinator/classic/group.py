@@ -22,6 +22,7 @@ from protocol import ErrorCode
 from protocol.consumer import BadConsumerProtocol, subscribed_topics
 from storage.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, Record
 
+from ..group import static_member_error
 from .replies import join_reply, sync_reply
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000  # Kafka's CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS
@@ -248,12 +249,9 @@ class ClassicGroup:
         return self.state.value
 
     def validate_member(self, member_id: str, instance_id: str | None) -> ErrorCode | None:
-        if instance_id is not None:
-            known = self.static_members.get(instance_id)
-            if known is None:
-                return E.unknown_member_id
-            if known != member_id:
-                return E.fenced_instance_id
+        error = static_member_error(self.static_members, instance_id, member_id)
+        if error is not None:
+            return error
         if member_id not in self.members:
             return E.unknown_member_id
         return None

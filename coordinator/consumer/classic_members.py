@@ -14,6 +14,7 @@ from .. import events as ev
 from ..classic.replies import join_reply, sync_reply
 from ..classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
 from ..clock import Now
+from ..group import static_member_error
 from ..outcome import Outcome, reply_when_written
 from .group import ConsumerGroup, ConsumerMember
 from .machine import ConsumerHeartbeatRequest, ConsumerMachine, TopicsImage
@@ -86,12 +87,9 @@ class ClassicMembers:
 
     def _member(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
                 generation: int) -> ConsumerMember | ErrorCode:
-        if instance_id is not None:
-            holder = group.static_members.get(instance_id)
-            if holder is None:
-                return E.unknown_member_id
-            if holder != member_id:
-                return E.fenced_instance_id
+        error = static_member_error(group.static_members, instance_id, member_id)
+        if error is not None:
+            return error
         member = group.members.get(member_id)
         if member is None or member.classic is None:
             return E.unknown_member_id
