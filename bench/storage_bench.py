@@ -223,12 +223,20 @@ def load_bench(tmp: str, sizes: list[int]) -> list[dict]:
 # -- 3. compaction ----------------------------------------------------------------------------------
 
 COMPACT_CHILD = r"""
-import json, resource, sys, time
+import json, re, sys, time
 sys.path.insert(0, sys.argv[1])
 from storage.compaction import compact
+
+
+def peak_kib():
+    # VmHWM is this process's own peak; ru_maxrss would carry the parent's across exec.
+    with open("/proc/self/status") as f:
+        return int(re.search(r"VmHWM:\s+(\d+) kB", f.read()).group(1))
+
+
 t0 = time.perf_counter()
 r = compact(sys.argv[2], now_ms=int(time.time() * 1000), delete_retention_ms=0)
-print(json.dumps({"seconds": time.perf_counter() - t0, "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+print(json.dumps({"seconds": time.perf_counter() - t0, "maxrss_kib": peak_kib(),
                   "segments": r.segments_cleaned, "records_before": r.records_before, "records_after": r.records_after,
                   "bytes_before": r.bytes_before, "bytes_after": r.bytes_after}))
 """
