@@ -7,7 +7,9 @@ message that names the key and what it accepts.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import difflib
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -309,22 +311,25 @@ class Settings:
         env = os.environ if env is None else env
         raw: dict[str, tuple[Any, str]] = {k.name: (k.default, "default") for k in KEYS}
         if config_file:
-            for name, value in _read_yaml(config_file).items():
+            given = _read_yaml(config_file)
+            for name, value in given.items():
                 _known(name, f"in {config_file}")
-                raw[name] = (value, f"file {config_file}")
-        by_env = {env_var(k.name): k.name for k in KEYS}
+                _set(raw, name, value, f"file {config_file}", given)
+        by_env = {env_var(name): name for name in [*KEYS_BY_NAME, *ALIASES]}
+        given_env = {by_env.get(var, var): value for var, value in env.items() if var.startswith("GROUPD_")}
         for var, value in env.items():
             if var.startswith("GROUPD_"):
                 if var not in by_env:
-                    raise ConfigError(f"unknown setting {var} in the environment (GROUPD_<KEY> with "
-                                      f"dots as underscores; `groupd config show` lists the keys)")
-                raw[by_env[var]] = (value, f"env {var}")
+                    raise ConfigError(f"unknown setting {var} in the environment{_did_you_mean(var, by_env)} "
+                                      f"(GROUPD_<KEY> with dots as underscores; `groupd config show` lists the keys)")
+                _set(raw, by_env[var], value, f"env {var}", given_env)
+        given_set = dict(item.partition("=")[::2] for item in overrides)
         for item in overrides:
             name, sep, value = item.partition("=")
             if not sep:
                 raise ConfigError(f"--set takes key=value, not {item!r}")
             _known(name.strip(), "given to --set")
-            raw[name.strip()] = (value, "--set")
+            _set(raw, name.strip(), value, "--set", given_set)
 
         values = {}
         for name, (value, origin) in raw.items():
@@ -359,10 +364,48 @@ class Settings:
                               "set advertised.listeners to an address clients can reach")
 
 
+# Kafka's names groupd accepts for one of its keys: {alias: (key, value of the key from the alias's)}
+def _one_dir(v: Any) -> str:
+    """log.dirs: Kafka's comma-separated list of log directories; groupd has one data directory."""
+    dirs = [d.strip() for d in (v if isinstance(v, list) else str(v).split(",")) if str(d).strip()]
+    if len(dirs) != 1:
+        raise ConfigError(f"log.dirs={v!r} names {len(dirs)} directories; groupd keeps its log in one "
+                          "directory (data.dir)")
+    return dirs[0]
+
+
+ALIASES: dict[str, tuple[str, Callable[[Any], Any]]] = {"log.dirs": ("data.dir", _one_dir)}
+
+
+def _set(raw: dict[str, tuple[Any, str]], name: str, value: Any, origin: str, given: Mapping[str, Any]) -> None:
+    """Record `name`'s value from one source; an alias stands for its key (not both in one source)."""
+    if name in ALIASES:
+        key, convert = ALIASES[name]
+        if key in given:
+            raise ConfigError(f"{name} and {key} are both set ({origin.split(' ')[0]}); {name} is Kafka's "
+                              f"name for {key}: keep one")
+        raw[key] = (convert(value), f"{origin} ({name})")
+    else:
+        raw[name] = (value, origin)
+
+
+def _did_you_mean(name: str, known) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 def _known(name: str, where: str) -> None:
-    if name not in KEYS_BY_NAME:
-        raise ConfigError(f"unknown setting {name!r} {where}; known settings: "
-                          + ", ".join(k.name for k in KEYS))
+    if name not in KEYS_BY_NAME and name not in ALIASES:
+        raise ConfigError(f"unknown setting {name!r} {where}{_did_you_mean(name, [*KEYS_BY_NAME, *ALIASES])}; "
+                          "`groupd config show` lists the keys")
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--config FILE` and `--set KEY=VALUE`: the sources, beside GROUPD_* variables, of every
+    command that reads the settings (serve, config show, and the commands that find a running groupd)."""
+    parser.add_argument("--config", metavar="FILE", help="YAML file of settings (Kafka names)")
+    parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
+                        help="override one setting (repeatable); beats the file and GROUPD_* variables")
 
 
 def _read_yaml(path: str) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """Configuration: Kafka names and defaults, precedence file < env < --set, clear rejections."""
 
+import json
 import os
 import pathlib
 import subprocess
@@ -47,17 +48,6 @@ def test_env_names_are_upper_case_with_underscores():
     assert env_var("group.min.session.timeout.ms") == "GROUPD_GROUP_MIN_SESSION_TIMEOUT_MS"
 
 
-@pytest.mark.parametrize("where", ["file", "env", "cli"])
-def test_unknown_key_is_rejected_by_name(tmp_path, where):
-    with pytest.raises(ConfigError, match="group.min.sesion.timeout.ms|GROUPD_GROUP_MIN_SESION"):
-        if where == "file":
-            load(tmp_path, {"group.min.sesion.timeout.ms": 1})
-        elif where == "env":
-            load(tmp_path, env={"GROUPD_GROUP_MIN_SESION_TIMEOUT_MS": "1"})
-        else:
-            load(tmp_path, overrides=["group.min.sesion.timeout.ms=1"])
-
-
 @pytest.mark.parametrize("key, value, expected", [
     ("node.id", "abc", "an integer"),
     ("group.max.size", "0", r"\[1, inf\]"),
@@ -103,15 +93,76 @@ def test_cli_exits_2_with_the_message(tmp_path):
     assert "node.id='-5'" in out.stderr and "expected an integer" in out.stderr
 
 
-def test_config_show_prints_values_and_origins(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "coordinator", "config", "show", "--set", "node.id=4"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=30,
-                         env={**os.environ, "GROUPD_NUM_PARTITIONS": "2"})
+def config_show(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GROUPD_")}
+    return subprocess.run([sys.executable, "-m", "coordinator", "config", "show", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=30, env={**clean, **(env or {})})
+
+
+def test_config_show_prints_yaml_with_each_value_and_its_source(tmp_path):
+    path = tmp_path / "groupd.yaml"
+    path.write_text("node.id: 3\ntopics: {orders: 6}\n")
+    out = config_show("--config", str(path), "--set", "node.id=4", env={"GROUPD_NUM_PARTITIONS": "2"})
     assert out.returncode == 0, out.stderr
-    lines = {line.split()[0]: line for line in out.stdout.splitlines()}
-    assert "4" in lines["node.id"] and "--set" in lines["node.id"]
-    assert "env GROUPD_NUM_PARTITIONS" in lines["num.partitions"]
-    assert "default" in lines["group.max.size"]
+    header, *lines = out.stdout.splitlines()
+    # each source once, in precedence order
+    assert header == (f"# groupd's effective settings; sources, lowest to highest: defaults, file {path}, "
+                      "env GROUPD_NUM_PARTITIONS, --set node.id")
+    assert out.stdout.count(str(path)) == 1
+    sources = dict(line.rsplit("  # ", 1) for line in lines)
+    assert sources["node.id: 4"] == "--set" and sources["num.partitions: 2"] == "env"
+    assert sources["topics: {orders: 6}"] == "file" and sources["group.max.size: 2147483647"] == "default"
+    # the YAML is a config file: read back, it gives the same settings
+    again = tmp_path / "again.yaml"
+    again.write_text(out.stdout)
+    assert Settings.load(str(again), env={}) == load(tmp_path, {"node.id": 4, "num.partitions": 2, "topics": {"orders": 6}})
+
+
+def test_config_show_json_names_the_source_of_every_value():
+    out = config_show("--json", "--set", "log.dirs=/var/lib/groupd", env={"GROUPD_NODE_ID": "7"})
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["sources"] == {"file": None, "env": ["GROUPD_NODE_ID"], "set": ["data.dir"]}
+    assert doc["settings"]["node.id"] == {"value": 7, "source": "env"}
+    assert doc["settings"]["data.dir"] == {"value": "/var/lib/groupd", "source": "--set (log.dirs)"}
+    assert doc["settings"]["listeners"] == {"value": "PLAINTEXT://127.0.0.1:9092", "source": "default"}
+    assert set(doc["settings"]) == {k.name for k in KEYS}
+
+
+@pytest.mark.parametrize("where, message", [
+    ("file", "unknown setting 'group.min.sesion.timeout.ms' in .* \\(did you mean group.min.session.timeout.ms\\?\\)"),
+    ("env", "unknown setting GROUPD_GROUP_MIN_SESION_TIMEOUT_MS in the environment \\(did you mean "
+            "GROUPD_GROUP_MIN_SESSION_TIMEOUT_MS\\?\\)"),
+    ("cli", "unknown setting 'group.min.sesion.timeout.ms' given to --set \\(did you mean group.min.session.timeout.ms\\?\\)"),
+])
+def test_a_misspelt_key_gets_a_did_you_mean(tmp_path, where, message):
+    with pytest.raises(ConfigError, match=message):
+        if where == "file":
+            load(tmp_path, {"group.min.sesion.timeout.ms": 1})
+        elif where == "env":
+            load(tmp_path, env={"GROUPD_GROUP_MIN_SESION_TIMEOUT_MS": "1"})
+        else:
+            load(tmp_path, overrides=["group.min.sesion.timeout.ms=1"])
+
+
+def test_kafkas_log_dirs_is_data_dir_in_the_file_the_environment_and_set(tmp_path):
+    assert load(tmp_path, {"log.dirs": "/srv/a"}).data_dir == "/srv/a"
+    assert load(tmp_path, {"log.dirs": ["/srv/b"]}).data_dir == "/srv/b"
+    s = load(tmp_path, env={"GROUPD_LOG_DIRS": "/srv/c"})
+    assert (s.data_dir, s.origins["data.dir"]) == ("/srv/c", "env GROUPD_LOG_DIRS (log.dirs)")
+    assert load(tmp_path, {"data.dir": "/srv/file"}, overrides=["log.dirs=/srv/d"]).data_dir == "/srv/d"
+    assert load(tmp_path, {"log.dirs": "/srv/file"}, overrides=["data.dir=/srv/e"]).data_dir == "/srv/e"
+
+
+def test_log_dirs_with_several_directories_is_one_line_error(tmp_path):
+    with pytest.raises(ConfigError, match="log.dirs='/a,/b' names 2 directories; groupd keeps its log in one"):
+        load(tmp_path, overrides=["log.dirs=/a,/b"])
+    with pytest.raises(ConfigError, match="log.dirs and data.dir are both set"):
+        load(tmp_path, {"log.dirs": "/a", "data.dir": "/b"})
+    out = config_show("--set", "log.dirs=/a,/b")
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr == ("groupd: configuration error: log.dirs='/a,/b' names 2 directories; groupd keeps its "
+                          "log in one directory (data.dir)\n")
 
 
 # Keys read other than as `settings.<attribute>`, and why.
