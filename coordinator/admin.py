@@ -1,4 +1,5 @@
-"""The operations commands: `groupd groups list|describe`, `groupd offsets reset`, `groupd health`.
+"""The operations commands, at par with kafka-consumer-groups: `groupd groups list|describe|delete`,
+`groupd offsets reset|delete`, `groupd health`.
 
 They talk to a running groupd over the Kafka protocol with a small blocking client. groupd is a
 single node and the coordinator of every group, so every request goes to the bootstrap address
@@ -6,21 +7,22 @@ itself: the client never follows Metadata or FindCoordinator to an advertised ad
 why `groupd groups list --bootstrap 127.0.0.1:9092` works from a host whose groupd runs in a
 compose network and advertises `groupd:9092`, a name only that network can resolve.
 
-Each command gathers plain data first (`list_groups`, `describe_group`, `reset_offsets`,
-`health`), then prints it as a table or, with `--json`, as one JSON document.
+Each command gathers plain data first (`list_groups`, `describe_group`, `delete_groups`,
+`delete_offsets`, `reset_offsets`, `health`), then prints it as a table or, with `--json`, as one
+JSON document. Without `--bootstrap` a command finds groupd where the settings `serve` reads
+(--config, GROUPD_* variables, --set) make it listen.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import socket
 import struct
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from itertools import count
 from typing import Any
 
@@ -29,9 +31,9 @@ from protocol.apis import ApiKey
 from protocol.codec import RequestHeader, build_request, decode_response, encode_request
 from protocol.consumer import BadConsumerProtocol, assigned_partitions
 
-from .settings import KEYS_BY_NAME
+from .offset_reset import Partition, PlanError, clamp, parse_datetime, parse_duration, parse_topics, read_csv, to_csv
+from .settings import ConfigError, Settings, add_config_arguments
 
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
 COMMANDS = ("groups", "offsets", "health")
 
@@ -41,6 +43,8 @@ DESCRIBE_GROUPS_V = 6   # GROUP_ID_NOT_FOUND for an unknown group instead of an 
 CONSUMER_GROUP_DESCRIBE_V = 1  # consumer (KIP-848) groups: epochs, current and target assignments
 OFFSET_FETCH_V = 8      # batched groups; topics=null fetches every committed offset
 OFFSET_COMMIT_V = 8
+OFFSET_DELETE_V = 0
+DELETE_GROUPS_V = 2
 METADATA_V = 12
 LIST_OFFSETS_V = 7
 API_VERSIONS_V = 3
@@ -186,57 +190,87 @@ def _assignment(protocol_type: str, data: bytes) -> dict[str, list[int]] | None:
         return None
 
 
-def list_groups(bootstrap: str, timeout: float = 10.0) -> list[dict]:
+def list_groups(bootstrap: str, states: Iterable[str] = (), types: Iterable[str] = (),
+                timeout: float = 10.0) -> list[dict]:
+    """Every group, or those in one of `states` and of one of `types` (ListGroups filters)."""
     with AdminConnection(bootstrap, timeout=timeout) as conn:
-        r = conn.request(ApiKey.LIST_GROUPS, LIST_GROUPS_V, {"states_filter": [], "types_filter": []})
+        r = conn.request(ApiKey.LIST_GROUPS, LIST_GROUPS_V, {"states_filter": list(states), "types_filter": list(types)})
     _check(r.error_code, "ListGroups")
     return sorted(({"group": g.group_id, "state": g.group_state, "protocol_type": g.protocol_type,
                     "type": g.group_type} for g in r.groups), key=lambda g: g["group"])
+
+
+def _group_state(conn: AdminConnection, group: str) -> tuple[str, int] | None:
+    """(state, member count) of a group of any type, or None when groupd does not know it."""
+    g = _describe(conn, group)
+    if g is not None:
+        return g.group_state, len(g.members)
+    c = _describe_consumer_group(conn, group)
+    return None if c is None else (c.group_state, len(c.members))
 
 
 def describe_group(bootstrap: str, group: str, timeout: float = 10.0) -> dict:
     """State, protocol, members (assignments decoded for the consumer protocol) and committed
     offsets with the log-end offset and lag of each partition."""
     with AdminConnection(bootstrap, timeout=timeout) as conn:
-        g = _describe(conn, group)
-        c = _describe_consumer_group(conn, group) if g is None else None
-        committed = _committed(conn, group)
-        if g is None and c is None and not committed:
-            raise AdminError(f"group {group!r} does not exist")
-        members = []
-        owner: dict[tuple[str, int], dict] = {}
-        for m in (g.members if g is not None else ()):
-            assignment = _assignment(g.protocol_type, m.member_assignment)
-            member = {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
-                      "group_instance_id": m.group_instance_id, "assignment": assignment,
-                      "assignment_bytes": len(m.member_assignment)}
-            members.append(member)
-            for topic, partitions in (assignment or {}).items():
-                for p in partitions:
-                    owner[(topic, p)] = member
-        for m in (c.members if c is not None else ()):
-            member = {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
-                      "group_instance_id": m.instance_id, "member_epoch": m.member_epoch,
-                      "assignment": _named(m.assignment), "target_assignment": _named(m.target_assignment)}
-            members.append(member)
-            for topic, partitions in member["assignment"].items():
-                for p in partitions:
-                    owner[(topic, p)] = member
-        partitions = set(committed) | set(owner)
-        by_topic: dict[str, set[int]] = {}
-        for topic, p in partitions:
-            by_topic.setdefault(topic, set()).add(p)
-        log_end = _list_offsets(conn, by_topic, LATEST)
+        return _describe_group(conn, group)
+
+
+def describe_groups(bootstrap: str, groups: Iterable[str], timeout: float = 10.0) -> tuple[list[dict], list[str]]:
+    """Each group's description, and the names of those groupd does not know."""
+    found, missing = [], []
+    with AdminConnection(bootstrap, timeout=timeout) as conn:
+        for group in groups:
+            try:
+                found.append(_describe_group(conn, group))
+            except UnknownGroup:
+                missing.append(group)
+    return found, missing
+
+
+def all_group_ids(bootstrap: str, timeout: float = 10.0) -> list[str]:
+    return [g["group"] for g in list_groups(bootstrap, timeout=timeout)]
+
+
+class UnknownGroup(AdminError):
+    def __init__(self, group: str) -> None:
+        super().__init__(f"group {group!r} does not exist")
+
+
+def _describe_group(conn: AdminConnection, group: str) -> dict:
+    g = _describe(conn, group)
+    c = _describe_consumer_group(conn, group) if g is None else None
+    committed = _committed(conn, group)
+    if g is None and c is None and not committed:
+        raise UnknownGroup(group)
+    members = []
+    owner: dict[tuple[str, int], dict] = {}
+    for m in (g.members if g is not None else ()):
+        assignment = _assignment(g.protocol_type, m.member_assignment)
+        member = {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
+                  "group_instance_id": m.group_instance_id, "assignment": assignment,
+                  "assignment_bytes": len(m.member_assignment)}
+        members.append(member)
+        for topic, partitions in (assignment or {}).items():
+            for p in partitions:
+                owner[(topic, p)] = member
+    for m in (c.members if c is not None else ()):
+        member = {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
+                  "group_instance_id": m.instance_id, "member_epoch": m.member_epoch,
+                  "assignment": _named(m.assignment), "target_assignment": _named(m.target_assignment)}
+        members.append(member)
+        for topic, partitions in member["assignment"].items():
+            for p in partitions:
+                owner[(topic, p)] = member
+    partitions = set(committed) | set(owner)
+    log_end = _list_offsets(conn, _by_topic(partitions), LATEST)
     offsets = []
     for topic, p in sorted(partitions):
         offset, metadata = committed.get((topic, p), (None, None))
         end = log_end.get((topic, p))
         member = owner.get((topic, p), {})
         offsets.append({"topic": topic, "partition": p, "offset": offset, "metadata": metadata,
-                        "log_end_offset": end,
-                        # as kafka-consumer-groups: negative when the commit is past the log end
-                        # (always, for a commit above 0 while groupd stores no records)
-                        "lag": None if offset is None or end is None else end - offset,
+                        "log_end_offset": end, "lag": _lag(offset, end),
                         "member_id": member.get("member_id"), "client_id": member.get("client_id"),
                         "client_host": member.get("client_host")})
     if c is not None:
@@ -249,48 +283,147 @@ def describe_group(bootstrap: str, group: str, timeout: float = 10.0) -> dict:
             "members": members, "offsets": offsets}
 
 
-def reset_offsets(bootstrap: str, group: str, topic: str, *, to_offset: int | None = None,
-                  dry_run: bool = False, timeout: float = 10.0) -> dict:
-    """Commit a new offset for every partition of `topic`: its earliest offset (ListOffsets) or
-    `to_offset`. Only while the group is Empty (or unknown), as kafka-consumer-groups does: the
-    commit uses generation -1, which a group with members would refuse anyway."""
+def _lag(offset: int | None, log_end: int | None) -> int | None:
+    """Log-end offset minus committed offset, as kafka-consumer-groups; unknown (None) when the
+    commit lies past the log end: the partition's records are not here (groupd stores none unless
+    the records plane is on), so a negative number would only mislead."""
+    if offset is None or log_end is None or offset > log_end:
+        return None
+    return log_end - offset
+
+
+def _by_topic(partitions: Iterable[tuple[str, int]]) -> dict[str, set[int]]:
+    out: dict[str, set[int]] = {}
+    for topic, p in partitions:
+        out.setdefault(topic, set()).add(p)
+    return out
+
+
+def delete_groups(bootstrap: str, groups: Iterable[str], timeout: float = 10.0) -> dict[str, str | None]:
+    """{group: None when deleted, else its error name} (DeleteGroups: only Empty groups go)."""
     with AdminConnection(bootstrap, timeout=timeout) as conn:
-        g = _describe(conn, group)
-        if g is not None and g.group_state != "Empty":
-            members = len(g.members)
-            raise AdminError(
-                f"cannot reset the offsets of group {group!r}: it is {g.group_state} with {members} "
-                f"member{'s' if members != 1 else ''}; offsets can only be reset while the group is Empty "
-                "(stop its consumers first)")
-        meta = conn.request(ApiKey.METADATA, METADATA_V, {
-            "topics": [{"name": topic, "topic_id": uuid.UUID(int=0)}], "allow_auto_topic_creation": False,
-            "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False})
-        (t,) = meta.topics
-        _check(t.error_code, f"topic {topic!r}")
-        partitions = sorted(p.partition_index for p in t.partitions)
-        if to_offset is None:
-            earliest = _list_offsets(conn, {topic: partitions}, EARLIEST)
-            missing = [p for p in partitions if earliest.get((topic, p)) is None]
-            if missing:
-                raise AdminError(f"ListOffsets found no earliest offset for {topic} partitions {missing}")
-            plan = {p: earliest[(topic, p)] for p in partitions}
+        r = conn.request(ApiKey.DELETE_GROUPS, DELETE_GROUPS_V, {"groups_names": list(dict.fromkeys(groups))})
+    return {g.group_id: None if g.error_code is ErrorCode.none else g.error_code.name.upper() for g in r.results}
+
+
+def delete_offsets(bootstrap: str, group: str, topics: Iterable[str], timeout: float = 10.0) -> dict:
+    """Delete `group`'s committed offsets of `topics` (`T` or `T:P,...`) with OffsetDelete:
+    {"error": the group-level error or None, "partitions": [{topic, partition, error}]}."""
+    scope = parse_topics(topics)
+    with AdminConnection(bootstrap, timeout=timeout) as conn:
+        partitions = list(scope.partitions) + _topic_partitions(conn, scope.topics)
+        r = conn.request(ApiKey.OFFSET_DELETE, OFFSET_DELETE_V, {"group_id": group, "topics": [
+            {"name": t, "partitions": [{"partition_index": p} for p in sorted(ps)]}
+            for t, ps in sorted(_by_topic(partitions).items())]})
+    error = None if r.error_code is ErrorCode.none else r.error_code.name.upper()
+    return {"group": group, "error": error, "partitions": sorted(
+        ({"topic": t.name, "partition": p.partition_index,
+          "error": None if p.error_code is ErrorCode.none else p.error_code.name.upper()}
+         for t in r.topics for p in t.partitions), key=lambda x: (x["topic"], x["partition"]))}
+
+
+def _topic_partitions(conn: AdminConnection, topics: Iterable[str]) -> list[tuple[str, int]]:
+    """Every partition of each topic (Metadata); an unknown topic is an AdminError."""
+    topics = list(topics)
+    if not topics:
+        return []
+    meta = conn.request(ApiKey.METADATA, METADATA_V, {
+        "topics": [{"name": t, "topic_id": uuid.UUID(int=0)} for t in topics], "allow_auto_topic_creation": False,
+        "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False})
+    out = []
+    for t in meta.topics:
+        _check(t.error_code, f"topic {t.name!r}")
+        out += [(t.name, p.partition_index) for p in sorted(t.partitions, key=lambda p: p.partition_index)]
+    return out
+
+
+# The reset scenarios (exactly one is given); each names the offset every partition gets.
+SCENARIOS = ("to_earliest", "to_latest", "to_current", "to_offset", "shift_by", "to_datetime", "by_duration",
+             "from_file")
+INACTIVE = ("Empty", "Dead")
+
+
+def reset_offsets(bootstrap: str, group: str, scenario: str, value: Any = None, *, topics: Iterable[str] = (),
+                  all_topics: bool = False, execute: bool = False, timeout: float = 10.0,
+                  warn: Callable[[str], None] = lambda line: None) -> dict:
+    """Kafka's --reset-offsets: plan new offsets for the partitions of `topics` (`T`, `T:P,...`),
+    of every committed partition (`all_topics`) or of the plan file (`from_file`: its text), and
+    commit them with `execute`. Only while the group is inactive (Empty, or unknown: the commit
+    creates it), as kafka-consumer-groups: the commit uses generation -1, which a group with
+    members refuses anyway, so a member joining in between makes it fail rather than race."""
+    with AdminConnection(bootstrap, timeout=timeout) as conn:
+        found = _group_state(conn, group)
+        if found is not None and found[0] not in INACTIVE:
+            raise AdminError(f"Assignments can only be reset if the group '{group}' is inactive, but the current "
+                             f"state is {found[0]}.")
+        committed = {tp: offset for tp, (offset, _) in _committed(conn, group).items()}
+        requested: dict[Partition, int] = read_csv(value, group) if scenario == "from_file" else {}
+        if scenario == "from_file":
+            partitions = sorted(requested)
+        elif all_topics:
+            partitions = sorted(committed)
         else:
-            plan = {p: to_offset for p in partitions}
-        result = {"group": group, "topic": topic, "dry_run": dry_run, "created": g is None,
-                  "offsets": [{"partition": p, "offset": o} for p, o in plan.items()]}
-        if dry_run:
+            scope = parse_topics(topics)
+            partitions = sorted(set(scope.partitions) | set(_topic_partitions(conn, scope.topics)))
+        if not partitions:
+            raise AdminError(f"nothing to reset: group {group!r} has no committed offsets")
+        earliest, latest = (_log_offsets(conn, partitions, ts) for ts in (EARLIEST, LATEST))
+        plan = _plan(conn, scenario, value, partitions, committed, requested, earliest, latest, warn)
+        result = {"group": group, "execute": execute, "created": found is None,
+                  "offsets": [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(plan.items())]}
+        if not execute:
             return result
         r = conn.request(ApiKey.OFFSET_COMMIT, OFFSET_COMMIT_V, {
             "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
-            "topics": [{"name": topic, "partitions": [
-                {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1,
-                 "committed_metadata": ""} for p, o in plan.items()]}]})
+            "topics": [{"name": t, "partitions": [
+                {"partition_index": p, "committed_offset": plan[(t, p)], "committed_leader_epoch": -1,
+                 "committed_metadata": ""} for p in sorted(ps)]} for t, ps in sorted(_by_topic(plan).items())]})
     failed = {f"{t.name}-{p.partition_index}": p.error_code.name.upper()
               for t in r.topics for p in t.partitions if p.error_code is not ErrorCode.none}
     if failed:
         raise AdminError(f"OffsetCommit for group {group!r} failed: "
                          + ", ".join(f"{tp} {err}" for tp, err in sorted(failed.items())))
     return result
+
+
+def _plan(conn: AdminConnection, scenario: str, value: Any, partitions: list[Partition],
+          committed: Mapping[Partition, int], requested: Mapping[Partition, int],
+          earliest: Mapping[Partition, int], latest: Mapping[Partition, int],
+          warn: Callable[[str], None]) -> dict[Partition, int]:
+    if scenario == "to_earliest":
+        return {tp: earliest[tp] for tp in partitions}
+    if scenario == "to_latest":
+        return {tp: latest[tp] for tp in partitions}
+    if scenario == "to_current":  # a partition without a commit gets its log-end offset, as Kafka's tool
+        return {tp: committed.get(tp, latest[tp]) for tp in partitions}
+    if scenario in ("to_offset", "from_file"):
+        # committed as given, not clamped: groupd may coordinate for brokers whose logs it does not hold
+        return {tp: value for tp in partitions} if scenario == "to_offset" else dict(requested)
+    if scenario == "shift_by":
+        missing = [f"{t}-{p}" for t, p in partitions if (t, p) not in committed]
+        if missing:
+            raise AdminError(f"cannot shift the offset of {', '.join(missing)}: no committed offset")
+        return clamp({tp: committed[tp] + value for tp in partitions}, earliest, latest, warn)
+    timestamp = parse_datetime(value) if scenario == "to_datetime" else (
+        int(time.time() * 1000) - int(parse_duration(value).total_seconds() * 1000))
+    by_time = _list_offsets(conn, _by_topic(partitions), timestamp)
+    plan = {}
+    for tp in partitions:
+        offset = by_time.get(tp)
+        if offset is None or offset < 0:  # no record at or after the time
+            warn(f"Partition {tp[1]} from topic {tp[0]} is empty. Falling back to latest known offset.")
+            offset = latest[tp]
+        plan[tp] = offset
+    return plan
+
+
+def _log_offsets(conn: AdminConnection, partitions: list[Partition], timestamp: int) -> dict[Partition, int]:
+    """The earliest or latest offset of every partition; a partition that has none is an AdminError."""
+    found = _list_offsets(conn, _by_topic(partitions), timestamp)
+    missing = [f"{t}-{p}" for t, p in partitions if found.get((t, p)) is None]
+    if missing:
+        raise AdminError(f"ListOffsets: unknown partition{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
+    return found
 
 
 def health(bootstrap: str, timeout: float = 5.0) -> tuple[bool, str]:
@@ -319,50 +452,104 @@ def health(bootstrap: str, timeout: float = 5.0) -> tuple[bool, str]:
 # The command line
 
 
-def default_bootstrap(env: Mapping[str, str] | None = None) -> str:
-    """The first of groupd's own `GROUPD_LISTENERS` when set (a wildcard host becomes loopback),
-    so that inside groupd's container the commands (and the HEALTHCHECK) need no flag; else
-    127.0.0.1:9092."""
-    value = (os.environ if env is None else env).get("GROUPD_LISTENERS", "")
-    try:
-        listeners = KEYS_BY_NAME["listeners"].parse(value) if value else ()
-    except ValueError:
-        listeners = ()
-    if not listeners:
-        return DEFAULT_BOOTSTRAP
-    host = listeners[0].host
-    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
-    return f"[{host}]:{listeners[0].port}" if ":" in host else f"{host}:{listeners[0].port}"
+def listener_address(settings: Settings) -> str:
+    """host:port of the first of groupd's `listeners`, a wildcard host meaning loopback: where a
+    command finds the groupd those settings configure."""
+    if not settings.listeners:
+        raise ConfigError("listeners must name at least one PLAINTEXT://host:port")
+    listener = settings.listeners[0]
+    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(listener.host, listener.host)
+    return f"[{host}]:{listener.port}" if ":" in host else f"{host}:{listener.port}"
+
+
+def resolve_bootstrap(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> str:
+    """`--bootstrap` when given; else the listener of the settings `serve` would read from the
+    same sources (--config FILE, GROUPD_* variables, --set), so `groupd health --set
+    listeners=PLAINTEXT://:19092` looks where `groupd serve --set listeners=...` listens.
+    A bad setting is a ConfigError, as for serve."""
+    if args.bootstrap:
+        return args.bootstrap
+    return listener_address(Settings.load(args.config, env=env, overrides=args.set, cross_checks=False))
+
+
+STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead",  # classic
+          "Assigning", "Reconciling")  # consumer (KIP-848) groups
+TYPES = ("classic", "consumer", "share", "streams")
+
+
+def _choices(allowed: tuple[str, ...], what: str) -> Callable[[str], list[str]]:
+    """A comma-separated list of `allowed` names (any case) → Kafka's spelling of each."""
+    by_lower = {a.lower(): a for a in allowed}
+
+    def parse(text: str) -> list[str]:
+        items = [s.strip() for s in text.split(",") if s.strip()]
+        bad = [s for s in items if s.lower() not in by_lower]
+        if bad or not items:
+            raise argparse.ArgumentTypeError(f"{', '.join(bad) or repr(text)}: not a {what} "
+                                             f"(one of {', '.join(allowed)})")
+        return [by_lower[s.lower()] for s in items]
+    return parse
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Register `groups`, `offsets` and `health` on groupd's sub-command parser."""
     def common(sp: argparse.ArgumentParser, json_output: bool = True, timeout: float = 10.0) -> None:
-        sp.add_argument("--bootstrap", metavar="HOST:PORT", default=None,
-                        help="groupd's address (default: the first of GROUPD_LISTENERS, else "
-                             f"{DEFAULT_BOOTSTRAP})")
+        sp.add_argument("--bootstrap", "--bootstrap-server", dest="bootstrap", metavar="HOST:PORT", default=None,
+                        help="groupd's address (default: the first of `listeners` in the settings serve "
+                             "reads: --config, GROUPD_* variables, --set)")
+        add_config_arguments(sp)
         sp.add_argument("--timeout", type=float, default=timeout, metavar="SECONDS",
                         help=f"network timeout (default {timeout:g})")
         if json_output:
             sp.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
 
-    groups = sub.add_parser("groups", help="list and describe groups of a running groupd")
+    groups = sub.add_parser("groups", help="list, describe and delete groups of a running groupd")
     groups_sub = groups.add_subparsers(dest="groups_command", required=True)
-    common(groups_sub.add_parser("list", help="every group: id, state, protocol type (ListGroups)"))
-    describe = groups_sub.add_parser("describe", help="a group's state, members, assignments and committed offsets")
-    describe.add_argument("group")
+    listing = groups_sub.add_parser("list", help="every group: id, state, protocol type, type (ListGroups)")
+    listing.add_argument("--state", type=_choices(STATES, "group state"), action="extend", default=[],
+                         metavar="S[,S...]", help="only groups in one of these states")
+    listing.add_argument("--type", type=_choices(TYPES, "group type"), action="extend", default=[],
+                         metavar="T[,T...]", help="only groups of one of these types")
+    common(listing)
+    describe = groups_sub.add_parser("describe", help="groups' state, members, assignments and committed offsets")
+    which = describe.add_mutually_exclusive_group(required=True)
+    which.add_argument("group", nargs="*", default=[])
+    which.add_argument("--all-groups", action="store_true", help="every group groupd knows")
     common(describe)
+    delete = groups_sub.add_parser("delete", help="delete Empty groups and their offsets (DeleteGroups)")
+    delete.add_argument("group", nargs="+")
+    common(delete)
 
     offsets = sub.add_parser("offsets", help="change a group's committed offsets")
     offsets_sub = offsets.add_subparsers(dest="offsets_command", required=True)
-    reset = offsets_sub.add_parser("reset", help="commit new offsets for every partition of a topic "
+    drop = offsets_sub.add_parser("delete", help="delete a group's committed offsets of topics (OffsetDelete)")
+    drop.add_argument("group")
+    drop.add_argument("--topic", action="append", required=True, metavar="T[:P,...]",
+                      help="a topic, or some of its partitions (repeatable)")
+    common(drop)
+    reset = offsets_sub.add_parser("reset", help="plan new committed offsets and, with --execute, commit them "
                                                  "(only while the group is Empty)")
     reset.add_argument("group")
-    reset.add_argument("--topic", required=True)
+    scope = reset.add_mutually_exclusive_group()
+    scope.add_argument("--topic", action="append", metavar="T[:P,...]",
+                       help="a topic, or some of its partitions (repeatable)")
+    scope.add_argument("--all-topics", action="store_true", help="every partition the group has an offset for")
     to = reset.add_mutually_exclusive_group(required=True)
     to.add_argument("--to-earliest", action="store_true", help="each partition's earliest offset (ListOffsets)")
+    to.add_argument("--to-latest", action="store_true", help="each partition's log-end offset (ListOffsets)")
+    to.add_argument("--to-current", action="store_true",
+                    help="the committed offset (the log-end offset where there is none)")
     to.add_argument("--to-offset", type=_non_negative, metavar="N", help="offset N on every partition")
-    reset.add_argument("--dry-run", action="store_true", help="print the new offsets without committing them")
+    to.add_argument("--shift-by", type=int, metavar="N",
+                    help="the committed offset plus N (negative: back), kept within [earliest, latest]")
+    to.add_argument("--to-datetime", metavar="ISO8601",
+                    help="the first offset at or after this time (YYYY-MM-DDTHH:mm:SS.sss, local unless a zone)")
+    to.add_argument("--by-duration", metavar="PnDTnHnMnS", help="the first offset at or after this long ago")
+    to.add_argument("--from-file", metavar="CSV", help="the offsets of a topic,partition,offset file (--export)")
+    run_mode = reset.add_mutually_exclusive_group()
+    run_mode.add_argument("--execute", action="store_true", help="commit the plan (default: print it only)")
+    run_mode.add_argument("--dry-run", action="store_true", help="print the plan only (the default)")
+    reset.add_argument("--export", action="store_true", help="print the plan as CSV topic,partition,offset")
     common(reset)
 
     common(sub.add_parser("health", help="exit 0 if groupd answers ApiVersions within the timeout, else 1"),
@@ -379,33 +566,102 @@ def _non_negative(text: str) -> int:
     return n
 
 
+def _warn(line: str) -> None:
+    print(f"groupd: warning: {line}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run a parsed `groups`, `offsets` or `health` command; the exit status."""
-    bootstrap = args.bootstrap or default_bootstrap()
+    try:
+        bootstrap = resolve_bootstrap(args)
+    except ConfigError as e:
+        print(f"groupd: configuration error: {e}", file=sys.stderr)
+        return 2
     if args.command == "health":
         ok, line = health(bootstrap, args.timeout)
         print(line)
         return 0 if ok else 1
     try:
-        if args.command == "groups" and args.groups_command == "list":
-            data: Any = list_groups(bootstrap, args.timeout)
-            text = _table(["GROUP", "STATE", "PROTOCOL-TYPE", "TYPE"],
-                          [[g["group"], g["state"], g["protocol_type"] or "-", g["type"]] for g in data])
-        elif args.command == "groups":
-            data = describe_group(bootstrap, args.group, args.timeout)
-            text = _describe_text(data)
-        else:
-            data = reset_offsets(bootstrap, args.group, args.topic, to_offset=args.to_offset,
-                                 dry_run=args.dry_run, timeout=args.timeout)
-            text = _reset_text(data)
-    except AdminError as e:
+        code, data, text = _command(args, bootstrap)
+    except (AdminError, PlanError) as e:
         print(f"groupd: {e}", file=sys.stderr)
         return 1
     except OSError as e:
         print(f"groupd: {bootstrap}: {e.strerror or e}", file=sys.stderr)
         return 1
-    print(json.dumps(data, indent=2) if args.json else text)
-    return 0
+    output = json.dumps(data, indent=2) if args.json and data is not None else text
+    if output:
+        print(output)
+    return code
+
+
+def _command(args: argparse.Namespace, bootstrap: str) -> tuple[int, Any, str]:
+    """(exit status, the JSON document, the text) of a groups or offsets command."""
+    timeout = args.timeout
+    if args.command == "groups" and args.groups_command == "list":
+        data: Any = list_groups(bootstrap, args.state, args.type, timeout)
+        return 0, data, _table(["GROUP", "STATE", "PROTOCOL-TYPE", "TYPE"],
+                               [[g["group"], g["state"], g["protocol_type"] or "-", g["type"]] for g in data])
+    if args.command == "groups" and args.groups_command == "describe":
+        names = all_group_ids(bootstrap, timeout) if args.all_groups else list(dict.fromkeys(args.group))
+        found, missing = describe_groups(bootstrap, names, timeout)
+        for group in missing:
+            print(f"groupd: group {group!r} does not exist", file=sys.stderr)
+        one = len(names) == 1 and not args.all_groups
+        if one and not found:
+            return 1, None, ""
+        data = found[0] if one else found
+        text = "\n\n".join(_describe_text(d) for d in found) if found else "no groups"
+        if any(o["lag"] is None and o["offset"] is not None for d in found for o in d["offsets"]):
+            text += "\n\n" + LAG_FOOTNOTE
+        return (1 if missing else 0), data, text
+    if args.command == "groups":
+        results = delete_groups(bootstrap, args.group, timeout)
+        failed = {g: e for g, e in results.items() if e is not None}
+        for group, error in failed.items():
+            print(f"groupd: group {group!r} could not be deleted: {error}"
+                  + (" (it has members; stop them first)" if error == "NON_EMPTY_GROUP" else ""), file=sys.stderr)
+        deleted = [g for g, e in results.items() if e is None]
+        text = f"deleted group{'s' if len(deleted) > 1 else ''} " + ", ".join(repr(g) for g in deleted) if deleted else ""
+        return (1 if failed else 0), {"deleted": deleted, "failed": failed}, text
+    if args.offsets_command == "delete":
+        r = delete_offsets(bootstrap, args.group, args.topic, timeout)
+        if r["error"] is not None:
+            raise AdminError(f"cannot delete the offsets of group {args.group!r}: {r['error']}"
+                             + _OFFSET_DELETE_HINTS.get(r["error"], ""))
+        failed = any(p["error"] for p in r["partitions"])
+        if failed:
+            print(f"groupd: some offsets of group {args.group!r} were not deleted", file=sys.stderr)
+        return (1 if failed else 0), r, _table(["TOPIC", "PARTITION", "STATUS"], [
+            [p["topic"], p["partition"], f"Error: {p['error']}" if p["error"] else "Successful"]
+            for p in r["partitions"]])
+    scenario = next(s for s in SCENARIOS if getattr(args, s) not in (None, False))
+    value = getattr(args, scenario)
+    if scenario == "from_file":
+        value = _read_plan_file(value)
+    elif not (args.topic or args.all_topics):
+        raise AdminError("one of the reset scopes is needed: --topic T[:P,...] or --all-topics")
+    r = reset_offsets(bootstrap, args.group, scenario, value, topics=args.topic or (), all_topics=args.all_topics,
+                      execute=args.execute, timeout=timeout, warn=_warn)
+    if args.export:
+        return 0, r, to_csv({(o["topic"], o["partition"]): o["offset"] for o in r["offsets"]}).rstrip("\n")
+    return 0, r, _reset_text(r)
+
+
+_OFFSET_DELETE_HINTS = {"NON_EMPTY_GROUP": " (it has members; stop them first)",
+                        "GROUP_ID_NOT_FOUND": " (no such group)",
+                        "GROUP_SUBSCRIBED_TO_TOPIC": " (its members consume that topic)"}
+
+LAG_FOOTNOTE = ("LAG -: the committed offset is past the log-end offset, so groupd has no records "
+                "of that partition (it keeps none unless records.plane is on)")
+
+
+def _read_plan_file(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise AdminError(f"cannot read --from-file {path}: {e.strerror or e}") from None
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> str:
@@ -447,8 +703,8 @@ def _describe_text(d: dict) -> str:
 
 def _reset_text(r: dict) -> str:
     table = _table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
-                   [[r["group"], r["topic"], o["partition"], o["offset"]] for o in r["offsets"]])
-    if r["dry_run"]:
-        return table + "\n(dry run: nothing committed)"
+                   [[r["group"], o["topic"], o["partition"], o["offset"]] for o in r["offsets"]])
+    if not r["execute"]:
+        return table + "\n(dry run: nothing committed; add --execute to commit)"
     return table + f"\ncommitted {len(r['offsets'])} offset{'s' if len(r['offsets']) != 1 else ''}" + (
         f" (group {r['group']} is new)" if r["created"] else "")

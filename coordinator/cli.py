@@ -13,7 +13,8 @@ from storage.files import DataDirError
 from storage.log import partition_dir
 
 from . import __version__, admin
-from .settings import KEYS, ConfigError, Settings, env_var
+from .config_show import show
+from .settings import ConfigError, Settings, add_config_arguments
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -21,20 +22,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"groupd {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    def with_config(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--config", metavar="FILE", help="YAML file of settings (Kafka names)")
-        sp.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
-                        help="override one setting (repeatable); beats the file and GROUPD_* variables")
-
-    with_config(sub.add_parser("serve", help="run the coordinator"))
+    add_config_arguments(sub.add_parser("serve", help="run the coordinator"))
     config = sub.add_parser("config", help="configuration commands")
     config_sub = config.add_subparsers(dest="config_command", required=True)
-    with_config(config_sub.add_parser("show", help="the effective configuration and where each value came from"))
+    show = config_sub.add_parser("show", help="the effective configuration (YAML) and where each value came from")
+    add_config_arguments(show)
+    show.add_argument("--json", action="store_true", help="one JSON document instead of YAML")
     logs = sub.add_parser("log", help="read the offsets log of a data directory (no server needed)")
     logs_sub = logs.add_subparsers(dest="log_command", required=True)
     dump = logs_sub.add_parser("dump", help="print every record, decoded, one JSON object per line")
     dump.add_argument("--data-dir", required=True)
     dump.add_argument("--partition", type=int)
+    dump.add_argument("--group", help="only this group's records (in the partition that holds it)")
     verify = logs_sub.add_parser("verify", help="check every batch's CRC and the offsets, per partition")
     verify.add_argument("--data-dir", required=True)
     repair = logs_sub.add_parser("repair", help="rewrite partitions without their corrupt bytes (no server may "
@@ -64,7 +63,7 @@ def _log_command(args) -> int:
     if partition is not None and not os.path.isdir(partition_dir(args.data_dir, partition)):
         return _fail(f"partition {partition} has no directory in {args.data_dir}")
     if args.log_command == "dump":
-        for line in inspect.dump(args.data_dir, args.partition):
+        for line in inspect.dump(args.data_dir, args.partition, args.group):
             print(line)
         return 0
     if args.log_command == "repair":
@@ -93,15 +92,6 @@ def _repair(data_dir: str, partition: int | None) -> int:
 def _fail(message: str, code: int = 1) -> int:
     print(f"groupd: {message}", file=sys.stderr)
     return code
-
-
-def _show(settings: Settings) -> None:
-    width = max(len(k.name) for k in KEYS)
-    for key in KEYS:
-        value = settings.value(key.name)
-        if isinstance(value, tuple):
-            value = ",".join(map(str, value))
-        print(f"{key.name:<{width}}  {value!s:<30}  # {settings.origins[key.name]}; env {env_var(key.name)}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,7 +124,7 @@ def _main(argv: list[str] | None) -> int:
         print(f"groupd: configuration error: {e}", file=sys.stderr)
         return 2
     if args.command == "config":
-        _show(settings)
+        print(show(settings, args.json))
         return 0
     logging.basicConfig(level=settings.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")

@@ -5,9 +5,14 @@ offsets across batches and segments, per partition)."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
+import re
+import uuid
 from collections.abc import Iterator
+
+from protocol.consumer import BadConsumerProtocol, decode_assignment, decode_subscription
 
 from .log import list_segments, partition_dir, records_of
 from .records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
@@ -24,10 +29,50 @@ def _bytes(b: bytes) -> str:
     return base64.b64encode(b).decode()
 
 
+def _plain(value):
+    """A record field as JSON: dataclasses as objects, ids as text, bytes as base64."""
+    if dataclasses.is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, bytes):
+        return _bytes(value)
+    return value
+
+
+def _subscription(data: bytes) -> dict | str:
+    """A ConsumerProtocolSubscription decoded (topics, owned partitions, user data size), or the
+    base64 bytes when they are not one."""
+    try:
+        s = decode_subscription(data)
+    except BadConsumerProtocol:
+        return _bytes(data)
+    return {"topics": list(s.topics), "owned_partitions": s.owned_partitions, "generation": s.generation,
+            "rack_id": s.rack_id, "user_data_bytes": None if s.user_data is None else len(s.user_data)}
+
+
+def _assignment(data: bytes) -> dict | str:
+    try:
+        partitions, user_data = decode_assignment(data)
+    except BadConsumerProtocol:
+        return _bytes(data)
+    return {"partitions": partitions, "user_data_bytes": None if user_data is None else len(user_data)}
+
+
+def _type_name(key) -> str:
+    """ConsumerGroupMemberMetadataKey → consumer_group_member_metadata (Kafka's record name)."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(key).__name__.removesuffix("Key")).lower()
+
+
 def describe(record) -> dict:
     key, value = record.key, record.value
     if not isinstance(key, OffsetCommitKey | GroupMetadataKey):  # a consumer-group record (types 3-8, 16)
-        return {"type": type(key).__name__, "key": repr(key), "value": repr(value)}
+        out = {"type": _type_name(key), **{("group" if k == "group_id" else k): v for k, v in _plain(key).items()}}
+        if value is not None:
+            out["value"] = _plain(value)
+        return out
     if isinstance(key, OffsetCommitKey):
         out = {"type": "offset_commit", "group": key.group, "topic": key.topic, "partition": key.partition}
         if isinstance(value, OffsetCommitValue):
@@ -36,27 +81,34 @@ def describe(record) -> dict:
         return out
     out = {"type": "group_metadata", "group": key.group}
     if isinstance(value, GroupMetadataValue):
+        consumer = value.protocol_type == "consumer"  # else the bytes are opaque: shown as base64
         out.update(protocol_type=value.protocol_type, generation=value.generation, protocol=value.protocol,
                    leader=value.leader, current_state_timestamp=value.current_state_timestamp,
                    members=[{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                              "client_id": m.client_id, "client_host": m.client_host,
                              "rebalance_timeout": m.rebalance_timeout, "session_timeout": m.session_timeout,
-                             "subscription": _bytes(m.subscription), "assignment": _bytes(m.assignment)}
+                             "subscription": _subscription(m.subscription) if consumer else _bytes(m.subscription),
+                             "assignment": _assignment(m.assignment) if consumer else _bytes(m.assignment)}
                             for m in value.members])
     return out
 
 
-def dump(data_dir: str, partition: int | None = None) -> Iterator[str]:
+def dump(data_dir: str, partition: int | None = None, group: str | None = None) -> Iterator[str]:
     """One JSON line per record: its place in the log (`log_partition`, `log_offset`), the batch
     timestamp, and the decoded key/value (`"tombstone": true` for a null value); a line with
-    `"error"` where bytes were skipped (corrupt, or a torn tail)."""
+    `"error"` where bytes were skipped (corrupt, or a torn tail). With `group`, only that group's
+    records (and no damage lines)."""
     for p in [partition] if partition is not None else partitions(data_dir):
         for base, path, data, found, last in scan_segments(list_segments(partition_dir(data_dir, p))):
             skipped = sorted(found.damage + ([found.tail] if found.tail else []), key=lambda d: d.position)
+            if group is not None:
+                skipped = []
             for b in found.batches:
                 while skipped and skipped[0].position < b.position:
                     yield _skipped(p, skipped.pop(0))
                 for offset, record, raw_key in records_of(b.batch):
+                    if group is not None and (record is None or _group_of(record.key) != group):
+                        continue
                     line = {"log_partition": p, "log_offset": offset, "timestamp": b.batch.max_timestamp}
                     if record is None:
                         line.update(type="unknown", key=_bytes(bytes(raw_key)))
@@ -65,6 +117,10 @@ def dump(data_dir: str, partition: int | None = None) -> Iterator[str]:
                     yield json.dumps(line)
             for damage in skipped:
                 yield _skipped(p, damage)
+
+
+def _group_of(key) -> str:
+    return key.group if isinstance(key, OffsetCommitKey | GroupMetadataKey) else key.group_id
 
 
 def _skipped(p: int, damage) -> str:
