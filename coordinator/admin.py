@@ -200,13 +200,15 @@ def list_groups(bootstrap: str, states: Iterable[str] = (), types: Iterable[str]
                     "type": g.group_type} for g in r.groups), key=lambda g: g["group"])
 
 
-def _group_state(conn: AdminConnection, group: str) -> tuple[str, int] | None:
-    """(state, member count) of a group of any type, or None when groupd does not know it."""
-    g = _describe(conn, group)
-    if g is not None:
-        return g.group_state, len(g.members)
-    c = _describe_consumer_group(conn, group)
-    return None if c is None else (c.group_state, len(c.members))
+def _group_state(conn: AdminConnection, group: str) -> str | None:
+    """The state of a group of any type, or None when groupd does not know it."""
+    g = _describe(conn, group) or _describe_consumer_group(conn, group)
+    return None if g is None else g.group_state
+
+
+class UnknownGroup(AdminError):
+    def __init__(self, group: str) -> None:
+        super().__init__(f"group {group!r} does not exist")
 
 
 def describe_group(bootstrap: str, group: str, timeout: float = 10.0) -> dict:
@@ -230,11 +232,6 @@ def describe_groups(bootstrap: str, groups: Iterable[str], timeout: float = 10.0
 
 def all_group_ids(bootstrap: str, timeout: float = 10.0) -> list[str]:
     return [g["group"] for g in list_groups(bootstrap, timeout=timeout)]
-
-
-class UnknownGroup(AdminError):
-    def __init__(self, group: str) -> None:
-        super().__init__(f"group {group!r} does not exist")
 
 
 def _describe_group(conn: AdminConnection, group: str) -> dict:
@@ -353,9 +350,9 @@ def reset_offsets(bootstrap: str, group: str, scenario: str, value: Any = None, 
     members refuses anyway, so a member joining in between makes it fail rather than race."""
     with AdminConnection(bootstrap, timeout=timeout) as conn:
         found = _group_state(conn, group)
-        if found is not None and found[0] not in INACTIVE:
+        if found is not None and found not in INACTIVE:
             raise AdminError(f"Assignments can only be reset if the group '{group}' is inactive, but the current "
-                             f"state is {found[0]}.")
+                             f"state is {found}.")
         committed = {tp: offset for tp, (offset, _) in _committed(conn, group).items()}
         requested: dict[Partition, int] = read_csv(value, group) if scenario == "from_file" else {}
         if scenario == "from_file":

@@ -17,8 +17,15 @@ from .config_show import show
 from .settings import ConfigError, Settings, add_config_arguments
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a usage mistake on one line (the sub-commands' parsers are of this class too)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="groupd", description="A standalone Kafka group coordinator.")
+    p = _Parser(prog="groupd", description="A standalone Kafka group coordinator.")
     p.add_argument("--version", action="version", version=f"groupd {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
