@@ -691,8 +691,10 @@ def _describe_text(d: dict) -> str:
         out += ["", _table(["MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "ASSIGNMENT"],
                            [[m["member_id"], m["client_id"], m["client_host"], m["group_instance_id"],
                              _partitions(m["assignment"], m["assignment_bytes"])] for m in members])]
-    out += ["", _table(["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID"],
-                       [[o["topic"], o["partition"], o["offset"], o["log_end_offset"], o["lag"], o["member_id"]]
+    out += ["", _table(["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
+                        "CLIENT-ID"],  # kafka-consumer-groups --describe's columns
+                       [[o["topic"], o["partition"], o["offset"], o["log_end_offset"], o["lag"], o["member_id"],
+                         o["client_host"], o["client_id"]]
                         for o in d["offsets"]])
             if d["offsets"] else "no committed offsets"]
     return "\n".join(out)

@@ -116,9 +116,12 @@ def test_list_and_describe_show_a_live_group(server, members):
     assert "2 members" in text.stdout.splitlines()[0]
     for m in d["members"]:
         assert re.search(rf"^{re.escape(m['member_id'])} +{m['client_id']} ", text.stdout, re.M), text.stdout
-    assert re.search(r"^TOPIC +PARTITION +CURRENT-OFFSET +LOG-END-OFFSET +LAG +CONSUMER-ID$", text.stdout, re.M)
+    assert re.search(r"^TOPIC +PARTITION +CURRENT-OFFSET +LOG-END-OFFSET +LAG +CONSUMER-ID +HOST +CLIENT-ID$",
+                     text.stdout, re.M)
     # no records (records.plane=none): the lag is unknown, not negative, and a footnote says why
-    assert all(re.search(rf"^t4 +{p} +3 +0 +- +{re.escape(owner[f't4-{p}'])}$", text.stdout, re.M)
+    client = {m["member_id"]: m for m in d["members"]}
+    assert all(re.search(rf"^t4 +{p} +3 +0 +- +{re.escape(owner[f't4-{p}'])} +{re.escape(client[owner[f't4-{p}']]['client_host'])}"
+                         rf" +{client[owner[f't4-{p}']]['client_id']}$", text.stdout, re.M)
                for p in range(4)), text.stdout
     assert text.stdout.rstrip().endswith(LAG_FOOTNOTE)
 
@@ -235,6 +238,15 @@ def test_health_exits_1_against_a_closed_port():
     r = groupd("health", "--bootstrap", f"127.0.0.1:{port}")
     assert r.returncode == 1
     assert r.stdout == f"unhealthy: 127.0.0.1:{port}: Connection refused\n"
+
+
+@pytest.mark.parametrize("command", [("groups", "list"), ("groups", "describe", "g"), ("groups", "delete", "g"),
+                                     ("offsets", "delete", "g", "--topic", "t"),
+                                     ("offsets", "reset", "g", "--all-topics", "--to-earliest")])
+def test_every_command_against_a_closed_port_fails_in_one_line(command):
+    port = free_port()
+    r = groupd(*command, "--bootstrap", f"127.0.0.1:{port}")
+    assert (r.returncode, r.stdout, r.stderr) == (1, "", f"groupd: 127.0.0.1:{port}: Connection refused\n")
 
 
 def test_health_exits_1_when_nothing_answers_within_the_timeout():
@@ -499,7 +511,7 @@ def test_reset_by_time_and_shift_use_the_records_plane(plane):
     d = groupd_json("groups", "describe", "timed", *b)
     assert [(o["partition"], o["offset"], o["log_end_offset"], o["lag"]) for o in d["offsets"]] == [(0, 4, 10, 6), (1, 0, 0, 0)]
     text = groupd("groups", "describe", "timed", *b).stdout
-    assert re.search(r"^r3 +0 +4 +10 +6 +-$", text, re.M) and LAG_FOOTNOTE not in text
+    assert re.search(r"^r3 +0 +4 +10 +6 +- +- +-$", text, re.M) and LAG_FOOTNOTE not in text
 
 
 def test_a_consumer_protocol_group_describes_epochs_and_current_vs_target_assignment(server):
