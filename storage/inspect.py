@@ -72,6 +72,11 @@ def describe(record) -> dict:
         out = {"type": _type_name(key), **{("group" if k == "group_id" else k): v for k, v in _plain(key).items()}}
         if value is not None:
             out["value"] = _plain(value)
+            classic = getattr(value, "classic_member_metadata", None)  # a classic member of a consumer group
+            if classic is not None:
+                for protocol, plain in zip(classic.supported_protocols,
+                                           out["value"]["classic_member_metadata"]["supported_protocols"]):
+                    plain["metadata"] = _subscription(protocol.metadata)
         return out
     if isinstance(key, OffsetCommitKey):
         out = {"type": "offset_commit", "group": key.group, "topic": key.topic, "partition": key.partition}
