@@ -116,7 +116,10 @@ def test_config_show_prints_values_and_origins(tmp_path):
 
 # Keys read other than as `settings.<attribute>`, and why.
 READ_ELSEWHERE = {
-    "advertised.listeners": "through Settings.advertised",
+    "advertised.listeners": "through Settings.advertised_for",
+    "listener.security.protocol.map": "through Settings.security_protocol",
+    "ssl.keystore.type": "validated here: PEM is the only type groupd reads",
+    "ssl.truststore.type": "validated here: PEM is the only type groupd reads",
     "group.coordinator.rebalance.protocols": "validated here (classic must be one); the consumer protocol reads it",
     "group.consumer.min.heartbeat.interval.ms": "validated here: bounds group.consumer.heartbeat.interval.ms",
     "group.consumer.max.heartbeat.interval.ms": "validated here: bounds group.consumer.heartbeat.interval.ms",
