@@ -55,9 +55,11 @@ def _saslname(name: str) -> str:
 
 
 class ScramServer:
-    """One exchange. `lookup(user)` returns the user's credential for this mechanism, or None."""
+    """One exchange. `lookup(user)` returns the user's credential for this mechanism, or None;
+    `server_nonce` is fixed only by tests (RFC 7677's example)."""
 
-    def __init__(self, mechanism: str, lookup) -> None:
+    def __init__(self, mechanism: str, lookup, server_nonce: str | None = None) -> None:
+        self._server_nonce = server_nonce
         self._hash = HASHES[mechanism]
         self._lookup = lookup
         self._step = 0
@@ -95,7 +97,7 @@ class ScramServer:
             raise ScramError(f"unknown user {user!r}")
         self.user, self._credential = user, credential
         self._gs2 = f"{flag},{authzid},"
-        self._nonce = attrs["r"] + base64.b64encode(os.urandom(18)).decode()
+        self._nonce = attrs["r"] + (self._server_nonce or base64.b64encode(os.urandom(18)).decode())
         self._server_first = f"r={self._nonce},s={base64.b64encode(credential.salt).decode()},i={credential.iterations}"
         self._client_first_bare = bare
         return self._server_first.encode()
