@@ -228,3 +228,33 @@ def test_certificate_principal_is_the_subject_in_rfc_2253_order():
 
 def test_no_certificate_is_anonymous():
     assert certificate_principal(None) == certificate_principal({}) == "User:ANONYMOUS"
+
+
+def final_nonce_prefixed(prefix_of) -> bytes:
+    """A SCRAM-SHA-256 exchange whose client-final carries `prefix_of(client nonce)` before the
+    combined nonce, with a proof computed over that message (what librdkafka < 2.10 sends)."""
+    server = ScramMechanism("SCRAM-SHA-256", USERS)
+    client = ScramClient("alice", "alice-secret", "SCRAM-SHA-256")
+    client_nonce = client.nonce
+    server_first, _ = server.respond(client.first_message())
+    client.process_server_first_message(server_first)
+    client.nonce = prefix_of(client_nonce) + client.nonce
+    client.auth_message = client.auth_message.rsplit(b",c=biws,", 1)[0] + b",c=biws,r=" + client.nonce
+    signature = client.hmac(client.stored_key, client.auth_message)
+    client.client_proof = bytes(a ^ b for a, b in zip(client.client_key, signature))
+    return server.respond(client.final_message())[0]
+
+
+def test_scram_accepts_old_librdkafkas_doubled_client_nonce():
+    assert final_nonce_prefixed(lambda client_nonce: client_nonce).startswith(b"v=")
+
+
+def test_scram_refuses_any_other_nonce_prefix():
+    with pytest.raises(AuthenticationFailed):
+        final_nonce_prefixed(lambda client_nonce: b"x")
+
+
+def test_scram_refuses_channel_binding_flags():
+    server = ScramServer("SCRAM-SHA-256", lambda user: USERS.scram("SCRAM-SHA-256", user))
+    with pytest.raises(ScramError, match="channel binding"):
+        server.respond(b"y,,n=alice,r=abc")
