@@ -40,49 +40,44 @@ def server(tmp_path_factory, certs):
     assert s.stop() == 0, s.log()
 
 
+# Each client's names for: protocol, mechanism, user, password, CA file, certificate file, key file
+# (None: the client has no such setting). Java takes PEM keystores instead (below).
+NAMES = {
+    "librdkafka": ("security.protocol", "sasl.mechanism", "sasl.username", "sasl.password", "ssl.ca.location",
+                   "ssl.certificate.location", "ssl.key.location"),
+    "python": ("security.protocol", "sasl.mechanism", "sasl.plain.username", "sasl.plain.password", "ssl.cafile",
+               "ssl.certfile", "ssl.keyfile"),
+    "kafkajs": (None, "sasl.mechanism", "sasl.username", "sasl.password", "ssl.ca.location",
+                "ssl.certificate.location", "ssl.key.location"),
+}
+FAMILY = {"confluent": "librdkafka", "kcat": "librdkafka", "kafka-python": "python", "aiokafka": "python",
+          "kafkajs": "kafkajs"}
+
+
 def security(stack: str, listener: str, certs, user: str = "alice", password: str = "alice-secret",
-             mechanism: str = "SCRAM-SHA-512", client_cert: str = "trusted") -> dict:
-    """The client settings of `stack` for `listener`, in that client's own names."""
-    sasl = listener.startswith("SASL_")
-    tls = listener.endswith("SSL")
-    cert, key = {"trusted": (certs.client_cert, certs.client_key),
-                 "untrusted": (certs.untrusted_cert, certs.untrusted_key), "none": (None, None)}[client_cert]
-    opts: dict = {}
-    if stack in ("confluent", "kcat"):
-        opts["security.protocol"] = listener.lower()
-        if sasl:
-            opts.update({"sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password})
-        if tls:
-            opts["ssl.ca.location"] = certs.ca
-            if cert and listener == "SSL":
-                opts.update({"ssl.certificate.location": cert, "ssl.key.location": key})
-    elif stack in ("kafka-python", "aiokafka"):
-        opts["security.protocol"] = listener
-        if sasl:
-            opts.update({"sasl.mechanism": mechanism, "sasl.plain.username": user, "sasl.plain.password": password})
-        if tls:
-            opts["ssl.cafile"] = certs.ca
-            if cert and listener == "SSL":
-                opts.update({"ssl.certfile": cert, "ssl.keyfile": key})
-    elif stack == "java":
-        opts["security.protocol"] = listener
+             mechanism: str = "SCRAM-SHA-512", client_cert: bool = True) -> dict:
+    """The client settings of `stack` for `listener`, in that client's own names. SSL listeners
+    get the trusted client certificate unless `client_cert` is False."""
+    sasl, tls, mtls = listener.startswith("SASL_"), listener.endswith("SSL"), listener == "SSL" and client_cert
+    if stack == "java":
+        opts = {"security.protocol": listener}
         if sasl:
             module = "plain.PlainLoginModule" if mechanism == "PLAIN" else "scram.ScramLoginModule"
             opts.update({"sasl.mechanism": mechanism, "sasl.jaas.config":
                          f'org.apache.kafka.common.security.{module} required username="{user}" password="{password}";'})
         if tls:
             opts.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": certs.ca})
-            if cert and listener == "SSL":
-                keystore = certs.client_keystore if client_cert == "trusted" else None
-                assert keystore, "the Java client is only given the trusted client keystore"
-                opts.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": keystore})
-    elif stack == "kafkajs":
-        if sasl:
-            opts.update({"sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password})
-        if tls:
-            opts["ssl.ca.location"] = certs.ca
-            if cert and listener == "SSL":
-                opts.update({"ssl.certificate.location": cert, "ssl.key.location": key})
+        if mtls:
+            opts.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": certs.client_keystore})
+        return opts
+    protocol, mech, user_key, password_key, ca, cert, key = NAMES[FAMILY[stack]]
+    opts = {protocol: listener.lower() if FAMILY[stack] == "librdkafka" else listener} if protocol else {}
+    if sasl:
+        opts.update({mech: mechanism, user_key: user, password_key: password})
+    if tls:
+        opts[ca] = certs.ca
+    if mtls:
+        opts.update({cert: certs.client_cert, key: certs.client_key})
     return opts
 
 
