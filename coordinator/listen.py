@@ -7,7 +7,6 @@ import asyncio
 import errno
 import logging
 import socket
-import ssl
 from collections.abc import Callable
 
 from . import metrics
@@ -23,12 +22,9 @@ _ACCEPTS_PER_WAKEUP = 64
 
 class Listener:
     def __init__(self, name: str, host: str, port: int, factory: Callable[[], asyncio.Protocol],
-                 backlog: int = 1024, tls: ssl.SSLContext | None = None,
-                 on_handshake_failed: Callable[[str, Exception], None] | None = None) -> None:
+                 backlog: int = 1024) -> None:
         self.name = name
         self._factory = factory
-        self._tls = tls  # connections are handed to the factory once their TLS handshake succeeded
-        self._on_handshake_failed = on_handshake_failed
         if host:
             self.sock = socket.create_server((host, port), backlog=backlog)
         elif socket.has_dualstack_ipv6():
@@ -76,17 +72,10 @@ class Listener:
 
     async def _connect(self, conn: socket.socket) -> None:
         try:
-            peer = "%s:%s" % conn.getpeername()[:2]
-        except OSError:
-            peer = "?"
-        try:
-            await self._loop.connect_accepted_socket(self._factory, conn, ssl=self._tls)
-        except (OSError, asyncio.TimeoutError) as e:  # ssl.SSLError is an OSError
+            await self._loop.connect_accepted_socket(self._factory, conn)
+        except OSError as e:
             conn.close()
-            if self._tls is not None and self._on_handshake_failed is not None:
-                self._on_handshake_failed(peer, e)
-            else:
-                accept_log.log(logging.WARNING, "accepted connection failed listener=%s: %s", self.name, e)
+            accept_log.log(logging.WARNING, "accepted connection failed listener=%s: %s", self.name, e)
 
     def close(self) -> None:
         if self._retry is not None:

@@ -14,6 +14,7 @@ from .listen import Listener, accept_log
 from .node import Node
 from .security import Endpoint, authentication_failed, endpoints, failure_log
 from .settings import Settings
+from .tls_transport import TlsTransport
 
 log = logging.getLogger("groupd")
 
@@ -58,15 +59,19 @@ class Server:
                  (time.monotonic() - started) * 1000)
 
     def _listen(self, host: str, port: int, endpoint: Endpoint) -> None:
+        def connection() -> Connection:
+            return Connection(self.node, self.connections, self.request_memory, bound[0])
+
         def handshake_failed(peer: str, error: Exception) -> None:
             authentication_failed(endpoint, "TLS", peer, "tls_handshake", str(error) or type(error).__name__)
 
-        holder: list[Endpoint] = []  # the endpoint with its bound port, known once the socket is bound
-        listener = Listener(endpoint.name, host, port,
-                            lambda: Connection(self.node, self.connections, self.request_memory, holder[0]),
-                            tls=endpoint.ssl, on_handshake_failed=handshake_failed)
-        holder.append(endpoint.bound(listener.address[1]))
-        self.endpoints[self.endpoints.index(endpoint)] = holder[0]
+        bound: list[Endpoint] = []  # the endpoint with its bound port, known once the socket is bound
+        factory = connection
+        if endpoint.ssl is not None:
+            factory = lambda: TlsTransport(endpoint.ssl, connection, handshake_failed)  # noqa: E731
+        listener = Listener(endpoint.name, host, port, factory)
+        bound.append(endpoint.bound(listener.address[1]))
+        self.endpoints[self.endpoints.index(endpoint)] = bound[0]
         self._listeners.append(listener)
 
     def _tick_log_limits(self) -> None:

@@ -147,3 +147,17 @@ def test_bad_credentials_are_refused_and_the_client_says_so(server, certs, clien
         error = client.wait_for(lambda e: e["event"] == "error" and message in e["message"], timeout=120)
         assert not client.assignment(), (what, error)
     assert "guess" not in server.log()
+
+
+def test_certificates_are_refused_and_the_client_says_so(server, certs, clients):
+    """ssl.client.auth=required: the TLS alert reaches the client before the connection closes."""
+    ssl_listener = server.addresses["SSL"]
+    untrusted = clients("confluent", "subscribe", ssl_listener, topic="t", group="cert-1", seconds=0,
+                        **security("confluent", "SSL", certs, client_cert=False),
+                        **{"ssl.certificate.location": certs.untrusted_cert, "ssl.key.location": certs.untrusted_key})
+    missing = clients("java", "subscribe", ssl_listener, topic="t", group="cert-2", seconds=0,
+                      **security("java", "SSL", certs, client_cert=False))
+    untrusted.wait_for(lambda e: e["event"] == "error" and "alert unknown ca" in e["message"], timeout=120)
+    missing.wait_for(lambda e: e["event"] == "error" and e["type"] == "SslAuthenticationException", timeout=120)
+    assert not untrusted.assignment() and not missing.assignment()
+    assert "listener=SSL mechanism=TLS reason=tls_handshake" in server.log()

@@ -42,6 +42,7 @@ def server(tmp_path_factory, certs, ports):
                       "sasl.users=alice:alice-secret", "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
                       f"ssl.keystore.location={certs.server_keystore}", f"ssl.truststore.location={certs.ca}",
                       "ssl.client.auth=requested", f"metrics.listener=http://127.0.0.1:{ports.metrics}/metrics",
+                      "log.level=debug",  # successful authentications are logged at debug, with the principal
                       port=ports.internal).start()
     yield s
     assert s.stop() == 0, s.log()
@@ -143,16 +144,31 @@ def test_a_tls_listener_does_not_speak_plaintext(server, ports):
 def test_requested_client_certificate_may_be_left_out(server, ports, certs):
     with tls_client(f"127.0.0.1:{ports.secure}", certs, client_cert=False) as c:
         assert addresses(c)[0] == ("127.0.0.1", ports.secure)
+        port = c.sock.getsockname()[1]
+    assert f"peer=127.0.0.1:{port} listener=SECURE mechanism=TLS principal=User:ANONYMOUS" in server.log()
+
+
+def test_the_principal_of_a_client_certificate_is_its_subject(server, ports, certs):
+    with tls_client(f"127.0.0.1:{ports.secure}", certs) as c:
+        assert addresses(c)[0] == ("127.0.0.1", ports.secure)
+        port = c.sock.getsockname()[1]
+    assert f"peer=127.0.0.1:{port} listener=SECURE mechanism=TLS principal={test_certs.CLIENT_PRINCIPAL}" in server.log()
+
+
+def test_the_principal_after_sasl_is_the_user(server, ports):
+    with WireClient(f"127.0.0.1:{ports.external}") as c:
+        assert plain_login(c).error_code is ErrorCode.none
+        port = c.sock.getsockname()[1]
+    assert f"peer=127.0.0.1:{port} listener=EXTERNAL mechanism=PLAIN principal=User:alice" in server.log()
 
 
 def test_untrusted_client_certificate_is_refused(server, ports, certs):
     ctx = ssl.create_default_context(cafile=certs.ca)
     ctx.load_cert_chain(certs.untrusted_cert, certs.untrusted_key)
     with socket.create_connection(("127.0.0.1", ports.secure), timeout=10) as raw:
-        with pytest.raises((ssl.SSLError, ConnectionError)):
+        with pytest.raises(ssl.SSLError, match="ALERT_UNKNOWN_CA"):  # the alert, not just a closed socket
             with ctx.wrap_socket(raw, server_hostname="localhost") as s:
-                if not s.recv(1):  # TLS 1.3: the client learns of the refusal on its first read
-                    raise ConnectionError("closed")
+                s.recv(1)  # TLS 1.3: the client learns of the refusal (the alert) on its first read
     assert "listener=SECURE mechanism=TLS reason=tls_handshake" in server.log()
 
 
