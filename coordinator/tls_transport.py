@@ -47,12 +47,15 @@ class TlsTransport(asyncio.Protocol):
         if self._app is None and not self._handshake():
             return
         chunks = []
+        incoming, tls = self._incoming, self._ssl
         try:
             while True:
-                chunk = self._ssl.read(_READ_SIZE)
+                chunk = tls.read(_READ_SIZE)
                 if not chunk:
                     break
                 chunks.append(chunk)
+                if not incoming.pending and not tls.pending():
+                    break  # everything read: spares the SSLWantReadError of one more read
         except ssl.SSLWantReadError:
             pass
         except ssl.SSLZeroReturnError:  # the client's close_notify
