@@ -320,19 +320,23 @@ def health(bootstrap: str, timeout: float = 5.0) -> tuple[bool, str]:
 
 
 def default_bootstrap(env: Mapping[str, str] | None = None) -> str:
-    """The first of groupd's own `GROUPD_LISTENERS` when set (a wildcard host becomes loopback),
-    so that inside groupd's container the commands (and the HEALTHCHECK) need no flag; else
-    127.0.0.1:9092."""
-    value = (os.environ if env is None else env).get("GROUPD_LISTENERS", "")
+    """The first PLAINTEXT listener of groupd's own `GROUPD_LISTENERS` (and
+    `GROUPD_LISTENER_SECURITY_PROTOCOL_MAP`) when set, else its first listener (a wildcard host
+    becomes loopback), so that inside groupd's container the commands (and the HEALTHCHECK) need no
+    flag; else 127.0.0.1:9092. The commands speak neither TLS nor SASL."""
+    env = os.environ if env is None else env
+    value = env.get("GROUPD_LISTENERS", "")
+    map_key = KEYS_BY_NAME["listener.security.protocol.map"]
     try:
         listeners = KEYS_BY_NAME["listeners"].parse(value) if value else ()
+        protocols = map_key.parse(env.get("GROUPD_LISTENER_SECURITY_PROTOCOL_MAP", map_key.default))
     except ValueError:
-        listeners = ()
+        listeners, protocols = (), {}
     if not listeners:
         return DEFAULT_BOOTSTRAP
-    host = listeners[0].host
-    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
-    return f"[{host}]:{listeners[0].port}" if ":" in host else f"{host}:{listeners[0].port}"
+    listener = next((l for l in listeners if protocols.get(l.name) == "PLAINTEXT"), listeners[0])
+    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(listener.host, listener.host)
+    return f"[{host}]:{listener.port}" if ":" in host else f"{host}:{listener.port}"
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
