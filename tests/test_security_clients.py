@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import threading
+import urllib.request
 
 import pytest
 
@@ -161,3 +162,25 @@ def test_certificates_are_refused_and_the_client_says_so(server, certs, clients)
     missing.wait_for(lambda e: e["event"] == "error" and e["type"] == "SslAuthenticationException", timeout=120)
     assert not untrusted.assignment() and not missing.assignment()
     assert "listener=SSL mechanism=TLS reason=tls_handshake" in server.log()
+
+
+def test_clients_reauthenticate_before_their_session_expires(tmp_path, certs, clients):
+    """connections.max.reauth.ms (KIP-368): Java and librdkafka re-authenticate on the same
+    connection at ~90 % of the session lifetime, and stay in their group."""
+    port, metrics_port = free_port(), free_port()
+    s = GroupdProcess(str(tmp_path), f"listeners=SASL_PLAINTEXT://127.0.0.1:{port}", "sasl.users=alice:alice-secret",
+                      "connections.max.reauth.ms=3000", "topics=t:2", "group.initial.rebalance.delay.ms=0",
+                      f"metrics.listener=http://127.0.0.1:{metrics_port}/metrics", port=port).start()
+    try:
+        members = {stack: clients(stack, "subscribe", s.bootstrap, topic="t", group=f"reauth-{stack}", seconds=9,
+                                  **security(stack, "SASL_PLAINTEXT", certs, mechanism=mechanism))
+                   for stack, mechanism in (("java", "SCRAM-SHA-512"), ("confluent", "SCRAM-SHA-256"))}
+        for stack, member in members.items():
+            summary = member.wait_for(lambda e: e["event"] == "summary", timeout=120)
+            assert summary["errors"] == 0 and member.wait_for(is_assigned, timeout=1), (stack, member.events)
+        text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+        for mechanism in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
+            assert re.search(rf'groupd_authentications_total{{listener="SASL_PLAINTEXT",mechanism="{mechanism}",'
+                             rf'result="reauthenticated"}} [1-9]', text), text
+    finally:
+        assert s.stop() == 0, s.log()
