@@ -83,9 +83,24 @@ class Authenticator:
             body = self._decode(frame, api_key, version)
             return self._token(body.auth_bytes, (version, correlation_id), now)
         name = ApiKey(api_key).name if api_key in ApiKey._value2member_map_ else f"api key {api_key}"
-        if self.state is State.AUTHENTICATE:  # Kafka answers that API with ILLEGAL_SASL_STATE; we close
-            return Step(Action.FAIL, reason="illegal_state", detail=f"unexpected {name} during the SASL exchange")
+        if self.state is State.AUTHENTICATE:
+            return Step(Action.FAIL, self._illegal_state(api_key, version, correlation_id), reason="illegal_state",
+                        detail=f"unexpected {name} during the SASL exchange")
         return Step(Action.CLOSE, reason="unauthenticated_request", detail=f"{name} before SASL authentication")
+
+    @staticmethod
+    def _illegal_state(api_key: int, version: int, correlation_id: int) -> bytes | None:
+        """Kafka answers an out-of-order request with that API's ILLEGAL_SASL_STATE response; groupd
+        does so for the two a SASL client may send (another handshake, ApiVersions), and closes
+        without an answer for any other."""
+        if api_key == ApiKey.SASL_HANDSHAKE and version <= SUPPORTED_VERSIONS[api_key][1]:
+            response = sasl_handshake.response(version, ErrorCode.illegal_sasl_state, [])
+        elif api_key == ApiKey.API_VERSIONS and version <= SUPPORTED_VERSIONS[api_key][1]:
+            response = codec.build_response(api_key, version, {"error_code": ErrorCode.illegal_sasl_state,
+                                                               "api_keys": []})
+        else:
+            return None
+        return codec.encode_response(api_key, correlation_id, response)
 
     @staticmethod
     def _decode(frame: bytes, api_key: int, version: int):

@@ -258,3 +258,11 @@ def test_scram_refuses_channel_binding_flags():
     server = ScramServer("SCRAM-SHA-256", lambda user: USERS.scram("SCRAM-SHA-256", user))
     with pytest.raises(ScramError, match="channel binding"):
         server.respond(b"y,,n=alice,r=abc")
+
+
+def test_a_second_handshake_during_the_exchange_is_answered_illegal_sasl_state():
+    auth = Authenticator(MECHANISMS, USERS, 0)
+    handshake(auth)
+    step = handshake(auth)
+    assert step.action is Action.FAIL
+    assert reply(ApiKey.SASL_HANDSHAKE, 1, step.reply).error_code is ErrorCode.illegal_sasl_state
