@@ -99,6 +99,8 @@ def _show(settings: Settings) -> None:
     width = max(len(k.name) for k in KEYS)
     for key in KEYS:
         value = settings.value(key.name)
+        if key.secret and value:
+            value = {user: "[hidden]" for user in value} if isinstance(value, dict) else "[hidden]"
         if isinstance(value, tuple):
             value = ",".join(map(str, value))
         print(f"{key.name:<{width}}  {value!s:<30}  # {settings.origins[key.name]}; env {env_var(key.name)}")

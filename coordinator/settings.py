@@ -206,6 +206,7 @@ class Key:
     default: Any
     parse: Callable[[Any], Any]
     doc: str
+    secret: bool = False  # shown as [hidden] (Kafka's word) by `groupd config show`
 
 
 KEYS: tuple[Key, ...] = (
@@ -218,7 +219,7 @@ KEYS: tuple[Key, ...] = (
         "groupd reads PEM keystores only (Kafka's default, JKS, is not supported)"),
     Key("ssl.keystore.location", "", _str,
         "SSL/SASL_SSL listeners: a PEM file with the private key (PKCS#8) and the certificate chain, leaf first"),
-    Key("ssl.key.password", "", _str, "password of an encrypted private key in the keystore"),
+    Key("ssl.key.password", "", _str, "password of an encrypted private key in the keystore", secret=True),
     Key("ssl.truststore.type", "PEM", _choice("pem"), "groupd reads PEM truststores only"),
     Key("ssl.truststore.location", "", _str,
         "PEM CA bundle that client certificates must chain to (needed for ssl.client.auth requested/required)"),
@@ -231,7 +232,7 @@ KEYS: tuple[Key, ...] = (
         "SASL mechanisms offered on SASL listeners (Kafka's default, GSSAPI, is not supported)"),
     Key("sasl.users", {}, _users,
         "SASL users: {name: password} (name:password,... in env/CLI); SCRAM credentials are derived at "
-        "start-up (random salt, 4096 iterations) and kept in memory only"),
+        "start-up (random salt, 4096 iterations) and kept in memory only", secret=True),
     Key("connections.max.reauth.ms", 0, _int(0),
         "SASL sessions last this long (KIP-368): a client that has not re-authenticated by then is "
         "disconnected at its next request; 0 = sessions never expire"),

@@ -218,3 +218,11 @@ def test_a_keystore_that_does_not_load_is_a_one_line_start_up_error(tmp_path):
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2, out.stderr
     assert out.stderr.strip().count("\n") == 0 and "ssl.keystore.location=" in out.stderr, out.stderr
+
+
+def test_config_show_hides_passwords():
+    out = subprocess.run([sys.executable, "-m", "coordinator", "config", "show", "--set", "sasl.users=alice:s3cret",
+                          "--set", "ssl.key.password=k3y"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert "s3cret" not in out.stdout and "k3y" not in out.stdout
+    assert "alice" in out.stdout and "[hidden]" in out.stdout
