@@ -24,6 +24,7 @@ import datetime
 import json
 import os
 import resource
+import ssl
 import struct
 import sys
 import time
@@ -150,13 +151,15 @@ class Member:
         raise RuntimeError(f"{self.group_id}/{self.member_id}: no stable membership (last error {err})")
 
 
-async def connect(n, port, gate=100):
+async def connect(n, port, gate=100, cafile=None):
+    """`cafile`: connect with TLS, trusting that CA (the server's certificate names localhost)."""
     loop = asyncio.get_running_loop()
     sem = asyncio.Semaphore(gate)  # a bounded number of concurrent connects, as loadgen
+    tls = {"ssl": ssl.create_default_context(cafile=cafile), "server_hostname": "localhost"} if cafile else {}
 
     async def one():
         async with sem:
-            return (await asyncio.wait_for(loop.create_connection(Link, "127.0.0.1", port), 10))[1]
+            return (await asyncio.wait_for(loop.create_connection(Link, "127.0.0.1", port, **tls), 10))[1]
 
     return await asyncio.gather(*(one() for _ in range(n)))
 
@@ -268,7 +271,7 @@ async def closed_loop(links, frames, check, args):
 
 
 async def run_heartbeat(args):
-    links = await connect(args.members, args.port)
+    links = await connect(args.members, args.port, cafile=args.tls)
     members = [Member(f"bench-hb-{i % args.groups}", link) for i, link in enumerate(links)]
     t0 = time.perf_counter()
     if args.raw:  # echo server: no membership; the reply is not checked, only counted
@@ -284,7 +287,7 @@ async def run_heartbeat(args):
 
 
 async def run_rebalance(args):
-    links = await connect(args.members, args.port)
+    links = await connect(args.members, args.port, cafile=args.tls)
     group = f"bench-rb-{args.members}-{os.getpid()}"
     members = [Member(group, link) for link in links]
     t0 = time.perf_counter()
@@ -334,6 +337,7 @@ def main():
     ap.add_argument("--raw", action="store_true", help="heartbeat: skip join/sync, do not check replies")
     ap.add_argument("--setup-timeout", type=float, default=120.0, help="joining until Stable, s")
     ap.add_argument("--server-pid", type=int)
+    ap.add_argument("--tls", metavar="CAFILE", help="connect over TLS, trusting this CA (an SSL listener)")
     args = ap.parse_args()
     run_main(run_heartbeat if args.mode == "heartbeat" else run_rebalance, args)
 

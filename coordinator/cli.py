@@ -139,6 +139,9 @@ def _main(argv: list[str] | None) -> int:
 
     try:
         run(settings)
+    except ConfigError as e:  # what only serving finds out: a keystore that does not load
+        print(f"groupd: configuration error: {e}", file=sys.stderr)
+        return 2
     except OSError as e:
         if e.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
             raise

@@ -11,8 +11,11 @@ import yaml
 from .settings import KEYS, Settings
 
 
-def _plain(value: Any) -> Any:
-    """A value as the file would spell it: listeners and lists comma-joined, maps as maps."""
+def _plain(value: Any, secret: bool = False) -> Any:
+    """A value as the file would spell it: listeners and lists comma-joined, maps as maps; a secret
+    as Kafka shows one, [hidden] (sasl.users keeps its user names)."""
+    if secret and value:
+        return {user: "[hidden]" for user in value} if isinstance(value, dict) else "[hidden]"
     if isinstance(value, tuple):
         return ",".join(map(str, value))
     return value
@@ -44,7 +47,7 @@ def sources(settings: Settings) -> dict[str, Any]:
 
 
 def show(settings: Settings, as_json: bool = False) -> str:
-    values = {k.name: {"value": _plain(settings.value(k.name)), "source": _source(settings.origins[k.name])}
+    values = {k.name: {"value": _plain(settings.value(k.name), k.secret), "source": _source(settings.origins[k.name])}
               for k in KEYS}
     used = sources(settings)
     if as_json:

@@ -29,9 +29,13 @@ from . import metrics
 from .log_limit import LimitedLog
 from .apis import HANDLERS, SUPPORTED_VERSIONS, Request
 from .apis.api_versions import unsupported_version_response
+from .authenticator import Action, Authenticator, State, Step
+from .security import authenticated, authentication_failed
+from .tls import ANONYMOUS, certificate_principal
 
 if TYPE_CHECKING:
     from .node import Node
+    from .security import Endpoint
 
 log = logging.getLogger("groupd.connection")
 bad_frame_log = LimitedLog(log, "bad-frame")  # one client can send thousands a second
@@ -61,12 +65,22 @@ class RequestMemory:
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, node: Node, connections: set[Connection], memory: RequestMemory) -> None:
+    def __init__(self, node: Node, connections: set[Connection], memory: RequestMemory, endpoint: Endpoint) -> None:
         self.node = node
+        self.endpoint = endpoint
+        # who the client is, fixed by TLS or SASL: "User:ANONYMOUS", "User:alice", "User:CN=alice,O=..."
+        self.principal = ANONYMOUS
+        self._auth: Authenticator | None = None  # SASL listeners: the exchange, until and after it completes
+        self._auth_failed = False  # reading stops; the failure is answered after the delay, then closed
         self._connections = connections
         self._memory = memory
         self._held = 0  # this connection's share of memory.held
-        self._frames = FrameReader(node.settings.socket_request_max_bytes)
+        settings = node.settings
+        self._frames = FrameReader(settings.socket_request_max_bytes)
+        if endpoint.sasl:
+            self._auth = Authenticator(settings.sasl_enabled_mechanisms, endpoint.users,
+                                       settings.connections_max_reauth_ms)
+            self._frames.set_limit(settings.sasl_server_max_receive_size)
         self._replies: deque[bytes | asyncio.Future] = deque()
         self._queued_bytes = 0  # encoded replies in _replies, waiting behind a parked one
         self._max_queued_bytes = node.settings.connections_max_queued_response_bytes
@@ -96,6 +110,9 @@ class Connection(asyncio.Protocol):
         if peer:
             self._peer = f"{peer[0]}:{peer[1]}"
             self.client_host = f"/{peer[0]}"  # Java's InetAddress.toString() without a host name
+        if self.endpoint.protocol == "SSL":  # on SASL_SSL the principal comes from SASL
+            self.principal = certificate_principal(transport.get_extra_info("peercert"))
+            authenticated(self.endpoint, "TLS", self._peer, self.principal, False)
         self._connections.add(self)
         metrics.CONNECTIONS_OPENED.inc()
         metrics.CONNECTIONS_OPEN.inc()
@@ -165,7 +182,8 @@ class Connection(asyncio.Protocol):
         self._process()
 
     def _update_reading(self) -> None:
-        paused = self._write_paused or self._backlogged or self._yielding or self._waiting_memory or self._answering
+        paused = self._write_paused or self._backlogged or self._yielding or self._waiting_memory or self._answering \
+            or self._auth_failed
         if paused != self._reading_paused and self._transport is not None and not self._transport.is_closing():
             self._reading_paused = paused
             if paused:
@@ -221,7 +239,8 @@ class Connection(asyncio.Protocol):
         dispatched = 0
         try:
             turn_ends = time.perf_counter() + _TURN_S
-            while not (self._write_paused or self._backlogged or self._yielding or self._answering):
+            while not (self._write_paused or self._backlogged or self._yielding or self._answering
+                       or self._auth_failed):
                 frame = frames.next()
                 if frame is None:
                     break
@@ -274,6 +293,10 @@ class Connection(asyncio.Protocol):
         self.close()
 
     def _dispatch(self, frame: bytes) -> None:
+        auth = self._auth
+        if auth is not None and (auth.state is not State.COMPLETE or auth.expires_at is not None) \
+                and self._authenticate(auth, frame):
+            return
         api_key, version, correlation_id = codec.peek_header(frame)
         handler = HANDLERS.get(api_key)
         if handler is None:
@@ -290,7 +313,7 @@ class Connection(asyncio.Protocol):
         body = codec.decode_request(api_key, version, frame, offset)
         started = time.perf_counter()
         try:
-            request = Request(header, body, self.client_host)
+            request = Request(header, body, self.client_host, self.endpoint.advertised)
             reply = handler(self.node, request)
         except Exception:
             log.exception("handler failed api=%s version=%d peer=%s", ApiKey(api_key).name,
@@ -311,6 +334,55 @@ class Connection(asyncio.Protocol):
         else:
             self._queue(codec.encode_response(api_key, correlation_id, reply))
             metrics.request_done(api_key, reply, time.perf_counter() - started)
+
+    # -- SASL --------------------------------------------------------------------------------
+
+    def _authenticate(self, auth: Authenticator, frame: bytes) -> bool:
+        """Run `frame` through the SASL exchange; False when it is an ordinary request to dispatch
+        (ApiVersions first, or anything once authenticated and not expired)."""
+        now = asyncio.get_running_loop().time()
+        if auth.state is State.COMPLETE:
+            is_handshake = codec.peek_header(frame)[0] == ApiKey.SASL_HANDSHAKE
+            if auth.expired(now) and not is_handshake:
+                log.info("connection closed peer=%s reason=session-expired principal=%s "
+                         "connections.max.reauth.ms=%d", self._peer, self.principal,
+                         self.node.settings.connections_max_reauth_ms)
+                metrics.EXPIRED_CLOSED.inc()
+                self.close()
+                return True
+            if not (is_handshake and auth.may_reauthenticate(now)):
+                return False
+        step = auth.receive(frame, now)
+        action = step.action
+        if action is Action.DISPATCH:
+            return False
+        if action is Action.CLOSE:
+            self._reject("sasl_" + step.reason, step.detail)
+        elif action is Action.FAIL:
+            self._fail_authentication(auth, step)
+        else:
+            if step.reply:
+                self._queue(step.reply)
+            if action is Action.DONE:
+                self.principal = auth.principal
+                self._frames.set_limit(self.node.settings.socket_request_max_bytes)
+                authenticated(self.endpoint, auth.mechanism, self._peer, self.principal, auth.reauthenticating)
+        return True
+
+    def _fail_authentication(self, auth: Authenticator, step: Step) -> None:
+        """Kafka's order: stop reading, wait connection.failed.authentication.delay.ms, answer, close."""
+        authentication_failed(self.endpoint, auth.mechanism or "-", self._peer, step.reason, step.detail)
+        self._auth_failed = True
+        self._update_reading()
+
+        def answer_and_close() -> None:
+            if self._transport is not None:
+                if step.reply:
+                    self._queue(step.reply)
+                self.close()
+
+        asyncio.get_running_loop().call_later(self.node.settings.connection_failed_authentication_delay_ms / 1000,
+                                              answer_and_close)
 
     def _queue(self, reply: bytes | asyncio.Future) -> None:
         if not self._replies and not isinstance(reply, asyncio.Future):

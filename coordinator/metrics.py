@@ -30,11 +30,27 @@ CONNECTIONS_CLOSED = Counter("groupd_connections_closed_total", "Client connecti
 CONNECTIONS_OPEN = Gauge("groupd_connections_open", "Client connections open now")
 _BAD_FRAMES = Counter("groupd_bad_frames_total", "Requests that closed their connection, by reason", ["reason"])
 BAD_FRAME = {reason: _BAD_FRAMES.labels(reason) for reason in
-             ("oversized", "malformed", "unknown_api", "unsupported_version", "handler_error", "slow_frame")}
+             ("oversized", "malformed", "unknown_api", "unsupported_version", "handler_error", "slow_frame",
+              "sasl_unauthenticated_request", "sasl_unsupported_version")}
 ACCEPT_FAILED = Counter("groupd_accept_failed_total",
                         "Accepts that failed for lack of file descriptors or memory (retried)")
 IDLE_CLOSED = Counter("groupd_connections_idle_closed_total",
                       "Connections closed after connections.max.idle.ms without traffic")
+_AUTHENTICATIONS = Counter("groupd_authentications_total",
+                           "TLS handshakes and SASL exchanges, by listener, mechanism (TLS for a handshake) and "
+                           "result: success, reauthenticated, or why it failed", ["listener", "mechanism", "result"])
+_authentication_children: dict[tuple[str, str, str], Counter] = {}
+EXPIRED_CLOSED = Counter("groupd_connections_expired_closed_total",
+                         "Connections closed because their SASL session expired (connections.max.reauth.ms)")
+
+
+def authentication(listener: str, mechanism: str, result: str) -> None:
+    key = (listener, mechanism, result)
+    child = _authentication_children.get(key)
+    if child is None:
+        child = _authentication_children[key] = _AUTHENTICATIONS.labels(*key)
+    child.inc()
+
 
 # -- requests ------------------------------------------------------------------------------------
 _REQUESTS = Counter("groupd_requests_total", "Requests answered, by API and top-level error code", ["api", "error"])
@@ -232,8 +248,8 @@ async def serve(settings, groups) -> str | None:
     COLLECTOR.watch(groups, settings.metrics_group_generation_enabled, settings.metrics_group_offsets_enabled)
     if not settings.metrics_listener:
         return None
-    url = urlsplit(settings.metrics_listener)
+    url = urlsplit(settings.metrics_url)
     path = url.path or "/metrics"
     open_: dict[_Exposition, None] = {}
     Listener("metrics", url.hostname or "0.0.0.0", url.port, lambda: _Exposition(path, open_), backlog=128)
-    return settings.metrics_listener
+    return settings.metrics_url

@@ -21,7 +21,6 @@ class Node:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.node_id = settings.node_id
-        self.advertised = settings.advertised
         prepare_data_dir(settings.data_dir)
         # before anything reads the directory: a second server on it would write the same log
         self.lock = DataDirLock(settings.data_dir).acquire("groupd serve")

@@ -12,7 +12,9 @@ from . import metrics
 from .connection import Connection, RequestMemory, bad_frame_log
 from .listen import Listener, accept_log
 from .node import Node
+from .security import Endpoint, authentication_failed, endpoints, failure_log
 from .settings import Settings
+from .tls_transport import TlsTransport
 
 log = logging.getLogger("groupd")
 
@@ -35,6 +37,7 @@ class Server:
         self.node: Node | None = None
         self.connections: set[Connection] = set()
         self.request_memory = RequestMemory(settings.queued_max_request_bytes)
+        self.endpoints = endpoints(settings)  # before the loop runs: a keystore that fails stops start-up
         self._listeners: list[Listener] = []
         self._stop = asyncio.Event()
         self._log_timer: asyncio.TimerHandle | None = None
@@ -44,20 +47,38 @@ class Server:
         self.node = Node(self.settings)
         metrics_url = await metrics.serve(self.settings, self.node.coordinator)
         self.node.coordinator.start()  # partitions load off the loop and answer LOAD_IN_PROGRESS until then
-        for listener in self.settings.listeners:
-            self._listeners.append(Listener(listener.name, listener.host, listener.port,
-                                            lambda: Connection(self.node, self.connections, self.request_memory)))
+        for listener, endpoint in zip(self.settings.listeners, self.endpoints):
+            self._listen(listener.host, listener.port, endpoint)
         self._tick_log_limits()
         bound = ", ".join(f"{l.name}://{l.address[0]}:{l.address[1]}" for l in self._listeners)
+        advertised = ", ".join(f"{e.name}://{e.advertised.host}:{e.advertised.port} ({e.protocol})"
+                               for e in self.endpoints)
         log.info("groupd ready listeners=%s advertised=%s node.id=%d cluster.id=%s data.dir=%s "
-                 "topics=%d metrics=%s startup_ms=%d", bound, self.settings.advertised, self.settings.node_id,
+                 "topics=%d metrics=%s startup_ms=%d", bound, advertised, self.settings.node_id,
                  self.node.cluster_id, self.settings.data_dir, len(self.node.catalog), metrics_url or "off",
                  (time.monotonic() - started) * 1000)
+
+    def _listen(self, host: str, port: int, endpoint: Endpoint) -> None:
+        def connection() -> Connection:
+            return Connection(self.node, self.connections, self.request_memory, bound[0])
+
+        def handshake_failed(peer: str, error: Exception) -> None:
+            authentication_failed(endpoint, "TLS", peer, "tls_handshake", str(error) or type(error).__name__)
+
+        bound: list[Endpoint] = []  # the endpoint with its bound port, known once the socket is bound
+        factory = connection
+        if endpoint.ssl is not None:
+            factory = lambda: TlsTransport(endpoint.ssl, connection, handshake_failed)  # noqa: E731
+        listener = Listener(endpoint.name, host, port, factory)
+        bound.append(endpoint.bound(listener.address[1]))
+        self.endpoints[self.endpoints.index(endpoint)] = bound[0]
+        self._listeners.append(listener)
 
     def _tick_log_limits(self) -> None:
         """Report suppressed log lines once their window ends, even if nothing else is logged."""
         bad_frame_log.tick()
         accept_log.tick()
+        failure_log.tick()
         self._log_timer = asyncio.get_running_loop().call_later(LOG_LIMIT_TICK_S, self._tick_log_limits)
 
     def request_stop(self, signame: str = "") -> None:

@@ -105,6 +105,62 @@ def _listeners(v: Any) -> tuple[Listener, ...]:
     return tuple(out)
 
 
+def _csv(v: Any) -> tuple[str, ...]:
+    """A YAML list, or the items of a comma-separated string, stripped, empty ones dropped."""
+    return tuple(s.strip() for s in (v if isinstance(v, list) else _str(v).split(",")) if s.strip())
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def _protocol_map(v: Any) -> dict[str, str]:
+    """listener.security.protocol.map: NAME:PROTOCOL pairs, each split at its last colon."""
+    if isinstance(v, Mapping):
+        pairs = [(str(k), _str(p)) for k, p in v.items()]
+    else:
+        pairs = []
+        for item in filter(None, (s.strip() for s in _str(v).split(","))):
+            name, sep, protocol = item.rpartition(":")
+            if not sep or not name.strip():
+                raise ValueError("NAME:PROTOCOL pairs separated by commas, e.g. INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL")
+            pairs.append((name, protocol))
+    out = {}
+    for name, protocol in pairs:
+        if protocol.strip().upper() not in SECURITY_PROTOCOLS:
+            raise ValueError(f"security protocols among {', '.join(SECURITY_PROTOCOLS)} (not {protocol!r})")
+        out[name.strip().upper()] = protocol.strip().upper()
+    return out
+
+
+def _mechanisms(v: Any) -> tuple[str, ...]:
+    items = _csv(v)
+    if not set(items) <= set(SASL_MECHANISMS):
+        raise ValueError("a comma-separated list of " + ", ".join(SASL_MECHANISMS))
+    return items
+
+
+def _users(v: Any) -> dict[str, str]:
+    """sasl.users: `{user: password}` in YAML, `user:password,...` in the environment or on the CLI
+    (split at the first colon: a password may hold colons, a user name may not)."""
+    if isinstance(v, str):
+        pairs = [item.split(":", 1) for item in v.split(",") if item.strip()]
+        if any(len(p) != 2 for p in pairs):
+            raise ValueError("a map of user name to password (user:password,... outside YAML)")
+        v = {user.strip(): password for user, password in pairs}
+    if not isinstance(v, Mapping) or not all(isinstance(u, str) and u and isinstance(p, (str, int))
+                                             for u, p in v.items()):
+        raise ValueError("a map of user name to password")
+    return {u: str(p) for u, p in v.items()}
+
+
+def _tls_versions(v: Any) -> tuple[str, ...]:
+    items = _csv(v)
+    if not items or not set(items) <= {"TLSv1.2", "TLSv1.3"}:
+        raise ValueError("a comma-separated list of TLSv1.2, TLSv1.3 (older protocols are not offered)")
+    return items
+
+
 def _protocols(v: Any) -> tuple[str, ...]:
     items = tuple(s.strip().lower() for s in (v if isinstance(v, list) else _str(v).split(",")))
     if "classic" not in items or not set(items) <= {"classic", "consumer", "share", "streams"}:
@@ -113,7 +169,7 @@ def _protocols(v: Any) -> tuple[str, ...]:
 
 
 def _assignors(v: Any) -> tuple[str, ...]:
-    items = tuple(s.strip().lower() for s in (v if isinstance(v, list) else _str(v).split(",")) if s.strip())
+    items = tuple(s.lower() for s in _csv(v))
     if not items or not set(items) <= {"uniform", "range"}:
         raise ValueError("a comma-separated list of uniform, range (the first is the default)")
     return items
@@ -152,12 +208,39 @@ class Key:
     default: Any
     parse: Callable[[Any], Any]
     doc: str
+    secret: bool = False  # shown as [hidden] (Kafka's word) by `groupd config show`
 
 
 KEYS: tuple[Key, ...] = (
     Key("listeners", "PLAINTEXT://127.0.0.1:9092", _listeners, "where groupd accepts connections"),
     Key("advertised.listeners", "", _listeners,
         "the address clients are told to use (Metadata, FindCoordinator); empty = listeners"),
+    Key("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+        _protocol_map, "NAME:PROTOCOL per listener name (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)"),
+    Key("ssl.keystore.type", "PEM", _choice("pem"),
+        "groupd reads PEM keystores only (Kafka's default, JKS, is not supported)"),
+    Key("ssl.keystore.location", "", _str,
+        "SSL/SASL_SSL listeners: a PEM file with the private key (PKCS#8) and the certificate chain, leaf first"),
+    Key("ssl.key.password", "", _str, "password of an encrypted private key in the keystore", secret=True),
+    Key("ssl.truststore.type", "PEM", _choice("pem"), "groupd reads PEM truststores only"),
+    Key("ssl.truststore.location", "", _str,
+        "PEM CA bundle that client certificates must chain to (needed for ssl.client.auth requested/required)"),
+    Key("ssl.client.auth", "none", _choice("none", "requested", "required"),
+        "client certificates on SSL listeners: none, requested (verified if sent) or required"),
+    Key("ssl.enabled.protocols", "TLSv1.2,TLSv1.3", _tls_versions, "TLS versions offered"),
+    Key("ssl.cipher.suites", "", _str,
+        "OpenSSL cipher list for TLS 1.2; empty = the library's default (TLS 1.3 suites cannot be restricted)"),
+    Key("sasl.enabled.mechanisms", "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", _mechanisms,
+        "SASL mechanisms offered on SASL listeners (Kafka's default, GSSAPI, is not supported)"),
+    Key("sasl.users", {}, _users,
+        "SASL users: {name: password} (name:password,... in env/CLI); SCRAM credentials are derived at "
+        "start-up (random salt, 4096 iterations) and kept in memory only", secret=True),
+    Key("connections.max.reauth.ms", 0, _int(0),
+        "SASL sessions last this long (KIP-368): a client that has not re-authenticated by then is "
+        "disconnected at its next request; 0 = sessions never expire"),
+    Key("connection.failed.authentication.delay.ms", 100, _int(0),
+        "a failed authentication is answered and closed after this delay (slows password guessing)"),
+    Key("sasl.server.max.receive.size", 524288, _int(1), "largest frame accepted before authentication"),
     Key("node.id", 1, _int(0, 2**31 - 1), "this server's broker id in Metadata and FindCoordinator"),
     Key("data.dir", "data", _str, "directory for the offsets log, the topic catalog and the cluster id"),
     Key("num.partitions", 1, _int(1, MAX_TOPIC_PARTITIONS), "partitions of an auto-created topic"),
@@ -215,8 +298,9 @@ KEYS: tuple[Key, ...] = (
     Key("min.cleanable.dirty.ratio", 0.5, _ratio, "compact a partition when this share of its closed segments is dirty"),
     Key("log.cleaner.delete.retention.ms", 86400000, _int(0), "how long tombstones are kept before compaction drops them"),
     Key("log.cleaner.backoff.ms", 15000, _int(1), "how often partitions are checked for compaction"),
-    Key("metrics.listener", "http://0.0.0.0:9464/metrics", _url,
-        "where Prometheus scrapes groupd's metrics; empty turns the endpoint off"),
+    Key("metrics.listener", "http://:9464/metrics", _url,
+        "where Prometheus scrapes groupd's metrics; no host = the first listener's host; empty turns the "
+        "endpoint off"),
     Key("metrics.group.generation.enabled", False, _bool, "export each group's generation (one series per group)"),
     Key("metrics.group.offsets.enabled", False, _bool,
         "export each committed offset and its age (series grow as groups x partitions)"),
@@ -249,6 +333,20 @@ def env_var(name: str) -> str:
 class Settings:
     listeners: tuple[Listener, ...]
     advertised_listeners: tuple[Listener, ...]
+    listener_security_protocol_map: dict[str, str]
+    ssl_keystore_type: str
+    ssl_keystore_location: str
+    ssl_key_password: str
+    ssl_truststore_type: str
+    ssl_truststore_location: str
+    ssl_client_auth: str
+    ssl_enabled_protocols: tuple[str, ...]
+    ssl_cipher_suites: str
+    sasl_enabled_mechanisms: tuple[str, ...]
+    sasl_users: dict[str, str]
+    connections_max_reauth_ms: int
+    connection_failed_authentication_delay_ms: int
+    sasl_server_max_receive_size: int
     node_id: int
     data_dir: str
     num_partitions: int
@@ -299,8 +397,27 @@ class Settings:
 
     @property
     def advertised(self) -> Listener:
-        """The address clients use to reach this node."""
-        return (self.advertised_listeners or self.listeners)[0]
+        """The address clients of the first listener use to reach this node."""
+        return self.advertised_for(self.listeners[0].name)
+
+    def advertised_for(self, listener: str) -> Listener:
+        """What a client that connected through `listener` is told (Metadata, FindCoordinator): that
+        listener's advertised.listeners entry, else its listeners entry."""
+        for adv in self.advertised_listeners:
+            if adv.name == listener:
+                return adv
+        return next(l for l in self.listeners if l.name == listener)
+
+    def security_protocol(self, listener: str) -> str:
+        return self.listener_security_protocol_map[listener]
+
+    @property
+    def metrics_url(self) -> str:
+        """metrics.listener with an empty host filled in from the first listener."""
+        url = urlsplit(self.metrics_listener)
+        if not self.metrics_listener or url.hostname:
+            return self.metrics_listener
+        return url._replace(netloc=f"{self.listeners[0].host or '0.0.0.0'}:{url.port}").geturl()
 
     def value(self, name: str) -> Any:
         return getattr(self, attribute(name))
@@ -361,10 +478,47 @@ class Settings:
                                   f"and group.consumer.max.{name}={hi}")
         if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
             raise ConfigError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
-        adv = self.advertised
-        if adv.host in ("0.0.0.0", "::"):
-            raise ConfigError(f"advertised.listeners cannot use the non-routable address {adv.host}; "
-                              "set advertised.listeners to an address clients can reach")
+        self._check_listeners()
+        self._check_security()
+
+    def _check_listeners(self) -> None:
+        names = [l.name for l in self.listeners]
+        for name in names:
+            if names.count(name) > 1:
+                raise ConfigError(f"listeners names {name} twice: each listener must have a different name")
+            if name not in self.listener_security_protocol_map:
+                raise ConfigError(f"listener {name} has no security protocol: add {name}:PROTOCOL to "
+                                  "listener.security.protocol.map")
+        ports = [l.port for l in self.listeners if l.port]
+        for port in ports:
+            if ports.count(port) > 1:
+                raise ConfigError(f"listeners use port {port} twice: each listener must have a different port")
+        for adv in self.advertised_listeners:
+            if adv.name not in names:
+                raise ConfigError(f"advertised.listeners names {adv.name}, which is not in listeners "
+                                  f"({', '.join(names)})")
+        for name in names:
+            adv = self.advertised_for(name)
+            if adv.host in ("0.0.0.0", "::"):
+                raise ConfigError(f"advertised.listeners cannot use the non-routable address {adv.host} "
+                                  f"(listener {name}); set advertised.listeners to an address clients can reach")
+
+    def _check_security(self) -> None:
+        protocols = {self.security_protocol(l.name): l.name for l in self.listeners}
+        tls = protocols.get("SSL") or protocols.get("SASL_SSL")
+        if tls and not self.ssl_keystore_location:
+            raise ConfigError(f"listener {tls} uses TLS but ssl.keystore.location is not set (a PEM file "
+                              "with the private key and the certificate chain)")
+        if tls and self.ssl_client_auth != "none" and not self.ssl_truststore_location:
+            raise ConfigError(f"ssl.client.auth={self.ssl_client_auth} needs ssl.truststore.location (the CA "
+                              "bundle client certificates must chain to)")
+        sasl = protocols.get("SASL_PLAINTEXT") or protocols.get("SASL_SSL")
+        if sasl and not self.sasl_enabled_mechanisms:
+            raise ConfigError(f"listener {sasl} uses SASL but sasl.enabled.mechanisms is empty")
+        if sasl and not self.sasl_users:
+            raise ConfigError(f"listener {sasl} uses SASL but sasl.users names no user")
+        if self.connection_failed_authentication_delay_ms >= self.connections_max_idle_ms:
+            raise ConfigError("connection.failed.authentication.delay.ms must be less than connections.max.idle.ms")
 
 
 # Kafka's names groupd accepts for one of its keys: {alias: (key, value of the key from the alias's)}

@@ -50,6 +50,10 @@ class FrameReader:
         self.append(data)
         return list(iter(self.next, None))
 
+    def set_limit(self, limit: int) -> None:
+        """A new largest frame (a SASL connection's limit rises once it has authenticated)."""
+        self._limit = limit
+
     @property
     def pending(self) -> int:
         """Bytes held that no frame handed out has taken: an incomplete frame, or frames not yet read."""

@@ -318,6 +318,14 @@ def test_bootstrap_server_is_an_alias_of_bootstrap(server):
     assert r.returncode == 0 and isinstance(json.loads(r.stdout), list), r.stderr
 
 
+def test_default_bootstrap_is_the_first_plaintext_listener():
+    """The commands speak neither TLS nor SASL: the PLAINTEXT listener, wherever it is listed."""
+    env = {"GROUPD_LISTENERS": "EXTERNAL://0.0.0.0:9093,INTERNAL://0.0.0.0:9092",
+           "GROUPD_LISTENER_SECURITY_PROTOCOL_MAP": "EXTERNAL:SASL_SSL,INTERNAL:PLAINTEXT"}
+    assert bootstrap_of(env=env) == "127.0.0.1:9092"
+    assert bootstrap_of(env={"GROUPD_LISTENERS": "SSL://0.0.0.0:9093,PLAINTEXT://0.0.0.0:9092"}) == "127.0.0.1:9092"
+
+
 def test_split_bootstrap():
     assert split_bootstrap("groupd:9092") == ("groupd", 9092)
     assert split_bootstrap("[::1]:9092") == ("::1", 9092)

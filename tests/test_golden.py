@@ -31,6 +31,7 @@ from kafka.protocol import admin as kp_admin
 from kafka.protocol import consumer as kp_consumer
 from kafka.protocol import metadata as kp_metadata
 from kafka.protocol import producer as kp_producer
+from kafka.protocol import sasl as kp_sasl
 from kafka.protocol.api_message import ApiMessage
 
 from coordinator.apis import SUPPORTED_VERSIONS
@@ -92,7 +93,7 @@ def fixtures(kind: str) -> dict[tuple[int, int], list[dict]]:
 @cache
 def kafka_python_class(api_key: int, kind: str) -> type[ApiMessage]:
     """kafka-python's message class ("request" or "response") for an API key."""
-    for module in (kp_producer, kp_consumer, kp_metadata, kp_admin):
+    for module in (kp_producer, kp_consumer, kp_metadata, kp_admin, kp_sasl):
         for name in module.__all__:
             cls = getattr(module, name)
             if isinstance(cls, type) and issubclass(cls, ApiMessage) and cls.API_KEY == api_key \
@@ -265,6 +266,10 @@ def key_fields(api_key: int, m: dict) -> dict:
         case ApiKey.INIT_PRODUCER_ID:
             return {"transactional_id": m["transactional_id"],
                     "producer": [m.get("producer_id", -1), m.get("producer_epoch", -1)]}
+        case ApiKey.SASL_HANDSHAKE:
+            return {"mechanism": m["mechanism"]}
+        case ApiKey.SASL_AUTHENTICATE:
+            return {"auth_bytes": bytes(m["auth_bytes"]).decode("latin-1")}
     raise AssertionError(f"no key fields for API key {api_key}: add them to key_fields()")
 
 
@@ -433,6 +438,11 @@ def response_values(api_key: int, version: int) -> dict:
                 {"partition_index": 1, "error_code": E.group_subscribed_to_topic}]}]}
         case ApiKey.INIT_PRODUCER_ID:
             return {"error_code": E.none, "producer_id": 4242, "producer_epoch": 0}
+        case ApiKey.SASL_HANDSHAKE:
+            return {"error_code": E.none, "mechanisms": ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]}
+        case ApiKey.SASL_AUTHENTICATE:  # SCRAM's server-final with a session lifetime (v1+)
+            return {"error_code": E.none, "error_message": None, "auth_bytes": b"v=c2lnbmF0dXJl",
+                    "session_lifetime": datetime.timedelta(milliseconds=3_600_000)}
     raise AssertionError(f"no response values for API key {api_key}: add them to response_values()")
 
 

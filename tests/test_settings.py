@@ -167,7 +167,10 @@ def test_log_dirs_with_several_directories_is_one_line_error(tmp_path):
 
 # Keys read other than as `settings.<attribute>`, and why.
 READ_ELSEWHERE = {
-    "advertised.listeners": "through Settings.advertised",
+    "advertised.listeners": "through Settings.advertised_for",
+    "listener.security.protocol.map": "through Settings.security_protocol",
+    "ssl.keystore.type": "validated here: PEM is the only type groupd reads",
+    "ssl.truststore.type": "validated here: PEM is the only type groupd reads",
     "group.coordinator.rebalance.protocols": "validated here (classic must be one); the consumer protocol reads it",
     "group.consumer.min.heartbeat.interval.ms": "validated here: bounds group.consumer.heartbeat.interval.ms",
     "group.consumer.max.heartbeat.interval.ms": "validated here: bounds group.consumer.heartbeat.interval.ms",
@@ -201,3 +204,76 @@ def test_consumer_group_timeouts_must_lie_within_their_bounds():
         Settings.load(env={}, overrides=["group.consumer.assignors=sticky"])
     s = Settings.load(env={}, overrides=["group.consumer.assignors=range,uniform"])
     assert s.group_consumer_assignors == ("range", "uniform")
+
+
+# -- listeners and security ----------------------------------------------------------------------
+
+
+def test_each_listener_advertises_its_own_address(tmp_path):
+    s = load(tmp_path, overrides=["listeners=INTERNAL://0.0.0.0:9092,EXTERNAL://0.0.0.0:9093",
+                                  "listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL",
+                                  "advertised.listeners=INTERNAL://groupd:9092,EXTERNAL://localhost:19093",
+                                  "ssl.keystore.location=/k.pem", "sasl.users=alice:secret:with:colons"])
+    assert str(s.advertised_for("INTERNAL")) == "INTERNAL://groupd:9092"
+    assert str(s.advertised_for("EXTERNAL")) == "EXTERNAL://localhost:19093"
+    assert s.security_protocol("EXTERNAL") == "SASL_SSL"
+    assert s.sasl_users == {"alice": "secret:with:colons"}
+
+
+def test_protocol_names_map_to_themselves_by_default(tmp_path):
+    s = load(tmp_path, overrides=["listeners=sasl_plaintext://127.0.0.1:9093", "sasl.users=a:b"])
+    assert s.security_protocol("SASL_PLAINTEXT") == "SASL_PLAINTEXT"
+
+
+def test_metrics_listener_defaults_to_the_first_listeners_host(tmp_path):
+    assert load(tmp_path, overrides=["listeners=PLAINTEXT://10.1.2.3:9092"]).metrics_url == "http://10.1.2.3:9464/metrics"
+    assert load(tmp_path).metrics_url == "http://127.0.0.1:9464/metrics"
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["listeners=SSL://127.0.0.1:9093"], "listener SSL uses TLS but ssl.keystore.location is not set"),
+    (["listeners=SASL_SSL://127.0.0.1:9093", "sasl.users=a:b"], "ssl.keystore.location is not set"),
+    (["listeners=SASL_PLAINTEXT://127.0.0.1:9093"], "sasl.users names no user"),
+    (["listeners=SSL://127.0.0.1:9093", "ssl.keystore.location=/k.pem", "ssl.client.auth=required"],
+     "needs ssl.truststore.location"),
+    (["listeners=EXTERNAL://127.0.0.1:9093"], "listener EXTERNAL has no security protocol"),
+    (["listeners=A://127.0.0.1:9093,B://127.0.0.1:9093", "listener.security.protocol.map=A:PLAINTEXT,B:PLAINTEXT"],
+     "port 9093 twice"),
+    (["advertised.listeners=OTHER://h:1"], "advertised.listeners names OTHER, which is not in listeners"),
+    (["listeners=A://0.0.0.0:9092,B://127.0.0.1:9093", "listener.security.protocol.map=A:PLAINTEXT,B:PLAINTEXT"],
+     "non-routable address 0.0.0.0 \\(listener A\\)"),
+])
+def test_bad_security_settings_stop_start_up(tmp_path, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load(tmp_path, overrides=overrides)
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("listener.security.protocol.map", "A:TLS", "security protocols among"),
+    ("listener.security.protocol.map", "A", "NAME:PROTOCOL pairs"),
+    ("sasl.enabled.mechanisms", "GSSAPI", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
+    ("ssl.client.auth", "always", "none, requested, required"),
+    ("ssl.enabled.protocols", "TLSv1.1", "TLSv1.2, TLSv1.3"),
+    ("ssl.keystore.type", "JKS", "pem"),
+    ("sasl.users", "alice", "user:password"),
+])
+def test_bad_security_values_name_what_is_allowed(tmp_path, key, value, expected):
+    with pytest.raises(ConfigError, match=f"{key}=.*expected .*{expected}"):
+        load(tmp_path, overrides=[f"{key}={value}"])
+
+
+def test_a_keystore_that_does_not_load_is_a_one_line_start_up_error(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--set", "listeners=SSL://127.0.0.1:0",
+                          "--set", f"ssl.keystore.location={tmp_path / 'missing.pem'}",
+                          "--set", f"data.dir={tmp_path / 'data'}", "--set", "metrics.listener="],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().count("\n") == 0 and "ssl.keystore.location=" in out.stderr, out.stderr
+
+
+def test_config_show_hides_passwords():
+    out = subprocess.run([sys.executable, "-m", "coordinator", "config", "show", "--set", "sasl.users=alice:s3cret",
+                          "--set", "ssl.key.password=k3y"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert "s3cret" not in out.stdout and "k3y" not in out.stdout
+    assert "alice" in out.stdout and "[hidden]" in out.stdout

@@ -17,6 +17,7 @@ from protocol.codec import Encoded, RequestHeader
 
 if TYPE_CHECKING:
     from ..node import Node
+    from ..settings import Listener
 
 
 @dataclasses.dataclass(slots=True)
@@ -24,6 +25,7 @@ class Request:
     header: RequestHeader
     body: Any
     client_host: str  # "/127.0.0.1", as Java renders an InetAddress
+    advertised: "Listener"  # this node's address on the listener the request came in on
     off_loop: bool = False  # its answer is being built off the loop: the connection reads on after it
 
     @property
@@ -100,13 +102,15 @@ from . import (  # noqa: E402  (the handlers import Request from here)
     offset_delete,
     offset_fetch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
 )
 
 MODULES = (produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
            heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
            delete_topics, init_producer_id, create_partitions, delete_groups, offset_delete,
-           consumer_group_heartbeat, consumer_group_describe)
+           consumer_group_heartbeat, consumer_group_describe, sasl_handshake, sasl_authenticate)
 
 HANDLERS: dict[int, Handler] = {m.KEY: m.handle for m in MODULES}
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {m.KEY: m.VERSIONS for m in MODULES}

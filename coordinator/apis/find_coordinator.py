@@ -1,7 +1,8 @@
 """FindCoordinator (10), v0–v6.
 
 v1 adds the key type and error message; v3 is flexible; v4 batches keys (CoordinatorKeys in,
-Coordinators[] out); v5/v6 change only error semantics. Every group is coordinated by this node;
+Coordinators[] out); v5/v6 change only error semantics. Every group is coordinated by this node, at its
+address on the listener the request came in on;
 transactions and share groups have no coordinator here.
 """
 
@@ -19,9 +20,9 @@ KEY = ApiKey.FIND_COORDINATOR
 VERSIONS = (0, 6)
 
 
-def _lookup(node, key: str, key_type: int) -> dict:
+def _lookup(node, request: Request, key: str, key_type: int) -> dict:
     if key_type == GROUP:
-        adv = node.advertised
+        adv = request.advertised
         return {"key": key, "node_id": node.node_id, "host": adv.host, "port": adv.port,
                 "error_code": ErrorCode.none, "error_message": None}
     if key_type in (TRANSACTION, SHARE):
@@ -37,6 +38,6 @@ def handle(node, request: Request):
     body = request.body
     key_type = getattr(body, "key_type", GROUP)
     if request.version >= 4:
-        coordinators = [_lookup(node, key, key_type) for key in body.coordinator_keys]
+        coordinators = [_lookup(node, request, key, key_type) for key in body.coordinator_keys]
         return build_response(ApiKey.FIND_COORDINATOR, request.version, {"coordinators": coordinators})
-    return build_response(ApiKey.FIND_COORDINATOR, request.version, _lookup(node, body.key, key_type))
+    return build_response(ApiKey.FIND_COORDINATOR, request.version, _lookup(node, request, body.key, key_type))

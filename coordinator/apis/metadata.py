@@ -76,7 +76,7 @@ def handle(node, request: Request):
                 topic = node.auto_create(name)
             topics.append(topic_entry(node, topic) if topic else
                           _error_entry(name, None, ErrorCode.unknown_topic_or_partition))
-    adv = node.advertised
+    adv = request.advertised
     return build_response(ApiKey.METADATA, version, {
         "brokers": [{"node_id": node.node_id, "host": adv.host, "port": adv.port, "rack": None}],
         "cluster_id": node.cluster_id,

@@ -393,6 +393,10 @@ def kafka_python_request_values(api: int, version: int) -> dict:
         case ApiKey.INIT_PRODUCER_ID:  # an idempotent producer (no transactional id)
             return {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1,
                     "producer_epoch": -1}
+        case ApiKey.SASL_HANDSHAKE:  # on this PLAINTEXT listener: ILLEGAL_SASL_STATE, connection open
+            return {"mechanism": "SCRAM-SHA-512"}
+        case ApiKey.SASL_AUTHENTICATE:
+            return {"auth_bytes": b"n,,n=alice,r=golden-nonce"}
     raise KeyError(f"no kafka-python request values for API key {api}: add them here")
 
 

@@ -1,5 +1,7 @@
 // client_tool.mjs: KafkaJS 2.2.4 / @platformatic/kafka 1.35 consumer for groupd's real-client tests.
 //   node client_tool.mjs kafkajs|platformatic MODE BOOTSTRAP [key=value ...]
+// Security (KafkaJS), librdkafka's key names: ssl.ca.location, ssl.certificate.location, ssl.key.location
+// (files; any of them turns TLS on), sasl.mechanism (PLAIN|SCRAM-SHA-256|SCRAM-SHA-512), sasl.username, sasl.password.
 // MODE: assign topic=T seconds=S          (no group: metadata + offsets (+ Fetch for platformatic))
 //       subscribe topic=T group=G seconds=S [instance=ID] [session.ms=N] [commit=true] [mode=committed]
 //                 [commit_offset=N]  (platformatic: commits N for every partition it is assigned)
@@ -8,6 +10,7 @@
 //       commit group=G topic=T partition=P offset=N     fetch group=G topic=T
 // seconds=0: until stdin closes or SIGTERM. Libraries come from $KAFKA_TEST_CLIENTS/node/node_modules.
 // stdout: one JSON object per line (see ../README.md); library logs go to stderr. Exit 0 iff no error.
+import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
@@ -35,9 +38,19 @@ for (const [k, v] of Object.entries(opts)) {
   if (DOTTED[k]) groupOpts[DOTTED[k]] = Number(v)
   else if (k === 'request.timeout.ms') requestTimeout = Number(v)
   else if (k === 'group.protocol' && lib === 'platformatic') groupProtocol = v
+  else if (k.startsWith('ssl.') || k.startsWith('sasl.')) continue // security options, below
   else console.error(`client_tool: ignoring unsupported option ${k}`)
 }
 if (opts.assignor && opts.assignor !== 'roundrobin') console.error(`client_tool: ${lib} only has roundrobin, ignoring assignor=${opts.assignor}`)
+
+const file = k => opts[k] && readFileSync(opts[k], 'utf8')
+const security = {}
+if (['ssl.ca.location', 'ssl.certificate.location', 'ssl.key.location'].some(k => opts[k])) {
+  security.ssl = { ca: file('ssl.ca.location'), cert: file('ssl.certificate.location'), key: file('ssl.key.location') }
+}
+if (opts['sasl.mechanism']) {
+  security.sasl = { mechanism: opts['sasl.mechanism'].toLowerCase(), username: opts['sasl.username'], password: opts['sasl.password'] }
+}
 
 const base = process.env.KAFKA_TEST_CLIENTS || join(homedir(), '.cache', 'groupd-clients')
 const require = createRequire(join(base, 'node', 'package.json'))
@@ -73,7 +86,7 @@ async function runKafkajs () {
     const { message, timestamp, logger, ...extra } = log
     process.stderr.write(`[kafkajs ${namespace} ${level}] ${message} ${JSON.stringify(extra)}\n`)
   }
-  const kafka = new Kafka({ clientId: `kafkajs-${mode}`, brokers: [bootstrap], logLevel: logLevel.INFO, logCreator, requestTimeout })
+  const kafka = new Kafka({ clientId: `kafkajs-${mode}`, brokers: [bootstrap], logLevel: logLevel.INFO, logCreator, requestTimeout, ...security })
   const topic = need('topic')
   const admin = kafka.admin()
   await admin.connect()

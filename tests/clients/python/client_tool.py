@@ -11,7 +11,8 @@ MODE: assign topic=T seconds=S
                 commit_offset=N commits N for every partition it is assigned (OffsetCommit v9)
       commit group=G topic=T partition=P offset=N [metadata=STR]
       fetch group=G topic=T
-Keys with a dot go to the client config (dots become underscores for kafka-python/aiokafka).
+Keys with a dot go to the client config (dots become underscores for kafka-python/aiokafka; for
+aiokafka, ssl.cafile/ssl.certfile/ssl.keyfile become the ssl_context it requires).
 Events: ready, assigned {partitions, assignment, generation, member_id}, revoked, error, committed,
 offsets, summary. Exit 0 iff no error event.
 """
@@ -205,6 +206,12 @@ def _python_conf(lib: str) -> dict:
                 auto_offset_reset="earliest", group_id=OPTS.get("group"), session_timeout_ms=session,
                 heartbeat_interval_ms=max(session // 10, 100))
     conf.update(passthrough(True))
+    if lib == "aiokafka" and any(k in conf for k in ("ssl_cafile", "ssl_certfile", "ssl_keyfile")):
+        from aiokafka.helpers import create_ssl_context  # aiokafka takes no file names, only a context
+
+        conf["ssl_context"] = create_ssl_context(cafile=conf.pop("ssl_cafile", None),
+                                                 certfile=conf.pop("ssl_certfile", None),
+                                                 keyfile=conf.pop("ssl_keyfile", None))
     if "instance" in OPTS:
         conf["group_instance_id"] = OPTS["instance"]
     assignor = _python_assignor(lib)
