@@ -27,7 +27,7 @@ from protocol.framing import FrameReader, FrameTooLarge
 
 from . import metrics
 from .log_limit import LimitedLog
-from .apis import HANDLERS, SUPPORTED_VERSIONS, Request
+from .apis import ANONYMOUS, HANDLERS, SUPPORTED_VERSIONS, Request
 from .apis.api_versions import unsupported_version_response
 
 if TYPE_CHECKING:
@@ -73,6 +73,7 @@ class Connection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._peer = "?"
         self.client_host = "/?"
+        self.principal = ANONYMOUS  # set once the connection authenticates (SASL, TLS client certificates)
         # Why reading is paused; each reason is set and cleared on its own.
         self._write_paused = False  # the transport's buffer is over its high-water mark
         self._backlogged = False  # too many replies or reply bytes wait in _replies
@@ -290,7 +291,7 @@ class Connection(asyncio.Protocol):
         body = codec.decode_request(api_key, version, frame, offset)
         started = time.perf_counter()
         try:
-            request = Request(header, body, self.client_host)
+            request = Request(header, body, self.client_host, self.principal)
             reply = handler(self.node, request)
         except Exception:
             log.exception("handler failed api=%s version=%d peer=%s", ApiKey(api_key).name,

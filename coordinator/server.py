@@ -58,6 +58,7 @@ class Server:
         """Report suppressed log lines once their window ends, even if nothing else is logged."""
         bad_frame_log.tick()
         accept_log.tick()
+        tick_denial_logs()
         self._log_timer = asyncio.get_running_loop().call_later(LOG_LIMIT_TICK_S, self._tick_log_limits)
 
     def request_stop(self, signame: str = "") -> None:

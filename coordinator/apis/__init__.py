@@ -19,11 +19,15 @@ if TYPE_CHECKING:
     from ..node import Node
 
 
+ANONYMOUS = "User:ANONYMOUS"  # the principal of an unauthenticated (PLAINTEXT) connection
+
+
 @dataclasses.dataclass(slots=True)
 class Request:
     header: RequestHeader
     body: Any
     client_host: str  # "/127.0.0.1", as Java renders an InetAddress
+    principal: str = ANONYMOUS  # the authenticated principal of the connection (Kafka's `Type:Name`)
     off_loop: bool = False  # its answer is being built off the loop: the connection reads on after it
 
     @property
@@ -82,10 +86,13 @@ from . import (  # noqa: E402  (the handlers import Request from here)
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_topics,
+    describe_acls,
     describe_groups,
     fetch,
     find_coordinator,
@@ -106,7 +113,7 @@ from . import (  # noqa: E402  (the handlers import Request from here)
 MODULES = (produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
            heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
            delete_topics, init_producer_id, create_partitions, delete_groups, offset_delete,
-           consumer_group_heartbeat, consumer_group_describe)
+           consumer_group_heartbeat, consumer_group_describe, describe_acls, create_acls, delete_acls)
 
 HANDLERS: dict[int, Handler] = {m.KEY: m.handle for m in MODULES}
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {m.KEY: m.VERSIONS for m in MODULES}
