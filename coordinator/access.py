@@ -71,7 +71,7 @@ def authorized(node, request: Request, operation: AclOperation, resource_type: R
 
 
 def denied(request: Request, operation: AclOperation, resource_type: ResourceType, name: str) -> None:
-    api = request.header.request_api_key
+    api = request.header.api_key
     metrics.authorization_denied(api, resource_type.name)
     kind = (api, resource_type, operation)
     limited = _denial_logs.get(kind)
@@ -96,3 +96,9 @@ def _binding(row: dict[str, str]) -> AclBinding:
                              AclOperation[row["operation"]], AclPermission[row["permission"]])
     except (KeyError, ValueError) as e:
         raise DataDirError(f"the ACL file holds an invalid ACL {row!r}: {e}") from None
+
+
+def authorized_operations(node, request: Request, resource_type: ResourceType, name: str,
+                          operations: tuple[AclOperation, ...]) -> int:
+    """KIP-430's bit set: `1 << op` for each of `operations` the principal may do (probes, never logged)."""
+    return sum(1 << op for op in operations if authorized(node, request, op, resource_type, name, audit=False))

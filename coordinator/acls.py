@@ -240,6 +240,29 @@ class Authorizer:
         return allowed
 
 
+    def may_any(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """Whether the principal may do `operation` on *some* resource of the type (Kafka's
+        authorizeByResourceType, spec §5.3): an ALLOW pattern that no DENY pattern covers."""
+        # a name no ACL can name: honours super users, LITERAL `*` and allow.everyone.if.no.acl.found
+        if self.authorize(principal, host, operation, resource_type, "\0"):
+            return True
+        client = _host_key(host)
+        allows, denies = [], []
+        for acl, acl_host in self._acls.items():
+            if (acl.resource_type == resource_type and acl.principal in (principal, ANY_PRINCIPAL)
+                    and acl.operation in (operation, AclOperation.ALL) and acl_host in (None, client)):
+                (denies if acl.permission == AclPermission.DENY else allows).append(acl)
+        if any(d.pattern_type == PatternType.LITERAL and d.resource_name == WILDCARD for d in denies):
+            return False
+
+        def cancelled(allow: AclBinding) -> bool:
+            return any(d.resource_name == allow.resource_name if d.pattern_type == PatternType.LITERAL
+                       else allow.resource_name.startswith(d.resource_name) for d in denies
+                       if d.pattern_type == PatternType.PREFIXED or allow.pattern_type == PatternType.LITERAL)
+
+        return any(not cancelled(a) for a in allows)
+
+
 def parse_super_users(value: str) -> tuple[str, ...]:
     """`super.users`: `User:admin;User:ops`; each entry must have a `:` (ValueError otherwise)."""
     users = tuple(u.strip() for u in value.split(";") if u.strip())

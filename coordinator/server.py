@@ -9,6 +9,7 @@ import signal
 import time
 
 from . import metrics
+from .access import tick_denial_logs
 from .connection import Connection, RequestMemory, bad_frame_log
 from .listen import Listener, accept_log
 from .node import Node

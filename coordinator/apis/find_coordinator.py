@@ -11,6 +11,8 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
+from ..access import authorized
+from ..acls import AclOperation, ResourceType
 from . import Request
 
 GROUP, TRANSACTION, SHARE = 0, 1, 2
@@ -19,8 +21,11 @@ KEY = ApiKey.FIND_COORDINATOR
 VERSIONS = (0, 6)
 
 
-def _lookup(node, key: str, key_type: int) -> dict:
+def _lookup(node, request: Request, key: str, key_type: int) -> dict:
     if key_type == GROUP:
+        if not authorized(node, request, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+            return {"key": key, "node_id": -1, "host": "", "port": -1,
+                    "error_code": ErrorCode.group_authorization_failed, "error_message": None}
         adv = node.advertised
         return {"key": key, "node_id": node.node_id, "host": adv.host, "port": adv.port,
                 "error_code": ErrorCode.none, "error_message": None}
@@ -37,6 +42,6 @@ def handle(node, request: Request):
     body = request.body
     key_type = getattr(body, "key_type", GROUP)
     if request.version >= 4:
-        coordinators = [_lookup(node, key, key_type) for key in body.coordinator_keys]
+        coordinators = [_lookup(node, request, key, key_type) for key in body.coordinator_keys]
         return build_response(ApiKey.FIND_COORDINATOR, request.version, {"coordinators": coordinators})
-    return build_response(ApiKey.FIND_COORDINATOR, request.version, _lookup(node, body.key, key_type))
+    return build_response(ApiKey.FIND_COORDINATOR, request.version, _lookup(node, request, body.key, key_type))
