@@ -135,3 +135,17 @@ def test_filters():
     assert auth.matching(AclFilter(Res.TOPIC, operation=Op.DESCRIBE)) == []  # no implication in filters
     assert len(auth.matching(AclFilter())) == 4
     assert AclFilter(resource_type=0).invalid() and AclFilter(operation=42).invalid() and AclFilter().invalid() is None
+
+
+def test_may_write_some_topic():  # spec §5.3, used by InitProducerId
+    assert Authorizer(acls=[acl("orders", Op.WRITE)]).may_any(ALICE, HOST, Op.WRITE, Res.TOPIC)
+    assert not Authorizer(acls=[acl("orders", Op.READ)]).may_any(ALICE, HOST, Op.WRITE, Res.TOPIC)
+    cancelled = Authorizer(acls=[acl("orders", Op.WRITE), acl("ord", Op.WRITE, Perm.DENY, pattern=Pat.PREFIXED)])
+    assert not cancelled.may_any(ALICE, HOST, Op.WRITE, Res.TOPIC)
+    prefixed = Authorizer(acls=[acl("ord", Op.ALL, pattern=Pat.PREFIXED), acl("ord", Op.WRITE, Perm.DENY)])
+    assert prefixed.may_any(ALICE, HOST, Op.WRITE, Res.TOPIC)  # a LITERAL deny leaves the rest of the prefix
+    assert not Authorizer(acls=[acl("t", Op.WRITE), acl("*", Op.WRITE, Perm.DENY, "User:*")]).may_any(
+        ALICE, HOST, Op.WRITE, Res.TOPIC)
+    assert Authorizer(allow_everyone_if_no_acl_found=True).may_any(ALICE, HOST, Op.WRITE, Res.TOPIC)
+    assert Authorizer(super_users=[ALICE]).may_any(ALICE, HOST, Op.WRITE, Res.TOPIC)
+    assert not Authorizer(acls=[acl("t", Op.WRITE, host="10.0.0.1")]).may_any(ALICE, HOST, Op.WRITE, Res.TOPIC)
