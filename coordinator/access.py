@@ -98,7 +98,19 @@ def _binding(row: dict[str, str]) -> AclBinding:
         raise DataDirError(f"the ACL file holds an invalid ACL {row!r}: {e}") from None
 
 
-def authorized_operations(node, request: Request, resource_type: ResourceType, name: str,
-                          operations: tuple[AclOperation, ...]) -> int:
-    """KIP-430's bit set: `1 << op` for each of `operations` the principal may do (probes, never logged)."""
-    return sum(1 << op for op in operations if authorized(node, request, op, resource_type, name, audit=False))
+O = AclOperation
+# the operations each resource type supports (spec security §5.1), reported by KIP-430's fields
+OPERATIONS = {
+    ResourceType.TOPIC: (O.READ, O.WRITE, O.CREATE, O.DELETE, O.ALTER, O.DESCRIBE, O.DESCRIBE_CONFIGS,
+                         O.ALTER_CONFIGS),
+    ResourceType.GROUP: (O.READ, O.DESCRIBE, O.DELETE, O.DESCRIBE_CONFIGS, O.ALTER_CONFIGS),
+    ResourceType.CLUSTER: (O.CREATE, O.CLUSTER_ACTION, O.DESCRIBE_CONFIGS, O.ALTER_CONFIGS, O.IDEMPOTENT_WRITE,
+                           O.ALTER, O.DESCRIBE),
+}
+
+
+def authorized_operations(node, request: Request, resource_type: ResourceType, name: str) -> int:
+    """KIP-430's bit set: `1 << op` for each operation of the resource type the principal may do
+    (everything without an authorizer: topic 3576, group 3400, cluster 8096). Probes: never logged."""
+    return sum(1 << op for op in OPERATIONS[resource_type]
+               if authorized(node, request, op, resource_type, name, audit=False))

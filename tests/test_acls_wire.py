@@ -261,6 +261,31 @@ def test_metadata_lists_only_describable_topics(server):
         ("t", E.none, 2), ("u", E.topic_authorization_failed, 0), ("not-there", E.topic_authorization_failed, 0)]
 
 
+def authorized_operations(bootstrap: str) -> tuple[int, int, int]:
+    """(topic t, cluster, group a) authorized operations as Metadata v10 and DescribeGroups report them."""
+    with WireClient(bootstrap) as c:
+        m = c.request(ApiKey.METADATA, 10, {"topics": [{"name": "t", "topic_id": None}], "allow_auto_topic_creation": False,
+                                            "include_cluster_authorized_operations": True,
+                                            "include_topic_authorized_operations": True})
+        g = c.request(ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["a"], "include_authorized_operations": True})
+    return m.topics[0].topic_authorized_operations, m.cluster_authorized_operations, g.groups[0].authorized_operations
+
+
+def test_authorized_operations_are_what_the_principal_may_do(server):
+    assert authorized_operations(server.bootstrap) == ((1 << READ) | (1 << DESCRIBE), 0, (1 << READ) | (1 << DESCRIBE))
+
+
+def test_replica_fetch_needs_cluster_action(server):
+    with WireClient(server.bootstrap) as c:
+        r = c.request(ApiKey.FETCH, 12, {
+            "replica_id": 1, "max_wait": datetime.timedelta(0), "min_bytes": 0, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [],
+            "rack_id": "", "topics": [{"topic": "t", "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                 "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]})
+    assert r.responses[0].partitions[0].error_code is E.topic_authorization_failed
+
+
 def test_metadata_auto_create_needs_create(server):
     with WireClient(server.bootstrap) as c:
         r = metadata(c, ["auto-no", "auto-ok-1"])
@@ -348,7 +373,7 @@ def test_denials_are_counted_by_api_and_resource_type_and_logged_once_per_kind(s
 
 @pytest.fixture(scope="module")
 def open_server(tmp_path_factory):
-    s = GroupdProcess(str(tmp_path_factory.mktemp("no-acls"))).start()
+    s = GroupdProcess(str(tmp_path_factory.mktemp("no-acls")), "topics=t:1").start()
     yield s
     assert s.stop() == 0, s.log()
 
@@ -364,6 +389,7 @@ def test_without_an_authorizer_the_acl_apis_answer_security_disabled(open_server
     assert described.error_code is E.security_disabled and described.error_message == "No Authorizer is configured."
     assert deleted.filter_results[0].error_code is E.security_disabled
     assert {k: versions[k] for k in (29, 30, 31)} == {29: (1, 3), 30: (1, 3), 31: (1, 3)}
+    assert authorized_operations(open_server.bootstrap)[:2] == (3576, 8096)  # everything (spec §5.8)
 
 
 def test_create_acls_refuses_invalid_entries_alone_and_the_rest_survive_a_restart(tmp_path):

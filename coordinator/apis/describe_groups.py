@@ -21,12 +21,11 @@ VERSIONS = (0, 6)
 
 
 OMITTED = -(2**31)
-GROUP_OPERATIONS = (AclOperation.READ, AclOperation.DELETE, AclOperation.DESCRIBE)
 
 
 def group_operations(node, request: Request, group_id: str, include: bool) -> int:
     """The group's authorized operations (KIP-430) when asked for, else INT32_MIN."""
-    return authorized_operations(node, request, ResourceType.GROUP, group_id, GROUP_OPERATIONS) if include else OMITTED
+    return authorized_operations(node, request, ResourceType.GROUP, group_id) if include else OMITTED
 
 
 def _failed(group_id: str, error: ErrorCode, state: str = "", message: str | None = None) -> dict:

@@ -33,7 +33,7 @@ from protocol.codec import build_response
 from storage.topic_data import plane_for
 
 from ..access import authorized
-from ..acls import AclOperation, ResourceType
+from ..acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..system_clock import wall_ms
 from . import Request
 
@@ -52,10 +52,15 @@ def _topic(node, name: str):
 
 
 def _unreadable(node, request: Request) -> set[str]:
-    """The requested topics this consumer may not READ (answered TOPIC_AUTHORIZATION_FAILED)."""
+    """The requested topics this fetcher may not read (answered TOPIC_AUTHORIZATION_FAILED): a
+    consumer needs READ on each; a replica (replica id ≥ 0) CLUSTER_ACTION on the cluster for all."""
     if node.access is None:
         return set()
-    return {t.topic for t in request.body.topics
+    body = request.body
+    if body.replica_id >= 0:
+        allowed = authorized(node, request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+        return set() if allowed else {t.topic for t in body.topics}
+    return {t.topic for t in body.topics
             if not authorized(node, request, AclOperation.READ, ResourceType.TOPIC, t.topic)}
 
 

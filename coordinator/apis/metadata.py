@@ -22,7 +22,7 @@ from protocol.codec import build_response
 
 from storage.catalog import legal_topic_name
 
-from ..access import authorized
+from ..access import authorized, authorized_operations
 from ..acls import CLUSTER_NAME, AclOperation, ResourceType
 from . import Request
 
@@ -30,6 +30,7 @@ KEY = ApiKey.METADATA
 VERSIONS = (0, 12)
 
 _ZERO_ID = uuid.UUID(int=0)
+OMITTED = -(2**31)  # authorized operations not asked for
 
 
 def topic_entry(node, topic) -> dict:
@@ -91,8 +92,18 @@ def handle(node, request: Request):
                 topic = node.auto_create(name)
             topics.append(topic_entry(node, topic) if topic else
                           _error_entry(name, None, ErrorCode.unknown_topic_or_partition))
+    if getattr(body, "include_topic_authorized_operations", False):  # v8+ (KIP-430): for the topics returned
+        topics = [{**t, "topic_authorized_operations": authorized_operations(node, request, ResourceType.TOPIC,
+                                                                             t["name"])}
+                  if t["error_code"] is ErrorCode.none else t for t in topics]
+    cluster_operations = OMITTED
+    if getattr(body, "include_cluster_authorized_operations", False):  # v8-v10; 0 without DESCRIBE
+        cluster_operations = (authorized_operations(node, request, ResourceType.CLUSTER, CLUSTER_NAME)
+                              if authorized(node, request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME,
+                                            audit=False) else 0)
     adv = node.advertised
     return build_response(ApiKey.METADATA, version, {
+        "cluster_authorized_operations": cluster_operations,
         "brokers": [{"node_id": node.node_id, "host": adv.host, "port": adv.port, "rack": None}],
         "cluster_id": node.cluster_id,
         "controller_id": node.node_id,

@@ -11,7 +11,8 @@ Requests. A real groupd is started behind a recording proxy on 127.0.0.1 (groupd
 proxy's port, so every connection of a client goes through it) and driven by:
 
 * librdkafka, through confluent-kafka: AdminClient (list_topics, create_topics, create_partitions,
-  delete_topics, create/describe/delete_acls (answered SECURITY_DISABLED), and the consumer-group calls), a Consumer on a manual assignment (FindCoordinator,
+  delete_topics, create/describe/delete_acls (answered SECURITY_DISABLED), and the consumer-group
+  calls), a Consumer on a manual assignment (FindCoordinator,
   ListOffsets, Fetch), a Producer (Produce) and a subscribed Consumer (JoinGroup, SyncGroup,
   Heartbeat, OffsetCommit, OffsetFetch, LeaveGroup). To capture every version librdkafka knows,
   not only its newest, the scenario runs once per step of "caps": the proxy lowers the max
