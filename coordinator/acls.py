@@ -5,6 +5,7 @@ API layer asks, storage/acls.py keeps the bindings on disk."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import ipaddress
 from enum import IntEnum
 from typing import Iterable
@@ -148,6 +149,7 @@ def _pattern_applies(pattern_type: PatternType, pattern: str, name: str) -> bool
     return name.startswith(pattern)
 
 
+@functools.lru_cache(maxsize=4096)  # one parse per client address, not per check
 def _host_key(host: str) -> object:
     """Hosts compare as addresses, so `::1` and Java's `0:0:0:0:0:0:0:1` are one host."""
     try:

@@ -314,6 +314,18 @@ def test_create_delete_and_grow_topics_need_their_operations(server):
     assert len(after.topics[0].partitions) == 2  # nothing changed
 
 
+def test_create_topics_with_create_only_hides_the_configs(server):
+    with WireClient(server.bootstrap) as c:
+        r = c.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+            {"name": "auto-ok-created", "num_partitions": 3, "replication_factor": 1, "assignments": [],
+             "configs": []}], "timeout": MINUTE, "validate_only": False})
+        after = metadata(c, ["auto-ok-created"])
+    t = r.topics[0]
+    assert (t.error_code, t.topic_config_error_code, t.num_partitions, t.configs) == (
+        E.none, E.topic_authorization_failed, -1, None)
+    assert len(after.topics[0].partitions) == 3
+
+
 def test_produce_fetch_and_list_offsets_check_topics(server):
     with WireClient(server.bootstrap) as c:
         produced = c.request(ApiKey.PRODUCE, 8, {"transactional_id": None, "acks": 1, "timeout": MINUTE,

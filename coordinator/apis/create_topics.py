@@ -87,7 +87,11 @@ def handle(node, request: Request):
             topic_id = node.catalog.create(t.name, partitions).topic_id
             node.log_topic_change("created", t.name, partitions, request)
         ok = error is ErrorCode.none
+        # v5+ describes the new topic's configs only to a principal that may DESCRIBE_CONFIGS it
+        shown = ok and authorized(node, request, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, t.name)
         results.append({"name": t.name, "topic_id": topic_id, "error_code": error,
-                        "error_message": message, "num_partitions": partitions if ok else -1,
-                        "replication_factor": 1 if ok else -1, "configs": () if ok else None})
+                        "error_message": message, "num_partitions": partitions if shown else -1,
+                        "replication_factor": 1 if shown else -1, "configs": () if shown else None,
+                        "topic_config_error_code": (ErrorCode.topic_authorization_failed if ok and not shown
+                                                    else ErrorCode.none).value})
     return build_response(ApiKey.CREATE_TOPICS, request.version, {"topics": results})
