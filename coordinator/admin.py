@@ -20,7 +20,7 @@ import struct
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from itertools import count
 from typing import Any
 
@@ -335,17 +335,19 @@ def default_bootstrap(env: Mapping[str, str] | None = None) -> str:
     return f"[{host}]:{listeners[0].port}" if ":" in host else f"{host}:{listeners[0].port}"
 
 
+def common(sp: argparse.ArgumentParser, json_output: bool = True, timeout: float = 10.0) -> None:
+    """The options every command that talks to a running groupd takes."""
+    sp.add_argument("--bootstrap", metavar="HOST:PORT", default=None,
+                    help="groupd's address (default: the first of GROUPD_LISTENERS, else "
+                         f"{DEFAULT_BOOTSTRAP})")
+    sp.add_argument("--timeout", type=float, default=timeout, metavar="SECONDS",
+                    help=f"network timeout (default {timeout:g})")
+    if json_output:
+        sp.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Register `groups`, `offsets` and `health` on groupd's sub-command parser."""
-    def common(sp: argparse.ArgumentParser, json_output: bool = True, timeout: float = 10.0) -> None:
-        sp.add_argument("--bootstrap", metavar="HOST:PORT", default=None,
-                        help="groupd's address (default: the first of GROUPD_LISTENERS, else "
-                             f"{DEFAULT_BOOTSTRAP})")
-        sp.add_argument("--timeout", type=float, default=timeout, metavar="SECONDS",
-                        help=f"network timeout (default {timeout:g})")
-        if json_output:
-            sp.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
-
     groups = sub.add_parser("groups", help="list and describe groups of a running groupd")
     groups_sub = groups.add_subparsers(dest="groups_command", required=True)
     common(groups_sub.add_parser("list", help="every group: id, state, protocol type (ListGroups)"))
@@ -386,18 +388,27 @@ def run(args: argparse.Namespace) -> int:
         ok, line = health(bootstrap, args.timeout)
         print(line)
         return 0 if ok else 1
-    try:
+
+    def work() -> tuple[Any, str]:
         if args.command == "groups" and args.groups_command == "list":
-            data: Any = list_groups(bootstrap, args.timeout)
-            text = _table(["GROUP", "STATE", "PROTOCOL-TYPE", "TYPE"],
-                          [[g["group"], g["state"], g["protocol_type"] or "-", g["type"]] for g in data])
-        elif args.command == "groups":
-            data = describe_group(bootstrap, args.group, args.timeout)
-            text = _describe_text(data)
-        else:
-            data = reset_offsets(bootstrap, args.group, args.topic, to_offset=args.to_offset,
-                                 dry_run=args.dry_run, timeout=args.timeout)
-            text = _reset_text(data)
+            groups = list_groups(bootstrap, args.timeout)
+            return groups, table(["GROUP", "STATE", "PROTOCOL-TYPE", "TYPE"],
+                                 [[g["group"], g["state"], g["protocol_type"] or "-", g["type"]] for g in groups])
+        if args.command == "groups":
+            described = describe_group(bootstrap, args.group, args.timeout)
+            return described, _describe_text(described)
+        reset = reset_offsets(bootstrap, args.group, args.topic, to_offset=args.to_offset,
+                              dry_run=args.dry_run, timeout=args.timeout)
+        return reset, _reset_text(reset)
+
+    return report(args, bootstrap, work)
+
+
+def report(args: argparse.Namespace, bootstrap: str, work: Callable[[], tuple[Any, str]]) -> int:
+    """Run a command's `work` → (data, text) and print the text, or the data with --json; a
+    failure is one line on stderr. The exit status."""
+    try:
+        data, text = work()
     except AdminError as e:
         print(f"groupd: {e}", file=sys.stderr)
         return 1
@@ -408,7 +419,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _table(header: list[str], rows: list[list[Any]]) -> str:
+def table(header: list[str], rows: list[list[Any]]) -> str:
     cells = [header] + [["-" if c is None else str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
@@ -427,7 +438,7 @@ def _describe_text(d: dict) -> str:
         out = [f"group {d['group']}: consumer group {d['state']}, group epoch {d['group_epoch']}, assignment "
                f"epoch {d['assignment_epoch']}, assignor {d['protocol']}, {len(members)} member{plural}"]
         if members:
-            out += ["", _table(["MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "EPOCH", "ASSIGNMENT", "TARGET"],
+            out += ["", table(["MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "EPOCH", "ASSIGNMENT", "TARGET"],
                                [[m["member_id"], m["client_id"], m["client_host"], m["group_instance_id"],
                                  m["member_epoch"], _partitions(m["assignment"], 0),
                                  _partitions(m["target_assignment"], 0)] for m in members])]
@@ -435,10 +446,10 @@ def _describe_text(d: dict) -> str:
         out = [f"group {d['group']}: {d['state']}, protocol type {d['protocol_type'] or '-'}, "
                f"protocol {d['protocol'] or '-'}, {len(members)} member{plural}"]
     if members and d["type"] == "classic":
-        out += ["", _table(["MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "ASSIGNMENT"],
+        out += ["", table(["MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "ASSIGNMENT"],
                            [[m["member_id"], m["client_id"], m["client_host"], m["group_instance_id"],
                              _partitions(m["assignment"], m["assignment_bytes"])] for m in members])]
-    out += ["", _table(["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID"],
+    out += ["", table(["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID"],
                        [[o["topic"], o["partition"], o["offset"], o["log_end_offset"], o["lag"], o["member_id"]]
                         for o in d["offsets"]])
             if d["offsets"] else "no committed offsets"]
@@ -446,9 +457,9 @@ def _describe_text(d: dict) -> str:
 
 
 def _reset_text(r: dict) -> str:
-    table = _table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
-                   [[r["group"], r["topic"], o["partition"], o["offset"]] for o in r["offsets"]])
+    rows = table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+                 [[r["group"], r["topic"], o["partition"], o["offset"]] for o in r["offsets"]])
     if r["dry_run"]:
-        return table + "\n(dry run: nothing committed)"
-    return table + f"\ncommitted {len(r['offsets'])} offset{'s' if len(r['offsets']) != 1 else ''}" + (
+        return rows + "\n(dry run: nothing committed)"
+    return rows + f"\ncommitted {len(r['offsets'])} offset{'s' if len(r['offsets']) != 1 else ''}" + (
         f" (group {r['group']} is new)" if r["created"] else "")

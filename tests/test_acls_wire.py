@@ -5,7 +5,10 @@ restarts without that, so they also prove that ACLs survive a restart."""
 from __future__ import annotations
 
 import datetime
+import json
 import re
+import subprocess
+import sys
 import urllib.request
 import uuid
 
@@ -15,7 +18,7 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from tests.authz import (ALLOW, ALTER, ANONYMOUS, ANY, CLUSTER, CREATE, DELETE, DENY, DESCRIBE, GROUP, LITERAL, MATCH,
                          PREFIXED, READ, TOPIC, WRITE, acl, create_acls, start_secured)
-from tests.support import GroupdProcess, WireClient, free_port, join_and_sync
+from tests.support import ROOT, GroupdProcess, WireClient, free_port, join_and_sync
 
 E = ErrorCode
 MINUTE = datetime.timedelta(minutes=1)
@@ -430,3 +433,34 @@ def test_create_acls_refuses_invalid_entries_alone_and_the_rest_survive_a_restar
                                                           (TOPIC, "p-", PREFIXED, ANONYMOUS, "10.0.0.1", WRITE, DENY)}
     assert [(m.resource_name, m.permission_type) for m in deleted.filter_results[0].matching_acls] == [("p-", DENY)]
     assert [(r.resource_type, r.resource_name) for r in last.resources] == [(GROUP, "g")]
+
+
+# --- the CLI ---------------------------------------------------------------------------------------------
+
+def test_cli_adds_lists_and_removes_acls(tmp_path):
+    s = start_secured(str(tmp_path), super_users=(ANONYMOUS,))
+
+    def groupd(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "coordinator", "acls", *args, "--bootstrap", s.bootstrap],
+                              cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+    try:
+        added = groupd("add", "--group", "orders", "--principal", "User:alice", "--operation", "read",
+                       "--operation", "DESCRIBE")
+        denied = groupd("add", "--topic", "in-", "--prefixed", "--principal", "User:*", "--operation", "write",
+                        "--deny", "--host", "10.0.0.1", "--json")
+        listed = groupd("list", "--group", "orders", "--json")
+        removed = groupd("remove", "--group", "orders", "--operation", "READ")
+        left = groupd("list", "--json")
+        bad = groupd("add", "--cluster", "--principal", "nocolon", "--operation", "alter")
+    finally:
+        assert s.stop() == 0, s.log()
+    assert added.returncode == 0 and "2 ACLs created" in added.stdout, added.stderr
+    assert json.loads(denied.stdout) == [{"resource_type": "TOPIC", "name": "in-", "pattern": "PREFIXED",
+                                          "principal": "User:*", "host": "10.0.0.1", "operation": "WRITE",
+                                          "permission": "DENY"}]
+    assert [a["operation"] for a in json.loads(listed.stdout)] == ["READ", "DESCRIBE"]
+    assert removed.returncode == 0 and "1 ACL deleted" in removed.stdout
+    assert {(a["name"], a["operation"]) for a in json.loads(left.stdout)} == {("orders", "DESCRIBE"), ("in-", "WRITE")}
+    assert bad.returncode == 1 and bad.stderr.startswith("groupd: CreateAcls: INVALID_REQUEST") and \
+        len(bad.stderr.strip().splitlines()) == 1
