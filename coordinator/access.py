@@ -38,7 +38,7 @@ class Access:
     def create(self, bindings: Iterable[AclBinding]) -> None:
         """Add the bindings (existing ones change nothing); written to disk before they apply.
         OSError leaves the authorizer as it was."""
-        new = [b for b in dict.fromkeys(bindings) if b not in set(self.authorizer)]
+        new = [b for b in dict.fromkeys(bindings) if b not in self.authorizer]
         if new:
             self._file.save([_row(b) for b in [*self.authorizer, *new]])
             for b in new:

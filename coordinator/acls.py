@@ -76,6 +76,10 @@ class AclBinding:
     operation: AclOperation
     permission: AclPermission  # ALLOW or DENY
 
+    def __str__(self) -> str:  # for log lines: `GROUP:LITERAL:orders User:alice host=* READ ALLOW`
+        return (f"{self.resource_type.name}:{self.pattern_type.name}:{self.resource_name} {self.principal} "
+                f"host={self.host} {self.operation.name} {self.permission.name}")
+
     @classmethod
     def of(cls, resource_type: int, resource_name: str, pattern_type: int, principal: str, host: str,
            operation: int, permission: int) -> AclBinding:
@@ -178,6 +182,9 @@ class Authorizer:
 
     def __iter__(self):
         return iter(self._acls)
+
+    def __contains__(self, acl: AclBinding) -> bool:
+        return acl in self._acls
 
     def add(self, acl: AclBinding) -> bool:
         """Add a binding; False when it already exists (creating it again changes nothing)."""
