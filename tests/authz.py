@@ -31,11 +31,21 @@ def start_secured(data_dir: str, *settings: str, super_users: tuple[str, ...] = 
                          *settings, port=port).start()
 
 
+def _plaintext_only(principal: str) -> None:
+    if principal != ANONYMOUS:
+        raise NotImplementedError(f"{principal} needs a SASL listener (not on this branch yet)")
+
+
 def client_config(bootstrap: str, principal: str = ANONYMOUS) -> dict[str, Any]:
     """librdkafka settings for a client that authenticates as `principal`."""
-    if principal != ANONYMOUS:
-        raise NotImplementedError(f"{principal} needs a SASL listener")
+    _plaintext_only(principal)
     return {"bootstrap.servers": bootstrap}
+
+
+def connect(bootstrap: str, principal: str = ANONYMOUS) -> WireClient:
+    """A wire client that authenticates as `principal`."""
+    _plaintext_only(principal)
+    return WireClient(bootstrap)
 
 
 def acl(resource_type: int, name: str, operation: int, permission: int = ALLOW, pattern: int = LITERAL,
@@ -45,7 +55,7 @@ def acl(resource_type: int, name: str, operation: int, permission: int = ALLOW, 
             "principal": principal, "host": host, "operation": operation, "permission_type": permission}
 
 
-def create_acls(bootstrap: str, *creations: dict, version: int = 3) -> list:
-    with WireClient(bootstrap) as c:
+def create_acls(bootstrap: str, *creations: dict, version: int = 3, principal: str = ANONYMOUS) -> list:
+    with connect(bootstrap, principal) as c:
         r = c.request(ApiKey.CREATE_ACLS, version, {"creations": list(creations)})
     return [res.error_code for res in r.results]

@@ -17,7 +17,7 @@ import pytest
 from protocol import ErrorCode
 from protocol.apis import ApiKey
 from tests.authz import (ALLOW, ALTER, ANONYMOUS, ANY, CLUSTER, CREATE, DELETE, DENY, DESCRIBE, GROUP, LITERAL, MATCH,
-                         PREFIXED, READ, TOPIC, WRITE, acl, create_acls, start_secured)
+                         PREFIXED, READ, TOPIC, WRITE, acl, connect, create_acls, start_secured)
 from tests.support import ROOT, GroupdProcess, WireClient, free_port, join_and_sync
 
 E = ErrorCode
@@ -47,7 +47,7 @@ def server(tmp_path_factory):
     seed = start_secured(data_dir, "topics=t:2,u:1,w:1,gone:1", super_users=(ANONYMOUS,))
     try:
         assert create_acls(seed.bootstrap, *ACLS) == [E.none] * len(ACLS)
-        with WireClient(seed.bootstrap) as c:  # groups b and del-x exist, with offsets
+        with connect(seed.bootstrap) as c:  # groups b and del-x exist, with offsets
             for group in ("b", "del-x", "del-keep", "peek"):
                 member, generation = join_and_sync(c, group)
                 assert commit(c, group, "t", member=member, generation=generation) == {("t", 0): E.none}
@@ -93,7 +93,7 @@ def fetch_offsets(c: WireClient, group: str, topics, version: int = 8):
 # --- groups ---------------------------------------------------------------------------------------
 
 def test_allowed_group_joins_and_syncs(server):
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         member, generation = join_and_sync(c, "a")
         hb = c.request(ApiKey.HEARTBEAT, 4, {"group_id": "a", "generation_id": generation, "member_id": member,
                                              "group_instance_id": None})
@@ -105,12 +105,12 @@ def test_allowed_group_joins_and_syncs(server):
 
 @pytest.mark.parametrize("version", [0, 5, 9])
 def test_join_without_read_on_the_group_is_refused(server, version):
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         assert join(c, "b", version).error_code is E.group_authorization_failed
 
 
 def test_sync_heartbeat_leave_without_read_are_refused(server):
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         sync = c.request(ApiKey.SYNC_GROUP, 5, {"group_id": "b", "generation_id": 1, "member_id": "m",
                                                 "group_instance_id": None, "protocol_type": "consumer",
                                                 "protocol_name": "range", "assignments": []})
@@ -122,14 +122,14 @@ def test_sync_heartbeat_leave_without_read_are_refused(server):
 
 
 def test_read_acl_for_another_host_does_not_apply(server):
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         assert join(c, "h").error_code is E.group_authorization_failed
         assert join(c, "h-local").error_code is E.member_id_required  # allowed: the join goes on
 
 
 @pytest.mark.parametrize("version", [2, 9])
 def test_commit_into_a_group_without_read_fails_on_every_partition_and_changes_nothing(server, version):
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         for group in ("b", "peek"):
             assert commit(c, group, "t", "nope", version=version) == {("t", 0): E.group_authorization_failed,
                                                                       ("nope", 0): E.group_authorization_failed}
@@ -138,19 +138,19 @@ def test_commit_into_a_group_without_read_fails_on_every_partition_and_changes_n
 
 
 def test_describe_without_read_finds_the_coordinator_but_cannot_join(server):
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         found = c.request(ApiKey.FIND_COORDINATOR, 3, {"key": "peek", "key_type": 0})
         assert (found.error_code, join(c, "peek").error_code) == (E.none, E.group_authorization_failed)
 
 
 def test_commit_to_unknown_topic_without_read_hides_its_existence(server):
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         assert commit(c, "a", "no-such-topic") == {("no-such-topic", 0): E.topic_authorization_failed}
 
 
 @pytest.mark.parametrize("version", [1, 7, 8])
 def test_offset_fetch_of_another_group_is_refused_where_the_version_puts_group_errors(server, version):
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         r = fetch_offsets(c, "b", ["t"], version)
     if version == 1:
         assert [p.error_code for t in r.topics for p in t.partitions] == [E.group_authorization_failed]
@@ -159,7 +159,7 @@ def test_offset_fetch_of_another_group_is_refused_where_the_version_puts_group_e
 
 
 def test_offset_fetch_answers_undescribable_topics_29_and_drops_them_from_all(server):
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         member, generation = join_and_sync(c, "a")
         commit(c, "a", "t", member=member, generation=generation)
         named = fetch_offsets(c, "a", ["t", "u"])
@@ -171,7 +171,7 @@ def test_offset_fetch_answers_undescribable_topics_29_and_drops_them_from_all(se
 
 
 def test_describe_groups_refuses_another_group_and_reports_operations(server):
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         r = c.request(ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["a", "b"], "include_authorized_operations": True})
     a, b = r.groups
     assert a.error_code is E.none and a.authorized_operations == (1 << READ) | (1 << DESCRIBE)
@@ -180,7 +180,7 @@ def test_describe_groups_refuses_another_group_and_reports_operations(server):
 
 
 def test_list_groups_lists_only_describable_groups(server):
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         member, _ = join_and_sync(c, "a")
         r = c.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
         leave(c, "a", member)
@@ -190,14 +190,14 @@ def test_list_groups_lists_only_describable_groups(server):
 
 
 def test_delete_groups_needs_delete_and_deny_wins(server):
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         r = c.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["b", "del-keep", "del-x"]})
     assert {x.group_id: x.error_code for x in r.results} == {
         "b": E.group_authorization_failed, "del-keep": E.group_authorization_failed, "del-x": E.none}
 
 
 def test_offset_delete_needs_delete_on_the_group(server):
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         r = c.request(ApiKey.OFFSET_DELETE, 0, {"group_id": "b", "topics": [
             {"name": "t", "partitions": [{"partition_index": 0}]}]})
     assert r.error_code is E.group_authorization_failed and not r.topics
@@ -205,7 +205,7 @@ def test_offset_delete_needs_delete_on_the_group(server):
 
 @pytest.mark.parametrize("version", [3, 4])
 def test_find_coordinator_needs_describe_on_the_group(server, version):
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         def find(key):
             r = c.request(ApiKey.FIND_COORDINATOR, version, {"key": key, "key_type": 0, "coordinator_keys": [key]})
             return (r.coordinators[0] if version >= 4 else r).error_code
@@ -222,7 +222,7 @@ def heartbeat848(c: WireClient, group: str, topics=None, regex=None):
 
 
 def test_consumer_group_heartbeat_checks_group_then_every_topic(server):
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         assert heartbeat848(c, "b", ["t"]).error_code is E.group_authorization_failed
         r = heartbeat848(c, "c848-names", ["t", "u"])
         assert r.error_code is E.topic_authorization_failed and r.member_id is None
@@ -231,7 +231,7 @@ def test_consumer_group_heartbeat_checks_group_then_every_topic(server):
 
 
 def test_a_regex_resolves_to_the_topics_the_member_may_describe(server):
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         r = heartbeat848(c, "c848-regex", regex="t|u|w")
         ids = {t.topic_id: t.name for t in metadata(c, ["t", "w"]).topics}
         described = c.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": ["c848-regex"],
@@ -242,7 +242,7 @@ def test_a_regex_resolves_to_the_topics_the_member_may_describe(server):
 
 
 def test_consumer_group_describe_refuses_another_group(server):
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         r = c.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": ["b"], "include_authorized_operations": True})
     assert r.groups[0].error_code is E.group_authorization_failed and r.groups[0].authorized_operations == -(2**31)
 
@@ -256,7 +256,7 @@ def metadata(c: WireClient, names, version: int = 12, auto_create: bool = True):
 
 
 def test_metadata_lists_only_describable_topics(server):
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         every = metadata(c, None)
         named = metadata(c, ["t", "u", "not-there"])
     assert {t.name for t in every.topics} == {"t", "w"}
@@ -266,7 +266,7 @@ def test_metadata_lists_only_describable_topics(server):
 
 def authorized_operations(bootstrap: str) -> tuple[int, int, int]:
     """(topic t, cluster, group a) authorized operations as Metadata v10 and DescribeGroups report them."""
-    with WireClient(bootstrap) as c:
+    with connect(bootstrap) as c:
         m = c.request(ApiKey.METADATA, 10, {"topics": [{"name": "t", "topic_id": None}], "allow_auto_topic_creation": False,
                                             "include_cluster_authorized_operations": True,
                                             "include_topic_authorized_operations": True})
@@ -279,7 +279,7 @@ def test_authorized_operations_are_what_the_principal_may_do(server):
 
 
 def test_replica_fetch_needs_cluster_action(server):
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         r = c.request(ApiKey.FETCH, 12, {
             "replica_id": 1, "max_wait": datetime.timedelta(0), "min_bytes": 0, "max_bytes": 1 << 20,
             "isolation_level": 0, "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [],
@@ -290,7 +290,7 @@ def test_replica_fetch_needs_cluster_action(server):
 
 
 def test_metadata_auto_create_needs_create(server):
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         r = metadata(c, ["auto-no", "auto-ok-1"])
         again = metadata(c, None)
     assert [(t.name, t.error_code) for t in r.topics] == [("auto-no", E.topic_authorization_failed),
@@ -299,7 +299,7 @@ def test_metadata_auto_create_needs_create(server):
 
 
 def test_create_delete_and_grow_topics_need_their_operations(server):
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         created = c.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
             {"name": "new", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
             "timeout": MINUTE, "validate_only": False})
@@ -318,7 +318,7 @@ def test_create_delete_and_grow_topics_need_their_operations(server):
 
 
 def test_create_topics_with_create_only_hides_the_configs(server):
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         r = c.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
             {"name": "auto-ok-created", "num_partitions": 3, "replication_factor": 1, "assignments": [],
              "configs": []}], "timeout": MINUTE, "validate_only": False})
@@ -330,7 +330,7 @@ def test_create_topics_with_create_only_hides_the_configs(server):
 
 
 def test_produce_fetch_and_list_offsets_check_topics(server):
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         produced = c.request(ApiKey.PRODUCE, 8, {"transactional_id": None, "acks": 1, "timeout": MINUTE,
                                                  "topic_data": [{"name": n, "partition_data": [
                                                      {"index": 0, "records": None}]} for n in ("w", "t")]})
@@ -357,14 +357,14 @@ def test_produce_fetch_and_list_offsets_check_topics(server):
 # --- the ACL APIs ------------------------------------------------------------------------------------
 
 def test_the_acl_apis_need_describe_and_alter_on_the_cluster(server):
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         r = c.request(ApiKey.DESCRIBE_ACLS, 3, ANY_FILTER)
     assert (r.error_code, r.resources) == (E.cluster_authorization_failed, ())
 
 
 def test_create_and_delete_acls_need_alter_on_the_cluster(server):
     assert create_acls(server.bootstrap, acl(GROUP, "b", READ)) == [E.cluster_authorization_failed]
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         r = c.request(ApiKey.DELETE_ACLS, 3, {"filters": [ANY_FILTER]})
         assert join(c, "a").error_code is E.member_id_required  # every ACL still there
     assert r.filter_results[0].error_code is E.cluster_authorization_failed
@@ -373,7 +373,7 @@ def test_create_and_delete_acls_need_alter_on_the_cluster(server):
 # --- denials are counted and logged ---------------------------------------------------------------------
 
 def test_denials_are_counted_by_api_and_resource_type_and_logged_once_per_kind(server):
-    with WireClient(server.bootstrap) as c:
+    with connect(server.bootstrap) as c:
         for _ in range(20):
             assert join(c, "b").error_code is E.group_authorization_failed
     text = urllib.request.urlopen(server.metrics_url, timeout=10).read().decode()
@@ -395,7 +395,7 @@ def open_server(tmp_path_factory):
 
 def test_without_an_authorizer_the_acl_apis_answer_security_disabled(open_server):
     assert create_acls(open_server.bootstrap, acl(GROUP, "g", READ)) == [E.security_disabled]
-    with WireClient(open_server.bootstrap) as c:
+    with connect(open_server.bootstrap) as c:
         described = c.request(ApiKey.DESCRIBE_ACLS, 1, ANY_FILTER)
         deleted = c.request(ApiKey.DELETE_ACLS, 2, {"filters": [ANY_FILTER]})
         versions = {k.api_key: (k.min_version, k.max_version)
@@ -413,16 +413,16 @@ def test_create_acls_refuses_invalid_entries_alone_and_the_rest_survive_a_restar
         errors = create_acls(s.bootstrap, acl(GROUP, "g", READ), acl(CLUSTER, "other", ALTER),
                              acl(GROUP, "g", READ, pattern=MATCH), acl(GROUP, "g", READ, principal="nocolon"),
                              acl(GROUP, "g", READ), acl(TOPIC, "p-", WRITE, DENY, PREFIXED, host="10.0.0.1"))
-        with WireClient(s.bootstrap) as c:
+        with connect(s.bootstrap) as c:
             bad = c.request(ApiKey.DESCRIBE_ACLS, 2, {**ANY_FILTER, "resource_type_filter": 0})
         s.stop()
         s.start()
-        with WireClient(s.bootstrap) as c:
+        with connect(s.bootstrap) as c:
             after = c.request(ApiKey.DESCRIBE_ACLS, 3, ANY_FILTER)
             deleted = c.request(ApiKey.DELETE_ACLS, 3, {"filters": [{**ANY_FILTER, "resource_type_filter": TOPIC}]})
         s.stop()
         s.start()
-        with WireClient(s.bootstrap) as c:
+        with connect(s.bootstrap) as c:
             last = c.request(ApiKey.DESCRIBE_ACLS, 3, ANY_FILTER)
     finally:
         assert s.stop() == 0, s.log()
