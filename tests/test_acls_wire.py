@@ -210,6 +210,8 @@ def test_find_coordinator_needs_describe_on_the_group(server, version):
             r = c.request(ApiKey.FIND_COORDINATOR, version, {"key": key, "key_type": 0, "coordinator_keys": [key]})
             return (r.coordinators[0] if version >= 4 else r).error_code
         assert (find("a"), find("b")) == (E.none, E.group_authorization_failed)
+        r = c.request(ApiKey.FIND_COORDINATOR, version, {"key": "tx", "key_type": 1, "coordinator_keys": ["tx"]})
+        assert (r.coordinators[0] if version >= 4 else r).error_code is E.transactional_id_authorization_failed
 
 
 # --- KIP-848 ---------------------------------------------------------------------------------------
