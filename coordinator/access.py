@@ -30,6 +30,8 @@ def tick_denial_logs() -> None:
 
 
 class Access:
+    """The authorizer of a node whose `authorizer.class.name` is set, and its ACL file."""
+
     def __init__(self, settings: Settings) -> None:
         self._file = AclFile(settings.data_dir)
         self.authorizer = Authorizer(settings.super_users, settings.allow_everyone_if_no_acl_found,
