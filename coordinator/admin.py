@@ -490,18 +490,20 @@ def _choices(allowed: tuple[str, ...], what: str) -> Callable[[str], list[str]]:
     return parse
 
 
+def common(sp: argparse.ArgumentParser, json_output: bool = True, timeout: float = 10.0) -> None:
+    """The options every command that talks to a running groupd takes."""
+    sp.add_argument("--bootstrap", "--bootstrap-server", dest="bootstrap", metavar="HOST:PORT", default=None,
+                    help="groupd's address (default: the first PLAINTEXT listener in the settings serve "
+                         "reads: --config, GROUPD_* variables, --set)")
+    add_config_arguments(sp)
+    sp.add_argument("--timeout", type=float, default=timeout, metavar="SECONDS",
+                    help=f"network timeout (default {timeout:g})")
+    if json_output:
+        sp.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Register `groups`, `offsets` and `health` on groupd's sub-command parser."""
-    def common(sp: argparse.ArgumentParser, json_output: bool = True, timeout: float = 10.0) -> None:
-        sp.add_argument("--bootstrap", "--bootstrap-server", dest="bootstrap", metavar="HOST:PORT", default=None,
-                        help="groupd's address (default: the first of `listeners` in the settings serve "
-                             "reads: --config, GROUPD_* variables, --set)")
-        add_config_arguments(sp)
-        sp.add_argument("--timeout", type=float, default=timeout, metavar="SECONDS",
-                        help=f"network timeout (default {timeout:g})")
-        if json_output:
-            sp.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
-
     groups = sub.add_parser("groups", help="list, describe and delete groups of a running groupd")
     groups_sub = groups.add_subparsers(dest="groups_command", required=True)
     listing = groups_sub.add_parser("list", help="every group: id, state, protocol type, type (ListGroups)")
@@ -571,24 +573,34 @@ def _warn(line: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run a parsed `groups`, `offsets` or `health` command; the exit status."""
+    if args.command == "health":
+        return report(args, lambda bootstrap: _health(args, bootstrap))
+    return report(args, lambda bootstrap: _command(args, bootstrap))
+
+
+def _health(args: argparse.Namespace, bootstrap: str) -> tuple[int, Any, str]:
+    ok, line = health(bootstrap, args.timeout)
+    return (0 if ok else 1), None, line
+
+
+def report(args: argparse.Namespace, work: Callable[[str], tuple[int, Any, str]]) -> int:
+    """Find groupd (resolve_bootstrap), run a command's `work(bootstrap)` → (exit status, data,
+    text) and print the text, or the data with --json; a failure is one line on stderr. The exit
+    status."""
     try:
         bootstrap = resolve_bootstrap(args)
     except ConfigError as e:
         print(f"groupd: configuration error: {e}", file=sys.stderr)
         return 2
-    if args.command == "health":
-        ok, line = health(bootstrap, args.timeout)
-        print(line)
-        return 0 if ok else 1
     try:
-        code, data, text = _command(args, bootstrap)
+        code, data, text = work(bootstrap)
     except (AdminError, PlanError) as e:
         print(f"groupd: {e}", file=sys.stderr)
         return 1
     except OSError as e:
         print(f"groupd: {bootstrap}: {e.strerror or e}", file=sys.stderr)
         return 1
-    output = json.dumps(data, indent=2) if args.json and data is not None else text
+    output = json.dumps(data, indent=2) if getattr(args, "json", False) and data is not None else text
     if output:
         print(output)
     return code
@@ -599,7 +611,7 @@ def _command(args: argparse.Namespace, bootstrap: str) -> tuple[int, Any, str]:
     timeout = args.timeout
     if args.command == "groups" and args.groups_command == "list":
         data: Any = list_groups(bootstrap, args.state, args.type, timeout)
-        return 0, data, _table(["GROUP", "STATE", "PROTOCOL-TYPE", "TYPE"],
+        return 0, data, table(["GROUP", "STATE", "PROTOCOL-TYPE", "TYPE"],
                                [[g["group"], g["state"], g["protocol_type"] or "-", g["type"]] for g in data])
     if args.command == "groups" and args.groups_command == "describe":
         names = all_group_ids(bootstrap, timeout) if args.all_groups else list(dict.fromkeys(args.group))
@@ -631,7 +643,7 @@ def _command(args: argparse.Namespace, bootstrap: str) -> tuple[int, Any, str]:
         failed = any(p["error"] for p in r["partitions"])
         if failed:
             print(f"groupd: some offsets of group {args.group!r} were not deleted", file=sys.stderr)
-        return (1 if failed else 0), r, _table(["TOPIC", "PARTITION", "STATUS"], [
+        return (1 if failed else 0), r, table(["TOPIC", "PARTITION", "STATUS"], [
             [p["topic"], p["partition"], f"Error: {p['error']}" if p["error"] else "Successful"]
             for p in r["partitions"]])
     scenario = next(s for s in SCENARIOS if getattr(args, s) not in (None, False))
@@ -663,7 +675,7 @@ def _read_plan_file(path: str) -> str:
         raise AdminError(f"cannot read --from-file {path}: {e.strerror or e}") from None
 
 
-def _table(header: list[str], rows: list[list[Any]]) -> str:
+def table(header: list[str], rows: list[list[Any]]) -> str:
     cells = [header] + [["-" if c is None else str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
@@ -682,7 +694,7 @@ def _describe_text(d: dict) -> str:
         out = [f"group {d['group']}: consumer group {d['state']}, group epoch {d['group_epoch']}, assignment "
                f"epoch {d['assignment_epoch']}, assignor {d['protocol']}, {len(members)} member{plural}"]
         if members:
-            out += ["", _table(["MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "EPOCH", "ASSIGNMENT", "TARGET"],
+            out += ["", table(["MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "EPOCH", "ASSIGNMENT", "TARGET"],
                                [[m["member_id"], m["client_id"], m["client_host"], m["group_instance_id"],
                                  m["member_epoch"], _partitions(m["assignment"], 0),
                                  _partitions(m["target_assignment"], 0)] for m in members])]
@@ -690,22 +702,22 @@ def _describe_text(d: dict) -> str:
         out = [f"group {d['group']}: {d['state']}, protocol type {d['protocol_type'] or '-'}, "
                f"protocol {d['protocol'] or '-'}, {len(members)} member{plural}"]
     if members and d["type"] == "classic":
-        out += ["", _table(["MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "ASSIGNMENT"],
+        out += ["", table(["MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "ASSIGNMENT"],
                            [[m["member_id"], m["client_id"], m["client_host"], m["group_instance_id"],
                              _partitions(m["assignment"], m["assignment_bytes"])] for m in members])]
-    out += ["", _table(["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
-                        "CLIENT-ID"],  # kafka-consumer-groups --describe's columns
-                       [[o["topic"], o["partition"], o["offset"], o["log_end_offset"], o["lag"], o["member_id"],
-                         o["client_host"], o["client_id"]]
-                        for o in d["offsets"]])
+    out += ["", table(["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
+                       "CLIENT-ID"],  # kafka-consumer-groups --describe's columns
+                      [[o["topic"], o["partition"], o["offset"], o["log_end_offset"], o["lag"], o["member_id"],
+                        o["client_host"], o["client_id"]]
+                       for o in d["offsets"]])
             if d["offsets"] else "no committed offsets"]
     return "\n".join(out)
 
 
 def _reset_text(r: dict) -> str:
-    table = _table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
-                   [[r["group"], o["topic"], o["partition"], o["offset"]] for o in r["offsets"]])
+    rows = table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+                 [[r["group"], o["topic"], o["partition"], o["offset"]] for o in r["offsets"]])
     if not r["execute"]:
-        return table + "\n(dry run: nothing committed; add --execute to commit)"
-    return table + f"\ncommitted {len(r['offsets'])} offset{'s' if len(r['offsets']) != 1 else ''}" + (
+        return rows + "\n(dry run: nothing committed; add --execute to commit)"
+    return rows + f"\ncommitted {len(r['offsets'])} offset{'s' if len(r['offsets']) != 1 else ''}" + (
         f" (group {r['group']} is new)" if r["created"] else "")

@@ -313,7 +313,7 @@ class Connection(asyncio.Protocol):
         body = codec.decode_request(api_key, version, frame, offset)
         started = time.perf_counter()
         try:
-            request = Request(header, body, self.client_host, self.endpoint.advertised)
+            request = Request(header, body, self.client_host, self.endpoint.advertised, self.principal)
             reply = handler(self.node, request)
         except Exception:
             log.exception("handler failed api=%s version=%d peer=%s", ApiKey(api_key).name,

@@ -73,6 +73,21 @@ def request_done(api_key: int, response, seconds: float) -> None:
     _latency_children[api_key].observe(seconds)
 
 
+# -- authorization -------------------------------------------------------------------------------
+_AUTHORIZATION_DENIED = Counter("groupd_authorization_denied_total",
+                                "Authorization checks denied (one per resource checked), by API and resource type",
+                                ["api", "resource_type"])
+_denied_children: dict[tuple[int, str], Counter] = {}
+
+
+def authorization_denied(api_key: int, resource_type: str) -> None:
+    child = _denied_children.get((api_key, resource_type))
+    if child is None:
+        child = _denied_children[(api_key, resource_type)] = _AUTHORIZATION_DENIED.labels(_API_NAMES[api_key],
+                                                                                          resource_type)
+    child.inc()
+
+
 # -- groups (the core's events, counted by coordinator/observe.py) --------------------------------------------------------
 REBALANCES_STARTED = Counter("groupd_rebalances_started_total", "Rebalances started, by reason", ["reason"])
 REBALANCES_COMPLETED = Counter("groupd_rebalances_completed_total",

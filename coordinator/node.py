@@ -11,6 +11,7 @@ from typing import Any
 from storage.catalog import Topic, TopicCatalog, load_cluster_id
 from storage.files import DataDirLock, prepare_data_dir
 
+from .access import Access
 from .runtime import GroupCoordinator
 from .settings import Settings
 
@@ -26,6 +27,8 @@ class Node:
         self.lock = DataDirLock(settings.data_dir).acquire("groupd serve")
         self.cluster_id = load_cluster_id(settings.data_dir, settings.node_id)
         self.catalog = TopicCatalog(settings.data_dir)
+        # ACL authorization, on when authorizer.class.name is set (coordinator/access.py)
+        self.access = Access(settings) if settings.authorizer_class_name else None
         for name, partitions in settings.topics.items():
             self._declare(name, partitions)
         self.coordinator = GroupCoordinator(settings)  # the group coordinator of every offsets partition

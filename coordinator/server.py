@@ -9,6 +9,7 @@ import signal
 import time
 
 from . import metrics
+from .access import tick_denial_logs
 from .connection import Connection, RequestMemory, bad_frame_log
 from .listen import Listener, accept_log
 from .node import Node
@@ -79,6 +80,7 @@ class Server:
         bad_frame_log.tick()
         accept_log.tick()
         failure_log.tick()
+        tick_denial_logs()
         self._log_timer = asyncio.get_running_loop().call_later(LOG_LIMIT_TICK_S, self._tick_log_limits)
 
     def request_stop(self, signame: str = "") -> None:

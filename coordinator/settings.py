@@ -20,6 +20,8 @@ import yaml
 
 from storage.catalog import legal_topic_name
 
+from .acls import parse_super_users
+
 
 class ConfigError(Exception):
     pass
@@ -192,6 +194,10 @@ def _topics(v: Any) -> dict[str, int]:
     return out
 
 
+def _super_users(v: Any) -> tuple[str, ...]:
+    return parse_super_users(";".join(map(_str, v)) if isinstance(v, list) else _str(v))
+
+
 def _url(v: Any) -> str:
     s = _str(v)
     if s and not urlsplit(s).port:
@@ -305,6 +311,12 @@ KEYS: tuple[Key, ...] = (
     Key("metrics.group.offsets.enabled", False, _bool,
         "export each committed offset and its age (series grow as groups x partitions)"),
     Key("log.level", "info", _choice("debug", "info", "warning", "error"), "groupd's own log level"),
+    Key("authorizer.class.name", "", _str,
+        "empty: no authorization; any value (e.g. org.apache.kafka.metadata.authorizer.StandardAuthorizer) turns on "
+        "groupd's ACL authorizer, with ACLs managed by CreateAcls/DeleteAcls and kept in data.dir/acls.json"),
+    Key("super.users", "", _super_users, "principals allowed everything, ';'-separated: User:admin;User:ops"),
+    Key("allow.everyone.if.no.acl.found", False, _bool,
+        "with the authorizer on: allow a resource that no ACL names (a resource with any ACL follows its ACLs)"),
     Key("records.plane", "none", _choice("none", "memory"),
         "none: store no records (Produce refused, Fetch empty); memory: keep produced record batches "
         "in memory so producers and consumers move real messages"),
@@ -388,6 +400,9 @@ class Settings:
     metrics_group_generation_enabled: bool
     metrics_group_offsets_enabled: bool
     log_level: str
+    authorizer_class_name: str
+    super_users: tuple[str, ...]
+    allow_everyone_if_no_acl_found: bool
     records_plane: str
     records_retention_bytes: int
     records_retention_ms: int

@@ -270,7 +270,20 @@ def key_fields(api_key: int, m: dict) -> dict:
             return {"mechanism": m["mechanism"]}
         case ApiKey.SASL_AUTHENTICATE:
             return {"auth_bytes": bytes(m["auth_bytes"]).decode("latin-1")}
+        case ApiKey.CREATE_ACLS:
+            return {"creations": [[c["resource_type"], c["resource_name"], c.get("resource_pattern_type", 3),
+                                   c["principal"], c["host"], c["operation"], c["permission_type"]]
+                                  for c in m["creations"]]}
+        case ApiKey.DESCRIBE_ACLS:
+            return {"filter": acl_filter_fields(m)}
+        case ApiKey.DELETE_ACLS:
+            return {"filters": [acl_filter_fields(f) for f in m["filters"]]}
     raise AssertionError(f"no key fields for API key {api_key}: add them to key_fields()")
+
+
+def acl_filter_fields(f: dict) -> list:
+    return [f["resource_type_filter"], f["resource_name_filter"], f.get("pattern_type_filter", 3),
+            f["principal_filter"], f["host_filter"], f["operation"], f["permission_type"]]
 
 
 def test_every_supported_version_has_fixtures():
@@ -443,6 +456,22 @@ def response_values(api_key: int, version: int) -> dict:
         case ApiKey.SASL_AUTHENTICATE:  # SCRAM's server-final with a session lifetime (v1+)
             return {"error_code": E.none, "error_message": None, "auth_bytes": b"v=c2lnbmF0dXJl",
                     "session_lifetime": datetime.timedelta(milliseconds=3_600_000)}
+        case ApiKey.CREATE_ACLS:
+            return {"results": [{"error_code": E.none, "error_message": None},
+                                {"error_code": E.invalid_request, "error_message": "Invalid operation 1"}]}
+        case ApiKey.DESCRIBE_ACLS:
+            return {"error_code": E.none, "error_message": None, "resources": [
+                {"resource_type": 3, "resource_name": GROUP, "pattern_type": 3, "acls": [
+                    {"principal": "User:alice", "host": "*", "operation": 3, "permission_type": 3},
+                    {"principal": "User:*", "host": "10.0.0.1", "operation": 6, "permission_type": 2}]}]}
+        case ApiKey.DELETE_ACLS:
+            return {"filter_results": [
+                {"error_code": E.none, "error_message": None, "matching_acls": [
+                    {"error_code": E.none, "error_message": None, "resource_type": 2, "resource_name": "golden-",
+                     "pattern_type": 4, "principal": "User:alice", "host": "*", "operation": 4,
+                     "permission_type": 3}]},
+                {"error_code": E.security_disabled, "error_message": "No Authorizer is configured.",
+                 "matching_acls": []}]}
     raise AssertionError(f"no response values for API key {api_key}: add them to response_values()")
 
 

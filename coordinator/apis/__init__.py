@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from protocol.apis import ApiKey
 from protocol.codec import Encoded, RequestHeader
 
+from ..tls import ANONYMOUS  # the principal of a connection nobody authenticated
+
 if TYPE_CHECKING:
     from ..node import Node
     from ..settings import Listener
@@ -26,6 +28,7 @@ class Request:
     body: Any
     client_host: str  # "/127.0.0.1", as Java renders an InetAddress
     advertised: "Listener"  # this node's address on the listener the request came in on
+    principal: str = ANONYMOUS  # the authenticated principal of the connection (Kafka's `Type:Name`)
     off_loop: bool = False  # its answer is being built off the loop: the connection reads on after it
 
     @property
@@ -84,10 +87,13 @@ from . import (  # noqa: E402  (the handlers import Request from here)
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_topics,
+    describe_acls,
     describe_groups,
     fetch,
     find_coordinator,
@@ -110,7 +116,8 @@ from . import (  # noqa: E402  (the handlers import Request from here)
 MODULES = (produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
            heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
            delete_topics, init_producer_id, create_partitions, delete_groups, offset_delete,
-           consumer_group_heartbeat, consumer_group_describe, sasl_handshake, sasl_authenticate)
+           consumer_group_heartbeat, consumer_group_describe, sasl_handshake, sasl_authenticate,
+           describe_acls, create_acls, delete_acls)
 
 HANDLERS: dict[int, Handler] = {m.KEY: m.handle for m in MODULES}
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {m.KEY: m.VERSIONS for m in MODULES}

@@ -14,6 +14,8 @@ from protocol.apis import ApiKey
 from protocol.codec import build_response
 
 from ..consumer.machine import ConsumerHeartbeatRequest, TopicsImage, error_reply
+from ..access import authorized
+from ..acls import AclOperation, ResourceType
 from . import Request, ms, respond
 
 KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
@@ -36,6 +38,12 @@ def handle(node, request: Request):
     if "consumer" not in node.settings.group_coordinator_rebalance_protocols:
         return _response(version, error_reply(ErrorCode.unsupported_version, "The consumer group protocol is "
                                               "disabled (group.coordinator.rebalance.protocols)."))
+    if not authorized(node, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return _response(version, error_reply(ErrorCode.group_authorization_failed, "Group authorization failed."))
+    if body.subscribed_topic_names and not all(
+            authorized(node, request, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+            for name in set(body.subscribed_topic_names)):  # existing or not (Kafka 4.0, PR 19042)
+        return _response(version, error_reply(ErrorCode.topic_authorization_failed, "Topic authorization failed."))
     owned = body.topic_partitions
     req = ConsumerHeartbeatRequest(
         group_id=body.group_id, member_id=body.member_id, member_epoch=body.member_epoch,
@@ -44,7 +52,9 @@ def handle(node, request: Request):
         subscribed_topic_regex=getattr(body, "subscribed_topic_regex", None),
         server_assignor=body.server_assignor,
         topic_partitions=None if owned is None else [(t.topic_id, list(t.partitions)) for t in owned],
-        client_id=request.header.client_id or "", client_host=request.client_host, version=version)
+        client_id=request.header.client_id or "", client_host=request.client_host, version=version,
+        describable=None if node.access is None else lambda name: authorized(
+            node, request, AclOperation.DESCRIBE, ResourceType.TOPIC, name, audit=False))
     result = node.coordinator.consumer_heartbeat(req, topics_image(node))
     return respond(result, lambda reply: _response(version, reply))
 

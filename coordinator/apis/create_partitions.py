@@ -13,6 +13,8 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
+from ..access import authorized
+from ..acls import AclOperation, ResourceType
 from . import Request
 from .create_topics import too_many_partitions
 
@@ -20,9 +22,11 @@ KEY = ApiKey.CREATE_PARTITIONS
 VERSIONS = (0, 3)
 
 
-def _check(node, t, duplicated: bool) -> tuple[ErrorCode, str | None]:
+def _check(node, request: Request, t, duplicated: bool) -> tuple[ErrorCode, str | None]:
     if duplicated:
         return ErrorCode.invalid_request, "Duplicate topic in request."
+    if not authorized(node, request, AclOperation.ALTER, ResourceType.TOPIC, t.name):
+        return ErrorCode.topic_authorization_failed, None
     topic = node.catalog.get(t.name)
     if topic is None:
         return ErrorCode.unknown_topic_or_partition, f"The topic '{t.name}' does not exist."
@@ -45,7 +49,7 @@ def handle(node, request: Request):
     counts = Counter(t.name for t in body.topics)
     results = []
     for t in body.topics:
-        error, message = _check(node, t, counts[t.name] > 1)
+        error, message = _check(node, request, t, counts[t.name] > 1)
         if error is ErrorCode.none and not body.validate_only:
             node.catalog.set_partitions(t.name, t.count)
             node.log_topic_change("partitions added", t.name, t.count, request)

@@ -19,17 +19,22 @@ from protocol.codec import build_response
 
 from storage.catalog import legal_topic_name
 
+from ..access import authorized
+from ..acls import CLUSTER_NAME, AclOperation, ResourceType
 from . import Request
 
 KEY = ApiKey.CREATE_TOPICS
 VERSIONS = (2, 7)
 
 
-def _check(node, t, duplicated: bool) -> tuple[ErrorCode, str | None, int]:
+def _check(node, t, duplicated: bool, may_create) -> tuple[ErrorCode, str | None, int]:
     """(error, message, partition count) for one requested topic, in the order and with the
-    messages of Kafka 4's controller (`ReplicationControlManager.createTopic`)."""
+    messages of Kafka 4's controller (`ReplicationControlManager.createTopic`); authorization after
+    the duplicate check, before anything that would reveal whether the topic exists."""
     if duplicated:
         return ErrorCode.invalid_request, f"Create topics request from client contains a duplicate topic {t.name}", -1
+    if not may_create(t.name):
+        return ErrorCode.topic_authorization_failed, "Authorization failed.", -1
     if not legal_topic_name(t.name):
         return ErrorCode.invalid_topic_exception, f"Topic name {t.name!r} is illegal", -1
     if node.catalog.get(t.name) is not None:
@@ -70,15 +75,23 @@ def too_many_partitions(partitions: int, limit: int) -> str:
 def handle(node, request: Request):
     body = request.body
     counts = Counter(t.name for t in body.topics)
+    # CREATE on the cluster covers every topic (its denial is not logged); else CREATE per topic
+    cluster = authorized(node, request, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, audit=False)
+    may_create = lambda name: cluster or authorized(  # noqa: E731
+        node, request, AclOperation.CREATE, ResourceType.TOPIC, name)
     results = []
     for t in body.topics:
-        error, message, partitions = _check(node, t, counts[t.name] > 1)
+        error, message, partitions = _check(node, t, counts[t.name] > 1, may_create)
         topic_id = None
         if error is ErrorCode.none and not body.validate_only:
             topic_id = node.catalog.create(t.name, partitions).topic_id
             node.log_topic_change("created", t.name, partitions, request)
         ok = error is ErrorCode.none
+        # v5+ describes the new topic's configs only to a principal that may DESCRIBE_CONFIGS it
+        shown = ok and authorized(node, request, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, t.name)
         results.append({"name": t.name, "topic_id": topic_id, "error_code": error,
-                        "error_message": message, "num_partitions": partitions if ok else -1,
-                        "replication_factor": 1 if ok else -1, "configs": () if ok else None})
+                        "error_message": message, "num_partitions": partitions if shown else -1,
+                        "replication_factor": 1 if shown else -1, "configs": () if shown else None,
+                        "topic_config_error_code": (ErrorCode.topic_authorization_failed if ok and not shown
+                                                    else ErrorCode.none).value})
     return build_response(ApiKey.CREATE_TOPICS, request.version, {"topics": results})

@@ -12,6 +12,10 @@ import asyncio
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
+from protocol import ErrorCode
+
+from ..access import authorized
+from ..acls import AclOperation, ResourceType
 from . import Request, respond
 
 KEY = ApiKey.DELETE_GROUPS
@@ -21,7 +25,9 @@ VERSIONS = (0, 2)
 def handle(node, request: Request):
     body, version = request.body, request.version
     ids = list(dict.fromkeys(body.groups_names))
-    results = [node.coordinator.delete_group(group_id) for group_id in ids]
+    results = [node.coordinator.delete_group(group_id)
+               if authorized(node, request, AclOperation.DELETE, ResourceType.GROUP, group_id)
+               else ErrorCode.group_authorization_failed for group_id in ids]
     pending = [r for r in results if isinstance(r, asyncio.Future)]
 
     def make(_=None):

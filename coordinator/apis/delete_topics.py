@@ -10,14 +10,26 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
+from ..access import authorized
+from ..acls import CLUSTER_NAME, AclOperation, ResourceType
 from . import Request
 
 KEY = ApiKey.DELETE_TOPICS
 VERSIONS = (1, 6)
 
 
-def _delete(node, name: str | None, topic_id, request: Request) -> dict:
+def _delete(node, name: str | None, topic_id, request: Request, cluster: bool) -> dict:
+    """Delete one topic. Without DELETE on the cluster, a topic needs DESCRIBE (else its existence
+    and, asked by id, its name stay hidden) and DELETE."""
     topic = node.catalog.get(name) if name is not None else node.catalog.by_id(topic_id)
+    if not cluster and (name is not None or topic is not None):
+        checked = name if name is not None else topic.name
+        if not authorized(node, request, AclOperation.DESCRIBE, ResourceType.TOPIC, checked):
+            return {"name": name, "topic_id": topic_id, "error_code": ErrorCode.topic_authorization_failed,
+                    "error_message": None}
+        if not authorized(node, request, AclOperation.DELETE, ResourceType.TOPIC, checked):
+            return {"name": checked, "topic_id": topic_id, "error_code": ErrorCode.topic_authorization_failed,
+                    "error_message": None}
     if topic is None:
         error = ErrorCode.unknown_topic_or_partition if name is not None else ErrorCode.unknown_topic_id
         return {"name": name, "topic_id": topic_id, "error_code": error,
@@ -30,8 +42,9 @@ def _delete(node, name: str | None, topic_id, request: Request) -> dict:
 
 def handle(node, request: Request):
     body = request.body
+    cluster = authorized(node, request, AclOperation.DELETE, ResourceType.CLUSTER, CLUSTER_NAME, audit=False)
     if request.version >= 6:
-        results = [_delete(node, t.name, t.topic_id, request) for t in body.topics]
+        results = [_delete(node, t.name, t.topic_id, request, cluster) for t in body.topics]
     else:
-        results = [_delete(node, name, None, request) for name in body.topic_names]
+        results = [_delete(node, name, None, request, cluster) for name in body.topic_names]
     return build_response(ApiKey.DELETE_TOPICS, request.version, {"responses": results})

@@ -12,6 +12,8 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
+from ..access import authorized, authorized_operations
+from ..acls import AclOperation, ResourceType
 from . import LARGE_ANSWER_ROWS, Request, answer_off_loop
 
 KEY = ApiKey.DESCRIBE_GROUPS
@@ -19,30 +21,38 @@ VERSIONS = (0, 6)
 
 
 OMITTED = -(2**31)
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)  # READ, DELETE, DESCRIBE
+
+
+def group_operations(node, request: Request, group_id: str, include: bool) -> int:
+    """The group's authorized operations (KIP-430) when asked for, else INT32_MIN."""
+    return authorized_operations(node, request, ResourceType.GROUP, group_id) if include else OMITTED
+
+
+def _failed(group_id: str, error: ErrorCode, state: str = "", message: str | None = None) -> dict:
+    return {"error_code": error, "error_message": message, "group_id": group_id, "group_state": state,
+            "protocol_type": "", "protocol_data": "", "members": [], "authorized_operations": OMITTED}
 
 
 def handle(node, request: Request):
     body, version = request.body, request.version
-    operations = GROUP_OPERATIONS if getattr(body, "include_authorized_operations", False) else OMITTED
+    include = getattr(body, "include_authorized_operations", False)
     groups = []
     for group_id in body.groups:
+        if not authorized(node, request, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            groups.append(_failed(group_id, ErrorCode.group_authorization_failed))
+            continue
         described = node.coordinator.describe(group_id)
         if isinstance(described, ErrorCode):  # the group's partition is loading or failed
-            groups.append({"error_code": described, "error_message": None, "group_id": group_id,
-                           "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],
-                           "authorized_operations": OMITTED})
+            groups.append(_failed(group_id, described))
         elif described is None or described.get("type", "classic") != "classic":  # spec §7.2
             missing = version >= 6
             message = (f"Group {group_id} not found." if described is None
                        else f"Group {group_id} is not a classic group.")
-            groups.append({"error_code": ErrorCode.group_id_not_found if missing else ErrorCode.none,
-                           "error_message": message if missing else None,
-                           "group_id": group_id, "group_state": "Dead", "protocol_type": "",
-                           "protocol_data": "", "members": [], "authorized_operations": OMITTED})
+            groups.append(_failed(group_id, ErrorCode.group_id_not_found if missing else ErrorCode.none, "Dead",
+                                  message if missing else None))
         else:
             groups.append({**described, "error_code": ErrorCode.none, "error_message": None,
-                           "authorized_operations": operations})
+                           "authorized_operations": group_operations(node, request, group_id, include)})
     if sum(len(g["members"]) for g in groups) > LARGE_ANSWER_ROWS:  # the descriptions are snapshots
         return answer_off_loop(node, request, lambda: build_response(ApiKey.DESCRIBE_GROUPS, version,
                                                                      {"groups": groups}))

@@ -32,6 +32,8 @@ from protocol.apis import ApiKey
 from protocol.codec import build_response
 from storage.topic_data import plane_for
 
+from ..access import authorized
+from ..acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..system_clock import wall_ms
 from . import Request
 
@@ -49,8 +51,21 @@ def _topic(node, name: str):
     return topic
 
 
-def _unknown(index: int) -> dict:
-    return {"partition_index": index, "error_code": ErrorCode.unknown_topic_or_partition,
+def _unreadable(node, request: Request) -> set[str]:
+    """The requested topics this fetcher may not read (answered TOPIC_AUTHORIZATION_FAILED): a
+    consumer needs READ on each; a replica (replica id ≥ 0) CLUSTER_ACTION on the cluster for all."""
+    if node.access is None:
+        return set()
+    body = request.body
+    if body.replica_id >= 0:
+        allowed = authorized(node, request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+        return set() if allowed else {t.topic for t in body.topics}
+    return {t.topic for t in body.topics
+            if not authorized(node, request, AclOperation.READ, ResourceType.TOPIC, t.topic)}
+
+
+def _unknown(index: int, error: ErrorCode = ErrorCode.unknown_topic_or_partition) -> dict:
+    return {"partition_index": index, "error_code": error,
             "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
             "aborted_transactions": None, "preferred_read_replica": -1, "records": None}
 
@@ -69,8 +84,13 @@ def handle(node, request: Request):
     if plane is not None:
         return _handle_memory(node, plane, request)
     body = request.body
+    denied = _unreadable(node, request)
     responses = []
     for t in body.topics:
+        if t.topic in denied:
+            responses.append({"topic": t.topic, "partitions": [
+                _unknown(p.partition, ErrorCode.topic_authorization_failed) for p in t.partitions]})
+            continue
         topic = _topic(node, t.topic)
         responses.append({"topic": t.topic, "partitions": [
             _partition(p.partition, p.fetch_offset, topic is not None and 0 <= p.partition < topic.partitions)
@@ -87,7 +107,7 @@ def handle(node, request: Request):
 # The memory plane
 
 
-def _read(node, plane, body) -> tuple[list[dict], int, bool, list[tuple]]:
+def _read(node, plane, body, denied: set[str]) -> tuple[list[dict], int, bool, list[tuple]]:
     """The response's topics, the record bytes in them, whether any partition has an error, and
     what to watch while held: (key, fetch offset, partition max bytes) of the known partitions."""
     now = wall_ms()
@@ -100,6 +120,10 @@ def _read(node, plane, body) -> tuple[list[dict], int, bool, list[tuple]]:
         topic = _topic(node, t.topic)
         partitions = []
         for p in t.partitions:
+            if t.topic in denied:
+                partitions.append(_unknown(p.partition, ErrorCode.topic_authorization_failed))
+                error = True
+                continue
             if topic is None or not 0 <= p.partition < topic.partitions:
                 partitions.append(_unknown(p.partition))
                 error = True
@@ -135,7 +159,8 @@ def _respond(request: Request, responses: list[dict]):
 
 def _handle_memory(node, plane, request: Request):
     body = request.body
-    responses, used, error, watched = _read(node, plane, body)
+    denied = _unreadable(node, request)
+    responses, used, error, watched = _read(node, plane, body, denied)
     wait = body.max_wait.total_seconds()
     if wait <= 0 or used >= body.min_bytes or error or not watched:
         return _respond(request, responses)
@@ -151,7 +176,7 @@ def _handle_memory(node, plane, request: Request):
         if not timer.done():
             timer.cancel()
         try:
-            out.set_result(_respond(request, _read(node, plane, body)[0]))
+            out.set_result(_respond(request, _read(node, plane, body, denied)[0]))
         except Exception as e:  # never into the producer's append that woke us: the fetch's
             out.set_exception(e)  # connection logs it and closes
 

@@ -12,6 +12,8 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
+from ..access import authorized
+from ..acls import AclOperation, ResourceType
 from . import Request
 
 GROUP, TRANSACTION, SHARE = 0, 1, 2
@@ -22,10 +24,15 @@ VERSIONS = (0, 6)
 
 def _lookup(node, request: Request, key: str, key_type: int) -> dict:
     if key_type == GROUP:
-        adv = request.advertised
-        return {"key": key, "node_id": node.node_id, "host": adv.host, "port": adv.port,
-                "error_code": ErrorCode.none, "error_message": None}
-    if key_type in (TRANSACTION, SHARE):
+        if authorized(node, request, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+            adv = request.advertised
+            return {"key": key, "node_id": node.node_id, "host": adv.host, "port": adv.port,
+                    "error_code": ErrorCode.none, "error_message": None}
+        error, message = ErrorCode.group_authorization_failed, None
+    elif key_type == TRANSACTION and not authorized(node, request, AclOperation.DESCRIBE,
+                                                    ResourceType.TRANSACTIONAL_ID, key):
+        error, message = ErrorCode.transactional_id_authorization_failed, None
+    elif key_type in (TRANSACTION, SHARE):
         error = ErrorCode.coordinator_not_available
         message = "groupd coordinates consumer groups only"
     else:

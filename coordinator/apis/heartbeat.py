@@ -12,6 +12,8 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import Encoded, build_response
 
+from ..access import authorized
+from ..acls import AclOperation, ResourceType
 from ..classic.requests import HeartbeatRequest
 from . import Request
 
@@ -26,6 +28,8 @@ def _response(version: int, error: ErrorCode) -> Encoded:
 
 def handle(node, request: Request):
     body = request.body
+    if not authorized(node, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return _response(request.version, ErrorCode.group_authorization_failed)
     error = node.coordinator.heartbeat(HeartbeatRequest(body.group_id, body.generation_id, body.member_id,
                                                    getattr(body, "group_instance_id", None)))
     return _response(request.version, error)

@@ -29,13 +29,35 @@ from protocol.apis import ApiKey
 from protocol.codec import build_response
 from storage.topic_data import producer_ids_for
 
+from ..access import authorized, denied
+from ..acls import CLUSTER_NAME, AclOperation, ResourceType
 from . import Request
 
 KEY = ApiKey.INIT_PRODUCER_ID
 VERSIONS = (0, 4)
 
 
+def _refused(node, request: Request) -> ErrorCode | None:
+    """A transactional id needs WRITE on it; an idempotent producer IDEMPOTENT_WRITE on the cluster
+    or WRITE on some topic (Kafka's authorizeByResourceType)."""
+    transactional_id = request.body.transactional_id
+    if transactional_id is not None:
+        if not authorized(node, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return ErrorCode.transactional_id_authorization_failed
+        return None
+    if node.access is None or authorized(node, request, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER,
+                                         CLUSTER_NAME, audit=False):
+        return None
+    if node.access.authorizer.may_any(request.principal, request.client_host, AclOperation.WRITE, ResourceType.TOPIC):
+        return None
+    denied(request, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME)
+    return ErrorCode.cluster_authorization_failed
+
+
 def handle(node, request: Request):
+    if (error := _refused(node, request)) is not None:
+        return build_response(ApiKey.INIT_PRODUCER_ID, request.version, {
+            "error_code": error, "producer_id": -1, "producer_epoch": -1})
     if request.body.transactional_id is not None:
         return build_response(ApiKey.INIT_PRODUCER_ID, request.version, {
             "error_code": ErrorCode.unsupported_for_message_format, "producer_id": -1, "producer_epoch": -1})

@@ -9,9 +9,13 @@ SkipAssignment (KIP-814: a static leader re-joining a Stable group keeps the old
 
 from __future__ import annotations
 
+from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
+from ..access import authorized
+from ..acls import AclOperation, ResourceType
+from ..classic.replies import join_reply
 from ..classic.requests import JoinRequest
 from . import Request, ms, respond
 from .consumer_group_heartbeat import topics_image
@@ -22,6 +26,8 @@ VERSIONS = (0, 9)
 
 def handle(node, request: Request):
     body, version = request.body, request.version
+    if not authorized(node, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return _response(version, join_reply(ErrorCode.group_authorization_failed))
     session_ms = ms(body.session_timeout)
     req = JoinRequest(
         group_id=body.group_id, member_id=body.member_id,

@@ -12,6 +12,8 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
+from ..access import authorized
+from ..acls import AclOperation, ResourceType
 from ..classic.requests import LeaveRequest
 from . import Request, respond
 
@@ -21,6 +23,8 @@ VERSIONS = (0, 5)
 
 def handle(node, request: Request):
     body, version = request.body, request.version
+    if not authorized(node, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return _response(version, {"error_code": ErrorCode.group_authorization_failed, "members": []})
     if version >= 3:
         identities = [(m.member_id, m.group_instance_id) for m in body.members]
     else:

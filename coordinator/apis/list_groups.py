@@ -11,6 +11,8 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
+from ..access import authorized
+from ..acls import CLUSTER_NAME, AclOperation, ResourceType
 from . import Request
 
 KEY = ApiKey.LIST_GROUPS
@@ -24,6 +26,10 @@ def handle(node, request: Request):
     listed = node.coordinator.list_groups()
     if isinstance(listed, ErrorCode):  # a partition is still loading: no partial answer (spec §9.2)
         return build_response(ApiKey.LIST_GROUPS, request.version, {"error_code": listed, "groups": []})
+    if not authorized(node, request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, audit=False):
+        # without DESCRIBE on the cluster, only the groups this principal may describe (never an error)
+        listed = [g for g in listed
+                  if authorized(node, request, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id, audit=False)]
     groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
                "group_state": g.state_name, "group_type": g.type}
               for g in listed

@@ -23,6 +23,8 @@ from protocol.codec import build_response
 from storage.topic_data import plane_for
 
 from ..system_clock import wall_ms
+from ..access import authorized
+from ..acls import AclOperation, ResourceType
 from . import Request
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
@@ -66,6 +68,11 @@ def handle(node, request: Request):
     now = wall_ms()
     topics = []
     for t in request.body.topics:
+        if not authorized(node, request, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name):
+            topics.append({"name": t.name, "partitions": [
+                {"partition_index": p.partition_index, "error_code": ErrorCode.topic_authorization_failed,
+                 "timestamp": -1, "offset": -1, "leader_epoch": -1} for p in t.partitions]})
+            continue
         topic = node.catalog.get(t.name)
         if plane is None:
             partitions = [_answer(topic, p.partition_index, p.timestamp) for p in t.partitions]

@@ -22,12 +22,15 @@ from protocol.codec import build_response
 
 from storage.catalog import legal_topic_name
 
+from ..access import authorized, authorized_operations
+from ..acls import CLUSTER_NAME, AclOperation, ResourceType
 from . import Request
 
 KEY = ApiKey.METADATA
 VERSIONS = (0, 12)
 
 _ZERO_ID = uuid.UUID(int=0)
+OMITTED = -(2**31)  # authorized operations not asked for
 
 
 def topic_entry(node, topic) -> dict:
@@ -54,8 +57,11 @@ def handle(node, request: Request):
         return build_response(ApiKey.METADATA, version, {
             "brokers": [], "cluster_id": None, "controller_id": -1,
             "topics": [_error_entry(t.name or "", t.topic_id, ErrorCode.invalid_request) for t in wanted]})
-    if wanted is None or (version == 0 and not wanted):
-        topics = [topic_entry(node, t) for t in node.catalog]
+    def describable(name: str, audit: bool = True) -> bool:
+        return authorized(node, request, AclOperation.DESCRIBE, ResourceType.TOPIC, name, audit)
+
+    if wanted is None or (version == 0 and not wanted):  # every topic the principal may describe
+        topics = [topic_entry(node, t) for t in node.catalog if describable(t.name, audit=False)]
     else:
         may_create = node.settings.auto_create_topics_enable and getattr(body, "allow_auto_topic_creation", True)
         topics = []
@@ -65,19 +71,39 @@ def handle(node, request: Request):
             # name is what counts (and a response name there may not be null)
             if version >= 12 and (name is None or topic_id not in (None, _ZERO_ID)):
                 topic = node.catalog.by_id(t.topic_id)
+                if topic is not None and not describable(topic.name):  # ids are not secret, names are
+                    topics.append(_error_entry(None, t.topic_id, ErrorCode.topic_authorization_failed))
+                    continue
                 topics.append(topic_entry(node, topic) if topic else
                               _error_entry(None, t.topic_id, ErrorCode.unknown_topic_id))
+                continue
+            if not describable(name):  # before existence: the entry reveals nothing
+                topics.append(_error_entry(name, None, ErrorCode.topic_authorization_failed))
                 continue
             topic = node.catalog.get(name)
             if topic is None and may_create:
                 if not legal_topic_name(name):
                     topics.append(_error_entry(name, None, ErrorCode.invalid_topic_exception))
                     continue
+                if not (authorized(node, request, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, audit=False)
+                        or authorized(node, request, AclOperation.CREATE, ResourceType.TOPIC, name)):
+                    topics.append(_error_entry(name, None, ErrorCode.topic_authorization_failed))
+                    continue
                 topic = node.auto_create(name)
             topics.append(topic_entry(node, topic) if topic else
                           _error_entry(name, None, ErrorCode.unknown_topic_or_partition))
+    if getattr(body, "include_topic_authorized_operations", False):  # v8+ (KIP-430): for the topics returned
+        topics = [{**t, "topic_authorized_operations": authorized_operations(node, request, ResourceType.TOPIC,
+                                                                             t["name"])}
+                  if t["error_code"] is ErrorCode.none else t for t in topics]
+    cluster_operations = OMITTED
+    if getattr(body, "include_cluster_authorized_operations", False):  # v8-v10; 0 without DESCRIBE
+        cluster_operations = (authorized_operations(node, request, ResourceType.CLUSTER, CLUSTER_NAME)
+                              if authorized(node, request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME,
+                                            audit=False) else 0)
     adv = request.advertised
     return build_response(ApiKey.METADATA, version, {
+        "cluster_authorized_operations": cluster_operations,
         "brokers": [{"node_id": node.node_id, "host": adv.host, "port": adv.port, "rack": None}],
         "cluster_id": node.cluster_id,
         "controller_id": node.node_id,

@@ -16,6 +16,8 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
+from ..access import authorized
+from ..acls import AclOperation, ResourceType
 from ..requests import OffsetCommitRequest
 from . import Request, ms, respond
 
@@ -25,18 +27,26 @@ VERSIONS = (2, 9)
 
 def handle(node, request: Request):
     body, version = request.body, request.version
+    order = [(t.name, [p.partition_index for p in t.partitions]) for t in body.topics]
+    if not authorized(node, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        denied = ErrorCode.group_authorization_failed
+        return _response(version, order, {(name, p): denied for name, parts in order for p in parts})
     unknown: dict[tuple[str, int], ErrorCode] = {}
     offsets = []
     for t in body.topics:
         topic = node.catalog.get(t.name)
+        topic_error = (ErrorCode.topic_authorization_failed  # before existence: a denied caller learns nothing
+                       if not authorized(node, request, AclOperation.READ, ResourceType.TOPIC, t.name) else
+                       ErrorCode.unknown_topic_or_partition if topic is None else None)
         for p in t.partitions:
-            if topic is None or not 0 <= p.partition_index < topic.partitions:
+            if topic_error is not None:
+                unknown[(t.name, p.partition_index)] = topic_error
+            elif not 0 <= p.partition_index < topic.partitions:
                 unknown[(t.name, p.partition_index)] = ErrorCode.unknown_topic_or_partition
             else:
                 offsets.append((t.name, p.partition_index, p.committed_offset,
                                 getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
     retention_ms = ms(body.retention_time) if 2 <= version <= 4 else -1
-    order = [(t.name, [p.partition_index for p in t.partitions]) for t in body.topics]
     if not offsets:
         return _response(version, order, unknown)
     result = node.coordinator.commit(OffsetCommitRequest(body.group_id, body.generation_id_or_member_epoch, body.member_id,

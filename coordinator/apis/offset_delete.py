@@ -11,6 +11,8 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
+from ..access import authorized
+from ..acls import AclOperation, ResourceType
 from ..requests import OffsetDeleteRequest
 from . import Request, respond
 
@@ -22,9 +24,14 @@ def handle(node, request: Request):
     body = request.body
     if body.group_id == "":
         return _response(ErrorCode.invalid_group_id, [], {})
+    if not authorized(node, request, AclOperation.DELETE, ResourceType.GROUP, body.group_id):
+        return _response(ErrorCode.group_authorization_failed, [], {})
     order = [(t.name, [p.partition_index for p in t.partitions]) for t in body.topics]
     unknown, known = {}, []
     for name, parts in order:
+        if not authorized(node, request, AclOperation.READ, ResourceType.TOPIC, name):
+            unknown.update({(name, p): ErrorCode.topic_authorization_failed for p in parts})
+            continue
         topic = node.catalog.get(name)
         ok = [p for p in parts if topic is not None and 0 <= p < topic.partitions]
         unknown.update({(name, p): ErrorCode.unknown_topic_or_partition for p in parts if p not in ok})

@@ -9,6 +9,11 @@ ignored for classic groups). v10 (topic ids) is not advertised.
 
 Nothing committed → offset -1, leader epoch -1, metadata "", error 0; an unknown group is not an
 error. Topic existence is not checked.
+
+Authorization (Kafka's order): DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED where the
+version puts group errors), then DESCRIBE on each requested topic: a denied topic is not asked for
+and answers TOPIC_AUTHORIZATION_FAILED per partition; a request for every offset drops the topics
+the principal may not describe.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from protocol.apis import ApiKey
 from protocol.codec import build_response
 
 from ..requests import OffsetFetchRequest
+from ..access import authorized
+from ..acls import AclOperation, ResourceType
 from . import LARGE_ANSWER_ROWS, Request, answer_off_loop, respond
 
 KEY = ApiKey.OFFSET_FETCH
@@ -29,12 +36,15 @@ VERSIONS = (1, 9)
 def _topics(rows, error: ErrorCode = ErrorCode.none) -> list[dict]:
     by_topic: dict[str, list[dict]] = {}
     for topic, partition, value in rows:
+        denied = isinstance(value, ErrorCode)  # a topic the principal may not describe
+        if denied:
+            value = None
         by_topic.setdefault(topic, []).append({
             "partition_index": partition,
             "committed_offset": value.offset if value else -1,
             "committed_leader_epoch": value.leader_epoch if value else -1,
             "metadata": value.metadata if value else "",
-            "error_code": error})
+            "error_code": ErrorCode.topic_authorization_failed if denied else error})
     return [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
 
 
@@ -45,16 +55,39 @@ def _group(requested, result) -> tuple[list[dict], ErrorCode]:
     return _topics(result), ErrorCode.none
 
 
-def _fetch(node, group_id: str, topics, require_stable: bool, member_id: str | None = None, member_epoch: int = -1):
-    wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    return node.coordinator.fetch_offsets(OffsetFetchRequest(group_id, wanted, require_stable, member_id, member_epoch))
+def _fetch(node, request: Request, group_id: str, topics, require_stable: bool, member_id: str | None = None,
+           member_epoch: int = -1):
+    """The coordinator's rows (a denied topic's partitions carry TOPIC_AUTHORIZATION_FAILED as their
+    value), its group-level error, or a future of either."""
+    if not authorized(node, request, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return ErrorCode.group_authorization_failed
+
+    def describable(name: str, audit: bool = True) -> bool:
+        return authorized(node, request, AclOperation.DESCRIBE, ResourceType.TOPIC, name, audit)
+
+    if topics is None:
+        result = node.coordinator.fetch_offsets(OffsetFetchRequest(group_id, None, require_stable, member_id,
+                                                                   member_epoch))
+        if node.access is None:
+            return result
+        return respond(result, lambda rows: rows if isinstance(rows, ErrorCode) else
+                       [r for r in rows if describable(r[0], audit=False)])
+    wanted, denied = [], []
+    for t in topics:
+        (wanted if describable(t.name) else denied).append((t.name, list(t.partition_indexes)))
+    result = node.coordinator.fetch_offsets(OffsetFetchRequest(group_id, wanted, require_stable, member_id,
+                                                               member_epoch))
+    if not denied:
+        return result
+    refused = [(name, p, ErrorCode.topic_authorization_failed) for name, parts in denied for p in parts]
+    return respond(result, lambda rows: rows if isinstance(rows, ErrorCode) else rows + refused)
 
 
 def handle(node, request: Request):
     body, version = request.body, request.version
     require_stable = getattr(body, "require_stable", False)
     if version >= 8:
-        results = [_fetch(node, g.group_id, g.topics, require_stable, getattr(g, "member_id", None),
+        results = [_fetch(node, request, g.group_id, g.topics, require_stable, getattr(g, "member_id", None),
                           getattr(g, "member_epoch", -1)) for g in body.groups]
         pending = [r for r in results if isinstance(r, asyncio.Future)]
 
@@ -79,7 +112,7 @@ def handle(node, request: Request):
         topics, error = _group(body.topics, result)
         return build_response(ApiKey.OFFSET_FETCH, version, {"topics": topics, "error_code": error})
 
-    result = _fetch(node, body.group_id, body.topics, require_stable)
+    result = _fetch(node, request, body.group_id, body.topics, require_stable)
     if isinstance(result, list) and len(result) > LARGE_ANSWER_ROWS:
         return answer_off_loop(node, request, lambda: make_single(result))
     return respond(result, make_single)

@@ -26,6 +26,8 @@ from protocol.codec import build_response
 from storage.topic_data import plane_for
 from storage.topic_data.plane import TRANSACTIONS_UNSUPPORTED
 
+from ..access import authorized
+from ..acls import AclOperation, ResourceType
 from ..system_clock import wall_ms
 from . import Request
 
@@ -44,10 +46,22 @@ def _partition(index: int, error: ErrorCode, base_offset: int = -1, log_start_of
             "log_start_offset": log_start_offset, "record_errors": (), "error_message": message}
 
 
+def _denied(node, request: Request) -> dict[str, ErrorCode]:
+    """Topics this producer may not write: all of them (53) when its transactional id is refused,
+    else those without WRITE (29). Checked before anything else, as Kafka does."""
+    body = request.body
+    if body.transactional_id is not None and not authorized(
+            node, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+        return {t.name: ErrorCode.transactional_id_authorization_failed for t in body.topic_data}
+    return {t.name: ErrorCode.topic_authorization_failed for t in body.topic_data
+            if not authorized(node, request, AclOperation.WRITE, ResourceType.TOPIC, t.name)}
+
+
 def handle(node, request: Request):
+    denied = _denied(node, request)
     plane = plane_for(node)
     if plane is None:
-        return _refuse(request)
+        return _refuse(request, denied)
     body = request.body
     if body.acks not in (-1, 0, 1):
         responses = [{"name": t.name, "partition_responses": [
@@ -61,7 +75,9 @@ def handle(node, request: Request):
         topic = node.catalog.get(t.name)
         partitions = []
         for p in t.partition_data:
-            if body.transactional_id is not None:
+            if t.name in denied:
+                partitions.append(_partition(p.index, denied[t.name]))
+            elif body.transactional_id is not None:
                 partitions.append(_partition(p.index, ErrorCode.unsupported_for_message_format,
                                              message=TRANSACTIONS_UNSUPPORTED))
             elif topic is None or not 0 <= p.index < topic.partitions:
@@ -76,11 +92,12 @@ def handle(node, request: Request):
     return build_response(ApiKey.PRODUCE, request.version, {"responses": responses})
 
 
-def _refuse(request: Request):
+def _refuse(request: Request, denied: dict[str, ErrorCode]):
     body = request.body
     if body.acks == 0:
         return None
     responses = [{"name": t.name, "partition_responses": [
+        _partition(p.index, denied[t.name]) if t.name in denied else
         _partition(p.index, ErrorCode.invalid_request, message=MESSAGE) for p in t.partition_data]}
         for t in body.topic_data]
     return build_response(ApiKey.PRODUCE, request.version, {"responses": responses})

@@ -14,6 +14,8 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
+from ..access import authorized
+from ..acls import AclOperation, ResourceType
 from ..classic.replies import sync_reply
 from ..classic.requests import SyncRequest
 from . import Request, respond
@@ -25,6 +27,8 @@ VERSIONS = (0, 5)
 
 def handle(node, request: Request):
     body, version = request.body, request.version
+    if not authorized(node, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return _response(version, sync_reply(ErrorCode.group_authorization_failed))
     protocol_type = getattr(body, "protocol_type", None)
     protocol_name = getattr(body, "protocol_name", None)
     if version >= 5 and (protocol_type is None or protocol_name is None):

@@ -104,6 +104,9 @@ class ConsumerHeartbeatRequest:
     client_host: str = ""
     version: int = 1
     classic: ClassicMemberMetadata | None = None  # a classic-protocol member's JoinGroup (spec §7.3)
+    # the topics this member's principal may DESCRIBE: a regex it triggers resolves to those only
+    # (spec §6.2); None = every topic (no authorizer)
+    describable: Callable[[str], bool] | None = None
 
 
 def error_reply(error: ErrorCode, message: str | None = None) -> dict:
@@ -240,7 +243,8 @@ class ConsumerMachine:
             resolved = _resolved(group)
             regexes_in_use = self._regexes_in_use(group, member_id, metadata)
             group.metadata_version = topics.version  # memory only: when this group last looked at the topics
-            if self._refresh_regexes(out, group, regexes_in_use, resolved, topics, now) and bump_reason is None:
+            if self._refresh_regexes(out, group, regexes_in_use, resolved, topics, now,
+                                     req.describable) and bump_reason is None:
                 bump_reason = "metadata-changed"
             subscribed = self._subscribed_names(group, member_id, metadata, regexes_in_use, resolved)
             if self._write_subscription_metadata(out, group, subscribed, topics) and bump_reason is None:
@@ -423,12 +427,16 @@ class ConsumerMachine:
         return names
 
     def _refresh_regexes(self, out: Outcome, group: ConsumerGroup, in_use: set[str],
-                         resolved: dict[str, frozenset[str]], topics: TopicsImage, now: Now) -> bool:
-        """Resolve the group's regexes against the topics; write the ones whose topic set changed
-        and drop the ones nobody uses. Whether a resolution changed (→ a new group epoch)."""
+                         resolved: dict[str, frozenset[str]], topics: TopicsImage, now: Now,
+                         describable: Callable[[str], bool] | None = None) -> bool:
+        """Resolve the group's regexes against the topics (those `describable` keeps: the triggering
+        member's principal may describe them); write the ones whose topic set changed and drop the
+        ones nobody uses. Whether a resolution changed (→ a new group epoch)."""
         changed = False
         for regex in in_use:
             matched = compile_topic_regex(regex).resolve(topics.by_name)
+            if describable is not None:
+                matched = frozenset(filter(describable, matched))
             if resolved.get(regex) != matched or regex not in group.regexes:
                 out.records.append(Record(ConsumerGroupRegularExpressionKey(group.group_id, regex),
                                           ConsumerGroupRegularExpressionValue(tuple(sorted(matched)), topics.version,

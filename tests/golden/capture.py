@@ -11,7 +11,8 @@ Requests. A real groupd is started behind a recording proxy on 127.0.0.1 (groupd
 proxy's port, so every connection of a client goes through it) and driven by:
 
 * librdkafka, through confluent-kafka: AdminClient (list_topics, create_topics, create_partitions,
-  delete_topics, and the consumer-group calls), a Consumer on a manual assignment (FindCoordinator,
+  delete_topics, create/describe/delete_acls (answered SECURITY_DISABLED), and the consumer-group
+  calls), a Consumer on a manual assignment (FindCoordinator,
   ListOffsets, Fetch), a Producer (Produce) and a subscribed Consumer (JoinGroup, SyncGroup,
   Heartbeat, OffsetCommit, OffsetFetch, LeaveGroup). To capture every version librdkafka knows,
   not only its newest, the scenario runs once per step of "caps": the proxy lowers the max
@@ -51,7 +52,8 @@ sys.path.insert(0, str(ROOT))
 import confluent_kafka  # noqa: E402
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka import ConsumerGroupTopicPartitions  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic  # noqa: E402
+from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,  # noqa: E402
+                                   AdminClient, NewPartitions, NewTopic, ResourcePatternType, ResourceType)
 from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 
 from protocol import ErrorCode  # noqa: E402
@@ -215,6 +217,13 @@ def librdkafka_scenario(proxy: RecordingProxy, round_no: int) -> None:
         [NewTopic(created, 2, 1, config={"cleanup.policy": "compact"}), NewTopic(doomed, 1, 1)])))
     attempt("create_partitions", lambda: results(admin.create_partitions([NewPartitions(created, 3)])))
     attempt("delete_topics", lambda: results(admin.delete_topics([doomed])))
+    binding = AclBinding(ResourceType.GROUP, GROUP, ResourcePatternType.LITERAL, "User:alice", "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)
+    acl_filter = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                                  AclPermissionType.ANY)
+    attempt("create_acls", lambda: results(admin.create_acls([binding])))
+    attempt("describe_acls", lambda: admin.describe_acls(acl_filter).result(10))
+    attempt("delete_acls", lambda: results(admin.delete_acls([acl_filter])))
     del admin
     proxy.caps = caps
 
@@ -310,6 +319,10 @@ def record_batch() -> bytes:
     return bytes(builder.build())
 
 
+ACL_FILTER = {"resource_type_filter": 2, "resource_name_filter": "golden-", "pattern_type_filter": 2,
+              "principal_filter": "User:alice", "host_filter": None, "operation": 1, "permission_type": 1}
+
+
 def kafka_python_request_values(api: int, version: int) -> dict:
     """What kafka-python sends, under its field names; fields a version lacks are ignored."""
     match api:
@@ -397,6 +410,13 @@ def kafka_python_request_values(api: int, version: int) -> dict:
             return {"mechanism": "SCRAM-SHA-512"}
         case ApiKey.SASL_AUTHENTICATE:
             return {"auth_bytes": b"n,,n=alice,r=golden-nonce"}
+        case ApiKey.CREATE_ACLS:
+            return {"creations": [{"resource_type": 3, "resource_name": "golden-kp-group", "resource_pattern_type": 3,
+                                   "principal": "User:alice", "host": "*", "operation": 3, "permission_type": 3}]}
+        case ApiKey.DESCRIBE_ACLS:
+            return ACL_FILTER
+        case ApiKey.DELETE_ACLS:
+            return {"filters": [ACL_FILTER]}
     raise KeyError(f"no kafka-python request values for API key {api}: add them here")
 
 

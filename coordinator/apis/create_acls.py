@@ -1,0 +1,58 @@
+"""CreateAcls (30), v1–v3 (Kafka 4 removed v0).
+
+v1 adds the resource pattern type (LITERAL or PREFIXED); v2 is flexible; v3 adds the USER resource
+type. Needs ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED per creation); without an
+authorizer every creation gets SECURITY_DISABLED. A creation Kafka cannot accept (codes UNKNOWN/ANY/
+MATCH, an empty name, a CLUSTER name other than kafka-cluster, a principal without ':') gets
+INVALID_REQUEST alone; the rest are written to data.dir/acls.json before they apply. Creating an
+ACL that exists succeeds and changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from protocol import ErrorCode
+from protocol.apis import ApiKey
+from protocol.codec import build_response
+
+from ..access import authorized
+from ..acls import CLUSTER_NAME, AclBinding, AclOperation, ResourceType
+from . import Request
+from .describe_acls import SECURITY_DISABLED
+
+KEY = ApiKey.CREATE_ACLS
+VERSIONS = (1, 3)
+
+log = logging.getLogger("groupd.authorizer")
+
+
+def handle(node, request: Request):
+    creations = request.body.creations
+    if not authorized(node, request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        return _response(request.version, [(ErrorCode.cluster_authorization_failed, None)] * len(creations))
+    if node.access is None:
+        return _response(request.version, [(ErrorCode.security_disabled, SECURITY_DISABLED)] * len(creations))
+    results: list[tuple[ErrorCode, str | None]] = []
+    valid: list[AclBinding] = []
+    for c in creations:
+        try:
+            valid.append(AclBinding.of(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,
+                                       c.operation, c.permission_type))
+            results.append((ErrorCode.none, None))
+        except ValueError as e:
+            results.append((ErrorCode.invalid_request, str(e)))
+    try:
+        node.access.create(valid)
+    except OSError as e:
+        log.error("ACLs not created: cannot write the ACL file: %s", e)
+        results = [(ErrorCode.unknown_server_error, "The ACLs could not be stored.") if error is ErrorCode.none
+                   else (error, message) for error, message in results]
+    else:
+        for acl in valid:
+            log.info("acl created %s by principal=%s host=%s", acl, request.principal, request.client_host.lstrip("/"))
+    return _response(request.version, results)
+
+
+def _response(version: int, results: list[tuple[ErrorCode, str | None]]):
+    return build_response(KEY, version, {"results": [{"error_code": e, "error_message": m} for e, m in results]})

@@ -1,0 +1,61 @@
+"""DeleteAcls (31), v1–v3 (Kafka 4 removed v0).
+
+v1 adds the pattern type filter; v2 is flexible; v3 adds the USER resource type. Needs ALTER on
+the cluster (else CLUSTER_AUTHORIZATION_FAILED per filter); without an authorizer every filter
+gets SECURITY_DISABLED. Each filter answers with the ACLs it deleted (none is not an error); a
+filter with an UNKNOWN code gets INVALID_REQUEST alone. The remaining set is written to
+data.dir/acls.json before the deletions apply.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from protocol import ErrorCode
+from protocol.apis import ApiKey
+from protocol.codec import build_response
+
+from ..access import authorized
+from ..acls import CLUSTER_NAME, AclOperation, ResourceType
+from . import Request
+from .describe_acls import SECURITY_DISABLED, acl_filter
+
+KEY = ApiKey.DELETE_ACLS
+VERSIONS = (1, 3)
+
+log = logging.getLogger("groupd.authorizer")
+
+
+def handle(node, request: Request):
+    filters = request.body.filters
+    if not authorized(node, request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        return _failed(request.version, [(ErrorCode.cluster_authorization_failed, None)] * len(filters))
+    if node.access is None:
+        return _failed(request.version, [(ErrorCode.security_disabled, SECURITY_DISABLED)] * len(filters))
+    wanted = [acl_filter(f) for f in filters]
+    invalid = [f.invalid() for f in wanted]
+    try:
+        deleted = iter(node.access.delete(f for f, why in zip(wanted, invalid) if why is None))
+    except OSError as e:
+        log.error("ACLs not deleted: cannot write the ACL file: %s", e)
+        return _failed(request.version, [(ErrorCode.invalid_request, why) if why else
+                                         (ErrorCode.unknown_server_error, "The ACLs could not be stored.")
+                                         for why in invalid])
+    results = []
+    for why in invalid:
+        if why is not None:
+            results.append({"error_code": ErrorCode.invalid_request, "error_message": why, "matching_acls": []})
+            continue
+        acls = next(deleted)
+        for acl in acls:
+            log.info("acl deleted %s by principal=%s host=%s", acl, request.principal, request.client_host.lstrip("/"))
+        results.append({"error_code": ErrorCode.none, "error_message": None, "matching_acls": [
+            {"error_code": ErrorCode.none, "error_message": None, "resource_type": acl.resource_type,
+             "resource_name": acl.resource_name, "pattern_type": acl.pattern_type, "principal": acl.principal,
+             "host": acl.host, "operation": acl.operation, "permission_type": acl.permission} for acl in acls]})
+    return build_response(KEY, request.version, {"filter_results": results})
+
+
+def _failed(version: int, errors: list[tuple[ErrorCode, str | None]]):
+    return build_response(KEY, version, {"filter_results": [
+        {"error_code": e, "error_message": m, "matching_acls": []} for e, m in errors]})
