@@ -47,7 +47,8 @@ class GroupSettings:
     def from_settings(cls, s) -> GroupSettings:
         consumer = ConsumerSettings(s.group_consumer_heartbeat_interval_ms, s.group_consumer_session_timeout_ms,
                                     s.group_consumer_assignors, s.group_consumer_max_size,
-                                    s.group_consumer_migration_policy, s.group_max_size)
+                                    s.group_consumer_migration_policy, s.group_max_size,
+                                    s.group_consumer_regex_refresh_interval_ms)
         return cls(s.group_min_session_timeout_ms, s.group_max_session_timeout_ms,
                    s.group_initial_rebalance_delay_ms, s.group_max_size, s.offset_metadata_max_bytes, consumer)
 

@@ -27,7 +27,7 @@ def topics_image(node) -> TopicsImage:
     global _image
     catalog = node.catalog
     if _image is None or _image[0] is not catalog or _image[1].version != catalog.version:
-        _image = (catalog, TopicsImage.of(catalog.version, catalog))
+        _image = (catalog, TopicsImage.of(catalog.version, catalog, catalog.created_version))
     return _image[1]
 
 

@@ -7,14 +7,15 @@ because a heartbeat is one ordered pass (spec §5: validate, find the member, up
 group epoch, compute the target, reconcile, answer) that joins, leaves and timers share; the pure steps
 live beside it (assignors.py, target_assignment.py, reconciliation.py, migration.py).
 
-Where Kafka resolves regexes asynchronously (at most every 10 s), this resolves them in the
-heartbeat that sees them new or sees topic metadata changed: the topic list is the node's catalog.
+Regexes resolve as Kafka's do (§6.2): a heartbeat asks for a resolution as an effect the shell runs
+off the request's path, and the result comes back as `regexes_resolved`, through the same records.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -39,7 +40,7 @@ from storage.records import GroupMetadataKey, Record
 
 from .. import events as ev
 from ..clock import Now
-from ..outcome import Outcome, reply_when_written
+from ..outcome import Effect, Outcome, reply_when_written
 from .assignors import ASSIGNORS, PartitionAssignorError, TopicMetadata
 from .group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -59,8 +60,8 @@ from .topic_regex import InvalidRegularExpression, compile_topic_regex
 
 E = ErrorCode
 
-EPOCH_BUMP_REASONS = ("new-group", "subscription-changed", "metadata-changed", "member-left", "member-fenced",
-                      "session-expired", "rebalance-timeout", "join-timeout", "sync-timeout")
+EPOCH_BUMP_REASONS = ("new-group", "subscription-changed", "metadata-changed", "regex-resolved", "member-left",
+                      "member-fenced", "session-expired", "rebalance-timeout", "join-timeout", "sync-timeout")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -71,11 +72,13 @@ class TopicsImage:
     version: int
     by_name: Mapping[str, TopicMetadata]
     by_id: Mapping[uuid.UUID, TopicMetadata]
+    created_version: int = -1  # the version of the last topic creation: regexes re-resolve after it
 
     @classmethod
-    def of(cls, version: int, topics) -> TopicsImage:
+    def of(cls, version: int, topics, created_version: int | None = None) -> TopicsImage:
         by_name = {t.name: TopicMetadata(t.topic_id, t.name, t.partitions) for t in topics}
-        return cls(version, by_name, {t.topic_id: t for t in by_name.values()})
+        return cls(version, by_name, {t.topic_id: t for t in by_name.values()},
+                   version if created_version is None else created_version)
 
 
 @dataclasses.dataclass(slots=True)
@@ -86,6 +89,8 @@ class ConsumerSettings:
     max_size: int = 2147483647
     migration_policy: str = "bidirectional"  # group.consumer.migration.policy (spec §7.4)
     classic_max_size: int = 2147483647  # group.max.size: a downgraded group must fit
+    regex_refresh_interval_ms: int = 600000  # group.consumer.regex.refresh.interval.ms
+    regex_min_refresh_interval_ms: int = 10000  # Kafka's REGEX_BATCH_REFRESH_MIN_INTERVAL_MS (a constant)
 
 
 @dataclasses.dataclass(slots=True)
@@ -132,6 +137,7 @@ class ConsumerMachine:
         # a classic member's join and sync deadlines (spec §7.3): checked when its session timer fires
         self.classic_deadlines: dict[tuple[str, str], tuple[int, str]] = {}  # → (deadline, reason)
         self.topics: TopicsImage | None = None  # the last image a heartbeat brought (timers have none)
+        self.resolving: set[str] = set()  # groups with a regex resolution in flight (at most one each)
 
     # =========================================================================================
     # ConsumerGroupHeartbeat
@@ -224,24 +230,24 @@ class ConsumerMachine:
         metadata = self._updated_metadata(old_metadata, req)
         joined = member is None and replaced is None
 
-        # -- the group epoch (spec §3.1)
+        # -- the group epoch (spec §3.1): a new regex bumps it only once its resolution lands (§6.2)
         bump_reason = "new-group" if group.group_epoch == 0 else None
         old_names = old_metadata.subscribed_topic_names if old_metadata is not None else ()
         old_regex = old_metadata.subscribed_topic_regex if old_metadata is not None else None
-        subscription_changed = (set(old_names) != set(metadata.subscribed_topic_names)
-                                or old_regex != metadata.subscribed_topic_regex)
-        if subscription_changed and bump_reason is None:
+        names_changed = set(old_names) != set(metadata.subscribed_topic_names)
+        regex_changed = old_regex != metadata.subscribed_topic_regex
+        subscription_changed = names_changed or regex_changed  # the member reconciles against it at once
+        regex_resolved = self._update_regexes(out, group, old_regex, metadata.subscribed_topic_regex, topics, now)
+        if (names_changed or regex_resolved) and bump_reason is None:
             bump_reason = "subscription-changed"
         if metadata != old_metadata or replaced is not None:
             out.records.append(Record(ConsumerGroupMemberMetadataKey(group.group_id, member_id), metadata))
 
-        resolved = None  # regex → its topics, with this heartbeat's resolutions: built when needed
-        if subscription_changed or group.metadata_version != topics.version:
+        resolved = None  # regex → its topics, as resolved so far: built when needed
+        if bump_reason is not None or subscription_changed or group.metadata_version != topics.version:
             resolved = _resolved(group)
             regexes_in_use = self._regexes_in_use(group, member_id, metadata)
             group.metadata_version = topics.version  # memory only: when this group last looked at the topics
-            if self._refresh_regexes(out, group, regexes_in_use, resolved, topics, now) and bump_reason is None:
-                bump_reason = "metadata-changed"
             subscribed = self._subscribed_names(group, member_id, metadata, regexes_in_use, resolved)
             if self._write_subscription_metadata(out, group, subscribed, topics) and bump_reason is None:
                 bump_reason = "metadata-changed"
@@ -422,24 +428,102 @@ class ConsumerMachine:
             names.update(resolved.get(r, ()))
         return names
 
-    def _refresh_regexes(self, out: Outcome, group: ConsumerGroup, in_use: set[str],
-                         resolved: dict[str, frozenset[str]], topics: TopicsImage, now: Now) -> bool:
-        """Resolve the group's regexes against the topics; write the ones whose topic set changed
-        and drop the ones nobody uses. Whether a resolution changed (→ a new group epoch)."""
+    # =========================================================================================
+    # regex resolution (spec §6.2): asynchronous, batched per group, Kafka's
+    # maybeUpdateRegularExpressions / handleRegularExpressionsResult
+
+    def _update_regexes(self, out: Outcome, group: ConsumerGroup, old_regex: str | None, new_regex: str | None,
+                        topics: TopicsImage, now: Now) -> bool:
+        """A member's regex change: the tombstone of a regex it was the last to use, and maybe a
+        resolution of all the group's regexes. True when the change takes effect at once (a regex
+        already resolved, or a regex dropped), i.e. a new group epoch."""
+        takes_effect = require = False
+        if old_regex != new_regex:
+            if old_regex and group.subscribed_regexes.get(old_regex, 0) == 1 and old_regex in group.regexes:
+                out.records.append(Record(ConsumerGroupRegularExpressionKey(group.group_id, old_regex), None))
+            if new_regex:
+                if group.subscribed_regexes.get(new_regex, 0) == 0:
+                    require = True  # new to the group: it matches nothing until resolved
+                else:
+                    takes_effect = new_regex in group.regexes
+            else:
+                takes_effect = bool(old_regex)
+        if not require and not group.subscribed_regexes:
+            return takes_effect
+        self._maybe_resolve(out, group, old_regex, new_regex, require, topics, now)
+        return takes_effect
+
+    def _maybe_resolve(self, out: Outcome, group: ConsumerGroup, old_regex: str | None, new_regex: str | None,
+                       require: bool, topics: TopicsImage, now: Now) -> None:
+        """Ask for a resolution when none is in flight for the group, the last one is older than
+        10 s, and a regex is new or unresolved, topics were created since, or the last one is older
+        than group.consumer.regex.refresh.interval.ms."""
+        if group.group_id in self.resolving:
+            return
+        last = max((v.timestamp for v in group.regexes.values()), default=None)
+        if last is not None and now.wall <= last + self.settings.regex_min_refresh_interval_ms:
+            return
+        in_use = Counter(group.subscribed_regexes)
+        if old_regex:
+            in_use[old_regex] -= 1
+        if new_regex:
+            in_use[new_regex] += 1
+        regexes = frozenset(+in_use)
+        require = (require or len(regexes) != len(group.regexes) or group.regex_version < topics.created_version
+                   or last is None or now.wall > last + self.settings.regex_refresh_interval_ms)
+        if require and regexes:
+            self.resolving.add(group.group_id)
+            out.effects.append(self._resolution(group.group_id, regexes, topics))
+
+    def _resolution(self, group_id: str, regexes: frozenset[str], topics: TopicsImage) -> Effect:
+        names = topics.by_name  # an image is never changed once built: safe to read from a worker thread
+
+        def work() -> dict[str, frozenset[str]]:
+            return {regex: compile_topic_regex(regex).resolve(names) for regex in regexes}
+
+        return Effect(("consumer-regex", group_id), work,
+                      lambda result, error, now: self.regexes_resolved(group_id, result, error, topics, now),
+                      weight=len(names) * len(regexes))
+
+    def regexes_resolved(self, group_id: str, resolved: Mapping[str, frozenset[str]] | None,
+                         error: BaseException | None, topics: TopicsImage, now: Now) -> Outcome:
+        """A resolution's result: a record per regex still in use (its topics, the topics version,
+        the time), and a new group epoch when a regex's topics (or so the subscribed topics) changed."""
+        self.resolving.discard(group_id)
+        out = Outcome()
+        group = self._consumer_group(group_id)
+        if group is None:
+            return out
+        if error is not None:
+            self.events.append(ev.ConsumerRegexResolutionFailed(group_id, repr(error)))
+            return out
         changed = False
-        for regex in in_use:
-            matched = compile_topic_regex(regex).resolve(topics.by_name)
-            if resolved.get(regex) != matched or regex not in group.regexes:
-                out.records.append(Record(ConsumerGroupRegularExpressionKey(group.group_id, regex),
-                                          ConsumerGroupRegularExpressionValue(tuple(sorted(matched)), topics.version,
-                                                                              now.wall)))
-                changed = changed or resolved.get(regex, frozenset()) != matched
-                resolved[regex] = matched
-        for regex in list(group.regexes):
-            if regex not in in_use:
-                out.records.append(Record(ConsumerGroupRegularExpressionKey(group.group_id, regex), None))
-                resolved.pop(regex, None)
-        return changed
+        current = _resolved(group)
+        for regex, matched in sorted(resolved.items()):
+            if not group.subscribed_regexes.get(regex):
+                continue  # nobody subscribes to it any more
+            changed = changed or current.get(regex) != matched
+            current[regex] = matched
+            out.records.append(Record(ConsumerGroupRegularExpressionKey(group_id, regex),
+                                      ConsumerGroupRegularExpressionValue(tuple(sorted(matched)), topics.version,
+                                                                          now.wall)))
+        latest = self.topics if self.topics is not None and self.topics.version >= topics.version else topics
+        subscribed = set(group.subscribed_names)
+        for regex in group.subscribed_regexes:
+            subscribed.update(current.get(regex, ()))
+        changed = self._write_subscription_metadata(out, group, subscribed, latest) or changed
+        if changed:
+            epoch = group.group_epoch + 1
+            out.records.append(Record(ConsumerGroupMetadataKey(group_id), ConsumerGroupMetadataValue(epoch)))
+            self.events.append(ev.ConsumerGroupEpochBumped(group_id, epoch, "regex-resolved"))
+
+        def written(write_error, at: Now) -> Outcome:
+            if write_error is None and self._consumer_group(group_id) is group:
+                group.regex_version = topics.version  # memory only: what the next check compares with
+            return Outcome()
+
+        out.after_write = written
+        return out
 
     def session_timeout_ms(self, metadata: ConsumerGroupMemberMetadataValue | None) -> int:
         """A classic-protocol member keeps the session timeout of its JoinGroup (spec §7.3)."""
