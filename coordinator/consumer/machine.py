@@ -123,13 +123,14 @@ def _blank(s: str | None) -> bool:
 class ConsumerMachine:
     def __init__(self, groups: dict, settings: ConsumerSettings, new_member_id: Callable[[], str], events: list,
                  perf_ms: Callable[[], float] = lambda: 0.0,
-                 downgraded: Callable[[str, Now], Outcome] = lambda group_id, now: Outcome()) -> None:
+                 downgraded: Callable[[str, Now, bool], Outcome] = lambda group_id, now, rebalance: Outcome(),
+                 ) -> None:
         self.groups = groups  # the partition's registry, shared with every group type
         self.settings = settings
         self.new_member_id = new_member_id  # a random UUID as 22-char URL-safe base64 (v0 joins)
         self.events = events
         self._perf_ms = perf_ms  # a cost meter for the target computation (events only; no deadlines)
-        self._downgraded = downgraded  # the classic machine takes over a downgraded group (spec §7.4)
+        self.downgraded = downgraded  # the classic machine takes over a downgraded group (spec §7.4)
         # timers, as deadlines on the monotonic clock (memory only): (group, member) → deadline,
         # and (group, member) → (deadline, member epoch it was armed at)
         self.session: dict[tuple[str, str], int] = {}
@@ -227,7 +228,7 @@ class ConsumerMachine:
             out.records += member_tombstones(group.group_id, replaced.member_id)
             self.events.append(ev.ConsumerStaticMemberReplaced(group.group_id, req.instance_id, replaced.member_id,
                                                                member_id))
-        metadata = self._updated_metadata(old_metadata, req)
+        metadata = self.updated_metadata(old_metadata, req)
         joined = member is None and replaced is None
 
         # -- the group epoch (spec §3.1): a new regex bumps it only once its resolution lands (§6.2)
@@ -350,7 +351,10 @@ class ConsumerMachine:
             if req.member_epoch == 0:
                 if holder_id is not None and holder_id != member_id:
                     replaced = group.members[holder_id]
-                    if replaced.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                    # between consumer-protocol members only one that left with -2 may be replaced; a
+                    # classic member on either side replaces at once (it sends no -2; KAFKA-17228)
+                    if (replaced.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and req.classic is None
+                            and replaced.classic is None):
                         return error_reply(E.unreleased_instance_id, f"Static member {holder_id} with instance id "
                                                                      f"{req.instance_id} is not released yet.")
             elif holder_id is None:
@@ -364,7 +368,7 @@ class ConsumerMachine:
         # epoch 0 from a known member is a rejoin the heartbeat serves as usual (KAFKA-19233)
         return member_id, member, replaced
 
-    def _updated_metadata(self, old: ConsumerGroupMemberMetadataValue | None,
+    def updated_metadata(self, old: ConsumerGroupMemberMetadataValue | None,
                           req: ConsumerHeartbeatRequest) -> ConsumerGroupMemberMetadataValue:
         """Null / -1 fields keep what is stored (spec §2.5); an empty regex drops it."""
         if (old is not None and req.subscribed_topic_names is None and req.subscribed_topic_regex is None
@@ -587,7 +591,8 @@ class ConsumerMachine:
         if can_downgrade(staying, self.settings.migration_policy, self.settings.classic_max_size):
             out.records += downgrade_records(group, staying, now.wall)
             self.events.append(ev.GroupConverted(group.group_id, "downgrade", len(staying)))
-            out.after_write = lambda error, at: Outcome() if error is not None else self._downgraded(group.group_id, at)
+            out.after_write = lambda error, at: (Outcome() if error is not None
+                                                 else self.downgraded(group.group_id, at, True))
             for member_id in group.members:
                 self.forget(group.group_id, member_id)
             return
