@@ -66,10 +66,10 @@ class PartitionState(enum.Enum):
 
 
 class GroupCoordinator:
-    def __init__(self, settings) -> None:
+    def __init__(self, settings, group_configs: dict | None = None) -> None:
         self.settings = settings
         self.partitions = settings.offsets_topic_num_partitions
-        group_settings = GroupSettings.from_settings(settings)
+        group_settings = GroupSettings.from_settings(settings, group_configs)
         self.shards = [GroupShard(p, group_settings, new_member_id, new_consumer_member_id, _perf_ms)
                        for p in range(self.partitions)]
         self.states = [PartitionState.LOADING] * self.partitions

@@ -79,6 +79,7 @@ def respond(result: Any, make: Callable[[Any], Any]) -> Any:
     return out
 
 from . import (  # noqa: E402  (the handlers import Request from here)
+    alter_configs,
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
@@ -86,10 +87,12 @@ from . import (  # noqa: E402  (the handlers import Request from here)
     create_topics,
     delete_groups,
     delete_topics,
+    describe_configs,
     describe_groups,
     fetch,
     find_coordinator,
     heartbeat,
+    incremental_alter_configs,
     init_producer_id,
     join_group,
     leave_group,
@@ -106,7 +109,8 @@ from . import (  # noqa: E402  (the handlers import Request from here)
 MODULES = (produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
            heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
            delete_topics, init_producer_id, create_partitions, delete_groups, offset_delete,
-           consumer_group_heartbeat, consumer_group_describe)
+           consumer_group_heartbeat, consumer_group_describe, describe_configs, alter_configs,
+           incremental_alter_configs)
 
 HANDLERS: dict[int, Handler] = {m.KEY: m.handle for m in MODULES}
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {m.KEY: m.VERSIONS for m in MODULES}

@@ -40,6 +40,7 @@ from storage.records import GroupMetadataKey, Record
 
 from .. import events as ev
 from ..clock import Now
+from ..group_config import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS
 from ..outcome import Effect, Outcome, reply_when_written
 from .assignors import ASSIGNORS, PartitionAssignorError, TopicMetadata
 from .group import (
@@ -91,6 +92,8 @@ class ConsumerSettings:
     classic_max_size: int = 2147483647  # group.max.size: a downgraded group must fit
     regex_refresh_interval_ms: int = 600000  # group.consumer.regex.refresh.interval.ms
     regex_min_refresh_interval_ms: int = 10000  # Kafka's REGEX_BATCH_REFRESH_MIN_INTERVAL_MS (a constant)
+    # per-group overrides (coordinator/group_config.py): group id → name → value; the shell keeps it current
+    group_configs: Mapping[str, Mapping[str, int]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(slots=True)
@@ -316,7 +319,7 @@ class ConsumerMachine:
                            or updated_assignment.assigned_partitions != assignment.assigned_partitions)
         out.reply = {"error_code": E.none, "error_message": None, "member_id": member_id,
                      "member_epoch": updated_assignment.member_epoch,
-                     "heartbeat_interval_ms": s.heartbeat_interval_ms,
+                     "heartbeat_interval_ms": self.heartbeat_interval_ms(group.group_id),
                      "assignment": {"topic_partitions": [
                          {"topic_id": t, "partitions": sorted(ps)}
                          for t, ps in sorted(updated_assignment.assigned_partitions.items()) if ps]}
@@ -529,16 +532,29 @@ class ConsumerMachine:
         out.after_write = written
         return out
 
-    def session_timeout_ms(self, metadata: ConsumerGroupMemberMetadataValue | None) -> int:
-        """A classic-protocol member keeps the session timeout of its JoinGroup (spec §7.3)."""
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        """The group's consumer.heartbeat.interval.ms, else the broker's (spec §2.4)."""
+        overrides = self.settings.group_configs.get(group_id)
+        if overrides is None:
+            return self.settings.heartbeat_interval_ms
+        return overrides.get(CONSUMER_HEARTBEAT_INTERVAL_MS, self.settings.heartbeat_interval_ms)
+
+    def session_timeout_ms(self, group_id: str, metadata: ConsumerGroupMemberMetadataValue | None) -> int:
+        """A classic-protocol member keeps the session timeout of its JoinGroup (spec §7.3); a
+        consumer-protocol one gets the group's consumer.session.timeout.ms, else the broker's."""
         classic = metadata.classic_member_metadata if metadata is not None else None
-        return classic.session_timeout_ms if classic is not None else self.settings.session_timeout_ms
+        if classic is not None:
+            return classic.session_timeout_ms
+        overrides = self.settings.group_configs.get(group_id)
+        if overrides is None:
+            return self.settings.session_timeout_ms
+        return overrides.get(CONSUMER_SESSION_TIMEOUT_MS, self.settings.session_timeout_ms)
 
     def arm_session(self, out: Outcome | None, group_id: str, member_id: str,
                     metadata: ConsumerGroupMemberMetadataValue | None, now: Now) -> None:
         """Only the deadline moves (spec §2.4): an armed timer that fires early re-arms itself."""
         key = (group_id, member_id)
-        self.session[key] = now.mono + self.session_timeout_ms(metadata)
+        self.session[key] = now.mono + self.session_timeout_ms(group_id, metadata)
         if out is not None:
             out.timers.append((("consumer-session",) + key, self.session[key]))
 

@@ -11,7 +11,7 @@ Requests. A real groupd is started behind a recording proxy on 127.0.0.1 (groupd
 proxy's port, so every connection of a client goes through it) and driven by:
 
 * librdkafka, through confluent-kafka: AdminClient (list_topics, create_topics, create_partitions,
-  delete_topics, and the consumer-group calls), a Consumer on a manual assignment (FindCoordinator,
+  delete_topics, a group's configs, and the consumer-group calls), a Consumer on a manual assignment (FindCoordinator,
   ListOffsets, Fetch), a Producer (Produce) and a subscribed Consumer (JoinGroup, SyncGroup,
   Heartbeat, OffsetCommit, OffsetFetch, LeaveGroup). To capture every version librdkafka knows,
   not only its newest, the scenario runs once per step of "caps": the proxy lowers the max
@@ -51,7 +51,8 @@ sys.path.insert(0, str(ROOT))
 import confluent_kafka  # noqa: E402
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka import ConsumerGroupTopicPartitions  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic  # noqa: E402
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,  # noqa: E402
+                                  NewPartitions, NewTopic, ResourceType)
 from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 
 from protocol import ErrorCode  # noqa: E402
@@ -215,6 +216,12 @@ def librdkafka_scenario(proxy: RecordingProxy, round_no: int) -> None:
         [NewTopic(created, 2, 1, config={"cleanup.policy": "compact"}), NewTopic(doomed, 1, 1)])))
     attempt("create_partitions", lambda: results(admin.create_partitions([NewPartitions(created, 3)])))
     attempt("delete_topics", lambda: results(admin.delete_topics([doomed])))
+    attempt("incremental_alter_configs", lambda: results(admin.incremental_alter_configs([ConfigResource(
+        ResourceType.GROUP, GROUP, incremental_configs=[ConfigEntry(
+            "consumer.session.timeout.ms", "50000", incremental_operation=AlterConfigOpType.SET)])])))
+    attempt("alter_configs", lambda: results(admin.alter_configs([ConfigResource(
+        ResourceType.GROUP, GROUP, set_config={"consumer.session.timeout.ms": "50000"})])))
+    attempt("describe_configs", lambda: results(admin.describe_configs([ConfigResource(ResourceType.GROUP, GROUP)])))
     del admin
     proxy.caps = caps
 
@@ -393,6 +400,17 @@ def kafka_python_request_values(api: int, version: int) -> dict:
         case ApiKey.INIT_PRODUCER_ID:  # an idempotent producer (no transactional id)
             return {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1,
                     "producer_epoch": -1}
+        case ApiKey.DESCRIBE_CONFIGS:
+            return {"resources": [{"resource_type": 32, "resource_name": GROUP,
+                                   "configuration_keys": ["consumer.session.timeout.ms"]}],
+                    "include_synonyms": False, "include_documentation": True}
+        case ApiKey.ALTER_CONFIGS:
+            return {"resources": [{"resource_type": 32, "resource_name": GROUP, "configs": [
+                {"name": "consumer.session.timeout.ms", "value": "50000"}]}], "validate_only": True}
+        case ApiKey.INCREMENTAL_ALTER_CONFIGS:
+            return {"resources": [{"resource_type": 32, "resource_name": GROUP, "configs": [
+                {"name": "consumer.heartbeat.interval.ms", "config_operation": 0, "value": "6000"}]}],
+                    "validate_only": True}
     raise KeyError(f"no kafka-python request values for API key {api}: add them here")
 
 
@@ -506,6 +524,9 @@ def check_scenario(cases: list[dict]) -> None:
         for e in expects(api):
             assert e["groups"] == [GROUP], e
     expects(ApiKey.LIST_GROUPS)
+    for api in (ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
+        for e in expects(api):
+            assert [r[:2] for r in e["resources"]] == [[32, GROUP]], e
 
 
 def main() -> None:
