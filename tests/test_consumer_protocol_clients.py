@@ -298,3 +298,43 @@ def test_a_classic_group_is_upgraded_online_and_downgraded_again(server, clients
     assert {f"{tp.topic}-{tp.partition}": tp.offset for tp in offsets.topic_partitions} == {tp: 5 for tp in SIX}
     assert all(not c.errors() for c in classic)
     assert "Traceback" not in server.log()
+
+
+@pytest.fixture(scope="module")
+def default_timeouts(tmp_path_factory):
+    """Kafka's consumer session timeout (45 s): a restarted static member is back long before it."""
+    s = GroupdProcess(str(tmp_path_factory.mktemp("default-timeouts")), "topics=t6:6")
+    s.start()
+    yield s
+    _admins.pop(s.bootstrap, None)
+    s.stop()
+
+
+def test_a_static_member_restarted_on_the_other_protocol_keeps_its_partitions(default_timeouts, clients, request):
+    """Spec §7.4 with static members: a consumer-protocol static member is restarted as a classic one
+    with the same group.instance.id (it replaces the old one and, being the last consumer-protocol
+    member, downgrades the group), then as a consumer-protocol one again (it replaces the classic one,
+    which sends no leave, and upgrades the group); each time it gets its partitions back."""
+    server, group = default_timeouts, group_name(request)
+    static = {"group.instance.id": "s"}
+    member = clients("confluent", "subscribe", server.bootstrap, **opts(group, **static))
+    wait_until(lambda: set(member.assignment() or ()) == SIX, 60, "the static member owns everything")
+    other = clients("confluent", "subscribe", server.bootstrap, topic="t6", group=group, seconds=0,
+                    **{"session.ms": 6000})
+    wait_until(lambda: owns_exactly([member, other], SIX), 60, "each partition owned once, both assigned")
+    held = set(member.assignment())
+    member.kill()
+    member = clients("confluent", "subscribe", server.bootstrap, topic="t6", group=group, seconds=0,
+                     instance="s", **{"session.ms": 6000})
+    wait_until(lambda: set(member.assignment() or ()) == held, 60, "the classic restart gets them back")
+    assert describe(server, group).type == ConsumerGroupType.CLASSIC
+    assert f"static member replaced group={group} type=consumer instance=s" in server.log()
+    assert f"group converted group={group} direction=downgrade" in server.log()
+    member.kill()
+    member = clients("confluent", "subscribe", server.bootstrap, **opts(group, **static))
+    wait_until(lambda: set(member.assignment() or ()) == held, 60, "the consumer-protocol restart too")
+    wait_until(lambda: owns_exactly([member, other], SIX), 60, "each partition owned once")
+    assert describe(server, group).type == ConsumerGroupType.CONSUMER
+    assert f"group converted group={group} direction=upgrade" in server.log()
+    assert not member.errors() and not other.errors(), (member.errors(), other.errors())
+    assert "Traceback" not in server.log()
