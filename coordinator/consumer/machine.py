@@ -151,17 +151,16 @@ class ConsumerMachine:
         if error is not None:
             return Outcome(reply=error)
         self.topics = topics
+        resolving = req.group_id in self.resolving
         try:
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 out = self._leave(req, now)
             else:
                 out = self.join_or_heartbeat(req, topics, now)
-        except FencedMemberEpoch as e:
-            return Outcome(reply=error_reply(E.fenced_member_epoch, str(e)))
-        except InvalidRegularExpression as e:
-            return Outcome(reply=error_reply(E.invalid_regular_expression, str(e)))
-        except PartitionAssignorError as e:
-            return Outcome(reply=error_reply(E.unknown_server_error, str(e)))
+        except (FencedMemberEpoch, InvalidRegularExpression, PartitionAssignorError) as e:
+            if not resolving:  # a resolution this heartbeat asked for is dropped with its outcome
+                self.resolving.discard(req.group_id)
+            return Outcome(reply=error_reply(_ERRORS[type(e)], str(e)))
         if out.records:  # answered once durable; a failed write answers its error (the runner reverted it)
             reply_when_written(out, out.reply, error_reply)
         return out
@@ -715,6 +714,10 @@ class ConsumerMachine:
                              "target_assignment": named(group.target_of(m.member_id)),
                              "member_type": 0 if m.classic is not None else 1}
                             for m in group.members.values()]}
+
+
+_ERRORS = {FencedMemberEpoch: E.fenced_member_epoch, InvalidRegularExpression: E.invalid_regular_expression,
+           PartitionAssignorError: E.unknown_server_error}
 
 
 def _resolved(group: ConsumerGroup) -> dict[str, frozenset[str]]:

@@ -176,3 +176,18 @@ def test_a_failed_write_of_the_result_reverts_it_and_the_next_heartbeat_asks_aga
     d.run_effects()
     assert group(d).regexes["f.*"].topics == ("foo",) and group(d).group_epoch == 2
     assert_replay_matches(d)
+
+
+def test_a_heartbeat_that_fails_after_asking_for_a_resolution_does_not_block_the_next_one(d, monkeypatch):
+    import coordinator.consumer.machine as machine
+
+    def failing(*args, **kwargs):
+        raise machine.PartitionAssignorError("boom")
+
+    d.consumer_heartbeat(join("a"), TOPICS)
+    with monkeypatch.context() as m:
+        m.setattr(machine, "build_target_assignment", failing)
+        r = d.consumer_heartbeat(join("b", topics=("foo",), regex="b.*"), TOPICS)  # new names: a new target
+    assert r["error_code"] == E.unknown_server_error and d.effects == []
+    d.consumer_heartbeat(join("b", topics=("foo",), regex="b.*"), TOPICS)
+    assert [e.key for e, _ in d.effects] == [("consumer-regex", "g")]
