@@ -90,9 +90,22 @@ def test_a_killed_consumer_is_fenced_when_its_session_expires(server, clients, s
     wait_until(lambda: owns_exactly(members[:1], SIX), 60, "the survivor owns every partition")
 
 
+@pytest.fixture(scope="module")
+def long_sessions(tmp_path_factory):
+    """Kafka's consumer session timeout (45 s), short heartbeats: a restarted static member (a JVM
+    start under load takes more than 3 s) is back long before its session runs out."""
+    s = GroupdProcess(str(tmp_path_factory.mktemp("long-sessions")), "topics=t6:6",
+                      "group.consumer.heartbeat.interval.ms=300", "group.consumer.min.heartbeat.interval.ms=100")
+    s.start()
+    yield s
+    _admins.pop(s.bootstrap, None)
+    s.stop()
+
+
 @pytest.mark.parametrize("stack", STATIC_LEAVE_STACKS)
-def test_a_restarted_static_member_gets_its_partitions_back_without_a_new_epoch(server, clients, stack, request):
-    group = group_name(request)
+def test_a_restarted_static_member_gets_its_partitions_back_without_a_new_epoch(long_sessions, clients, stack,
+                                                                               request):
+    server, group = long_sessions, group_name(request)
     a = clients(stack, "subscribe", server.bootstrap, **opts(group, **{"group.instance.id": "a"}))
     b = clients(stack, "subscribe", server.bootstrap, **opts(group, **{"group.instance.id": "b"}))
     wait_until(lambda: owns_exactly([a, b], SIX), 90, "both static members assigned")
@@ -300,22 +313,12 @@ def test_a_classic_group_is_upgraded_online_and_downgraded_again(server, clients
     assert "Traceback" not in server.log()
 
 
-@pytest.fixture(scope="module")
-def default_timeouts(tmp_path_factory):
-    """Kafka's consumer session timeout (45 s): a restarted static member is back long before it."""
-    s = GroupdProcess(str(tmp_path_factory.mktemp("default-timeouts")), "topics=t6:6")
-    s.start()
-    yield s
-    _admins.pop(s.bootstrap, None)
-    s.stop()
-
-
-def test_a_static_member_restarted_on_the_other_protocol_keeps_its_partitions(default_timeouts, clients, request):
+def test_a_static_member_restarted_on_the_other_protocol_keeps_its_partitions(long_sessions, clients, request):
     """Spec §7.4 with static members: a consumer-protocol static member is restarted as a classic one
     with the same group.instance.id (it replaces the old one and, being the last consumer-protocol
     member, downgrades the group), then as a consumer-protocol one again (it replaces the classic one,
     which sends no leave, and upgrades the group); each time it gets its partitions back."""
-    server, group = default_timeouts, group_name(request)
+    server, group = long_sessions, group_name(request)
     static = {"group.instance.id": "s"}
     member = clients("confluent", "subscribe", server.bootstrap, **opts(group, **static))
     wait_until(lambda: set(member.assignment() or ()) == SIX, 60, "the static member owns everything")
