@@ -12,8 +12,10 @@ import uuid
 
 import pytest
 
+from coordinator.apis.consumer_group_heartbeat import _answer, _response
 from protocol import ErrorCode
 from protocol.apis import ApiKey
+from protocol.codec import Encoded, encode_response
 from tests.support import ROOT, GroupdProcess, WireClient
 
 
@@ -142,3 +144,14 @@ def test_groupd_groups_describe_prints_epochs_and_current_and_target_assignments
                         "assignor uniform, 1 member")
     assert lines[2].split() == ["MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "EPOCH", "ASSIGNMENT", "TARGET"]
     assert lines[3].split() == ["m-1", "wire-test", "/127.0.0.1", "-", "1", "t3:0,1,2", "t3:0,1,2"]
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_a_steady_answer_sent_from_its_cached_bytes_is_the_one_encoded_afresh(version):
+    reply = {"error_code": ErrorCode.none, "error_message": None, "member_id": "m-steady", "member_epoch": 7,
+             "heartbeat_interval_ms": 5000, "assignment": None}
+    cached = _answer(version, reply)
+    assert isinstance(cached, Encoded) and _answer(version, dict(reply)) is cached
+    assert encode_response(ApiKey.CONSUMER_GROUP_HEARTBEAT, 42, cached) == \
+        encode_response(ApiKey.CONSUMER_GROUP_HEARTBEAT, 42, _response(version, reply))
+    assert not isinstance(_answer(version, {**reply, "assignment": {"topic_partitions": []}}), Encoded)
