@@ -5,7 +5,7 @@ takes the request, a snapshot of topic metadata and `now`, and returns an `Outco
 the partition applies when the runner appends them (coordinator/consumer/group.py). Over 500 lines
 because a heartbeat is one ordered pass (spec §5: validate, find the member, update it, bump the
 group epoch, compute the target, reconcile, answer) that joins, leaves and timers share; the pure steps
-live beside it (assignors.py, target_assignment.py, reconciliation.py, migration.py).
+live beside it (assignors.py, target_assignment.py, reconciliation.py, migration.py, regex_resolution.py).
 
 Regexes resolve as Kafka's do (§6.2): a heartbeat asks for a resolution as an effect the shell runs
 off the request's path, and the result comes back as `regexes_resolved`, through the same records.
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,7 +29,6 @@ from storage.consumer_records import (
     ConsumerGroupPartitionMetadataKey,
     ConsumerGroupPartitionMetadataValue,
     ConsumerGroupRegularExpressionKey,
-    ConsumerGroupRegularExpressionValue,
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue,
     TopicMetadata as TopicMetadataRecord,
@@ -57,6 +55,7 @@ from .reconciliation import (NEW_MEMBER, FencedMemberEpoch, MemberAssignment, Me
 from .target_assignment import TargetMember, build_target_assignment, preferred_assignor
 from .migration import (CannotConvert, can_downgrade, converted_view, downgrade_records, upgrade_records,
                         validate_online_upgrade)
+from .regex_resolution import regex_change, regexes_to_resolve, resolve, result_records
 from .topic_regex import InvalidRegularExpression, compile_topic_regex
 
 E = ErrorCode
@@ -435,66 +434,33 @@ class ConsumerMachine:
         return names
 
     # =========================================================================================
-    # regex resolution (spec §6.2): asynchronous, batched per group, Kafka's
-    # maybeUpdateRegularExpressions / handleRegularExpressionsResult
+    # regex resolution (spec §6.2; the rules in regex_resolution.py)
 
     def _update_regexes(self, out: Outcome, group: ConsumerGroup, old_regex: str | None, new_regex: str | None,
                         topics: TopicsImage, now: Now) -> bool:
-        """A member's regex change: the tombstone of a regex it was the last to use, and maybe a
-        resolution of all the group's regexes. True when the change takes effect at once (a regex
-        already resolved, or a regex dropped), i.e. a new group epoch."""
-        takes_effect = require = False
-        if old_regex != new_regex:
-            if old_regex and group.subscribed_regexes.get(old_regex, 0) == 1 and old_regex in group.regexes:
-                out.records.append(Record(ConsumerGroupRegularExpressionKey(group.group_id, old_regex), None))
-            if new_regex:
-                if group.subscribed_regexes.get(new_regex, 0) == 0:
-                    require = True  # new to the group: it matches nothing until resolved
-                else:
-                    takes_effect = new_regex in group.regexes
-            else:
-                takes_effect = bool(old_regex)
-        if not require and not group.subscribed_regexes:
-            return takes_effect
-        self._maybe_resolve(out, group, old_regex, new_regex, require, topics, now)
+        """A member's regex change, and maybe a resolution of all the group's regexes; whether the
+        change takes effect at once (a new group epoch)."""
+        tombstones, required, takes_effect = regex_change(group, old_regex, new_regex)
+        out.records += tombstones
+        if (required or group.subscribed_regexes) and group.group_id not in self.resolving:
+            s = self.settings
+            regexes = regexes_to_resolve(group, old_regex, new_regex, required, topics.created_version, now.wall,
+                                         s.regex_min_refresh_interval_ms, s.regex_refresh_interval_ms)
+            if regexes:
+                self.resolving.add(group.group_id)
+                out.effects.append(self._resolution(group.group_id, regexes, topics))
         return takes_effect
-
-    def _maybe_resolve(self, out: Outcome, group: ConsumerGroup, old_regex: str | None, new_regex: str | None,
-                       require: bool, topics: TopicsImage, now: Now) -> None:
-        """Ask for a resolution when none is in flight for the group, the last one is older than
-        10 s, and a regex is new or unresolved, topics were created since, or the last one is older
-        than group.consumer.regex.refresh.interval.ms."""
-        if group.group_id in self.resolving:
-            return
-        last = max((v.timestamp for v in group.regexes.values()), default=None)
-        if last is not None and now.wall <= last + self.settings.regex_min_refresh_interval_ms:
-            return
-        in_use = Counter(group.subscribed_regexes)
-        if old_regex:
-            in_use[old_regex] -= 1
-        if new_regex:
-            in_use[new_regex] += 1
-        regexes = frozenset(+in_use)
-        require = (require or len(regexes) != len(group.regexes) or group.regex_version < topics.created_version
-                   or last is None or now.wall > last + self.settings.regex_refresh_interval_ms)
-        if require and regexes:
-            self.resolving.add(group.group_id)
-            out.effects.append(self._resolution(group.group_id, regexes, topics))
 
     def _resolution(self, group_id: str, regexes: frozenset[str], topics: TopicsImage) -> Effect:
         names = topics.by_name  # an image is never changed once built: safe to read from a worker thread
-
-        def work() -> dict[str, frozenset[str]]:
-            return {regex: compile_topic_regex(regex).resolve(names) for regex in regexes}
-
-        return Effect(("consumer-regex", group_id), work,
+        return Effect(("consumer-regex", group_id), lambda: resolve(regexes, names),
                       lambda result, error, now: self.regexes_resolved(group_id, result, error, topics, now),
                       weight=len(names) * len(regexes))
 
     def regexes_resolved(self, group_id: str, resolved: Mapping[str, frozenset[str]] | None,
                          error: BaseException | None, topics: TopicsImage, now: Now) -> Outcome:
-        """A resolution's result: a record per regex still in use (its topics, the topics version,
-        the time), and a new group epoch when a regex's topics (or so the subscribed topics) changed."""
+        """A resolution's result comes back: its records, and a new group epoch when a regex's topics
+        (and so the subscribed topics) changed."""
         self.resolving.discard(group_id)
         out = Outcome()
         group = self._consumer_group(group_id)
@@ -503,16 +469,7 @@ class ConsumerMachine:
         if error is not None:
             self.events.append(ev.ConsumerRegexResolutionFailed(group_id, repr(error)))
             return out
-        changed = False
-        current = _resolved(group)
-        for regex, matched in sorted(resolved.items()):
-            if not group.subscribed_regexes.get(regex):
-                continue  # nobody subscribes to it any more
-            changed = changed or current.get(regex) != matched
-            current[regex] = matched
-            out.records.append(Record(ConsumerGroupRegularExpressionKey(group_id, regex),
-                                      ConsumerGroupRegularExpressionValue(tuple(sorted(matched)), topics.version,
-                                                                          now.wall)))
+        out.records, current, changed = result_records(group, resolved, topics.version, now.wall)
         latest = self.topics if self.topics is not None and self.topics.version >= topics.version else topics
         subscribed = set(group.subscribed_names)
         for regex in group.subscribed_regexes:

@@ -150,13 +150,13 @@ def test_a_result_for_a_deleted_group_writes_nothing(d):
 
 
 def test_a_failed_resolution_is_reported_and_retried_on_a_later_heartbeat(d, monkeypatch):
-    import coordinator.consumer.machine as machine
+    import coordinator.consumer.regex_resolution as regex_resolution
 
     def broken(regex):
         raise RuntimeError("boom")
 
     d.consumer_heartbeat(join("a", topics=("bar",), regex="f.*"), TOPICS)
-    monkeypatch.setattr(machine, "compile_topic_regex", broken)
+    monkeypatch.setattr(regex_resolution, "compile_topic_regex", broken)
     d.run_effects()
     assert [type(e).__name__ for e in d.events].count("ConsumerRegexResolutionFailed") == 1
     assert group(d).regexes == {}

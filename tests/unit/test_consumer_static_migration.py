@@ -13,7 +13,7 @@ from protocol.consumer import assigned_partitions, encode_subscription
 from tests.unit.driver import Driver
 from tests.unit.test_consumer_classic_members import classic_join
 from tests.unit.test_consumer_heartbeat import FOO, TOPICS, assert_replay_matches, hb, join, owned
-from tests.unit.test_consumer_migration import SUBSCRIBED, classic_group
+from tests.unit.test_consumer_migration import classic_group
 
 E = ErrorCode
 
