@@ -7,12 +7,14 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Iterable
 
+from protocol import ErrorCode
 from protocol.apis import ApiKey
 from storage.acls import AclFile
 from storage.files import DataDirError
 
 from . import metrics
-from .acls import AclBinding, AclFilter, AclOperation, AclPermission, Authorizer, PatternType, ResourceType
+from .acls import (CLUSTER_NAME, AclBinding, AclFilter, AclOperation, AclPermission, Authorizer, PatternType,
+                   ResourceType)
 from .log_limit import LimitedLog
 
 if TYPE_CHECKING:
@@ -116,3 +118,23 @@ def authorized_operations(node, request: Request, resource_type: ResourceType, n
     (everything without an authorizer: topic 3576, group 3400, cluster 8096). Probes: never logged."""
     return sum(1 << op for op in OPERATIONS[resource_type]
                if authorized(node, request, op, resource_type, name, audit=False))
+
+
+# A config resource (DescribeConfigs / AlterConfigs / IncrementalAlterConfigs: TOPIC 2, BROKER 4,
+# GROUP 32) → the ACL resource it is checked on and the error a denial answers, as Kafka's
+# ConfigAdminManager: a broker's configs are the cluster's.
+_CONFIG_RESOURCES = {2: (ResourceType.TOPIC, ErrorCode.topic_authorization_failed),
+                     4: (ResourceType.CLUSTER, ErrorCode.cluster_authorization_failed),
+                     32: (ResourceType.GROUP, ErrorCode.group_authorization_failed)}
+
+
+def config_resource_denied(node, request: Request, operation: AclOperation, config_type: int, name: str):
+    """The ErrorCode a config request on (config_type, name) answers when the principal may not do
+    `operation` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on it; None when it may (or the type is unknown:
+    the API answers that itself)."""
+    checked = _CONFIG_RESOURCES.get(config_type)
+    if checked is None:
+        return None
+    resource_type, error = checked
+    resource = CLUSTER_NAME if resource_type is ResourceType.CLUSTER else name
+    return None if authorized(node, request, operation, resource_type, resource) else error

@@ -122,6 +122,12 @@ class ConsumerGroupEpochBumped:
 
 
 @_event
+class ConsumerRegexResolutionFailed:
+    group_id: str
+    error: str  # the resolution's exception; the group keeps its last resolution and retries later
+
+
+@_event
 class ConsumerMemberJoined:
     group_id: str
     member_id: str

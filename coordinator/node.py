@@ -10,6 +10,7 @@ from typing import Any
 
 from storage.catalog import Topic, TopicCatalog, load_cluster_id
 from storage.files import DataDirLock, prepare_data_dir
+from storage.group_configs import GroupConfigStore
 
 from .access import Access
 from .runtime import GroupCoordinator
@@ -31,7 +32,9 @@ class Node:
         self.access = Access(settings) if settings.authorizer_class_name else None
         for name, partitions in settings.topics.items():
             self._declare(name, partitions)
-        self.coordinator = GroupCoordinator(settings)  # the group coordinator of every offsets partition
+        self.group_configs = GroupConfigStore(settings.data_dir)  # per-group overrides (IncrementalAlterConfigs)
+        # the group coordinator of every offsets partition
+        self.coordinator = GroupCoordinator(settings, self.group_configs.overrides)
         self._held: dict[asyncio.TimerHandle, tuple[asyncio.Future, Any]] = {}
         self.closing = False
         # large answers (coordinator/apis.answer_off_loop), one at a time
@@ -61,6 +64,13 @@ class Node:
 
     def log_topic_change(self, what: str, name: str, partitions: int, request: Any) -> None:
         log.info("topic %s topic=%s partitions=%d client=%s host=%s", what, name, partitions,
+                 request.header.client_id, request.client_host)
+
+    def alter_group_configs(self, group_id: str, configs: dict[str, int], request: Any) -> None:
+        """The group's overrides become `configs`: on disk first, then for the next heartbeat."""
+        self.group_configs.set(group_id, configs)
+        log.info("group configs altered group=%s configs=%s client=%s host=%s", group_id,
+                 ",".join(f"{k}={v}" for k, v in sorted(configs.items())) or "(defaults)",
                  request.header.client_id, request.client_host)
 
     # -----------------------------------------------------------------------------------------

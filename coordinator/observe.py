@@ -93,6 +93,10 @@ def _consumer_epoch_bumped(e: ev.ConsumerGroupEpochBumped) -> None:
     log.info("group epoch bumped group=%s type=consumer epoch=%d reason=%s", e.group_id, e.epoch, e.reason)
 
 
+def _consumer_regex_resolution_failed(e: ev.ConsumerRegexResolutionFailed) -> None:
+    log.error("regex resolution failed group=%s type=consumer: %s", e.group_id, e.error)
+
+
 def _consumer_member_joined(e: ev.ConsumerMemberJoined) -> None:
     log.info("member joined group=%s type=consumer member=%s instance=%s epoch=%d", e.group_id, e.member_id,
              e.instance_id, e.group_epoch)
@@ -135,6 +139,7 @@ def _group_converted(e: ev.GroupConverted) -> None:
 HANDLERS = {
     ev.GroupConverted: _group_converted,
     ev.ConsumerGroupEpochBumped: _consumer_epoch_bumped,
+    ev.ConsumerRegexResolutionFailed: _consumer_regex_resolution_failed,
     ev.ConsumerMemberJoined: _consumer_member_joined,
     ev.ConsumerMemberLeft: _consumer_member_left,
     ev.ConsumerMemberFenced: _consumer_member_fenced,

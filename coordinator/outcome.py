@@ -19,12 +19,26 @@ from .clock import Now
 Timer = tuple[tuple, int]
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Effect:
+    """Work the shell carries out off the request's path (a later loop turn, or a worker thread when
+    `weight` says it is big): `work()` is pure and reads only what it was given; its result comes
+    back into the core as the operation `done(result, error, now)`, whose outcome the runner carries
+    out like any other (records applied when appended). Kafka's `CoordinatorExecutor`."""
+
+    key: tuple  # what it is for, e.g. ("consumer-regex", group): for logs and tests
+    work: Callable[[], Any]
+    done: Callable[[Any, BaseException | None, Now], "Outcome"]
+    weight: int = 0  # a rough count of the steps `work` takes
+
+
 @dataclasses.dataclass(slots=True)
 class Outcome:
     reply: Any = None  # the reply to the request itself; sent after `records` are durable
     records: list[Record] = dataclasses.field(default_factory=list)
     released: list[tuple[Any, Any]] = dataclasses.field(default_factory=list)  # (ticket, reply)
     timers: list[Timer] = dataclasses.field(default_factory=list)
+    effects: list[Effect] = dataclasses.field(default_factory=list)  # work to run after this outcome
     # A continuation once `records` are durable (error None) or failed (the mapped error; the
     # runner has already reverted them): reactions such as releasing parked syncs, never undo.
     after_write: Callable[[ErrorCode | None, Now], Outcome] | None = None

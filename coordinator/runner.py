@@ -35,6 +35,12 @@ class TimerPort(Protocol):
         """Call `fire` at `deadline` (monotonic ms); returns a handle with `cancel()`."""
 
 
+class EffectPort(Protocol):
+    def submit(self, effect: Any, completed: Callable[[Any, BaseException | None], None]) -> None:
+        """Run `effect.work()` later, off the current request's path, then `completed(result, error)`
+        on the loop that owns the partition."""
+
+
 class Applier(Protocol):
     events: list
 
@@ -54,7 +60,7 @@ class Write:
 
 
 class Runner:
-    def __init__(self, partition: Applier, timers: TimerPort, resolve: Callable[[Any, Any], None],
+    def __init__(self, partition: Applier, timers: TimerPort | EffectPort, resolve: Callable[[Any, Any], None],
                  now: Callable[[], Any], new_ticket: Callable[[], Any], emit: Callable[[list], None]) -> None:
         self.partition = partition
         self.log: LogPort | None = None  # set once the partition is loaded
@@ -72,6 +78,8 @@ class Runner:
             self._resolve(parked, reply)
         for key, deadline in out.timers:
             self.arm(key, deadline)
+        for effect in out.effects:
+            self._submit(effect)
         self.flush_events()
         if not out.records:
             return out.reply if out.reply is not None else ticket
@@ -85,6 +93,9 @@ class Runner:
         self.in_flight.append(write)
         self.log.append(out.records, lambda error: self._completed(write, error), lambda: self._answer(write, TIMED_OUT))
         return ticket
+
+    def _submit(self, effect: Any) -> None:
+        self._timers.submit(effect, lambda result, error: self.run(effect.done(result, error, self._now())))
 
     def flush_events(self) -> None:
         events = self.partition.events

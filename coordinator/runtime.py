@@ -43,6 +43,18 @@ def new_consumer_member_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes)[:22].decode()
 
 
+OFFLOAD_WEIGHT = 50_000  # an effect of more steps (topics × regexes) runs in a worker thread
+
+
+def _run_effect(effect, completed) -> None:
+    try:
+        result = effect.work()
+    except Exception as e:  # the core decides what a failed effect means (one event, one log line)
+        completed(None, e)
+        return
+    completed(result, None)
+
+
 def _perf_ms() -> float:
     return time.perf_counter() * 1000
 
@@ -54,10 +66,10 @@ class PartitionState(enum.Enum):
 
 
 class GroupCoordinator:
-    def __init__(self, settings) -> None:
+    def __init__(self, settings, group_configs: dict | None = None) -> None:
         self.settings = settings
         self.partitions = settings.offsets_topic_num_partitions
-        group_settings = GroupSettings.from_settings(settings)
+        group_settings = GroupSettings.from_settings(settings, group_configs)
         self.shards = [GroupShard(p, group_settings, new_member_id, new_consumer_member_id, _perf_ms)
                        for p in range(self.partitions)]
         self.states = [PartitionState.LOADING] * self.partitions
@@ -65,6 +77,9 @@ class GroupCoordinator:
         self.writers: list[LogWriter | None] = [None] * self.partitions
         self.runners = [Runner(shard, self, _resolve, now, self._new_ticket, observe.emit) for shard in self.shards]
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="groupd-log")
+        # effects too big for a loop turn (regex resolution over a big catalog): one worker, apart
+        # from the log's, so they never queue ahead of a write
+        self._effects = ThreadPoolExecutor(max_workers=1, thread_name_prefix="groupd-effects")
         self._tasks: dict[Any, asyncio.TimerHandle] = {}  # periodic work: expiry, fsync, compaction
         self._failure_logged: dict[str, float] = {}  # task → when its last failure was logged (monotonic s)
 
@@ -223,6 +238,7 @@ class GroupCoordinator:
                 writer.closed = True
                 await asyncio.get_running_loop().run_in_executor(self._executor, writer.plog.close)
         self._executor.shutdown(wait=True)
+        self._effects.shutdown(wait=False, cancel_futures=True)
 
     def unavailable(self, p: int) -> ErrorCode | None:
         """The error for a request to partition `p` that cannot be served now (spec §10.1)."""
@@ -243,6 +259,17 @@ class GroupCoordinator:
     def call_at(self, deadline: int, fire) -> asyncio.TimerHandle:
         """The runners' timer port: `fire` at `deadline` (monotonic ms)."""
         return asyncio.get_running_loop().call_later(max(deadline - mono_ms(), 0) / 1000, fire)
+
+    def submit(self, effect, completed) -> None:
+        """The runners' effect port: a light effect runs on a later loop turn, a heavy one in a
+        worker thread; either way `completed` runs on the loop."""
+        loop = asyncio.get_running_loop()
+        if effect.weight < OFFLOAD_WEIGHT:
+            loop.call_soon(_run_effect, effect, completed)
+            return
+        job = loop.run_in_executor(self._effects, effect.work)
+        job.add_done_callback(lambda f: f.cancelled() or (completed(None, f.exception()) if f.exception() is not None
+                                                          else completed(f.result(), None)))
 
     # -- operations: one entry point -------------------------------------------------------------
 

@@ -287,7 +287,7 @@ KEYS: tuple[Key, ...] = (
     Key("group.consumer.migration.policy", "bidirectional", _choice("bidirectional", "upgrade", "downgrade", "disabled"),
         "online classic <-> consumer group conversion; groupd does not convert non-empty groups yet"),
     Key("group.consumer.regex.refresh.interval.ms", 600000, _int(1),
-        "accepted for compatibility; groupd re-resolves regexes whenever topics change"),
+        "how often a consumer group's regex subscriptions are re-resolved at the latest"),
     Key("offset.metadata.max.bytes", 4096, _int(0), "longest commit metadata (UTF-16 code units)"),
     Key("offsets.retention.minutes", 10080, _int(1), "how long committed offsets are kept (KIP-211)"),
     Key("offsets.retention.check.interval.ms", 600000, _int(1), "how often expired offsets are removed"),

@@ -8,7 +8,7 @@ Sans-IO: time comes in as `now`, records and replies go out in an `Outcome`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from protocol import ErrorCode
@@ -44,10 +44,13 @@ class GroupSettings:
     consumer: ConsumerSettings = dataclasses.field(default_factory=ConsumerSettings)
 
     @classmethod
-    def from_settings(cls, s) -> GroupSettings:
+    def from_settings(cls, s, group_configs: Mapping[str, Mapping[str, int]] | None = None) -> GroupSettings:
+        """`group_configs`: the per-group overrides (storage/group_configs.py), read live."""
         consumer = ConsumerSettings(s.group_consumer_heartbeat_interval_ms, s.group_consumer_session_timeout_ms,
                                     s.group_consumer_assignors, s.group_consumer_max_size,
-                                    s.group_consumer_migration_policy, s.group_max_size)
+                                    s.group_consumer_migration_policy, s.group_max_size,
+                                    s.group_consumer_regex_refresh_interval_ms,
+                                    group_configs=group_configs if group_configs is not None else {})
         return cls(s.group_min_session_timeout_ms, s.group_max_session_timeout_ms,
                    s.group_initial_rebalance_delay_ms, s.group_max_size, s.offset_metadata_max_bytes, consumer)
 

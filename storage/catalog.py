@@ -41,6 +41,7 @@ class TopicCatalog:
         self._by_name: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
         self.version = 0  # bumped by every change: consumer groups refresh their topic metadata on it
+        self.created_version = 0  # the version of the last creation: consumer groups re-resolve regexes on it
         if os.path.exists(self._path):
             try:
                 with open(self._path, encoding="utf-8") as f:
@@ -71,6 +72,7 @@ class TopicCatalog:
         assert name not in self._by_name, name
         topic = Topic(name, partitions, _new_topic_id())
         self._save({**self._by_name, name: topic})
+        self.created_version = self.version
         return topic
 
     def set_partitions(self, name: str, partitions: int) -> Topic:

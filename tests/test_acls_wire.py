@@ -16,7 +16,7 @@ import pytest
 
 from protocol import ErrorCode
 from protocol.apis import ApiKey
-from tests.authz import (ALLOW, ALTER, ANONYMOUS, ANY, CLUSTER, CREATE, DELETE, DENY, DESCRIBE, GROUP, LITERAL, MATCH,
+from tests.authz import (ALLOW, ALTER, ALTER_CONFIGS, ANONYMOUS, ANY, CLUSTER, CREATE, DELETE, DENY, DESCRIBE, GROUP, LITERAL, MATCH,
                          PREFIXED, READ, TOPIC, WRITE, acl, connect, create_acls, start_secured)
 from tests.support import ROOT, GroupdProcess, WireClient, free_port, join_and_sync
 
@@ -37,6 +37,7 @@ ACLS = [
     acl(GROUP, "c848", READ, pattern=PREFIXED),
     acl(TOPIC, "auto-", DESCRIBE, pattern=PREFIXED),
     acl(TOPIC, "auto-ok-", CREATE, pattern=PREFIXED),
+    acl(GROUP, "cfg", ALTER_CONFIGS),  # DESCRIBE_CONFIGS implied
 ]
 
 
@@ -357,6 +358,33 @@ def test_produce_fetch_and_list_offsets_check_topics(server):
 
 
 # --- the ACL APIs ------------------------------------------------------------------------------------
+
+def describe_configs(c: WireClient, resource_type: int, name: str):
+    r = c.request(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [{"resource_type": resource_type, "resource_name": name,
+                                                              "configuration_keys": None}],
+                                               "include_synonyms": False, "include_documentation": False})
+    return r.results[0]
+
+
+def test_config_apis_check_describe_and_alter_configs_on_their_resource(server):
+    """DescribeConfigs needs DESCRIBE_CONFIGS, Incremental/AlterConfigs ALTER_CONFIGS, on the group,
+    the topic, or (a broker's configs) the cluster, as Kafka's ConfigAdminManager."""
+    config_group, config_topic, config_broker = 32, 2, 4
+    with connect(server.bootstrap) as c:
+        assert describe_configs(c, config_group, "cfg").error_code is E.none
+        assert describe_configs(c, config_group, "a").error_code is E.group_authorization_failed  # READ is not enough
+        assert describe_configs(c, config_topic, "t").error_code is E.topic_authorization_failed
+        assert describe_configs(c, config_broker, "").error_code is E.cluster_authorization_failed
+
+        def alter(group: str):
+            r = c.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+                "resource_type": config_group, "resource_name": group, "configs": [
+                    {"name": "consumer.heartbeat.interval.ms", "config_operation": 0, "value": "6000"}]}],
+                "validate_only": True})
+            return r.responses[0].error_code
+        assert alter("cfg") is E.none
+        assert alter("peek") is E.group_authorization_failed
+
 
 def test_the_acl_apis_need_describe_and_alter_on_the_cluster(server):
     with connect(server.bootstrap) as c:

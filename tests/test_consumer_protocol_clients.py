@@ -90,9 +90,22 @@ def test_a_killed_consumer_is_fenced_when_its_session_expires(server, clients, s
     wait_until(lambda: owns_exactly(members[:1], SIX), 60, "the survivor owns every partition")
 
 
+@pytest.fixture(scope="module")
+def long_sessions(tmp_path_factory):
+    """Kafka's consumer session timeout (45 s), short heartbeats: a restarted static member (a JVM
+    start under load takes more than 3 s) is back long before its session runs out."""
+    s = GroupdProcess(str(tmp_path_factory.mktemp("long-sessions")), "topics=t6:6",
+                      "group.consumer.heartbeat.interval.ms=300", "group.consumer.min.heartbeat.interval.ms=100")
+    s.start()
+    yield s
+    _admins.pop(s.bootstrap, None)
+    s.stop()
+
+
 @pytest.mark.parametrize("stack", STATIC_LEAVE_STACKS)
-def test_a_restarted_static_member_gets_its_partitions_back_without_a_new_epoch(server, clients, stack, request):
-    group = group_name(request)
+def test_a_restarted_static_member_gets_its_partitions_back_without_a_new_epoch(long_sessions, clients, stack,
+                                                                               request):
+    server, group = long_sessions, group_name(request)
     a = clients(stack, "subscribe", server.bootstrap, **opts(group, **{"group.instance.id": "a"}))
     b = clients(stack, "subscribe", server.bootstrap, **opts(group, **{"group.instance.id": "b"}))
     wait_until(lambda: owns_exactly([a, b], SIX), 90, "both static members assigned")
@@ -297,4 +310,34 @@ def test_a_classic_group_is_upgraded_online_and_downgraded_again(server, clients
     offsets = admin(server).list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(10)
     assert {f"{tp.topic}-{tp.partition}": tp.offset for tp in offsets.topic_partitions} == {tp: 5 for tp in SIX}
     assert all(not c.errors() for c in classic)
+    assert "Traceback" not in server.log()
+
+
+def test_a_static_member_restarted_on_the_other_protocol_keeps_its_partitions(long_sessions, clients, request):
+    """Spec §7.4 with static members: a consumer-protocol static member is restarted as a classic one
+    with the same group.instance.id (it replaces the old one and, being the last consumer-protocol
+    member, downgrades the group), then as a consumer-protocol one again (it replaces the classic one,
+    which sends no leave, and upgrades the group); each time it gets its partitions back."""
+    server, group = long_sessions, group_name(request)
+    static = {"group.instance.id": "s"}
+    member = clients("confluent", "subscribe", server.bootstrap, **opts(group, **static))
+    wait_until(lambda: set(member.assignment() or ()) == SIX, 60, "the static member owns everything")
+    other = clients("confluent", "subscribe", server.bootstrap, topic="t6", group=group, seconds=0,
+                    **{"session.ms": 6000})
+    wait_until(lambda: owns_exactly([member, other], SIX), 60, "each partition owned once, both assigned")
+    held = set(member.assignment())
+    member.kill()
+    member = clients("confluent", "subscribe", server.bootstrap, topic="t6", group=group, seconds=0,
+                     instance="s", **{"session.ms": 6000})
+    wait_until(lambda: set(member.assignment() or ()) == held, 60, "the classic restart gets them back")
+    assert describe(server, group).type == ConsumerGroupType.CLASSIC
+    assert f"static member replaced group={group} type=consumer instance=s" in server.log()
+    assert f"group converted group={group} direction=downgrade" in server.log()
+    member.kill()
+    member = clients("confluent", "subscribe", server.bootstrap, **opts(group, **static))
+    wait_until(lambda: set(member.assignment() or ()) == held, 60, "the consumer-protocol restart too")
+    wait_until(lambda: owns_exactly([member, other], SIX), 60, "each partition owned once")
+    assert describe(server, group).type == ConsumerGroupType.CONSUMER
+    assert f"group converted group={group} direction=upgrade" in server.log()
+    assert not member.errors() and not other.errors(), (member.errors(), other.errors())
     assert "Traceback" not in server.log()

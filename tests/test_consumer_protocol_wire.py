@@ -7,12 +7,15 @@ from __future__ import annotations
 import datetime
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
 
+from coordinator.apis.consumer_group_heartbeat import _answer, _response
 from protocol import ErrorCode
 from protocol.apis import ApiKey
+from protocol.codec import Encoded, encode_response
 from tests.support import ROOT, GroupdProcess, WireClient
 
 
@@ -24,11 +27,11 @@ def server(tmp_path_factory):
     s.stop()
 
 
-def join(c: WireClient, group: str, member_id: str):
+def join(c: WireClient, group: str, member_id: str, names=("t3",), regex: str | None = None):
     return c.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
         "group_id": group, "member_id": member_id, "member_epoch": 0, "instance_id": None, "rack_id": None,
-        "rebalance_timeout": datetime.timedelta(seconds=30), "subscribed_topic_names": ["t3"],
-        "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []})
+        "rebalance_timeout": datetime.timedelta(seconds=30), "subscribed_topic_names": list(names),
+        "subscribed_topic_regex": regex, "server_assignor": None, "topic_partitions": []})
 
 
 def test_a_join_gets_every_partition_by_topic_id(server):
@@ -40,6 +43,28 @@ def test_a_join_gets_every_partition_by_topic_id(server):
     assert (r.error_code, r.member_id, r.member_epoch) == (ErrorCode.none, "m-1", 1)
     assert [(tp.topic_id, sorted(tp.partitions)) for tp in r.assignment.topic_partitions] == [(topic_id, [0, 1, 2])]
     assert r.heartbeat_interval == datetime.timedelta(milliseconds=5000)
+
+
+def test_a_new_regex_is_resolved_after_the_join_and_its_topics_come_in_a_later_heartbeat(server):
+    """Spec §6.2: the join that brings a regex is answered at once with nothing for it; the
+    resolution runs after it, and a later heartbeat carries the matching topic's partitions."""
+    with WireClient(server.bootstrap) as c:
+        r = join(c, "wire-regex", "m-1", names=(), regex="t[0-9]")
+        assert (r.error_code, [tp.partitions for tp in r.assignment.topic_partitions]) == (ErrorCode.none, [])
+        epoch, deadline = r.member_epoch, time.monotonic() + 30
+        while time.monotonic() < deadline:
+            r = c.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
+                "group_id": "wire-regex", "member_id": "m-1", "member_epoch": epoch, "instance_id": None,
+                "rack_id": None, "rebalance_timeout": datetime.timedelta(milliseconds=-1),
+                "subscribed_topic_names": None, "subscribed_topic_regex": None, "server_assignor": None,
+                "topic_partitions": None})
+            assert r.error_code == ErrorCode.none
+            epoch = r.member_epoch
+            if r.assignment is not None and r.assignment.topic_partitions:
+                break
+            time.sleep(0.05)  # a client's heartbeat interval, shortened
+    assert [sorted(tp.partitions) for tp in r.assignment.topic_partitions] == [[0, 1, 2]]
+    assert epoch == 2  # the resolution's result moved the group epoch
 
 
 def test_describe_groups_treats_a_consumer_group_as_not_found(server):
@@ -119,3 +144,14 @@ def test_groupd_groups_describe_prints_epochs_and_current_and_target_assignments
                         "assignor uniform, 1 member")
     assert lines[2].split() == ["MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "EPOCH", "ASSIGNMENT", "TARGET"]
     assert lines[3].split() == ["m-1", "wire-test", "/127.0.0.1", "-", "1", "t3:0,1,2", "t3:0,1,2"]
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_a_steady_answer_sent_from_its_cached_bytes_is_the_one_encoded_afresh(version):
+    reply = {"error_code": ErrorCode.none, "error_message": None, "member_id": "m-steady", "member_epoch": 7,
+             "heartbeat_interval_ms": 5000, "assignment": None}
+    cached = _answer(version, reply)
+    assert isinstance(cached, Encoded) and _answer(version, dict(reply)) is cached
+    assert encode_response(ApiKey.CONSUMER_GROUP_HEARTBEAT, 42, cached) == \
+        encode_response(ApiKey.CONSUMER_GROUP_HEARTBEAT, 42, _response(version, reply))
+    assert not isinstance(_answer(version, {**reply, "assignment": {"topic_partitions": []}}), Encoded)

@@ -278,6 +278,14 @@ def key_fields(api_key: int, m: dict) -> dict:
             return {"filter": acl_filter_fields(m)}
         case ApiKey.DELETE_ACLS:
             return {"filters": [acl_filter_fields(f) for f in m["filters"]]}
+        case ApiKey.DESCRIBE_CONFIGS:
+            return {"resources": [[r["resource_type"], r["resource_name"], r["configuration_keys"]]
+                                  for r in m["resources"]]}
+        case ApiKey.ALTER_CONFIGS | ApiKey.INCREMENTAL_ALTER_CONFIGS:
+            return {"validate_only": m["validate_only"], "resources": [
+                [r["resource_type"], r["resource_name"],
+                 [[c["name"], c.get("config_operation", 0), c["value"]] for c in r["configs"]]]
+                for r in m["resources"]]}
     raise AssertionError(f"no key fields for API key {api_key}: add them to key_fields()")
 
 
@@ -472,6 +480,20 @@ def response_values(api_key: int, version: int) -> dict:
                      "permission_type": 3}]},
                 {"error_code": E.security_disabled, "error_message": "No Authorizer is configured.",
                  "matching_acls": []}]}
+        case ApiKey.DESCRIBE_CONFIGS:
+            return {"results": [
+                {"error_code": E.none, "error_message": None, "resource_type": 32, "resource_name": GROUP,
+                 "configs": [{"name": "consumer.session.timeout.ms", "value": "50000", "read_only": False,
+                              "is_sensitive": False, "synonyms": [], "config_source": 8, "config_type": 3,
+                              "documentation": None}]},
+                {"error_code": E.unknown_topic_or_partition, "error_message": "The topic 'golden-x' does not exist.",
+                 "resource_type": 2, "resource_name": "golden-x", "configs": []}]}
+        case ApiKey.ALTER_CONFIGS | ApiKey.INCREMENTAL_ALTER_CONFIGS:
+            return {"responses": [
+                {"error_code": E.none, "error_message": None, "resource_type": 32, "resource_name": GROUP},
+                {"error_code": E.invalid_config, "resource_type": 32, "resource_name": "golden-other",
+                 "error_message": "consumer.session.timeout.ms must be greater than or equal to "
+                                  "group.consumer.min.session.timeout.ms"}]}
     raise AssertionError(f"no response values for API key {api_key}: add them to response_values()")
 
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 
 import pytest
 
 from coordinator import runtime
+from coordinator.outcome import Effect
 from coordinator.runtime import GroupCoordinator
 from coordinator.settings import Settings
 
@@ -75,3 +77,24 @@ async def test_fsync_that_keeps_failing_keeps_running_and_logs_once_a_minute(coo
         await wait_for(lambda: len(calls) >= 3)
     assert caplog.text.count("periodic task failed task=fsync") == 1
     del groups.writers[0].plog.sync  # the disk is back for the final close
+
+
+@pytest.mark.parametrize("weight", [0, runtime.OFFLOAD_WEIGHT])
+async def test_an_effect_runs_after_the_request_and_its_result_or_error_comes_back_on_the_loop(coordinator, weight):
+    """A light effect on a later loop turn, a heavy one in a worker thread (a regex resolution over a
+    big catalog); either way `completed` runs on the loop's thread."""
+    groups = coordinator()
+    done = []
+
+    def completed(result, error):
+        done.append((result, type(error).__name__ if error else None, threading.current_thread()))
+
+    def fail():
+        raise ValueError("bad")
+
+    groups.submit(Effect(("test", "ok"), lambda: 42, None, weight), completed)
+    groups.submit(Effect(("test", "fail"), fail, None, weight), completed)
+    assert done == []  # never within the request that asked for it
+    await wait_for(lambda: len(done) == 2)
+    assert [(r, e) for r, e, _ in done] == [(42, None), (None, "ValueError")]
+    assert {t for _, _, t in done} == {threading.current_thread()}

@@ -176,8 +176,6 @@ READ_ELSEWHERE = {
     "group.consumer.max.heartbeat.interval.ms": "validated here: bounds group.consumer.heartbeat.interval.ms",
     "group.consumer.min.session.timeout.ms": "validated here: bounds group.consumer.session.timeout.ms",
     "group.consumer.max.session.timeout.ms": "validated here: bounds group.consumer.session.timeout.ms",
-    "group.consumer.regex.refresh.interval.ms": "Kafka's key, accepted: groupd re-resolves regexes on every topic "
-                                                "change, so there is nothing for a timer to refresh",
 }
 
 

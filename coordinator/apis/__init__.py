@@ -84,6 +84,7 @@ def respond(result: Any, make: Callable[[Any], Any]) -> Any:
     return out
 
 from . import (  # noqa: E402  (the handlers import Request from here)
+    alter_configs,
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
@@ -94,10 +95,12 @@ from . import (  # noqa: E402  (the handlers import Request from here)
     delete_groups,
     delete_topics,
     describe_acls,
+    describe_configs,
     describe_groups,
     fetch,
     find_coordinator,
     heartbeat,
+    incremental_alter_configs,
     init_producer_id,
     join_group,
     leave_group,
@@ -117,7 +120,8 @@ MODULES = (produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, 
            heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
            delete_topics, init_producer_id, create_partitions, delete_groups, offset_delete,
            consumer_group_heartbeat, consumer_group_describe, sasl_handshake, sasl_authenticate,
-           describe_acls, create_acls, delete_acls)
+           describe_acls, create_acls, delete_acls, describe_configs, alter_configs,
+           incremental_alter_configs)
 
 HANDLERS: dict[int, Handler] = {m.KEY: m.handle for m in MODULES}
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {m.KEY: m.VERSIONS for m in MODULES}

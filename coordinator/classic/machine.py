@@ -59,14 +59,15 @@ class ClassicMachine:
         if len(group.members) > self.settings.max_size:
             self._prepare_rebalance(out, group, now, "over-max-size", "group is over group.max.size after loading")
 
-    def downgraded(self, group_id: str, now: Now) -> Outcome:
+    def downgraded(self, group_id: str, now: Now, rebalance: bool = True) -> Outcome:
         """A consumer group became this classic group (spec §7.4): every member's session starts
-        and a classic rebalance gives them their assignments."""
+        and, unless the members' assignments are already what a rebalance would give (a static
+        member replaced with the same subscription), a classic rebalance gives them new ones."""
         out = Outcome()
         group = self.groups.get(group_id)
         if isinstance(group, ClassicGroup) and group.members:
             self.on_loaded(out, group, now)
-            if group.can_rebalance():
+            if rebalance and group.can_rebalance():
                 self._prepare_rebalance(out, group, now, "downgrade", "downgraded from a consumer group")
         return out
 

@@ -18,6 +18,7 @@ from ..group import static_member_error
 from ..outcome import Outcome, reply_when_written
 from .group import ConsumerGroup, ConsumerMember
 from .machine import ConsumerHeartbeatRequest, ConsumerMachine, TopicsImage
+from .migration import can_downgrade, downgrade_records
 from .reconciliation import FencedMemberEpoch, MemberState
 
 E = ErrorCode
@@ -34,9 +35,11 @@ class ClassicMembers:
         names = [name for name, _ in req.protocols]
         if not group.supports_classic_protocols(req.protocol_type, set(names)):
             return Outcome(reply=join_reply(E.inconsistent_group_protocol, req.member_id))
-        member_id = req.member_id
-        if req.group_instance_id is not None and not member_id:
-            member_id = group.static_members.get(req.group_instance_id, "")  # a static member re-joining
+        member_id, instance_id = req.member_id, req.group_instance_id
+        if instance_id is not None and member_id:  # a known static member re-joining must hold its instance
+            error = static_member_error(group.static_members, instance_id, member_id)
+            if error is not None:
+                return Outcome(reply=join_reply(error, req.member_id))
         member = group.members.get(member_id) if member_id else None
         if member is not None and member.classic is None:  # a consumer-protocol member's id
             return Outcome(reply=join_reply(E.unknown_member_id, req.member_id))
@@ -44,8 +47,9 @@ class ClassicMembers:
             if len(group.members) >= m.settings.max_size:
                 return Outcome(reply=join_reply(E.group_max_size_reached, req.member_id))
             if not member_id:
+                # a new id even for a static member: the one it replaces (any protocol) is fenced
                 member_id = m.new_member_id()
-                if req.version >= 4 and req.group_instance_id is None:  # the id first, then the join
+                if req.version >= 4 and instance_id is None:  # the id first, then the join
                     return Outcome(reply=join_reply(E.member_id_required, member_id))
         try:
             subscription = decode_subscription(req.protocols[0][1])
@@ -53,12 +57,17 @@ class ClassicMembers:
             return Outcome(reply=join_reply(E.inconsistent_group_protocol, req.member_id))
         owned = [(topics.by_name[t].topic_id, ps) for t, ps in subscription.owned_partitions.items()
                  if t in topics.by_name]
-        hb = ConsumerHeartbeatRequest(
+        hb = ConsumerHeartbeatRequest(  # "" regex: a classic member subscribes by names only
             group.group_id, member_id, member.member_epoch if member is not None else 0, req.group_instance_id,
-            subscription.rack_id, req.rebalance_timeout_ms, subscription.topics, None, None, owned,
+            subscription.rack_id, req.rebalance_timeout_ms, subscription.topics, "", None, owned,
             req.client_id, req.client_host,
             classic=ClassicMemberMetadata(req.session_timeout_ms,
                                           tuple(ClassicProtocol(n, meta) for n, meta in req.protocols)))
+        replaced = group.members.get(group.static_members.get(instance_id, "")) if member is None else None
+        if replaced is not None and replaced.classic is None:
+            if can_downgrade(list(group.members.values()), m.settings.migration_policy, m.settings.classic_max_size,
+                             replacing=replaced):
+                return self._downgrade_replacing(group, replaced, hb, names, now)
         try:
             out = m.join_or_heartbeat(hb, topics, now)
         except FencedMemberEpoch:
@@ -72,6 +81,32 @@ class ClassicMembers:
         reply = join_reply(E.none, member_id, out.reply["member_epoch"], "consumer",
                            self._protocol_name(group, names))
         reply_when_written(out, reply, lambda error: join_reply(error, member_id))
+        return out
+
+    def _downgrade_replacing(self, group: ConsumerGroup, replaced: ConsumerMember, hb: ConsumerHeartbeatRequest,
+                             names: list[str], now: Now) -> Outcome:
+        """A classic static member replaces the last consumer-protocol member (its instance id): the
+        group becomes a classic group in which the new member holds the replaced one's partitions
+        (spec §7.4, Kafka's validateOnlineDowngradeWithReplacedMember). A classic rebalance follows
+        when its subscription differs (KAFKA-19546) or the group had not reached its target
+        assignment (KAFKA-20273: the assignment the classic group starts from would be stale)."""
+        m = self.machine
+        metadata = m.updated_metadata(replaced.metadata, hb)
+        joining = ConsumerMember(hb.member_id, metadata, assignment=replaced.assignment)
+        subscription_changed = (set(metadata.subscribed_topic_names) != set(replaced.subscribed_topic_names)
+                                or replaced.subscribed_topic_regex is not None)
+        rebalance = subscription_changed or not _at_target(group, replaced)
+        staying = [x for x in group.members.values() if x is not replaced] + [joining]
+        out = Outcome(records=downgrade_records(group, staying, now.wall))
+        m.events.append(ev.ConsumerStaticMemberReplaced(group.group_id, hb.instance_id, replaced.member_id,
+                                                        hb.member_id))
+        m.events.append(ev.GroupConverted(group.group_id, "downgrade", len(staying)))
+        for member_id in group.members:
+            m.forget(group.group_id, member_id)
+        out.after_write = lambda error, at: (Outcome() if error is not None
+                                             else m.downgraded(group.group_id, at, rebalance))
+        reply = join_reply(E.none, hb.member_id, group.group_epoch, "consumer", names[0])
+        reply_when_written(out, reply, lambda error: join_reply(error, hb.member_id))
         return out
 
     @staticmethod
@@ -176,3 +211,11 @@ class ClassicMembers:
         if out.records:
             reply_when_written(out, out.reply, lambda error: {"error_code": error, "members": []})
         return out
+
+
+def _at_target(group: ConsumerGroup, replaced: ConsumerMember) -> bool:
+    """Every member holds its target of the group's epoch (the replaced one may have left with -2:
+    its partitions are what counts, the replacement takes them)."""
+    return (group.group_epoch == group.assignment_epoch and group.unreconciled() == 0
+            and all(m.member_epoch == group.assignment_epoch and m.assignment.state is MemberState.STABLE
+                    for m in group.members.values() if m is not replaced))

@@ -108,6 +108,8 @@ class ConsumerGroup:
     subscribed_names: Counter = dataclasses.field(default_factory=Counter)  # topic name → subscribers
     subscribed_regexes: Counter = dataclasses.field(default_factory=Counter)  # regex → subscribers
     metadata_version: int = -1  # the topic-metadata version this group last refreshed against (memory)
+    regex_version: int = -1  # the topics version its regexes were last resolved against (memory: after a
+    # restart the catalog's versions start again, so the first heartbeat re-resolves)
 
     @property
     def group_epoch(self) -> int:

@@ -5,10 +5,10 @@ takes the request, a snapshot of topic metadata and `now`, and returns an `Outco
 the partition applies when the runner appends them (coordinator/consumer/group.py). Over 500 lines
 because a heartbeat is one ordered pass (spec §5: validate, find the member, update it, bump the
 group epoch, compute the target, reconcile, answer) that joins, leaves and timers share; the pure steps
-live beside it (assignors.py, target_assignment.py, reconciliation.py, migration.py).
+live beside it (assignors.py, target_assignment.py, reconciliation.py, migration.py, regex_resolution.py).
 
-Where Kafka resolves regexes asynchronously (at most every 10 s), this resolves them in the
-heartbeat that sees them new or sees topic metadata changed: the topic list is the node's catalog.
+Regexes resolve as Kafka's do (§6.2): a heartbeat asks for a resolution as an effect the shell runs
+off the request's path, and the result comes back as `regexes_resolved`, through the same records.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from storage.consumer_records import (
     ConsumerGroupPartitionMetadataKey,
     ConsumerGroupPartitionMetadataValue,
     ConsumerGroupRegularExpressionKey,
-    ConsumerGroupRegularExpressionValue,
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue,
     TopicMetadata as TopicMetadataRecord,
@@ -39,7 +38,8 @@ from storage.records import GroupMetadataKey, Record
 
 from .. import events as ev
 from ..clock import Now
-from ..outcome import Outcome, reply_when_written
+from ..group_config import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS
+from ..outcome import Effect, Outcome, reply_when_written
 from .assignors import ASSIGNORS, PartitionAssignorError, TopicMetadata
 from .group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -55,12 +55,13 @@ from .reconciliation import (NEW_MEMBER, FencedMemberEpoch, MemberAssignment, Me
 from .target_assignment import TargetMember, build_target_assignment, preferred_assignor
 from .migration import (CannotConvert, can_downgrade, converted_view, downgrade_records, upgrade_records,
                         validate_online_upgrade)
+from .regex_resolution import regex_change, regexes_to_resolve, resolve, result_records
 from .topic_regex import InvalidRegularExpression, compile_topic_regex
 
 E = ErrorCode
 
-EPOCH_BUMP_REASONS = ("new-group", "subscription-changed", "metadata-changed", "member-left", "member-fenced",
-                      "session-expired", "rebalance-timeout", "join-timeout", "sync-timeout")
+EPOCH_BUMP_REASONS = ("new-group", "subscription-changed", "metadata-changed", "regex-resolved", "member-left",
+                      "member-fenced", "session-expired", "rebalance-timeout", "join-timeout", "sync-timeout")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -71,11 +72,13 @@ class TopicsImage:
     version: int
     by_name: Mapping[str, TopicMetadata]
     by_id: Mapping[uuid.UUID, TopicMetadata]
+    created_version: int = -1  # the version of the last topic creation: regexes re-resolve after it
 
     @classmethod
-    def of(cls, version: int, topics) -> TopicsImage:
+    def of(cls, version: int, topics, created_version: int | None = None) -> TopicsImage:
         by_name = {t.name: TopicMetadata(t.topic_id, t.name, t.partitions) for t in topics}
-        return cls(version, by_name, {t.topic_id: t for t in by_name.values()})
+        return cls(version, by_name, {t.topic_id: t for t in by_name.values()},
+                   version if created_version is None else created_version)
 
 
 @dataclasses.dataclass(slots=True)
@@ -86,6 +89,10 @@ class ConsumerSettings:
     max_size: int = 2147483647
     migration_policy: str = "bidirectional"  # group.consumer.migration.policy (spec §7.4)
     classic_max_size: int = 2147483647  # group.max.size: a downgraded group must fit
+    regex_refresh_interval_ms: int = 600000  # group.consumer.regex.refresh.interval.ms
+    regex_min_refresh_interval_ms: int = 10000  # Kafka's REGEX_BATCH_REFRESH_MIN_INTERVAL_MS (a constant)
+    # per-group overrides (coordinator/group_config.py): group id → name → value; the shell keeps it current
+    group_configs: Mapping[str, Mapping[str, int]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(slots=True)
@@ -121,13 +128,14 @@ def _blank(s: str | None) -> bool:
 class ConsumerMachine:
     def __init__(self, groups: dict, settings: ConsumerSettings, new_member_id: Callable[[], str], events: list,
                  perf_ms: Callable[[], float] = lambda: 0.0,
-                 downgraded: Callable[[str, Now], Outcome] = lambda group_id, now: Outcome()) -> None:
+                 downgraded: Callable[[str, Now, bool], Outcome] = lambda group_id, now, rebalance: Outcome(),
+                 ) -> None:
         self.groups = groups  # the partition's registry, shared with every group type
         self.settings = settings
         self.new_member_id = new_member_id  # a random UUID as 22-char URL-safe base64 (v0 joins)
         self.events = events
         self._perf_ms = perf_ms  # a cost meter for the target computation (events only; no deadlines)
-        self._downgraded = downgraded  # the classic machine takes over a downgraded group (spec §7.4)
+        self.downgraded = downgraded  # the classic machine takes over a downgraded group (spec §7.4)
         # timers, as deadlines on the monotonic clock (memory only): (group, member) → deadline,
         # and (group, member) → (deadline, member epoch it was armed at)
         self.session: dict[tuple[str, str], int] = {}
@@ -135,6 +143,7 @@ class ConsumerMachine:
         # a classic member's join and sync deadlines (spec §7.3): checked when its session timer fires
         self.classic_deadlines: dict[tuple[str, str], tuple[int, str]] = {}  # → (deadline, reason)
         self.topics: TopicsImage | None = None  # the last image a heartbeat brought (timers have none)
+        self.resolving: set[str] = set()  # groups with a regex resolution in flight (at most one each)
 
     # =========================================================================================
     # ConsumerGroupHeartbeat
@@ -144,17 +153,16 @@ class ConsumerMachine:
         if error is not None:
             return Outcome(reply=error)
         self.topics = topics
+        resolving = req.group_id in self.resolving
         try:
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 out = self._leave(req, now)
             else:
                 out = self.join_or_heartbeat(req, topics, now)
-        except FencedMemberEpoch as e:
-            return Outcome(reply=error_reply(E.fenced_member_epoch, str(e)))
-        except InvalidRegularExpression as e:
-            return Outcome(reply=error_reply(E.invalid_regular_expression, str(e)))
-        except PartitionAssignorError as e:
-            return Outcome(reply=error_reply(E.unknown_server_error, str(e)))
+        except (FencedMemberEpoch, InvalidRegularExpression, PartitionAssignorError) as e:
+            if not resolving:  # a resolution this heartbeat asked for is dropped with its outcome
+                self.resolving.discard(req.group_id)
+            return Outcome(reply=error_reply(_ERRORS[type(e)], str(e)))
         if out.records:  # answered once durable; a failed write answers its error (the runner reverted it)
             reply_when_written(out, out.reply, error_reply)
         return out
@@ -224,28 +232,28 @@ class ConsumerMachine:
             out.records += member_tombstones(group.group_id, replaced.member_id)
             self.events.append(ev.ConsumerStaticMemberReplaced(group.group_id, req.instance_id, replaced.member_id,
                                                                member_id))
-        metadata = self._updated_metadata(old_metadata, req)
+        metadata = self.updated_metadata(old_metadata, req)
         joined = member is None and replaced is None
 
-        # -- the group epoch (spec §3.1)
+        # -- the group epoch (spec §3.1): a new regex bumps it only once its resolution lands (§6.2)
         bump_reason = "new-group" if group.group_epoch == 0 else None
         old_names = old_metadata.subscribed_topic_names if old_metadata is not None else ()
         old_regex = old_metadata.subscribed_topic_regex if old_metadata is not None else None
-        subscription_changed = (set(old_names) != set(metadata.subscribed_topic_names)
-                                or old_regex != metadata.subscribed_topic_regex)
-        if subscription_changed and bump_reason is None:
+        names_changed = set(old_names) != set(metadata.subscribed_topic_names)
+        regex_changed = old_regex != metadata.subscribed_topic_regex
+        subscription_changed = names_changed or regex_changed  # the member reconciles against it at once
+        regex_resolved = self._update_regexes(out, group, old_regex, metadata.subscribed_topic_regex, topics, now,
+                                              req.describable)
+        if (names_changed or regex_resolved) and bump_reason is None:
             bump_reason = "subscription-changed"
         if metadata != old_metadata or replaced is not None:
             out.records.append(Record(ConsumerGroupMemberMetadataKey(group.group_id, member_id), metadata))
 
-        resolved = None  # regex → its topics, with this heartbeat's resolutions: built when needed
-        if subscription_changed or group.metadata_version != topics.version:
+        resolved = None  # regex → its topics, as resolved so far: built when needed
+        if bump_reason is not None or subscription_changed or group.metadata_version != topics.version:
             resolved = _resolved(group)
             regexes_in_use = self._regexes_in_use(group, member_id, metadata)
             group.metadata_version = topics.version  # memory only: when this group last looked at the topics
-            if self._refresh_regexes(out, group, regexes_in_use, resolved, topics, now,
-                                     req.describable) and bump_reason is None:
-                bump_reason = "metadata-changed"
             subscribed = self._subscribed_names(group, member_id, metadata, regexes_in_use, resolved)
             if self._write_subscription_metadata(out, group, subscribed, topics) and bump_reason is None:
                 bump_reason = "metadata-changed"
@@ -313,7 +321,7 @@ class ConsumerMachine:
                            or updated_assignment.assigned_partitions != assignment.assigned_partitions)
         out.reply = {"error_code": E.none, "error_message": None, "member_id": member_id,
                      "member_epoch": updated_assignment.member_epoch,
-                     "heartbeat_interval_ms": s.heartbeat_interval_ms,
+                     "heartbeat_interval_ms": self.heartbeat_interval_ms(group.group_id),
                      "assignment": {"topic_partitions": [
                          {"topic_id": t, "partitions": sorted(ps)}
                          for t, ps in sorted(updated_assignment.assigned_partitions.items()) if ps]}
@@ -348,7 +356,10 @@ class ConsumerMachine:
             if req.member_epoch == 0:
                 if holder_id is not None and holder_id != member_id:
                     replaced = group.members[holder_id]
-                    if replaced.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                    # between consumer-protocol members only one that left with -2 may be replaced; a
+                    # classic member on either side replaces at once (it sends no -2; KAFKA-17228)
+                    if (replaced.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and req.classic is None
+                            and replaced.classic is None):
                         return error_reply(E.unreleased_instance_id, f"Static member {holder_id} with instance id "
                                                                      f"{req.instance_id} is not released yet.")
             elif holder_id is None:
@@ -362,7 +373,7 @@ class ConsumerMachine:
         # epoch 0 from a known member is a rejoin the heartbeat serves as usual (KAFKA-19233)
         return member_id, member, replaced
 
-    def _updated_metadata(self, old: ConsumerGroupMemberMetadataValue | None,
+    def updated_metadata(self, old: ConsumerGroupMemberMetadataValue | None,
                           req: ConsumerHeartbeatRequest) -> ConsumerGroupMemberMetadataValue:
         """Null / -1 fields keep what is stored (spec §2.5); an empty regex drops it."""
         if (old is not None and req.subscribed_topic_names is None and req.subscribed_topic_regex is None
@@ -426,39 +437,91 @@ class ConsumerMachine:
             names.update(resolved.get(r, ()))
         return names
 
-    def _refresh_regexes(self, out: Outcome, group: ConsumerGroup, in_use: set[str],
-                         resolved: dict[str, frozenset[str]], topics: TopicsImage, now: Now,
-                         describable: Callable[[str], bool] | None = None) -> bool:
-        """Resolve the group's regexes against the topics (those `describable` keeps: the triggering
-        member's principal may describe them); write the ones whose topic set changed and drop the
-        ones nobody uses. Whether a resolution changed (→ a new group epoch)."""
-        changed = False
-        for regex in in_use:
-            matched = compile_topic_regex(regex).resolve(topics.by_name)
-            if describable is not None:
-                matched = frozenset(filter(describable, matched))
-            if resolved.get(regex) != matched or regex not in group.regexes:
-                out.records.append(Record(ConsumerGroupRegularExpressionKey(group.group_id, regex),
-                                          ConsumerGroupRegularExpressionValue(tuple(sorted(matched)), topics.version,
-                                                                              now.wall)))
-                changed = changed or resolved.get(regex, frozenset()) != matched
-                resolved[regex] = matched
-        for regex in list(group.regexes):
-            if regex not in in_use:
-                out.records.append(Record(ConsumerGroupRegularExpressionKey(group.group_id, regex), None))
-                resolved.pop(regex, None)
-        return changed
+    # =========================================================================================
+    # regex resolution (spec §6.2; the rules in regex_resolution.py)
 
-    def session_timeout_ms(self, metadata: ConsumerGroupMemberMetadataValue | None) -> int:
-        """A classic-protocol member keeps the session timeout of its JoinGroup (spec §7.3)."""
+    def _update_regexes(self, out: Outcome, group: ConsumerGroup, old_regex: str | None, new_regex: str | None,
+                        topics: TopicsImage, now: Now, describable: Callable[[str], bool] | None = None) -> bool:
+        """A member's regex change, and maybe a resolution of all the group's regexes (keeping the
+        topics `describable` says this member's principal may describe, as Kafka filters by the
+        triggering member's ACLs); whether the change takes effect at once (a new group epoch)."""
+        tombstones, required, takes_effect = regex_change(group, old_regex, new_regex)
+        out.records += tombstones
+        if (required or group.subscribed_regexes) and group.group_id not in self.resolving:
+            s = self.settings
+            regexes = regexes_to_resolve(group, old_regex, new_regex, required, topics.created_version, now.wall,
+                                         s.regex_min_refresh_interval_ms, s.regex_refresh_interval_ms)
+            if regexes:
+                self.resolving.add(group.group_id)
+                out.effects.append(self._resolution(group.group_id, regexes, topics, describable))
+        return takes_effect
+
+    def _resolution(self, group_id: str, regexes: frozenset[str], topics: TopicsImage,
+                    describable: Callable[[str], bool] | None) -> Effect:
+        names = topics.by_name  # an image is never changed once built: safe to read from a worker thread
+
+        def done(result: Mapping[str, frozenset[str]] | None, error: BaseException | None, now: Now) -> Outcome:
+            if result is not None and describable is not None:  # the ACL check runs back on the loop
+                result = {regex: frozenset(filter(describable, matched)) for regex, matched in result.items()}
+            return self.regexes_resolved(group_id, result, error, topics, now)
+
+        return Effect(("consumer-regex", group_id), lambda: resolve(regexes, names), done,
+                      weight=len(names) * len(regexes))
+
+    def regexes_resolved(self, group_id: str, resolved: Mapping[str, frozenset[str]] | None,
+                         error: BaseException | None, topics: TopicsImage, now: Now) -> Outcome:
+        """A resolution's result comes back: its records, and a new group epoch when a regex's topics
+        (and so the subscribed topics) changed."""
+        self.resolving.discard(group_id)
+        out = Outcome()
+        group = self._consumer_group(group_id)
+        if group is None:
+            return out
+        if error is not None:
+            self.events.append(ev.ConsumerRegexResolutionFailed(group_id, repr(error)))
+            return out
+        out.records, current, changed = result_records(group, resolved, topics.version, now.wall)
+        latest = self.topics if self.topics is not None and self.topics.version >= topics.version else topics
+        subscribed = set(group.subscribed_names)
+        for regex in group.subscribed_regexes:
+            subscribed.update(current.get(regex, ()))
+        changed = self._write_subscription_metadata(out, group, subscribed, latest) or changed
+        if changed:
+            epoch = group.group_epoch + 1
+            out.records.append(Record(ConsumerGroupMetadataKey(group_id), ConsumerGroupMetadataValue(epoch)))
+            self.events.append(ev.ConsumerGroupEpochBumped(group_id, epoch, "regex-resolved"))
+
+        def written(write_error, at: Now) -> Outcome:
+            if write_error is None and self._consumer_group(group_id) is group:
+                group.regex_version = topics.version  # memory only: what the next check compares with
+            return Outcome()
+
+        out.after_write = written
+        return out
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        """The group's consumer.heartbeat.interval.ms, else the broker's (spec §2.4)."""
+        overrides = self.settings.group_configs.get(group_id)
+        if overrides is None:
+            return self.settings.heartbeat_interval_ms
+        return overrides.get(CONSUMER_HEARTBEAT_INTERVAL_MS, self.settings.heartbeat_interval_ms)
+
+    def session_timeout_ms(self, group_id: str, metadata: ConsumerGroupMemberMetadataValue | None) -> int:
+        """A classic-protocol member keeps the session timeout of its JoinGroup (spec §7.3); a
+        consumer-protocol one gets the group's consumer.session.timeout.ms, else the broker's."""
         classic = metadata.classic_member_metadata if metadata is not None else None
-        return classic.session_timeout_ms if classic is not None else self.settings.session_timeout_ms
+        if classic is not None:
+            return classic.session_timeout_ms
+        overrides = self.settings.group_configs.get(group_id)
+        if overrides is None:
+            return self.settings.session_timeout_ms
+        return overrides.get(CONSUMER_SESSION_TIMEOUT_MS, self.settings.session_timeout_ms)
 
     def arm_session(self, out: Outcome | None, group_id: str, member_id: str,
                     metadata: ConsumerGroupMemberMetadataValue | None, now: Now) -> None:
         """Only the deadline moves (spec §2.4): an armed timer that fires early re-arms itself."""
         key = (group_id, member_id)
-        self.session[key] = now.mono + self.session_timeout_ms(metadata)
+        self.session[key] = now.mono + self.session_timeout_ms(group_id, metadata)
         if out is not None:
             out.timers.append((("consumer-session",) + key, self.session[key]))
 
@@ -511,7 +574,8 @@ class ConsumerMachine:
         if can_downgrade(staying, self.settings.migration_policy, self.settings.classic_max_size):
             out.records += downgrade_records(group, staying, now.wall)
             self.events.append(ev.GroupConverted(group.group_id, "downgrade", len(staying)))
-            out.after_write = lambda error, at: Outcome() if error is not None else self._downgraded(group.group_id, at)
+            out.after_write = lambda error, at: (Outcome() if error is not None
+                                                 else self.downgraded(group.group_id, at, True))
             for member_id in group.members:
                 self.forget(group.group_id, member_id)
             return
@@ -618,6 +682,10 @@ class ConsumerMachine:
                              "target_assignment": named(group.target_of(m.member_id)),
                              "member_type": 0 if m.classic is not None else 1}
                             for m in group.members.values()]}
+
+
+_ERRORS = {FencedMemberEpoch: E.fenced_member_epoch, InvalidRegularExpression: E.invalid_regular_expression,
+           PartitionAssignorError: E.unknown_server_error}
 
 
 def _resolved(group: ConsumerGroup) -> dict[str, frozenset[str]]:

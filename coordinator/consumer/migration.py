@@ -85,11 +85,13 @@ def converted_view(group_id: str, records: list[Record]) -> ConsumerGroup:
     return scratch[group_id]
 
 
-def can_downgrade(staying: list[ConsumerMember], policy: str, classic_max_size: int) -> bool:
-    """The members left after a leave or a fencing are all classic ones (at least one) that fit a
-    classic group, and the policy allows the downgrade."""
-    return (bool(staying) and all(m.classic is not None for m in staying) and policy in DOWNGRADE_POLICIES
-            and len(staying) <= classic_max_size)
+def can_downgrade(staying: list[ConsumerMember], policy: str, classic_max_size: int,
+                  replacing: ConsumerMember | None = None) -> bool:
+    """The members left after a leave or a fencing (or, `replacing`, a static member about to be
+    replaced by a classic one) are all classic ones (at least one) that fit a classic group, and
+    the policy allows the downgrade."""
+    return (bool(staying) and all(m.classic is not None for m in staying if m is not replacing)
+            and policy in DOWNGRADE_POLICIES and len(staying) <= classic_max_size)
 
 
 def downgrade_records(group: ConsumerGroup, staying: list[ConsumerMember], now_wall: int) -> list[Record]:

@@ -13,6 +13,7 @@ proxy's port, so every connection of a client goes through it) and driven by:
 * librdkafka, through confluent-kafka: AdminClient (list_topics, create_topics, create_partitions,
   delete_topics, create/describe/delete_acls (answered SECURITY_DISABLED), and the consumer-group
   calls), a Consumer on a manual assignment (FindCoordinator,
+  delete_topics, a group's configs, and the consumer-group calls), a Consumer on a manual assignment (FindCoordinator,
   ListOffsets, Fetch), a Producer (Produce) and a subscribed Consumer (JoinGroup, SyncGroup,
   Heartbeat, OffsetCommit, OffsetFetch, LeaveGroup). To capture every version librdkafka knows,
   not only its newest, the scenario runs once per step of "caps": the proxy lowers the max
@@ -54,6 +55,8 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Producer, To
 from confluent_kafka import ConsumerGroupTopicPartitions  # noqa: E402
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,  # noqa: E402
                                    AdminClient, NewPartitions, NewTopic, ResourcePatternType, ResourceType)
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,  # noqa: E402
+                                  NewPartitions, NewTopic, ResourceType)
 from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 
 from protocol import ErrorCode  # noqa: E402
@@ -224,6 +227,12 @@ def librdkafka_scenario(proxy: RecordingProxy, round_no: int) -> None:
     attempt("create_acls", lambda: results(admin.create_acls([binding])))
     attempt("describe_acls", lambda: admin.describe_acls(acl_filter).result(10))
     attempt("delete_acls", lambda: results(admin.delete_acls([acl_filter])))
+    attempt("incremental_alter_configs", lambda: results(admin.incremental_alter_configs([ConfigResource(
+        ResourceType.GROUP, GROUP, incremental_configs=[ConfigEntry(
+            "consumer.session.timeout.ms", "50000", incremental_operation=AlterConfigOpType.SET)])])))
+    attempt("alter_configs", lambda: results(admin.alter_configs([ConfigResource(
+        ResourceType.GROUP, GROUP, set_config={"consumer.session.timeout.ms": "50000"})])))
+    attempt("describe_configs", lambda: results(admin.describe_configs([ConfigResource(ResourceType.GROUP, GROUP)])))
     del admin
     proxy.caps = caps
 
@@ -417,6 +426,17 @@ def kafka_python_request_values(api: int, version: int) -> dict:
             return ACL_FILTER
         case ApiKey.DELETE_ACLS:
             return {"filters": [ACL_FILTER]}
+        case ApiKey.DESCRIBE_CONFIGS:
+            return {"resources": [{"resource_type": 32, "resource_name": GROUP,
+                                   "configuration_keys": ["consumer.session.timeout.ms"]}],
+                    "include_synonyms": False, "include_documentation": True}
+        case ApiKey.ALTER_CONFIGS:
+            return {"resources": [{"resource_type": 32, "resource_name": GROUP, "configs": [
+                {"name": "consumer.session.timeout.ms", "value": "50000"}]}], "validate_only": True}
+        case ApiKey.INCREMENTAL_ALTER_CONFIGS:
+            return {"resources": [{"resource_type": 32, "resource_name": GROUP, "configs": [
+                {"name": "consumer.heartbeat.interval.ms", "config_operation": 0, "value": "6000"}]}],
+                    "validate_only": True}
     raise KeyError(f"no kafka-python request values for API key {api}: add them here")
 
 
@@ -530,6 +550,9 @@ def check_scenario(cases: list[dict]) -> None:
         for e in expects(api):
             assert e["groups"] == [GROUP], e
     expects(ApiKey.LIST_GROUPS)
+    for api in (ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
+        for e in expects(api):
+            assert [r[:2] for r in e["resources"]] == [[32, GROUP]], e
 
 
 def main() -> None:

@@ -62,6 +62,7 @@ class Driver:
         self._held: list[tuple[list[Record], Any, Any]] = []
         self._tickets: set = set()
         self._internal = itertools.count()
+        self.effects: list[tuple[Any, Any]] = []  # (effect, completed) submitted, not yet run
         self.shard = self.new_shard()
         self.replayable = True  # False once a test applies records that were never written
 
@@ -134,6 +135,23 @@ class Driver:
         key = next(self._seq)
         self._scheduled[key] = (deadline, fire)
         return _Handle(self, key)
+
+    def submit(self, effect, completed) -> None:
+        self.effects.append((effect, completed))
+
+    def run_effects(self) -> int:
+        """Run every submitted effect (and those they submit) to completion, in order; how many ran."""
+        ran = 0
+        while self.effects:
+            effect, completed = self.effects.pop(0)
+            try:
+                result = effect.work()
+            except Exception as e:
+                completed(None, e)
+            else:
+                completed(result, None)
+            ran += 1
+        return ran
 
     def _resolve(self, ticket: Any, reply: Any) -> None:
         self.answers.append((ticket, reply))

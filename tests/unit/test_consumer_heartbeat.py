@@ -172,9 +172,15 @@ def test_a_new_partition_count_bumps_the_epoch_on_the_next_heartbeat(d):
 
 def test_a_regex_subscription_picks_up_a_created_topic(d):
     r = d.consumer_heartbeat(join("a", topics=None, regex="f.*"), TOPICS)
+    assert assigned(r) == {}  # a new regex matches nothing until its resolution lands (spec §6.2)
+    assert d.run_effects() == 1
+    r = d.consumer_heartbeat(hb("a", 1), TOPICS)
     assert assigned(r) == {FOO: {0, 1, 2, 3}}
     more = TopicsImage.of(2, [Topic("foo", 4, FOO), Topic("fab", 2, BAR)])
-    r = d.consumer_heartbeat(hb("a", 1), more)
+    d.advance(10_001)  # not more often than every 10 s
+    r = d.consumer_heartbeat(hb("a", 2), more)
+    assert d.run_effects() == 1
+    r = d.consumer_heartbeat(hb("a", 2), more)
     assert assigned(r) == {FOO: {0, 1, 2, 3}, BAR: {0, 1}}
     assert group(d).regexes["f.*"].topics == ("fab", "foo")
     assert d.consumer_heartbeat(join("b", topics=None, regex="("), TOPICS)["error_code"] == E.invalid_regular_expression
@@ -298,6 +304,7 @@ def test_a_removed_member_takes_its_topics_out_of_the_subscription_metadata(d):
 def test_the_regex_of_the_last_member_using_it_is_tombstoned(d):
     d.consumer_heartbeat(join("a", topics=None, regex="f.*"), TOPICS)
     d.consumer_heartbeat(join("b", topics=None, regex="f.*"), TOPICS)
+    d.run_effects()
     d.consumer_heartbeat(hb("a", -1), TOPICS)
     assert "f.*" in group(d).regexes
     d.consumer_heartbeat(hb("b", -1), TOPICS)

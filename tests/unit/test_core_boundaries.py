@@ -8,8 +8,8 @@ import pathlib
 from coordinator import events, observe
 
 COORDINATOR = pathlib.Path(__file__).resolve().parents[2] / "coordinator"
-CORE_MODULES = ["clock.py", "events.py", "group.py", "offsets.py", "outcome.py", "partitioning.py", "requests.py",
-                "runner.py", "shard.py"]
+CORE_MODULES = ["clock.py", "events.py", "group.py", "group_config.py", "offsets.py", "outcome.py", "partitioning.py",
+                "requests.py", "runner.py", "shard.py"]
 CORE_PACKAGES = ["classic", "consumer", "share"]  # each group type's machine
 FORBIDDEN = {"asyncio", "logging", "prometheus_client", "time", "uvloop"}
 

@@ -1,0 +1,101 @@
+"""Per-group dynamic configs (spec §2.4; Kafka's GroupConfig): their names, how AlterConfigs and
+IncrementalAlterConfigs change a group's overrides, and the check against the broker's bounds, with
+Kafka's messages. Pure: the overrides are kept by storage/group_configs.py and read by the consumer
+machine (the next heartbeat's interval and session timeout)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from protocol import ErrorCode
+
+CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
+CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
+NAMES = (CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS)
+
+# IncrementalAlterConfigs operations
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_OPERATION_NAMES = {APPEND: "append", SUBTRACT: "subtract"}
+
+
+class ConfigError(Exception):
+    """The resource's error code and Kafka's message for it."""
+
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+def _invalid(message: str) -> ConfigError:
+    return ConfigError(ErrorCode.invalid_config, message)
+
+
+def defaults(settings) -> dict[str, int]:
+    """What a group without overrides gets: the broker's group.consumer.* values."""
+    return {CONSUMER_HEARTBEAT_INTERVAL_MS: settings.group_consumer_heartbeat_interval_ms,
+            CONSUMER_SESSION_TIMEOUT_MS: settings.group_consumer_session_timeout_ms}
+
+
+def _parse(name: str, value: str | None) -> int:
+    if name not in NAMES:
+        raise _invalid(f"Unknown group config name: {name}")
+    if value is None:
+        raise ConfigError(ErrorCode.invalid_request, f"Null value not supported for : {name}")
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise _invalid(f"Invalid value {value} for configuration {name}: Not a number of type INT") from None
+    if not -2**31 <= number < 2**31:
+        raise _invalid(f"Invalid value {value} for configuration {name}: Not a number of type INT")
+    if number < 1:
+        raise _invalid(f"Invalid value {number} for configuration {name}: Value must be at least 1")
+    return number
+
+
+def _unique(names: Iterable[str]) -> None:
+    names = list(names)
+    if len(set(names)) != len(names):
+        raise ConfigError(ErrorCode.invalid_request, "Error due to duplicate config keys")
+
+
+def incrementally_altered(current: Mapping[str, int], ops: Iterable[tuple[str, int, str | None]]) -> dict[str, int]:
+    """IncrementalAlterConfigs: `current` with each (name, operation, value) applied."""
+    ops = list(ops)
+    _unique(name for name, _, _ in ops)
+    new = dict(current)
+    for name, operation, value in ops:
+        if name not in NAMES:
+            raise _invalid(f"Unknown group config name: {name}")
+        if operation == SET:
+            new[name] = _parse(name, value)
+        elif operation == DELETE:
+            new.pop(name, None)
+        elif operation in _OPERATION_NAMES:  # both are for list configs only
+            raise _invalid(f"Config value {_OPERATION_NAMES[operation]} is not allowed for config key: {name}")
+        else:
+            raise ConfigError(ErrorCode.invalid_request, f"Unknown operation type {operation}")
+    return new
+
+
+def replaced(configs: Iterable[tuple[str, str | None]]) -> dict[str, int]:
+    """AlterConfigs (the legacy API): the listed configs become the group's whole set of overrides."""
+    configs = list(configs)
+    _unique(name for name, _ in configs)
+    return {name: _parse(name, value) for name, value in configs}
+
+
+def validate(overrides: Mapping[str, int], settings) -> None:
+    """Kafka's GroupConfig.validateValues over the group's configs (overrides over the defaults)."""
+    merged = {**defaults(settings), **overrides}
+    heartbeat, session = merged[CONSUMER_HEARTBEAT_INTERVAL_MS], merged[CONSUMER_SESSION_TIMEOUT_MS]
+    for name, value, low, high in (
+            (CONSUMER_HEARTBEAT_INTERVAL_MS, heartbeat, "group.consumer.min.heartbeat.interval.ms",
+             "group.consumer.max.heartbeat.interval.ms"),
+            (CONSUMER_SESSION_TIMEOUT_MS, session, "group.consumer.min.session.timeout.ms",
+             "group.consumer.max.session.timeout.ms")):
+        if value < getattr(settings, low.replace(".", "_")):
+            raise _invalid(f"{name} must be greater than or equal to {low}")
+        if value > getattr(settings, high.replace(".", "_")):
+            raise _invalid(f"{name} must be less than or equal to {high}")
+    if session <= heartbeat:
+        raise _invalid(f"{CONSUMER_SESSION_TIMEOUT_MS} must be greater than {CONSUMER_HEARTBEAT_INTERVAL_MS}")
