@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 import urllib.request
 import uuid
 
@@ -217,9 +218,9 @@ def test_find_coordinator_needs_describe_on_the_group(server, version):
 
 # --- KIP-848 ---------------------------------------------------------------------------------------
 
-def heartbeat848(c: WireClient, group: str, topics=None, regex=None):
+def heartbeat848(c: WireClient, group: str, topics=None, regex=None, member: str | None = None, epoch: int = 0):
     return c.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
-        "group_id": group, "member_id": uuid.uuid4().hex[:22], "member_epoch": 0, "instance_id": None,
+        "group_id": group, "member_id": member or uuid.uuid4().hex[:22], "member_epoch": epoch, "instance_id": None,
         "rack_id": None, "rebalance_timeout": MINUTE, "subscribed_topic_names": topics,
         "subscribed_topic_regex": regex, "server_assignor": None, "topic_partitions": []})
 
@@ -236,6 +237,13 @@ def test_consumer_group_heartbeat_checks_group_then_every_topic(server):
 def test_a_regex_resolves_to_the_topics_the_member_may_describe(server):
     with connect(server.bootstrap) as c:
         r = heartbeat848(c, "c848-regex", regex="t|u|w")
+        member = r.member_id
+        # the regex resolves after the heartbeat that brought it (spec kip848 §6.2): heartbeat on
+        # until the assignment arrives
+        deadline = time.monotonic() + 30
+        while r.error_code is E.none and not r.assignment.topic_partitions and time.monotonic() < deadline:
+            time.sleep(0.05)
+            r = heartbeat848(c, "c848-regex", member=member, epoch=r.member_epoch)
         ids = {t.topic_id: t.name for t in metadata(c, ["t", "w"]).topics}
         described = c.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": ["c848-regex"],
                                                                   "include_authorized_operations": False})
