@@ -13,7 +13,8 @@ MODE: assign topic=T seconds=S
       fetch group=G topic=T
 Keys with a dot go to the client config (dots become underscores for kafka-python/aiokafka).
 Events: ready, assigned {partitions, assignment, generation, member_id}, revoked, error, committed,
-offsets, summary. Exit 0 iff no error event.
+offsets, summary. Exit 0 iff no error event. CLIENT_TOOL_DEBUG=1 in the environment logs the
+client library at DEBUG, with thread names, to stderr (the harness keeps it in a file).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -84,7 +86,8 @@ class _ErrorEvents(logging.Handler):
             error(RuntimeError(f"{record.name}: {record.getMessage()}"))
 
 
-logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+logging.basicConfig(level=logging.DEBUG if os.environ.get("CLIENT_TOOL_DEBUG") else logging.WARNING,
+                    format="%(asctime)s %(threadName)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
 for _name in ("kafka", "aiokafka"):
     logging.getLogger(_name).addHandler(_ErrorEvents(level=logging.ERROR))
 
