@@ -9,6 +9,8 @@ MODE: assign topic=T seconds=S
                 confluent with group.protocol=consumer (KIP-848): no session/heartbeat settings (the
                 server owns them), incremental assignment; a topic starting with ^ is a regex;
                 commit_offset=N commits N for every partition it is assigned (OffsetCommit v9)
+                kafka-python: leader_round_delay_ms=N ends each JoinGroup/SyncGroup round it led N ms
+                late (as a slow coordinator on a loaded machine does)
       commit group=G topic=T partition=P offset=N [metadata=STR]
       fetch group=G topic=T
 Keys with a dot go to the client config (dots become underscores for kafka-python/aiokafka).
@@ -216,10 +218,50 @@ def _python_conf(lib: str) -> dict:
     return conf
 
 
+def _keep_awaiting_a_metadata_rejoin() -> None:
+    """kafka-python 3.0.12 can lose a leader's re-join: when the leader re-joins because the
+    subscribed topics' metadata changed since its last assignment (e.g. it assigned before it knew
+    the topic), only need_rejoin() says so; `rejoin_needed` stays False. The new assignment, made
+    mid-round, clears that condition, so a poll() that timed out waiting for the JoinGroup/SyncGroup
+    round and polls again sees need_rejoin() False and never collects the round: no assignment,
+    heartbeats stay off, the coordinator expires the member. Java's rejoinNeededOrPending()
+    requests the rejoin for these reasons, which holds until a round completes; so does this."""
+    from kafka.coordinator.consumer import ConsumerCoordinator
+
+    need_rejoin = ConsumerCoordinator.need_rejoin
+
+    def need_rejoin_until_joined(self) -> bool:
+        if not need_rejoin(self):
+            return False
+        self.request_rejoin()
+        return True
+
+    ConsumerCoordinator.need_rejoin = need_rejoin_until_joined
+
+
+def _delay_led_rounds(delay_ms: int) -> None:
+    """leader_round_delay_ms: a round this member led ends `delay_ms` late, without blocking the
+    client's IO loop (the window _keep_awaiting_a_metadata_rejoin closes, made wide)."""
+    from kafka.coordinator.base import BaseCoordinator
+
+    round_ = BaseCoordinator._do_join_and_sync_async
+
+    async def delayed(self):
+        assignment = await round_(self)
+        if getattr(self, "_is_leader", False):
+            await self._manager._net.sleep(delay_ms / 1000)
+        return assignment
+
+    BaseCoordinator._do_join_and_sync_async = delayed
+
+
 def run_kafka_python() -> list[str]:
     from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
     from kafka.errors import KafkaError
 
+    _keep_awaiting_a_metadata_rejoin()
+    if "leader_round_delay_ms" in OPTS:
+        _delay_led_rounds(int(OPTS["leader_round_delay_ms"]))
     conf = _python_conf("kafka-python")
     c = KafkaConsumer(**conf)
     assignment: set = set()
