@@ -60,7 +60,8 @@ class GroupdProcess:
             if "offsets log loaded" in self.log()[seen:]:
                 return self
             time.sleep(0.05)
-        raise TimeoutError(f"groupd did not start:\n{self.log()}")
+        self.kill()  # no fixture will stop a server that never started: it would outlive the test run
+        raise TimeoutError(f"groupd did not start in {timeout} s:\n{self.log()}")
 
     def log(self) -> str:
         with open(self.log_path, encoding="utf-8", errors="replace") as f:

@@ -9,12 +9,15 @@ MODE: assign topic=T seconds=S
                 confluent with group.protocol=consumer (KIP-848): no session/heartbeat settings (the
                 server owns them), incremental assignment; a topic starting with ^ is a regex;
                 commit_offset=N commits N for every partition it is assigned (OffsetCommit v9)
+                kafka-python: leader_round_delay_ms=N ends each JoinGroup/SyncGroup round it led N ms
+                late (as a slow coordinator on a loaded machine does)
       commit group=G topic=T partition=P offset=N [metadata=STR]
       fetch group=G topic=T
 Keys with a dot go to the client config (dots become underscores for kafka-python/aiokafka; for
 aiokafka, ssl.cafile/ssl.certfile/ssl.keyfile become the ssl_context it requires).
 Events: ready, assigned {partitions, assignment, generation, member_id}, revoked, error, committed,
-offsets, summary. Exit 0 iff no error event.
+offsets, summary. Exit 0 iff no error event. CLIENT_TOOL_DEBUG=1 in the environment logs the
+client library at DEBUG, with thread names, to stderr (the harness keeps it in a file).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -85,7 +89,8 @@ class _ErrorEvents(logging.Handler):
             error(RuntimeError(f"{record.name}: {record.getMessage()}"))
 
 
-logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+logging.basicConfig(level=logging.DEBUG if os.environ.get("CLIENT_TOOL_DEBUG") else logging.WARNING,
+                    format="%(asctime)s %(threadName)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
 for _name in ("kafka", "aiokafka"):
     logging.getLogger(_name).addHandler(_ErrorEvents(level=logging.ERROR))
 
@@ -220,10 +225,50 @@ def _python_conf(lib: str) -> dict:
     return conf
 
 
+def _keep_awaiting_a_metadata_rejoin() -> None:
+    """kafka-python 3.0.12 can lose a leader's re-join: when the leader re-joins because the
+    subscribed topics' metadata changed since its last assignment (e.g. it assigned before it knew
+    the topic), only need_rejoin() says so; `rejoin_needed` stays False. The new assignment, made
+    mid-round, clears that condition, so a poll() that timed out waiting for the JoinGroup/SyncGroup
+    round and polls again sees need_rejoin() False and never collects the round: no assignment,
+    heartbeats stay off, the coordinator expires the member. Java's rejoinNeededOrPending()
+    requests the rejoin for these reasons, which holds until a round completes; so does this."""
+    from kafka.coordinator.consumer import ConsumerCoordinator
+
+    need_rejoin = ConsumerCoordinator.need_rejoin
+
+    def need_rejoin_until_joined(self) -> bool:
+        if not need_rejoin(self):
+            return False
+        self.request_rejoin()
+        return True
+
+    ConsumerCoordinator.need_rejoin = need_rejoin_until_joined
+
+
+def _delay_led_rounds(delay_ms: int) -> None:
+    """leader_round_delay_ms: a round this member led ends `delay_ms` late, without blocking the
+    client's IO loop (the window _keep_awaiting_a_metadata_rejoin closes, made wide)."""
+    from kafka.coordinator.base import BaseCoordinator
+
+    round_ = BaseCoordinator._do_join_and_sync_async
+
+    async def delayed(self):
+        assignment = await round_(self)
+        if getattr(self, "_is_leader", False):
+            await self._manager._net.sleep(delay_ms / 1000)
+        return assignment
+
+    BaseCoordinator._do_join_and_sync_async = delayed
+
+
 def run_kafka_python() -> list[str]:
     from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
     from kafka.errors import KafkaError
 
+    _keep_awaiting_a_metadata_rejoin()
+    if "leader_round_delay_ms" in OPTS:
+        _delay_led_rounds(int(OPTS["leader_round_delay_ms"]))
     conf = _python_conf("kafka-python")
     c = KafkaConsumer(**conf)
     assignment: set = set()
