@@ -8,11 +8,14 @@ import logging
 import signal
 import time
 
+from storage.topic_data import plane_for
+
 from . import metrics
 from .connection import Connection, RequestMemory, bad_frame_log
 from .listen import Listener, accept_log
 from .node import Node
 from .settings import Settings
+from .system_clock import wall_ms
 
 log = logging.getLogger("groupd")
 
@@ -38,6 +41,7 @@ class Server:
         self._listeners: list[Listener] = []
         self._stop = asyncio.Event()
         self._log_timer: asyncio.TimerHandle | None = None
+        self._retention_timer: asyncio.TimerHandle | None = None
 
     async def startup(self) -> None:
         started = time.monotonic()
@@ -48,6 +52,8 @@ class Server:
             self._listeners.append(Listener(listener.name, listener.host, listener.port,
                                             lambda: Connection(self.node, self.connections, self.request_memory)))
         self._tick_log_limits()
+        if plane_for(self.node) is not None:
+            self._check_records_retention()
         bound = ", ".join(f"{l.name}://{l.address[0]}:{l.address[1]}" for l in self._listeners)
         log.info("groupd ready listeners=%s advertised=%s node.id=%d cluster.id=%s data.dir=%s "
                  "topics=%d metrics=%s startup_ms=%d", bound, self.settings.advertised, self.settings.node_id,
@@ -60,14 +66,24 @@ class Server:
         accept_log.tick()
         self._log_timer = asyncio.get_running_loop().call_later(LOG_LIMIT_TICK_S, self._tick_log_limits)
 
+    def _check_records_retention(self) -> None:
+        """The records plane's retention by time, every log.retention.check.interval.ms (Kafka's
+        check; the first one runs at start-up, when the plane is still empty)."""
+        try:
+            plane_for(self.node).enforce_retention(wall_ms())
+        finally:
+            self._retention_timer = asyncio.get_running_loop().call_later(
+                self.settings.log_retention_check_interval_ms / 1000, self._check_records_retention)
+
     def request_stop(self, signame: str = "") -> None:
         if not self._stop.is_set():
             log.info("shutdown requested signal=%s", signame or "-")
             self._stop.set()
 
     async def shutdown(self) -> None:
-        if self._log_timer is not None:
-            self._log_timer.cancel()
+        for timer in (self._log_timer, self._retention_timer):
+            if timer is not None:
+                timer.cancel()
         for listener in self._listeners:
             listener.close()
         if self.node is not None:

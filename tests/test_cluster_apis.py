@@ -11,7 +11,7 @@ import pytest
 from protocol import ErrorCode
 from coordinator.apis import SUPPORTED_VERSIONS
 from protocol.apis import ApiKey
-from tests.support import WireClient
+from tests.support import WireClient, groupd_fixture
 
 E = ErrorCode
 WAIT_100MS = datetime.timedelta(milliseconds=100)
@@ -158,7 +158,10 @@ def test_find_coordinator_has_no_transaction_coordinator(groupd, version):
     assert (e.error_code, e.node_id, e.host, e.port) == (E.coordinator_not_available, -1, "", -1)
 
 
-# --- The empty data plane ------------------------------------------------------------------------
+# --- The empty data plane (records.plane=none, the pure coordinator) -------------------------------
+
+pure = groupd_fixture("records.plane=none", "topics=t3:3", name="pure")
+
 
 def fetch_request(topic: str, partition: int, offset: int, wait=WAIT_100MS) -> dict:
     return {"replica_id": -1, "max_wait": wait, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
@@ -168,8 +171,8 @@ def fetch_request(topic: str, partition: int, offset: int, wait=WAIT_100MS) -> d
 
 
 @pytest.mark.parametrize("version", versions(ApiKey.FETCH))
-def test_fetch_is_empty_with_high_watermark_at_the_fetch_offset(groupd, version):
-    with WireClient(groupd.bootstrap) as c:
+def test_fetch_is_empty_with_high_watermark_at_the_fetch_offset(pure, version):
+    with WireClient(pure.bootstrap) as c:
         r = c.request(ApiKey.FETCH, version, fetch_request("t3", 2, 17))
     assert r.error_code is E.none if version >= 7 else True
     p = r.responses[0].partitions[0]
@@ -179,8 +182,8 @@ def test_fetch_is_empty_with_high_watermark_at_the_fetch_offset(groupd, version)
         assert p.log_start_offset == 0
 
 
-def test_fetch_is_held_for_max_wait(groupd):
-    with WireClient(groupd.bootstrap) as c:
+def test_fetch_is_held_for_max_wait(pure):
+    with WireClient(pure.bootstrap) as c:
         started = time.monotonic()
         c.request(ApiKey.FETCH, 12, fetch_request("t3", 0, 0, wait=datetime.timedelta(milliseconds=600)))
         held = time.monotonic() - started
@@ -203,8 +206,8 @@ def test_fetch_of_unknown_partition_is_an_error(groupd):
 
 
 @pytest.mark.parametrize("version", versions(ApiKey.LIST_OFFSETS))
-def test_list_offsets_answers_zero_for_earliest_and_latest(groupd, version):
-    with WireClient(groupd.bootstrap) as c:
+def test_list_offsets_answers_zero_for_earliest_and_latest(pure, version):
+    with WireClient(pure.bootstrap) as c:
         r = c.request(ApiKey.LIST_OFFSETS, version, {"replica_id": -1, "isolation_level": 0, "topics": [
             {"name": "t3", "partitions": [{"partition_index": 0, "timestamp": -2, "current_leader_epoch": -1},
                                           {"partition_index": 1, "timestamp": -1, "current_leader_epoch": -1},
@@ -215,13 +218,19 @@ def test_list_offsets_answers_zero_for_earliest_and_latest(groupd, version):
 
 
 @pytest.mark.parametrize("version", versions(ApiKey.PRODUCE))
-def test_produce_is_refused_per_partition(groupd, version):
-    with WireClient(groupd.bootstrap) as c:
-        r = c.request(ApiKey.PRODUCE, version, {"transactional_id": None, "acks": -1,
-                                                "timeout": datetime.timedelta(seconds=1),
-                                                "topic_data": [{"name": "t3", "partition_data": [
-                                                    {"index": 0, "records": None}]}]})
-    assert r.responses[0].partition_responses[0].error_code is E.invalid_request
+def test_produce_is_refused_per_partition_naming_the_setting(pure, version):
+    with WireClient(pure.bootstrap, client_id=f"refused-{version}") as c:
+        for _ in range(2):
+            r = c.request(ApiKey.PRODUCE, version, {"transactional_id": None, "acks": -1,
+                                                    "timeout": datetime.timedelta(seconds=1),
+                                                    "topic_data": [{"name": "t3", "partition_data": [
+                                                        {"index": 0, "records": None}]}]})
+            p = r.responses[0].partition_responses[0]
+            assert p.error_code is E.invalid_request
+            if version >= 8:
+                assert "records.plane" in p.error_message
+    # the server says why once per client, not once per request
+    assert pure.log().count(f"produce refused client=refused-{version} ") == 1
 
 
 def test_produce_with_acks_0_gets_no_reply_and_later_replies_keep_order(groupd):

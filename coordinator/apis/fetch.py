@@ -5,11 +5,11 @@ never create one: session id 0 makes clients send full fetches); v11 rack id and
 replica; v12 is flexible. v13+ would carry topic ids and are not advertised.
 @platformatic/kafka's v12 puts the topic *id* in the name field: such a name is mapped back.
 
-`records.plane: none` (the default), the empty data plane: every partition answers error 0, no
+`records.plane: none`, the empty data plane: every partition answers error 0, no
 records, high watermark = max(fetch offset, 0), held for the request's max wait (never a busy
 loop, never OFFSET_OUT_OF_RANGE, which would make clients reset and overwrite committed offsets).
 
-`records.plane: memory`, as a Kafka leader answers:
+`records.plane: memory` (the default), as a Kafka leader answers:
 - whole record batches from the one holding the fetch offset, at most `partition_max_bytes` per
   partition and `max_bytes` per response, except that the first batch of the first partition
   with data always comes whole, however large (KIP-74), so a consumer always progresses;
@@ -32,7 +32,6 @@ from protocol.apis import ApiKey
 from protocol.codec import build_response
 from storage.topic_data import plane_for
 
-from ..system_clock import wall_ms
 from . import Request
 
 KEY = ApiKey.FETCH
@@ -90,7 +89,6 @@ def handle(node, request: Request):
 def _read(node, plane, body) -> tuple[list[dict], int, bool, list[tuple]]:
     """The response's topics, the record bytes in them, whether any partition has an error, and
     what to watch while held: (key, fetch offset, partition max bytes) of the known partitions."""
-    now = wall_ms()
     budget = body.max_bytes if body.max_bytes > 0 else 0
     used = 0
     error = False
@@ -106,8 +104,6 @@ def _read(node, plane, body) -> tuple[list[dict], int, bool, list[tuple]]:
                 continue
             key = (topic.topic_id, p.partition)
             log = plane.peek(key)
-            if log is not None:
-                log.enforce_retention(now)
             start, end = (log.log_start, log.high_watermark) if log is not None else (0, 0)
             entry = {"partition_index": p.partition, "error_code": ErrorCode.none, "high_watermark": end,
                      "last_stable_offset": end, "log_start_offset": start, "aborted_transactions": (),
