@@ -11,6 +11,7 @@ from typing import Any
 from storage.catalog import Topic, TopicCatalog, load_cluster_id
 from storage.files import DataDirLock, prepare_data_dir
 
+from . import offsets_topic
 from .runtime import GroupCoordinator
 from .settings import Settings
 
@@ -27,6 +28,7 @@ class Node:
         self.lock = DataDirLock(settings.data_dir).acquire("groupd serve")
         self.cluster_id = load_cluster_id(settings.data_dir, settings.node_id)
         self.catalog = TopicCatalog(settings.data_dir)
+        self.offsets_topic = offsets_topic.topic(settings, self.cluster_id)  # internal: never in the catalog
         for name, partitions in settings.topics.items():
             self._declare(name, partitions)
         self.coordinator = GroupCoordinator(settings)  # the group coordinator of every offsets partition

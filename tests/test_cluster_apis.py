@@ -135,7 +135,64 @@ def test_catalog_topic_ids_and_cluster_id_survive_a_restart(start_groupd, tmp_pa
     assert after.cluster_id == before.cluster_id
     assert {(t.name, t.topic_id, len(t.partitions)) for t in after.topics} == \
         {(t.name, t.topic_id, len(t.partitions)) for t in before.topics}
-    assert {t.name for t in after.topics} == {"kept", "made"}
+    assert {t.name for t in after.topics} == {"kept", "made", "__consumer_offsets"}
+
+
+@pytest.mark.parametrize("version", [0, 1, 9, 12])
+def test_all_topics_metadata_lists_consumer_offsets_as_internal(groupd, version):
+    with WireClient(groupd.bootstrap) as c:
+        r = c.request(ApiKey.METADATA, version, metadata_request(version, None))
+        again = c.request(ApiKey.METADATA, version, metadata_request(version, None))
+    topics = {t.name: t for t in r.topics}
+    internal = topics["__consumer_offsets"]
+    assert internal.error_code is E.none and len(internal.partitions) == 50
+    assert all((p.partition_index, p.leader_id, p.replica_nodes) == (i, 1, (1,))
+               for i, p in enumerate(internal.partitions))
+    if version >= 1:
+        assert internal.is_internal and not any(t.is_internal for n, t in topics.items() if n != internal.name)
+    if version >= 10:
+        assert internal.topic_id != uuid.UUID(int=0)
+        assert {t.name: t.topic_id for t in again.topics}["__consumer_offsets"] == internal.topic_id
+
+
+def test_consumer_offsets_by_name_and_id_is_never_auto_created_as_a_topic(groupd):
+    with WireClient(groupd.bootstrap) as c:
+        (by_name,) = c.request(ApiKey.METADATA, 12, metadata_request(12, ["__consumer_offsets"])).topics
+        (by_id,) = c.request(ApiKey.METADATA, 12, {**metadata_request(12), "topics": [
+            {"name": None, "topic_id": by_name.topic_id}]}).topics
+        created = c.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+            {"name": "__consumer_offsets", "num_partitions": 3, "replication_factor": 1, "assignments": [],
+             "configs": []}], "timeout": datetime.timedelta(seconds=5), "validate_only": False})
+        listed = c.request(ApiKey.METADATA, 12, metadata_request(12, None)).topics
+    assert (by_name.error_code, by_name.is_internal, len(by_name.partitions)) == (E.none, True, 50)
+    assert (by_id.name, by_id.is_internal, len(by_id.partitions)) == ("__consumer_offsets", True, 50)
+    assert created.topics[0].error_code is E.topic_already_exists
+    assert [t.name for t in listed].count("__consumer_offsets") == 1
+
+
+def test_consumer_offsets_refuses_produce_and_lists_its_log_offsets(start_groupd):
+    server = start_groupd("offsets.topic.num.partitions=3", "topics=t:1")
+    with WireClient(server.bootstrap) as c:
+        commit = {"group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+                  "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 5,
+                                                           "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+        for _ in range(3):
+            assert c.request(ApiKey.OFFSET_COMMIT, 8, commit).topics[0].partitions[0].error_code is E.none
+        p = c.request(ApiKey.PRODUCE, 8, {"transactional_id": None, "acks": -1, "timeout": datetime.timedelta(seconds=1),
+                                          "topic_data": [{"name": "__consumer_offsets", "partition_data": [
+                                              {"index": 0, "records": None}]}]}).responses[0].partition_responses[0]
+        r = c.request(ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": "__consumer_offsets", "partitions": [
+                {"partition_index": i, "timestamp": ts, "current_leader_epoch": -1}
+                for i in range(3) for ts in (-2, -1)] + [
+                {"partition_index": 3, "timestamp": -1, "current_leader_epoch": -1}]}]})
+    assert (p.error_code, p.error_message) == (E.invalid_topic_exception, "Cannot append to internal topic "
+                                                                           "__consumer_offsets")
+    from coordinator.partitioning import partition_for
+    answers = [(q.partition_index, q.error_code, q.offset) for q in r.topics[0].partitions]
+    expected = [(i, E.none, 0 if ts == -2 else 3 if i == partition_for("g", 3) else 0)
+                for i in range(3) for ts in (-2, -1)]
+    assert answers == expected + [(3, E.unknown_topic_or_partition, -1)]
 
 
 # --- FindCoordinator -----------------------------------------------------------------------------

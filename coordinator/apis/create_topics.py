@@ -32,7 +32,7 @@ def _check(node, t, duplicated: bool) -> tuple[ErrorCode, str | None, int]:
         return ErrorCode.invalid_request, f"Create topics request from client contains a duplicate topic {t.name}", -1
     if not legal_topic_name(t.name):
         return ErrorCode.invalid_topic_exception, f"Topic name {t.name!r} is illegal", -1
-    if node.catalog.get(t.name) is not None:
+    if node.catalog.get(t.name) is not None or t.name == node.offsets_topic.name:
         return ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists.", -1
     if t.assignments:
         if t.replication_factor != -1:

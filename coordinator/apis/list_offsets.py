@@ -13,6 +13,10 @@ record with the largest timestamp; a timestamp ≥ 0 = the first record whose ti
 found through the batches' max timestamps and then record by record in the first batch that
 reaches it (offset -1 and timestamp -1 when none does); last tiered (-5) = -1 (no tiered
 storage, as Kafka answers without remote storage).
+
+`__consumer_offsets` (either plane): earliest = the offsets log's first segment base, latest = its
+log end; a timestamp look-up finds nothing (the log is not indexed by time); a partition not yet
+loaded is LEADER_NOT_AVAILABLE (retriable).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from protocol.apis import ApiKey
 from protocol.codec import build_response
 from storage.topic_data import plane_for
 
+from ..offsets_topic import log_range
 from . import Request
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
@@ -58,12 +63,26 @@ def _answer_memory(plane, topic, index: int, timestamp: int) -> dict:
             "offset": offset, "leader_epoch": -1}
 
 
+def _answer_offsets_log(node, index: int, timestamp: int) -> dict:
+    if not 0 <= index < node.offsets_topic.partitions:
+        return {"partition_index": index, "error_code": ErrorCode.unknown_topic_or_partition}
+    found = log_range(node.coordinator, index)
+    if found is None:
+        return {"partition_index": index, "error_code": ErrorCode.leader_not_available}
+    start, end = found
+    offset = start if timestamp in (EARLIEST, EARLIEST_LOCAL) else end if timestamp == LATEST else -1
+    return {"partition_index": index, "error_code": ErrorCode.none, "timestamp": -1, "offset": offset,
+            "leader_epoch": -1}
+
+
 def handle(node, request: Request):
     plane = plane_for(node)
     topics = []
     for t in request.body.topics:
         topic = node.catalog.get(t.name)
-        if plane is None:
+        if t.name == node.offsets_topic.name:
+            partitions = [_answer_offsets_log(node, p.partition_index, p.timestamp) for p in t.partitions]
+        elif plane is None:
             partitions = [_answer(topic, p.partition_index, p.timestamp) for p in t.partitions]
         else:
             partitions = [_answer_memory(plane, topic, p.partition_index, p.timestamp) for p in t.partitions]

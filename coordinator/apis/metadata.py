@@ -7,7 +7,9 @@ topic ids, answered from v12 as Kafka does (a topic may be asked for by id alone
 over the name, which the Java client sends as "" with an id).
 
 This node is the only broker, the controller, and the leader of every partition (leader epoch -1,
-so no client tries to validate positions). Requested topics that do not exist are created when
+so no client tries to validate positions). `__consumer_offsets` is listed among all topics and
+answered by name or id as Kafka does, as an internal topic (coordinator/offsets_topic.py); it is
+never auto-created into the catalog. Requested topics that do not exist are created when
 `auto.create.topics.enable` is on and the request allows it, and are answered without an error
 (KafkaJS fails on any topic error).
 """
@@ -34,7 +36,7 @@ def topic_entry(node, topic) -> dict:
     me = node.node_id
     return {
         "error_code": ErrorCode.none, "name": topic.name, "topic_id": topic.topic_id,
-        "is_internal": False,
+        "is_internal": topic is node.offsets_topic,
         "partitions": [{"error_code": ErrorCode.none, "partition_index": p, "leader_id": me,
                         "leader_epoch": -1, "replica_nodes": (me,), "isr_nodes": (me,),
                         "offline_replicas": ()} for p in range(topic.partitions)],
@@ -54,8 +56,9 @@ def handle(node, request: Request):
         return build_response(ApiKey.METADATA, version, {
             "brokers": [], "cluster_id": None, "controller_id": -1,
             "topics": [_error_entry(t.name or "", t.topic_id, ErrorCode.invalid_request) for t in wanted]})
+    internal = node.offsets_topic
     if wanted is None or (version == 0 and not wanted):
-        topics = [topic_entry(node, t) for t in node.catalog]
+        topics = [topic_entry(node, t) for t in node.catalog] + [topic_entry(node, internal)]
     else:
         may_create = node.settings.auto_create_topics_enable and getattr(body, "allow_auto_topic_creation", True)
         topics = []
@@ -64,11 +67,11 @@ def handle(node, request: Request):
             # by id from v12, as Kafka answers ids (the Java client sends name "" with one); below v12 the
             # name is what counts (and a response name there may not be null)
             if version >= 12 and (name is None or topic_id not in (None, _ZERO_ID)):
-                topic = node.catalog.by_id(t.topic_id)
+                topic = internal if t.topic_id == internal.topic_id else node.catalog.by_id(t.topic_id)
                 topics.append(topic_entry(node, topic) if topic else
                               _error_entry(None, t.topic_id, ErrorCode.unknown_topic_id))
                 continue
-            topic = node.catalog.get(name)
+            topic = internal if name == internal.name else node.catalog.get(name)
             if topic is None and may_create:
                 if not legal_topic_name(name):
                     topics.append(_error_entry(name, None, ErrorCode.invalid_topic_exception))

@@ -11,7 +11,8 @@ server logs it once per client id and host.
 With `records.plane: memory` (the default) each partition's record batches are validated (`storage.topic_data.batches`)
 and appended to the in-memory partition, which assigns their offsets; idempotent producers'
 sequences are checked as Kafka does (a retried batch is answered with its first offsets).
-Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION (Produce never auto-creates), INVALID_RECORD,
+Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION (Produce never auto-creates), INVALID_TOPIC_EXCEPTION
+for `__consumer_offsets` (Kafka's "Cannot append to internal topic"), INVALID_RECORD,
 CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE, INVALID_PRODUCER_EPOCH,
 OUT_OF_ORDER_SEQUENCE_NUMBER; acks other than 0, 1, -1 get INVALID_REQUIRED_ACKS; a
 transactional request gets UNSUPPORTED_FOR_MESSAGE_FORMAT (see init_producer_id.py).
@@ -29,6 +30,7 @@ from protocol.codec import build_response
 from storage.topic_data import plane_for
 from storage.topic_data.plane import TRANSACTIONS_UNSUPPORTED
 
+from ..offsets_topic import INVALID_APPEND
 from ..system_clock import wall_ms
 from . import Request
 
@@ -69,6 +71,8 @@ def handle(node, request: Request):
             if body.transactional_id is not None:
                 partitions.append(_partition(p.index, ErrorCode.unsupported_for_message_format,
                                              message=TRANSACTIONS_UNSUPPORTED))
+            elif t.name == node.offsets_topic.name:
+                partitions.append(_partition(p.index, ErrorCode.invalid_topic_exception, message=INVALID_APPEND))
             elif topic is None or not 0 <= p.index < topic.partitions:
                 partitions.append(_partition(p.index, ErrorCode.unknown_topic_or_partition,
                                              message="This server does not host this topic-partition."))
