@@ -195,6 +195,36 @@ def test_consumer_offsets_refuses_produce_and_lists_its_log_offsets(start_groupd
     assert answers == expected + [(3, E.unknown_topic_or_partition, -1)]
 
 
+@pytest.mark.parametrize("plane", ["memory", "none"])
+def test_consumer_offsets_fetch_serves_the_offsets_log_batches(start_groupd, plane):
+    from storage.log import records_of
+    from storage.topic_data.batches import iter_batches
+    from coordinator.partitioning import partition_for
+
+    server = start_groupd("offsets.topic.num.partitions=3", "topics=t:1", f"records.plane={plane}")
+    p = partition_for("g", 3)
+    with WireClient(server.bootstrap) as c:
+        for offset in (5, 6, 7):
+            commit = {"group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+                      "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": offset,
+                                                               "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+            assert c.request(ApiKey.OFFSET_COMMIT, 8, commit).topics[0].partitions[0].error_code is E.none
+        whole = c.request(ApiKey.FETCH, 12, fetch_request("__consumer_offsets", p, 0)).responses[0].partitions[0]
+        inside = c.request(ApiKey.FETCH, 12, fetch_request("__consumer_offsets", p, 2)).responses[0].partitions[0]
+        started = time.monotonic()
+        at_end = c.request(ApiKey.FETCH, 12, fetch_request("__consumer_offsets", p, 3, wait=WAIT_100MS * 3))
+        held = time.monotonic() - started
+        beyond = c.request(ApiKey.FETCH, 12, fetch_request("__consumer_offsets", p, 4)).responses[0].partitions[0]
+    assert (whole.error_code, whole.log_start_offset, whole.high_watermark) == (E.none, 0, 3)
+    batches = list(iter_batches(whole.records))
+    assert [b.base_offset for b in batches] == [0, 1, 2] and all(b.validate_crc() for b in batches)
+    values = [record.value.offset for b in batches for _, record, _ in records_of(b)]
+    assert values == [5, 6, 7]  # the stored OffsetCommitValue records, as Kafka's log holds them
+    assert [b.base_offset for b in iter_batches(inside.records)] == [2]
+    assert at_end.responses[0].partitions[0].records in (b"", None) and held >= 0.25  # waited, no busy loop
+    assert beyond.error_code is E.offset_out_of_range
+
+
 # --- FindCoordinator -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("version", versions(ApiKey.FIND_COORDINATOR))
