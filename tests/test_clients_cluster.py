@@ -39,6 +39,25 @@ def test_kcat_produces_and_consumes_with_the_default_settings(groupd):
     assert consumed.stdout.splitlines() == lines
 
 
+def test_java_admin_lists_consumer_offsets_only_when_asked_for_internal_topics(groupd):
+    import os
+
+    from tests.harness import CLIENTS_DIR, stack_available
+    from tests.support import ROOT
+
+    why = stack_available("java")
+    if why:
+        pytest.fail(why)
+    out = subprocess.run(["java", "-cp", os.path.join(CLIENTS_DIR, "java", "lib", "*"),
+                          os.path.join(ROOT, "tests", "clients", "java", "ListTopics.java"), groupd.bootstrap],
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["internal"]["__consumer_offsets"] is True and seen["internal"]["t3"] is False
+    assert "__consumer_offsets" not in seen["names"] and "t3" in seen["names"]
+    assert seen["described"] == {"partitions": 50, "internal": True}
+
+
 def test_kcat_reads_the_offsets_log_from_consumer_offsets(groupd):
     from coordinator.partitioning import partition_for
     from confluent_kafka import Consumer, TopicPartition

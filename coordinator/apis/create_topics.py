@@ -6,7 +6,8 @@ replication factor and configs; v6 only changes quota semantics; v7 returns the 
 A single node can hold one replica: a replication factor above 1 is refused as Kafka refuses it on
 a one-broker cluster. A topic may have at most `topic.max.partitions` partitions (groupd's bound:
 Metadata lists every partition, so an unbounded count would hold the loop and memory); more gets
-INVALID_PARTITIONS. Topic configs are accepted and not interpreted (groupd stores no records).
+INVALID_PARTITIONS. Topic configs are accepted and not interpreted (the records plane retains by
+the server-wide `records.retention.*` settings).
 """
 
 from __future__ import annotations
