@@ -443,6 +443,19 @@ def test_retention_on_the_wire(start_groupd):
         assert p.log_start_offset == 3  # behind newer batches: kept
 
 
+def test_memory_cap_over_all_partitions_on_the_wire(start_groupd):
+    one = len(batch(1, value=b"x" * 500))
+    s = start_groupd("topics=older:1,newer:1", f"records.memory.max.bytes={3 * one}")
+    with WireClient(s.bootstrap) as c:
+        for topic in ("older", "older", "newer"):
+            assert produce(c, topic, 0, batch(1, value=b"x" * 500)).error_code is E.none
+        p = produce(c, "newer", 0, batch(1, value=b"x" * 500))  # over the cap: older's first batch goes
+        assert (p.base_offset, p.log_start_offset) == (1, 0)
+        assert (list_offset(c, "older", 0, -2).offset, list_offset(c, "older", 0, -1).offset) == (1, 2)
+        assert fetch(c, "older", 0, 0).error_code is E.offset_out_of_range
+        assert [b.base_offset for b in batches_of(fetch(c, "older", 0, 1).records)] == [1]
+
+
 def test_plane_none_keeps_the_empty_data_plane(start_groupd):
     s = start_groupd("records.plane=none", "topics=t:1")
     with WireClient(s.bootstrap) as c:
