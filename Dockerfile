@@ -23,6 +23,11 @@ RUN groupadd --system --gid 10001 groupd \
  && chown groupd:groupd /var/lib/groupd
 
 WORKDIR /opt/groupd
+# Dependencies first, in their own layer: it is rebuilt only when pyproject.toml (or the script)
+# changes, never for a change to groupd's source.
+COPY pyproject.toml ./
+COPY .ci/install-python .ci/
+RUN PIP_NO_CACHE_DIR=1 PYTHON=python3.11 VENV=/opt/groupd/.venv .ci/install-python deps
 COPY . .
 # The same install as `make serve` / `make test` (one shared script), into /opt/groupd/.venv.
 RUN PIP_NO_CACHE_DIR=1 PYTHON=python3.11 VENV=/opt/groupd/.venv .ci/install-python
@@ -36,7 +41,10 @@ EXPOSE 9092 9464
 
 # the groupd user (numeric, so runtimes can check it is not root)
 USER 10001:10001
-# `groupd health` sends ApiVersions to the first of GROUPD_LISTENERS (0.0.0.0 becomes 127.0.0.1)
-HEALTHCHECK --interval=5s --timeout=5s --start-period=10s --retries=3 \
-  CMD ["groupd", "health", "--timeout", "3"]
+# Readiness: `groupd health --ready` asks the first of GROUPD_LISTENERS (0.0.0.0 becomes 127.0.0.1)
+# and succeeds only once every offsets partition is loaded, so `depends_on: service_healthy` waits
+# for the offsets log. While starting, it is checked every second for up to two minutes (a large
+# log takes a while to load); afterwards every 10 s.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=120s --start-interval=1s --retries=3 \
+  CMD ["groupd", "health", "--ready", "--timeout", "3"]
 ENTRYPOINT ["groupd", "serve"]

@@ -33,6 +33,8 @@ from protocol.consumer import BadConsumerProtocol, assigned_partitions
 
 from .offset_reset import Partition, PlanError, clamp, parse_datetime, parse_duration, parse_topics, read_csv, to_csv
 from .settings import ConfigError, Settings, add_config_arguments
+from .offsets_topic import NAME as OFFSETS_TOPIC
+from .partitioning import partition_for
 
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
 COMMANDS = ("groups", "offsets", "health")
@@ -423,14 +425,16 @@ def _log_offsets(conn: AdminConnection, partitions: list[Partition], timestamp: 
     return found
 
 
-def health(bootstrap: str, timeout: float = 5.0) -> tuple[bool, str]:
-    """(healthy, one line): healthy when ApiVersions answers error 0 within `timeout` seconds."""
+def health(bootstrap: str, timeout: float = 5.0, ready: bool = False) -> tuple[bool, str]:
+    """(healthy, one line): healthy when ApiVersions answers error 0 within `timeout` seconds;
+    with `ready`, only once every offsets partition is loaded too (`offsets_partitions_loaded`)."""
     start = time.monotonic()
     try:
         with AdminConnection(bootstrap, client_id="groupd-health", timeout=timeout) as conn:
             conn.sock.settimeout(max(timeout - (time.monotonic() - start), 0.001))
             r = conn.request(ApiKey.API_VERSIONS, API_VERSIONS_V,
                              {"client_software_name": "groupd-health", "client_software_version": "1"})
+            loaded = offsets_partitions_loaded(conn) if ready and r.error_code is ErrorCode.none else None
     except AdminError as e:
         return False, f"unhealthy: {e}"
     except TimeoutError:
@@ -442,7 +446,40 @@ def health(bootstrap: str, timeout: float = 5.0) -> tuple[bool, str]:
     elapsed = (time.monotonic() - start) * 1000
     if r.error_code is not ErrorCode.none:
         return False, f"unhealthy: {bootstrap} answered ApiVersions with {r.error_code.name.upper()}"
+    if loaded is not None:
+        n, total = loaded
+        if n < total:
+            return False, f"not ready: {bootstrap}: {n} of {total} offsets partitions loaded"
+        return True, f"ready: {bootstrap}: {total} of {total} offsets partitions loaded ({elapsed:.1f} ms)"
     return True, f"healthy: {bootstrap} answered ApiVersions in {elapsed:.1f} ms ({len(r.api_keys)} APIs)"
+
+
+def offsets_partitions_loaded(conn: AdminConnection) -> tuple[int, int]:
+    """(loaded, all) offsets partitions: Metadata says how many `__consumer_offsets` has, then one
+    DescribeGroups asks about a group of each partition; a partition still loading (or failed)
+    answers COORDINATOR_LOAD_IN_PROGRESS (NOT_COORDINATOR) instead of describing it."""
+    r = conn.request(ApiKey.METADATA, METADATA_V, {"topics": [{"name": OFFSETS_TOPIC, "topic_id": uuid.UUID(int=0)}],
+                                                   "allow_auto_topic_creation": False,
+                                                   "include_topic_authorized_operations": False})
+    (topic,) = r.topics
+    if topic.error_code is not ErrorCode.none:
+        raise AdminError(f"Metadata for {OFFSETS_TOPIC} answered {topic.error_code.name.upper()}")
+    probes = probe_groups(len(topic.partitions))
+    d = conn.request(ApiKey.DESCRIBE_GROUPS, DESCRIBE_GROUPS_V, {"groups": probes,
+                                                                 "include_authorized_operations": False})
+    unloaded = (ErrorCode.coordinator_load_in_progress, ErrorCode.not_coordinator)
+    return sum(g.error_code not in unloaded for g in d.groups), len(probes)
+
+
+def probe_groups(partitions: int) -> list[str]:
+    """A group id for each offsets partition (the partition's own hash: coordinator/partitioning.py)."""
+    found: dict[int, str] = {}
+    i = 0
+    while len(found) < partitions:
+        name = f"groupd-ready-{i}"
+        found.setdefault(partition_for(name, partitions), name)
+        i += 1
+    return [found[p] for p in range(partitions)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -553,8 +590,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     reset.add_argument("--export", action="store_true", help="print the plan as CSV topic,partition,offset")
     common(reset)
 
-    common(sub.add_parser("health", help="exit 0 if groupd answers ApiVersions within the timeout, else 1"),
-           json_output=False, timeout=5.0)
+    health_parser = sub.add_parser("health", help="exit 0 if groupd answers ApiVersions within the timeout, else 1")
+    health_parser.add_argument("--ready", action="store_true",
+                               help="exit 0 only once every offsets partition is loaded (readiness)")
+    common(health_parser, json_output=False, timeout=5.0)
 
 
 def _non_negative(text: str) -> int:
@@ -579,7 +618,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _health(args: argparse.Namespace, bootstrap: str) -> tuple[int, Any, str]:
-    ok, line = health(bootstrap, args.timeout)
+    ok, line = health(bootstrap, args.timeout, args.ready)
     return (0 if ok else 1), None, line
 
 

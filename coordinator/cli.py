@@ -134,10 +134,14 @@ def _main(argv: list[str] | None) -> int:
         print(f"groupd: configuration error: {e}", file=sys.stderr)
         return 2
     if args.command == "config":
+        for warning in settings.warnings:
+            print(f"groupd: warning: {warning}", file=sys.stderr)
         print(show(settings, args.json))
         return 0
     logging.basicConfig(level=settings.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    for warning in settings.warnings:
+        logging.getLogger("groupd").warning("%s", warning)
     from .server import run
 
     try:

@@ -1,4 +1,5 @@
-"""groupd's Prometheus series, served on `metrics.listener`.
+"""groupd's Prometheus series, served on `metrics.listener` (which also answers `/healthz` and
+`/ready`, coordinator/readiness.py).
 
 Cost stays off the hot path: label children are bound once (here, or lazily the first time a label
 value is seen), a request costs one dictionary lookup, one `inc()` and one `observe()`; everything
@@ -19,6 +20,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from protocol.apis import ApiKey
 
+from . import readiness
 from .listen import Listener
 from .system_clock import wall_ms
 
@@ -219,8 +221,8 @@ class _Exposition(asyncio.Protocol):
     means no collector ever sees a dict that another thread is changing. One request per connection;
     idle connections are closed and their number is bounded."""
 
-    def __init__(self, path: str, open_: dict[_Exposition, None]) -> None:
-        self.path = path
+    def __init__(self, routes: dict, open_: dict[_Exposition, None]) -> None:
+        self.routes = routes  # request path → () → (status, body, content type)
         self.buf = b""
         self.open = open_  # every open exposition connection, oldest first
 
@@ -245,8 +247,9 @@ class _Exposition(asyncio.Protocol):
             return
         request_line = self.buf.split(b"\r\n", 1)[0].decode("latin-1").split()
         target = request_line[1] if len(request_line) > 1 else ""
-        if target.split("?", 1)[0] in (self.path, "/"):
-            status, body, kind = "200 OK", generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+        route = self.routes.get(target.split("?", 1)[0])
+        if route is not None:
+            status, body, kind = route()
         else:
             status, body, kind = "404 Not Found", b"not found\n", "text/plain"
         self.transport.write(f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n"
@@ -264,7 +267,9 @@ async def serve(settings, groups) -> str | None:
     if not settings.metrics_listener:
         return None
     url = urlsplit(settings.metrics_url)
-    path = url.path or "/metrics"
+    exposition = lambda: ("200 OK", generate_latest(REGISTRY), CONTENT_TYPE_LATEST)  # noqa: E731
+    routes = {url.path or "/metrics": exposition, "/": exposition, "/healthz": readiness.alive,
+              "/ready": lambda: readiness.ready(groups)}
     open_: dict[_Exposition, None] = {}
-    Listener("metrics", url.hostname or "0.0.0.0", url.port, lambda: _Exposition(path, open_), backlog=128)
+    Listener("metrics", url.hostname or "0.0.0.0", url.port, lambda: _Exposition(routes, open_), backlog=128)
     return settings.metrics_url

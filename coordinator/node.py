@@ -13,6 +13,7 @@ from storage.files import DataDirLock, prepare_data_dir
 from storage.group_configs import GroupConfigStore
 
 from .access import Access
+from . import offsets_topic
 from .runtime import GroupCoordinator
 from .settings import Settings
 
@@ -30,6 +31,7 @@ class Node:
         self.catalog = TopicCatalog(settings.data_dir)
         # ACL authorization, on when authorizer.class.name is set (coordinator/access.py)
         self.access = Access(settings) if settings.authorizer_class_name else None
+        self.offsets_topic = offsets_topic.topic(settings, self.cluster_id)  # internal: never in the catalog
         for name, partitions in settings.topics.items():
             self._declare(name, partitions)
         self.group_configs = GroupConfigStore(settings.data_dir)  # per-group overrides (IncrementalAlterConfigs)

@@ -55,6 +55,9 @@ def _run_effect(effect, completed) -> None:
     completed(result, None)
 
 
+LOAD_PROGRESS_S = 5.0  # how often a load in progress is reported
+
+
 def _perf_ms() -> float:
     return time.perf_counter() * 1000
 
@@ -98,9 +101,13 @@ class GroupCoordinator:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Load every partition off the loop; each serves requests once it is loaded."""
+        """Load every partition off the loop; each serves requests once it is loaded. Progress is
+        logged every LOAD_PROGRESS_S while partitions load, and once when all are done."""
         loop = asyncio.get_running_loop()
         self._pending_loads = self.partitions
+        self._load_started = time.monotonic()
+        self._loaded_bytes = self._loaded_records = 0
+        self._schedule("load-progress", LOAD_PROGRESS_S, self._report_load_progress)
         for p in range(self.partitions):
             loop.run_in_executor(self._executor, self._load, p).add_done_callback(
                 lambda f, p=p: self._loaded(p, f))
@@ -142,11 +149,29 @@ class GroupCoordinator:
                         "partition loaded partition=%d records=%d bytes=%d groups=%d offsets=%d ms=%d%s%s", p,
                         result.records, result.bytes, len(shard.groups), sum(map(len, shard.offsets.values())),
                         seconds * 1000, damage, " (torn tail truncated)" if result.truncated else "")
+            self._loaded_bytes += result.bytes
+            self._loaded_records += result.records
         self._pending_loads -= 1
         if self._pending_loads == 0:
-            log.info("offsets log loaded partitions=%d active=%d failed=%d groups=%d", self.partitions,
-                     self.states.count(PartitionState.ACTIVE), self.states.count(PartitionState.FAILED),
-                     sum(len(s.groups) for s in self.shards))
+            progress = self._tasks.pop("load-progress", None)
+            if progress is not None:
+                progress.cancel()
+            seconds = time.monotonic() - self._load_started
+            log.info("offsets log loaded partitions=%d active=%d failed=%d groups=%d bytes=%d records=%d "
+                     "records_per_s=%d ms=%d", self.partitions, self.states.count(PartitionState.ACTIVE),
+                     self.states.count(PartitionState.FAILED), sum(len(s.groups) for s in self.shards),
+                     self._loaded_bytes, self._loaded_records, self._loaded_records / max(seconds, 1e-3),
+                     seconds * 1000)
+
+    def _report_load_progress(self) -> None:
+        """A long load says how far it got (partitions done so far, their bytes, the rate)."""
+        if self._pending_loads == 0:
+            return
+        seconds = time.monotonic() - self._load_started
+        log.info("offsets log loading partitions=%d/%d bytes=%d records=%d records_per_s=%d",
+                 self.partitions - self._pending_loads, self.partitions, self._loaded_bytes, self._loaded_records,
+                 self._loaded_records / max(seconds, 1e-3))
+        self._schedule("load-progress", LOAD_PROGRESS_S, self._report_load_progress)
 
     # -- periodic work: expiry, compaction, fsync. Each survives its own exception: it logs (at
     # most once a minute per task) and runs again after its interval.

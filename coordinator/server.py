@@ -8,6 +8,8 @@ import logging
 import signal
 import time
 
+from storage.topic_data import plane_for
+
 from . import metrics
 from .access import tick_denial_logs
 from .connection import Connection, RequestMemory, bad_frame_log
@@ -16,6 +18,7 @@ from .node import Node
 from .security import Endpoint, authentication_failed, endpoints, failure_log
 from .settings import Settings
 from .tls_transport import TlsTransport
+from .system_clock import wall_ms
 
 log = logging.getLogger("groupd")
 
@@ -42,6 +45,7 @@ class Server:
         self._listeners: list[Listener] = []
         self._stop = asyncio.Event()
         self._log_timer: asyncio.TimerHandle | None = None
+        self._retention_timer: asyncio.TimerHandle | None = None
 
     async def startup(self) -> None:
         started = time.monotonic()
@@ -51,6 +55,8 @@ class Server:
         for listener, endpoint in zip(self.settings.listeners, self.endpoints):
             self._listen(listener.host, listener.port, endpoint)
         self._tick_log_limits()
+        if plane_for(self.node) is not None:
+            self._check_records_retention()
         bound = ", ".join(f"{l.name}://{l.address[0]}:{l.address[1]}" for l in self._listeners)
         advertised = ", ".join(f"{e.name}://{e.advertised.host}:{e.advertised.port} ({e.protocol})"
                                for e in self.endpoints)
@@ -83,14 +89,24 @@ class Server:
         tick_denial_logs()
         self._log_timer = asyncio.get_running_loop().call_later(LOG_LIMIT_TICK_S, self._tick_log_limits)
 
+    def _check_records_retention(self) -> None:
+        """The records plane's retention by time, every log.retention.check.interval.ms (Kafka's
+        check; the first one runs at start-up, when the plane is still empty)."""
+        try:
+            plane_for(self.node).enforce_retention(wall_ms())
+        finally:
+            self._retention_timer = asyncio.get_running_loop().call_later(
+                self.settings.log_retention_check_interval_ms / 1000, self._check_records_retention)
+
     def request_stop(self, signame: str = "") -> None:
         if not self._stop.is_set():
             log.info("shutdown requested signal=%s", signame or "-")
             self._stop.set()
 
     async def shutdown(self) -> None:
-        if self._log_timer is not None:
-            self._log_timer.cancel()
+        for timer in (self._log_timer, self._retention_timer):
+            if timer is not None:
+                timer.cancel()
         for listener in self._listeners:
             listener.close()
         if self.node is not None:

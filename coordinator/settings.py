@@ -1,8 +1,9 @@
 """The one typed settings object, read from (lowest to highest precedence) built-in defaults,
 a YAML file, `GROUPD_<KEY>` environment variables and `--set key=value` arguments.
 
-Keys carry Kafka's names and defaults. An unknown key or a bad value stops start-up with a
-message that names the key and what it accepts.
+Keys carry Kafka's names and defaults. An unknown key in a file or `--set`, or a bad value, stops
+start-up with a message that names the key and what it accepts; an unknown `GROUPD_*` variable
+is only a warning (`Settings.warnings`), since orchestrators inject variables with that prefix.
 """
 
 from __future__ import annotations
@@ -317,15 +318,20 @@ KEYS: tuple[Key, ...] = (
     Key("super.users", "", _super_users, "principals allowed everything, ';'-separated: User:admin;User:ops"),
     Key("allow.everyone.if.no.acl.found", False, _bool,
         "with the authorizer on: allow a resource that no ACL names (a resource with any ACL follows its ACLs)"),
-    Key("records.plane", "none", _choice("none", "memory"),
-        "none: store no records (Produce refused, Fetch empty); memory: keep produced record batches "
-        "in memory so producers and consumers move real messages"),
+    Key("records.plane", "memory", _choice("none", "memory"),
+        "memory: keep produced record batches in memory so producers and consumers move real messages; "
+        "none: a pure group coordinator that stores no records (Produce refused, Fetch empty)"),
     Key("records.retention.bytes", 67108864, _int(1),
         "memory plane: most bytes kept per partition before the oldest batches are dropped "
         "(Kafka's retention.bytes)"),
     Key("records.retention.ms", 604800000, _int(-1),
         "memory plane: batches whose newest timestamp is older than this are dropped "
         "(Kafka's retention.ms); -1 = no time limit"),
+    Key("records.memory.max.bytes", 268435456, _int(1),
+        "memory plane: most bytes kept over all partitions; beyond it the oldest batches of any "
+        "partition are dropped (no Kafka equivalent: a broker's disk is its bound)"),
+    Key("log.retention.check.interval.ms", 300000, _int(1),
+        "memory plane: how often records.retention.ms is applied (Kafka's name and default)"),
     Key("records.message.max.bytes", 1048588, _int(1),
         "memory plane: largest record batch a Produce may carry (Kafka's message.max.bytes)"),
 )
@@ -406,9 +412,13 @@ class Settings:
     records_plane: str
     records_retention_bytes: int
     records_retention_ms: int
+    records_memory_max_bytes: int
+    log_retention_check_interval_ms: int
     records_message_max_bytes: int
     # where each value came from: "default", "file <path>", "env GROUPD_X" or "--set"
     origins: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
+    # what start-up should log as warnings (unknown GROUPD_* variables)
+    warnings: tuple[str, ...] = dataclasses.field(default=(), compare=False)
 
     @property
     def advertised(self) -> Listener:
@@ -451,11 +461,15 @@ class Settings:
                 _set(raw, name, value, f"file {config_file}", given)
         by_env = {env_var(name): name for name in [*KEYS_BY_NAME, *ALIASES]}
         given_env = {by_env.get(var, var): value for var, value in env.items() if var.startswith("GROUPD_")}
-        for var, value in env.items():
+        warnings = []
+        for var, value in sorted(env.items()):
             if var.startswith("GROUPD_"):
                 if var not in by_env:
-                    raise ConfigError(f"unknown setting {var} in the environment{_did_you_mean(var, by_env)} "
-                                      f"(GROUPD_<KEY> with dots as underscores; `groupd config show` lists the keys)")
+                    # a warning, not a refusal: Kubernetes injects GROUPD_PORT=tcp://... for a Service
+                    # named groupd, and other tools share the prefix
+                    warnings.append(f"ignoring {var} in the environment: not a setting{_did_you_mean(var, by_env)} "
+                                    f"(GROUPD_<KEY> with dots as underscores; `groupd config show` lists the keys)")
+                    continue
                 _set(raw, by_env[var], value, f"env {var}", given_env)
         given_set = dict(item.partition("=")[::2] for item in overrides)
         for item in overrides:
@@ -471,7 +485,8 @@ class Settings:
                 values[attribute(name)] = KEYS_BY_NAME[name].parse(value)
             except ValueError as e:
                 raise ConfigError(f"{name}={value!r} ({origin}) is not valid: expected {e}") from None
-        settings = cls(**values, origins={name: origin for name, (_, origin) in raw.items()})
+        settings = cls(**values, origins={name: origin for name, (_, origin) in raw.items()},
+                       warnings=tuple(warnings))
         if cross_checks:
             settings._check()
         return settings

@@ -14,6 +14,7 @@ are logged and returned in `LoadResult.damage` (`groupd log repair` rewrites the
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import struct
@@ -75,6 +76,46 @@ def records_of(batch: DefaultRecordBatch) -> Iterator[tuple[int, Record | None, 
             yield r.offset, decode(bytes(r.key), None if r.value is None else bytes(r.value)), r.key
         except Exception:  # unknown key types (KIP-848, share groups) are skipped by the loader
             yield r.offset, None, r.key
+
+
+_BATCH_HEAD = struct.Struct(">qi")  # baseOffset, batchLength
+_HEAD_BYTES = 27  # through lastOffsetDelta (bytes 23–26)
+
+
+def read_batches(segments: list[tuple[int, str]], offset: int, end: int, max_bytes: int) -> bytes:
+    """Whole batches, as stored, from the one holding `offset` up to `end` (the log end when the
+    caller looked), at most `max_bytes` except that the first batch always comes whole (KIP-74):
+    what a Fetch of `__consumer_offsets` returns. Blocking (run it off the loop); a segment that
+    compaction replaced meanwhile is read as the new file, one it removed is skipped."""
+    out: list[bytes] = []
+    used = 0
+    start = max(bisect.bisect_right([base for base, _ in segments], offset) - 1, 0)
+    for _, path in segments[start:]:
+        try:
+            f = open(path, "rb")
+        except FileNotFoundError:
+            continue
+        with f:
+            while True:
+                head = f.read(_HEAD_BYTES)
+                if len(head) < _HEAD_BYTES:
+                    break  # end of the segment (or a batch still being written)
+                base, length = _BATCH_HEAD.unpack_from(head)
+                if base >= end:
+                    return b"".join(out)
+                size = 12 + length
+                (last_delta,) = struct.unpack_from(">i", head, 23)
+                if base + last_delta < offset:
+                    f.seek(size - _HEAD_BYTES, os.SEEK_CUR)
+                    continue
+                if out and used + size > max_bytes:
+                    return b"".join(out)
+                rest = f.read(size - _HEAD_BYTES)
+                if len(rest) < size - _HEAD_BYTES:
+                    break
+                out.append(head + rest)
+                used += size
+    return b"".join(out)
 
 
 @dataclass(slots=True)

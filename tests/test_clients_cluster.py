@@ -24,6 +24,52 @@ def test_kcat_lists_groupd_as_the_broker_and_the_catalog_topics(groupd):
     assert [(b["id"], b["name"]) for b in meta["brokers"]] == [(1, groupd.bootstrap)]
     topics = {t["topic"]: len(t["partitions"]) for t in meta["topics"]}
     assert topics["t3"] == 3 and topics["t6"] == 6
+    assert topics["__consumer_offsets"] == 50  # listed as Kafka lists its internal topic
+
+
+def test_kcat_produces_and_consumes_with_the_default_settings(groupd):
+    """The README's quick start: messages flow without any records setting."""
+    lines = [f"message-{i}" for i in range(5)]
+    produced = subprocess.run(["kcat", "-b", groupd.bootstrap, "-P", "-t", "quick-start"], input="\n".join(lines) + "\n",
+                              capture_output=True, text=True, timeout=60)
+    assert produced.returncode == 0 and "error" not in produced.stderr.lower(), produced.stderr
+    consumed = subprocess.run(["kcat", "-b", groupd.bootstrap, "-C", "-t", "quick-start", "-o", "beginning", "-e"],
+                              capture_output=True, text=True, timeout=60)
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout.splitlines() == lines
+
+
+def test_java_admin_lists_consumer_offsets_only_when_asked_for_internal_topics(groupd):
+    import os
+
+    from tests.harness import CLIENTS_DIR, stack_available
+    from tests.support import ROOT
+
+    why = stack_available("java")
+    if why:
+        pytest.fail(why)
+    out = subprocess.run(["java", "-cp", os.path.join(CLIENTS_DIR, "java", "lib", "*"),
+                          os.path.join(ROOT, "tests", "clients", "java", "ListTopics.java"), groupd.bootstrap],
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["internal"]["__consumer_offsets"] is True and seen["internal"]["t3"] is False
+    assert "__consumer_offsets" not in seen["names"] and "t3" in seen["names"]
+    assert seen["described"] == {"partitions": 50, "internal": True}
+
+
+def test_kcat_reads_the_offsets_log_from_consumer_offsets(groupd):
+    from coordinator.partitioning import partition_for
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": groupd.bootstrap, "group.id": "kcat-reads-this", "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition("t3", 0, 42)], asynchronous=False)
+    c.close()
+    p = partition_for("kcat-reads-this", 50)
+    out = subprocess.run(["kcat", "-b", groupd.bootstrap, "-C", "-t", "__consumer_offsets", "-p", str(p), "-o",
+                          "beginning", "-e", "-f", "%k\n"], capture_output=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert b"kcat-reads-this" in out.stdout  # the OffsetCommitKey's group id, as Kafka's log holds it
 
 
 def test_confluent_admin_creates_lists_and_grows_topics(groupd):

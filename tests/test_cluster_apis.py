@@ -11,7 +11,7 @@ import pytest
 from protocol import ErrorCode
 from coordinator.apis import SUPPORTED_VERSIONS
 from protocol.apis import ApiKey
-from tests.support import WireClient
+from tests.support import WireClient, groupd_fixture
 
 E = ErrorCode
 WAIT_100MS = datetime.timedelta(milliseconds=100)
@@ -135,7 +135,94 @@ def test_catalog_topic_ids_and_cluster_id_survive_a_restart(start_groupd, tmp_pa
     assert after.cluster_id == before.cluster_id
     assert {(t.name, t.topic_id, len(t.partitions)) for t in after.topics} == \
         {(t.name, t.topic_id, len(t.partitions)) for t in before.topics}
-    assert {t.name for t in after.topics} == {"kept", "made"}
+    assert {t.name for t in after.topics} == {"kept", "made", "__consumer_offsets"}
+
+
+@pytest.mark.parametrize("version", [0, 1, 9, 12])
+def test_all_topics_metadata_lists_consumer_offsets_as_internal(groupd, version):
+    with WireClient(groupd.bootstrap) as c:
+        r = c.request(ApiKey.METADATA, version, metadata_request(version, None))
+        again = c.request(ApiKey.METADATA, version, metadata_request(version, None))
+    topics = {t.name: t for t in r.topics}
+    internal = topics["__consumer_offsets"]
+    assert internal.error_code is E.none and len(internal.partitions) == 50
+    assert all((p.partition_index, p.leader_id, p.replica_nodes) == (i, 1, (1,))
+               for i, p in enumerate(internal.partitions))
+    if version >= 1:
+        assert internal.is_internal and not any(t.is_internal for n, t in topics.items() if n != internal.name)
+    if version >= 10:
+        assert internal.topic_id != uuid.UUID(int=0)
+        assert {t.name: t.topic_id for t in again.topics}["__consumer_offsets"] == internal.topic_id
+
+
+def test_consumer_offsets_by_name_and_id_is_never_auto_created_as_a_topic(groupd):
+    with WireClient(groupd.bootstrap) as c:
+        (by_name,) = c.request(ApiKey.METADATA, 12, metadata_request(12, ["__consumer_offsets"])).topics
+        (by_id,) = c.request(ApiKey.METADATA, 12, {**metadata_request(12), "topics": [
+            {"name": None, "topic_id": by_name.topic_id}]}).topics
+        created = c.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+            {"name": "__consumer_offsets", "num_partitions": 3, "replication_factor": 1, "assignments": [],
+             "configs": []}], "timeout": datetime.timedelta(seconds=5), "validate_only": False})
+        listed = c.request(ApiKey.METADATA, 12, metadata_request(12, None)).topics
+    assert (by_name.error_code, by_name.is_internal, len(by_name.partitions)) == (E.none, True, 50)
+    assert (by_id.name, by_id.is_internal, len(by_id.partitions)) == ("__consumer_offsets", True, 50)
+    assert created.topics[0].error_code is E.topic_already_exists
+    assert [t.name for t in listed].count("__consumer_offsets") == 1
+
+
+def test_consumer_offsets_refuses_produce_and_lists_its_log_offsets(start_groupd):
+    server = start_groupd("offsets.topic.num.partitions=3", "topics=t:1")
+    with WireClient(server.bootstrap) as c:
+        commit = {"group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+                  "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 5,
+                                                           "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+        for _ in range(3):
+            assert c.request(ApiKey.OFFSET_COMMIT, 8, commit).topics[0].partitions[0].error_code is E.none
+        p = c.request(ApiKey.PRODUCE, 8, {"transactional_id": None, "acks": -1, "timeout": datetime.timedelta(seconds=1),
+                                          "topic_data": [{"name": "__consumer_offsets", "partition_data": [
+                                              {"index": 0, "records": None}]}]}).responses[0].partition_responses[0]
+        r = c.request(ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": "__consumer_offsets", "partitions": [
+                {"partition_index": i, "timestamp": ts, "current_leader_epoch": -1}
+                for i in range(3) for ts in (-2, -1)] + [
+                {"partition_index": 3, "timestamp": -1, "current_leader_epoch": -1}]}]})
+    assert (p.error_code, p.error_message) == (E.invalid_topic_exception, "Cannot append to internal topic "
+                                                                           "__consumer_offsets")
+    from coordinator.partitioning import partition_for
+    answers = [(q.partition_index, q.error_code, q.offset) for q in r.topics[0].partitions]
+    expected = [(i, E.none, 0 if ts == -2 else 3 if i == partition_for("g", 3) else 0)
+                for i in range(3) for ts in (-2, -1)]
+    assert answers == expected + [(3, E.unknown_topic_or_partition, -1)]
+
+
+@pytest.mark.parametrize("plane", ["memory", "none"])
+def test_consumer_offsets_fetch_serves_the_offsets_log_batches(start_groupd, plane):
+    from storage.log import records_of
+    from storage.topic_data.batches import iter_batches
+    from coordinator.partitioning import partition_for
+
+    server = start_groupd("offsets.topic.num.partitions=3", "topics=t:1", f"records.plane={plane}")
+    p = partition_for("g", 3)
+    with WireClient(server.bootstrap) as c:
+        for offset in (5, 6, 7):
+            commit = {"group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+                      "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": offset,
+                                                               "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+            assert c.request(ApiKey.OFFSET_COMMIT, 8, commit).topics[0].partitions[0].error_code is E.none
+        whole = c.request(ApiKey.FETCH, 12, fetch_request("__consumer_offsets", p, 0)).responses[0].partitions[0]
+        inside = c.request(ApiKey.FETCH, 12, fetch_request("__consumer_offsets", p, 2)).responses[0].partitions[0]
+        started = time.monotonic()
+        at_end = c.request(ApiKey.FETCH, 12, fetch_request("__consumer_offsets", p, 3, wait=WAIT_100MS * 3))
+        held = time.monotonic() - started
+        beyond = c.request(ApiKey.FETCH, 12, fetch_request("__consumer_offsets", p, 4)).responses[0].partitions[0]
+    assert (whole.error_code, whole.log_start_offset, whole.high_watermark) == (E.none, 0, 3)
+    batches = list(iter_batches(whole.records))
+    assert [b.base_offset for b in batches] == [0, 1, 2] and all(b.validate_crc() for b in batches)
+    values = [record.value.offset for b in batches for _, record, _ in records_of(b)]
+    assert values == [5, 6, 7]  # the stored OffsetCommitValue records, as Kafka's log holds them
+    assert [b.base_offset for b in iter_batches(inside.records)] == [2]
+    assert at_end.responses[0].partitions[0].records in (b"", None) and held >= 0.25  # waited, no busy loop
+    assert beyond.error_code is E.offset_out_of_range
 
 
 # --- FindCoordinator -----------------------------------------------------------------------------
@@ -158,7 +245,10 @@ def test_find_coordinator_has_no_transaction_coordinator(groupd, version):
     assert (e.error_code, e.node_id, e.host, e.port) == (E.coordinator_not_available, -1, "", -1)
 
 
-# --- The empty data plane ------------------------------------------------------------------------
+# --- The empty data plane (records.plane=none, the pure coordinator) -------------------------------
+
+pure = groupd_fixture("records.plane=none", "topics=t3:3", name="pure")
+
 
 def fetch_request(topic: str, partition: int, offset: int, wait=WAIT_100MS) -> dict:
     return {"replica_id": -1, "max_wait": wait, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
@@ -168,8 +258,8 @@ def fetch_request(topic: str, partition: int, offset: int, wait=WAIT_100MS) -> d
 
 
 @pytest.mark.parametrize("version", versions(ApiKey.FETCH))
-def test_fetch_is_empty_with_high_watermark_at_the_fetch_offset(groupd, version):
-    with WireClient(groupd.bootstrap) as c:
+def test_fetch_is_empty_with_high_watermark_at_the_fetch_offset(pure, version):
+    with WireClient(pure.bootstrap) as c:
         r = c.request(ApiKey.FETCH, version, fetch_request("t3", 2, 17))
     assert r.error_code is E.none if version >= 7 else True
     p = r.responses[0].partitions[0]
@@ -179,8 +269,8 @@ def test_fetch_is_empty_with_high_watermark_at_the_fetch_offset(groupd, version)
         assert p.log_start_offset == 0
 
 
-def test_fetch_is_held_for_max_wait(groupd):
-    with WireClient(groupd.bootstrap) as c:
+def test_fetch_is_held_for_max_wait(pure):
+    with WireClient(pure.bootstrap) as c:
         started = time.monotonic()
         c.request(ApiKey.FETCH, 12, fetch_request("t3", 0, 0, wait=datetime.timedelta(milliseconds=600)))
         held = time.monotonic() - started
@@ -203,8 +293,8 @@ def test_fetch_of_unknown_partition_is_an_error(groupd):
 
 
 @pytest.mark.parametrize("version", versions(ApiKey.LIST_OFFSETS))
-def test_list_offsets_answers_zero_for_earliest_and_latest(groupd, version):
-    with WireClient(groupd.bootstrap) as c:
+def test_list_offsets_answers_zero_for_earliest_and_latest(pure, version):
+    with WireClient(pure.bootstrap) as c:
         r = c.request(ApiKey.LIST_OFFSETS, version, {"replica_id": -1, "isolation_level": 0, "topics": [
             {"name": "t3", "partitions": [{"partition_index": 0, "timestamp": -2, "current_leader_epoch": -1},
                                           {"partition_index": 1, "timestamp": -1, "current_leader_epoch": -1},
@@ -215,13 +305,19 @@ def test_list_offsets_answers_zero_for_earliest_and_latest(groupd, version):
 
 
 @pytest.mark.parametrize("version", versions(ApiKey.PRODUCE))
-def test_produce_is_refused_per_partition(groupd, version):
-    with WireClient(groupd.bootstrap) as c:
-        r = c.request(ApiKey.PRODUCE, version, {"transactional_id": None, "acks": -1,
-                                                "timeout": datetime.timedelta(seconds=1),
-                                                "topic_data": [{"name": "t3", "partition_data": [
-                                                    {"index": 0, "records": None}]}]})
-    assert r.responses[0].partition_responses[0].error_code is E.invalid_request
+def test_produce_is_refused_per_partition_naming_the_setting(pure, version):
+    with WireClient(pure.bootstrap, client_id=f"refused-{version}") as c:
+        for _ in range(2):
+            r = c.request(ApiKey.PRODUCE, version, {"transactional_id": None, "acks": -1,
+                                                    "timeout": datetime.timedelta(seconds=1),
+                                                    "topic_data": [{"name": "t3", "partition_data": [
+                                                        {"index": 0, "records": None}]}]})
+            p = r.responses[0].partition_responses[0]
+            assert p.error_code is E.invalid_request
+            if version >= 8:
+                assert "records.plane" in p.error_message
+    # the server says why once per client, not once per request
+    assert pure.log().count(f"produce refused client=refused-{version} ") == 1
 
 
 def test_produce_with_acks_0_gets_no_reply_and_later_replies_keep_order(groupd):

@@ -193,7 +193,9 @@ def test_describe_and_list_by_type_through_the_admin_client(server, clients, req
 
 @pytest.mark.parametrize("stack", ["confluent", "platformatic"])  # the tools with commit_offset=N
 def test_commits_and_epochs_survive_a_server_restart(tmp_path, clients, stack):
-    s = GroupdProcess(str(tmp_path / "data"), *SETTINGS)
+    # the pure coordinator: offset 7 on empty partitions stays the members' position (with the memory
+    # plane it is out of range, and a member that resets may rejoin and bump the epoch meanwhile)
+    s = GroupdProcess(str(tmp_path / "data"), *SETTINGS, "records.plane=none")
     s.start()
     try:
         members = [clients(stack, "subscribe", s.bootstrap, **opts("resume", commit_offset=7))

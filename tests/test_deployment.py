@@ -164,7 +164,7 @@ def test_one_install_script_for_the_makefile_and_the_dockerfile():
     assert os.access(os.path.join(ROOT, script), os.X_OK)
     runs = instructions("RUN")
     installs = [r for r in runs if script in r]
-    assert len(installs) == 1, runs
+    assert len(installs) == 2 and installs[0].endswith(f"{script} deps") and installs[1].endswith(script), runs
     assert not any("pip" in r.replace("PIP_NO_CACHE_DIR", "") for r in runs), "the image installs only via the script"
 
     makefile = read("Makefile")
@@ -172,6 +172,25 @@ def test_one_install_script_for_the_makefile_and_the_dockerfile():
     assert script in rules["$(VENV)/.installed"] and f"{script} test" in rules["$(VENV)/.installed-test"]
     assert "pip install" not in makefile, "the Makefile installs groupd only via the script"
     assert "make serve" in read("README.md")
+
+
+def test_dependencies_install_in_a_layer_before_the_source():
+    """A change to the source must not re-install the dependencies: only pyproject.toml and the
+    install script are copied before the dependencies' RUN, and `COPY . .` comes after it."""
+    steps = [(i, rest) for i, rest in dockerfile() if i in ("COPY", "RUN")]
+    deps = next(n for n, (i, rest) in enumerate(steps) if i == "RUN" and rest.endswith("install-python deps"))
+    copied = [rest.split()[:-1] for i, rest in steps[:deps] if i == "COPY"]
+    assert sorted(f for files in copied for f in files) == [".ci/install-python", "pyproject.toml"], copied
+    assert ("COPY", ". .") in steps[deps:]
+
+
+def test_healthcheck_waits_for_readiness_with_a_short_start_interval():
+    check = instructions("HEALTHCHECK")[0]
+    options = dict(re.findall(r"--([\w-]+)=(\S+)", check.split("CMD", 1)[0]))
+    assert json.loads(check.split("CMD ", 1)[1])[:3] == ["groupd", "health", "--ready"]
+    seconds = {k: int(v.rstrip("s")) for k, v in options.items() if v.endswith("s")}
+    assert seconds["start-interval"] <= 2 < seconds["start-period"]  # polled fast while the log loads
+    assert seconds["timeout"] < seconds["interval"]
 
 
 def test_image_layout_matches_the_settings_and_the_compose_file():
@@ -262,10 +281,10 @@ def test_image_steps_replayed_serve_a_healthy_groupd_and_the_demo_group(tmp_path
         shutil.copy2(os.path.join(ROOT, f), here(f"{workdir}/{f}"))
     os.makedirs(here(volume))
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("GROUPD_", "PIP_", "VIRTUAL_ENV"))}
-    (install,) = [r for r in instructions("RUN") if ".ci/install-python" in r]
-    r = subprocess.run(["bash", "-c", here(install)], cwd=here(workdir), env=clean,
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
+    for install in [r for r in instructions("RUN") if ".ci/install-python" in r]:  # dependencies, then groupd
+        r = subprocess.run(["bash", "-c", here(install)], cwd=here(workdir), env=clean,
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stdout + r.stderr
 
     port, metrics_port = free_port(), free_port()
     container = {k: here(v) for k, v in dockerfile_env(clean).items()}
@@ -286,7 +305,7 @@ def test_image_steps_replayed_serve_a_healthy_groupd_and_the_demo_group(tmp_path
 
         health = json.loads(instructions("HEALTHCHECK")[0].split("CMD ", 1)[1])
         r = subprocess.run(health, cwd=here(workdir), env=env, capture_output=True, text=True, timeout=30)
-        assert r.returncode == 0 and r.stdout.startswith(f"healthy: 127.0.0.1:{port} "), r.stdout + r.stderr
+        assert r.returncode == 0 and r.stdout.startswith(f"ready: 127.0.0.1:{port}: 50 of 50 "), r.stdout + r.stderr
 
         for name in ("consumer-1", "consumer-2"):
             service = services[name]

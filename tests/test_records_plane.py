@@ -1,4 +1,4 @@
-"""The opt-in records plane (`records.plane: memory`): the in-memory partition log (sans-IO, no
+"""The records plane (`records.plane: memory`, the default): the in-memory partition log (sans-IO, no
 server), Produce / Fetch / ListOffsets / InitProducerId on the wire against the real server, and
 real producers and consumer groups moving messages end to end."""
 
@@ -19,6 +19,8 @@ from protocol.apis import ApiKey
 from protocol.codec import decode_response
 from storage.topic_data.batches import BatchError, iter_batches, split
 from storage.topic_data.log import TopicPartitionLog
+from storage.topic_data.plane import MemoryPlane
+from tests.harness import wait_until
 from tests.support import WireClient, groupd_fixture
 
 NOW = 1_800_000_000_000
@@ -127,13 +129,49 @@ def test_retention_by_bytes_keeps_the_newest_batch_however_large():
     assert len(log.batches) == 1 and log.log_start == 1
 
 
-def test_retention_by_time_uses_the_batch_max_timestamp():
+def test_retention_by_time_uses_the_batch_max_timestamp_at_the_periodic_check():
     log = TopicPartitionLog(1 << 30, 60_000)
-    append(log, batch(2, ts=NOW - 120_000), now=NOW)  # already too old: dropped at once
+    append(log, batch(2, ts=NOW - 120_000), now=NOW)  # already too old, yet readable until the check
     append(log, batch(2, ts=NOW - 30_000), now=NOW)
+    assert (log.log_start, log.high_watermark, len(log.batches)) == (0, 4, 2)
+    assert log.enforce_retention(NOW) == 1
     assert (log.log_start, log.high_watermark, len(log.batches)) == (2, 4, 1)
     assert log.enforce_retention(NOW + 31_000) == 1
     assert (log.log_start, log.high_watermark, log.batches) == (4, 4, [])
+
+
+def plane_append(plane: MemoryPlane, key, data: bytes, now: int = NOW):
+    r = plane.append(key, data, 8, now)
+    assert r.error is E.none
+    return r
+
+
+def test_memory_cap_drops_the_oldest_batches_of_any_partition():
+    one = len(batch(1, value=b"x" * 100))
+    plane = MemoryPlane(1 << 30, -1, 1 << 20, max_bytes=3 * one)
+    a, b = ("topic-a", 0), ("topic-b", 0)
+    plane_append(plane, a, batch(1, value=b"x" * 100))
+    plane_append(plane, b, batch(1, value=b"x" * 100))
+    plane_append(plane, a, batch(1, value=b"x" * 100))
+    assert plane.size == 3 * one
+    r = plane_append(plane, b, batch(1, value=b"x" * 100))  # the oldest (a's first) goes
+    assert (r.base_offset, plane.size) == (1, 3 * one)
+    assert (plane.peek(a).log_start, plane.peek(a).high_watermark) == (1, 2)
+    assert plane.peek(b).log_start == 0
+    plane_append(plane, a, batch(1, value=b"x" * 100))  # then b's first
+    assert (plane.peek(b).log_start, plane.peek(a).log_start) == (1, 1)
+    assert plane.size == sum(lg.size for lg in (plane.peek(a), plane.peek(b))) == 3 * one
+
+
+def test_memory_cap_counts_what_partition_retention_and_time_dropped():
+    one = len(batch(1, value=b"x" * 100))
+    plane = MemoryPlane(2 * one, 60_000, 1 << 20, max_bytes=100 * one)
+    a = ("topic-a", 0)
+    for _ in range(50):  # per-partition retention keeps two; the heap of oldest batches stays small
+        plane_append(plane, a, batch(1, value=b"x" * 100))
+    assert plane.size == 2 * one and len(plane._oldest) <= 2 * len(plane) + 64
+    assert plane.enforce_retention(NOW + 120_000) == 2
+    assert plane.size == 0 and plane.peek(a).log_start == 50
 
 
 def test_offsets_by_timestamp():
@@ -383,8 +421,8 @@ def test_a_deleted_and_recreated_topic_starts_empty(server):
 
 def test_retention_on_the_wire(start_groupd):
     one = len(batch(1, value=b"x" * 200))
-    s = start_groupd("records.plane=memory", "topics=ret:1,old:1", f"records.retention.bytes={2 * one}",
-                     "records.retention.ms=60000")
+    s = start_groupd("topics=ret:1,old:1", f"records.retention.bytes={2 * one}",  # memory: the default
+                     "records.retention.ms=60000", "log.retention.check.interval.ms=300")
     with WireClient(s.bootstrap) as c:
         for _ in range(5):
             produce(c, "ret", 0, batch(1, value=b"x" * 200, ts=int(time.time() * 1000)))
@@ -396,19 +434,33 @@ def test_retention_on_the_wire(start_groupd):
         # (Kafka deletes expired segments oldest first and stops at the first one it keeps)
         old = int(time.time() * 1000) - 3_600_000
         p = produce(c, "old", 0, batch(2, ts=old))
-        assert (p.base_offset, p.log_start_offset) == (0, 2)  # dropped as soon as it was appended
-        assert (list_offset(c, "old", 0, -2).offset, list_offset(c, "old", 0, -1).offset) == (2, 2)
+        assert (p.base_offset, p.log_start_offset) == (0, 0)  # kept until the next retention check
+        wait_until(lambda: list_offset(c, "old", 0, -2).offset == 2, 30, "the retention check")
+        assert list_offset(c, "old", 0, -1).offset == 2
         assert fetch(c, "old", 0, 0).error_code is E.offset_out_of_range
         assert fetch(c, "old", 0, 2).error_code is E.none
         p = produce(c, "ret", 0, batch(1, ts=old))
-        assert p.log_start_offset == 3  # behind newer batches: kept for now
+        assert p.log_start_offset == 3  # behind newer batches: kept
+
+
+def test_memory_cap_over_all_partitions_on_the_wire(start_groupd):
+    one = len(batch(1, value=b"x" * 500))
+    s = start_groupd("topics=older:1,newer:1", f"records.memory.max.bytes={3 * one}")
+    with WireClient(s.bootstrap) as c:
+        for topic in ("older", "older", "newer"):
+            assert produce(c, topic, 0, batch(1, value=b"x" * 500)).error_code is E.none
+        p = produce(c, "newer", 0, batch(1, value=b"x" * 500))  # over the cap: older's first batch goes
+        assert (p.base_offset, p.log_start_offset) == (1, 0)
+        assert (list_offset(c, "older", 0, -2).offset, list_offset(c, "older", 0, -1).offset) == (1, 2)
+        assert fetch(c, "older", 0, 0).error_code is E.offset_out_of_range
+        assert [b.base_offset for b in batches_of(fetch(c, "older", 0, 1).records)] == [1]
 
 
 def test_plane_none_keeps_the_empty_data_plane(start_groupd):
-    s = start_groupd("topics=t:1")
+    s = start_groupd("records.plane=none", "topics=t:1")
     with WireClient(s.bootstrap) as c:
         p = produce(c, "t", 0, batch(1))
-        assert p.error_code is E.invalid_request
+        assert p.error_code is E.invalid_request and "records.plane=memory" in p.error_message
         f = fetch(c, "t", 0, 5)
         assert (f.error_code, f.high_watermark, f.records) == (E.none, 5, b"")
         assert list_offset(c, "t", 0, -1).offset == 0

@@ -98,3 +98,23 @@ async def test_an_effect_runs_after_the_request_and_its_result_or_error_comes_ba
     await wait_for(lambda: len(done) == 2)
     assert [(r, e) for r, e, _ in done] == [(42, None), (None, "ValueError")]
     assert {t for _, _, t in done} == {threading.current_thread()}
+async def test_a_long_load_reports_progress_then_one_final_line(coordinator, monkeypatch, caplog):
+    import threading
+
+    release = threading.Event()
+    load = GroupCoordinator._load
+
+    def slow_partition_2(self, p):
+        if p == 2:
+            release.wait(30)  # until the test has seen progress reported
+        return load(self, p)
+
+    monkeypatch.setattr(runtime, "LOAD_PROGRESS_S", 0.05)
+    monkeypatch.setattr(GroupCoordinator, "_load", slow_partition_2)
+    with caplog.at_level(logging.INFO, "groupd"):
+        groups = coordinator("offsets.topic.num.partitions=3")
+        await wait_for(lambda: caplog.text.count("offsets log loading partitions=2/3 ") >= 2)
+        release.set()
+        await wait_for(lambda: "offsets log loaded" in caplog.text)
+    assert "load-progress" not in groups._tasks  # no progress line can follow the final one
+    assert "offsets log loaded partitions=3 active=3 failed=0 groups=0 bytes=0 records=0 records_per_s=" in caplog.text

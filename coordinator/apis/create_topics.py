@@ -6,7 +6,8 @@ replication factor and configs; v6 only changes quota semantics; v7 returns the 
 A single node can hold one replica: a replication factor above 1 is refused as Kafka refuses it on
 a one-broker cluster. A topic may have at most `topic.max.partitions` partitions (groupd's bound:
 Metadata lists every partition, so an unbounded count would hold the loop and memory); more gets
-INVALID_PARTITIONS. Topic configs are accepted and not interpreted (groupd stores no records).
+INVALID_PARTITIONS. Topic configs are accepted and not interpreted (the records plane retains by
+the server-wide `records.retention.*` settings).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def _check(node, t, duplicated: bool, may_create) -> tuple[ErrorCode, str | None
         return ErrorCode.topic_authorization_failed, "Authorization failed.", -1
     if not legal_topic_name(t.name):
         return ErrorCode.invalid_topic_exception, f"Topic name {t.name!r} is illegal", -1
-    if node.catalog.get(t.name) is not None:
+    if node.catalog.get(t.name) is not None or t.name == node.offsets_topic.name:
         return ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists.", -1
     if t.assignments:
         if t.replication_factor != -1:

@@ -5,11 +5,17 @@ never create one: session id 0 makes clients send full fetches); v11 rack id and
 replica; v12 is flexible. v13+ would carry topic ids and are not advertised.
 @platformatic/kafka's v12 puts the topic *id* in the name field: such a name is mapped back.
 
-`records.plane: none` (the default), the empty data plane: every partition answers error 0, no
+`__consumer_offsets` (either plane), as Kafka serves its internal topic: the offsets log's own
+batches, read from its segments off the loop (storage.log.read_batches), with high watermark = log
+end and log start = the first segment's base; OFFSET_OUT_OF_RANGE outside them; a partition not
+loaded yet is NOT_LEADER_OR_FOLLOWER (retriable). A fetch at its log end is not woken by commits:
+it waits out its max wait.
+
+`records.plane: none`, the empty data plane: every partition answers error 0, no
 records, high watermark = max(fetch offset, 0), held for the request's max wait (never a busy
 loop, never OFFSET_OUT_OF_RANGE, which would make clients reset and overwrite committed offsets).
 
-`records.plane: memory`, as a Kafka leader answers:
+`records.plane: memory` (the default), as a Kafka leader answers:
 - whole record batches from the one holding the fetch offset, at most `partition_max_bytes` per
   partition and `max_bytes` per response, except that the first batch of the first partition
   with data always comes whole, however large (KIP-74), so a consumer always progresses;
@@ -30,11 +36,12 @@ import uuid
 from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
+from storage.log import read_batches
 from storage.topic_data import plane_for
 
 from ..access import authorized
 from ..acls import CLUSTER_NAME, AclOperation, ResourceType
-from ..system_clock import wall_ms
+from ..offsets_topic import log_range
 from . import Request
 
 KEY = ApiKey.FETCH
@@ -42,12 +49,15 @@ VERSIONS = (4, 12)
 
 
 def _topic(node, name: str):
+    if name == node.offsets_topic.name:
+        return node.offsets_topic
     topic = node.catalog.get(name)
     if topic is None and len(name) == 36:
         try:
-            topic = node.catalog.by_id(uuid.UUID(name))
+            topic_id = uuid.UUID(name)
         except ValueError:
-            pass
+            return None
+        topic = node.offsets_topic if topic_id == node.offsets_topic.topic_id else node.catalog.by_id(topic_id)
     return topic
 
 
@@ -62,6 +72,78 @@ def _unreadable(node, request: Request) -> set[str]:
         return set() if allowed else {t.topic for t in body.topics}
     return {t.topic for t in body.topics
             if not authorized(node, request, AclOperation.READ, ResourceType.TOPIC, t.topic)}
+
+
+def _entry(index: int, error: ErrorCode, start: int, end: int, records: bytes = b"") -> dict:
+    return {"partition_index": index, "error_code": error, "high_watermark": end, "last_stable_offset": end,
+            "log_start_offset": start, "aborted_transactions": (), "preferred_read_replica": -1, "records": records}
+
+
+# ---------------------------------------------------------------------------------------------
+# __consumer_offsets: planned on the loop, read off it
+
+
+def _plan_offsets_log(node, body) -> dict[int, dict | tuple]:
+    """Per fetched partition of `__consumer_offsets`: its entry when no read is needed, else what to
+    read (segments, fetch offset, log start, log end, max bytes), snapshotted on the loop."""
+    plan: dict[int, dict | tuple] = {}
+    for t in body.topics:
+        if _topic(node, t.topic) is not node.offsets_topic:
+            continue
+        for p in t.partitions:
+            if not 0 <= p.partition < node.offsets_topic.partitions:
+                plan[p.partition] = _unknown(p.partition)
+                continue
+            found = log_range(node.coordinator, p.partition)
+            if found is None:
+                plan[p.partition] = _entry(p.partition, ErrorCode.not_leader_or_follower, -1, -1)
+                continue
+            start, end = found
+            if not start <= p.fetch_offset <= end:
+                plan[p.partition] = _entry(p.partition, ErrorCode.offset_out_of_range, start, end)
+            elif p.fetch_offset == end:
+                plan[p.partition] = _entry(p.partition, ErrorCode.none, start, end)
+            else:
+                segments = list(node.coordinator.writers[p.partition].plog.segments)
+                plan[p.partition] = (segments, p.fetch_offset, start, end, min(p.partition_max_bytes, body.max_bytes))
+    return plan
+
+
+def _read_offsets_log(plan: dict[int, dict | tuple]) -> dict[int, dict]:
+    """The planned reads done (blocking: on the node's answer thread)."""
+    out = {}
+    for index, step in plan.items():
+        if isinstance(step, dict):
+            out[index] = step
+        else:
+            segments, offset, start, end, max_bytes = step
+            out[index] = _entry(index, ErrorCode.none, start, end, read_batches(segments, offset, end, max_bytes))
+    return out
+
+
+def handle(node, request: Request):
+    plan = _plan_offsets_log(node, request.body)
+    if not plan:
+        return _answer(node, request, {})
+    loop = asyncio.get_running_loop()
+    out = loop.create_future()
+
+    def read(f: asyncio.Future) -> None:
+        if out.done():
+            return
+        try:
+            answer = _answer(node, request, f.result())
+        except Exception as e:  # a failed read or a bug: the connection logs it and closes
+            out.set_exception(e)
+            return
+        if isinstance(answer, asyncio.Future):  # held: answers when the wait ends
+            answer.add_done_callback(lambda held: _forward(held, out))
+            out.add_done_callback(lambda _: answer.cancel())  # the connection went away
+        else:
+            out.set_result(answer)
+
+    loop.run_in_executor(node.answers, _read_offsets_log, plan).add_done_callback(read)
+    return out
 
 
 def _unknown(index: int, error: ErrorCode = ErrorCode.unknown_topic_or_partition) -> dict:
@@ -79,10 +161,20 @@ def _partition(index: int, fetch_offset: int, known: bool) -> dict:
             "preferred_read_replica": -1, "records": b""}
 
 
-def handle(node, request: Request):
+def _forward(src: asyncio.Future, dst: asyncio.Future) -> None:
+    if dst.done() or src.cancelled():
+        return
+    if src.exception() is not None:
+        dst.set_exception(src.exception())
+    else:
+        dst.set_result(src.result())
+
+
+def _answer(node, request: Request, offsets_log: dict[int, dict]):
+    """The answer once `__consumer_offsets`' partitions (if any were fetched) have been read."""
     plane = plane_for(node)
     if plane is not None:
-        return _handle_memory(node, plane, request)
+        return _handle_memory(node, plane, request, offsets_log)
     body = request.body
     denied = _unreadable(node, request)
     responses = []
@@ -92,13 +184,16 @@ def handle(node, request: Request):
                 _unknown(p.partition, ErrorCode.topic_authorization_failed) for p in t.partitions]})
             continue
         topic = _topic(node, t.topic)
+        if topic is node.offsets_topic:
+            responses.append({"topic": t.topic, "partitions": [offsets_log[p.partition] for p in t.partitions]})
+            continue
         responses.append({"topic": t.topic, "partitions": [
             _partition(p.partition, p.fetch_offset, topic is not None and 0 <= p.partition < topic.partitions)
             for p in t.partitions]})
     response = build_response(ApiKey.FETCH, request.version,
                               {"error_code": ErrorCode.none, "session_id": 0, "responses": responses})
     wait = body.max_wait.total_seconds()
-    if wait <= 0 or body.min_bytes <= 0 or not responses:
+    if wait <= 0 or body.min_bytes <= 0 or not responses or any(e["records"] for e in offsets_log.values()):
         return response  # Kafka answers at once when nothing could satisfy a wait
     return node.hold(wait, response)
 
@@ -107,10 +202,10 @@ def handle(node, request: Request):
 # The memory plane
 
 
-def _read(node, plane, body, denied: set[str]) -> tuple[list[dict], int, bool, list[tuple]]:
+def _read(node, plane, body, denied: set[str],
+          offsets_log: dict[int, dict]) -> tuple[list[dict], int, bool, list[tuple]]:
     """The response's topics, the record bytes in them, whether any partition has an error, and
     what to watch while held: (key, fetch offset, partition max bytes) of the known partitions."""
-    now = wall_ms()
     budget = body.max_bytes if body.max_bytes > 0 else 0
     used = 0
     error = False
@@ -124,18 +219,20 @@ def _read(node, plane, body, denied: set[str]) -> tuple[list[dict], int, bool, l
                 partitions.append(_unknown(p.partition, ErrorCode.topic_authorization_failed))
                 error = True
                 continue
+            if topic is node.offsets_topic:  # read already (its records count, it is not watched)
+                entry = offsets_log[p.partition]
+                partitions.append(entry)
+                used += len(entry["records"] or b"")
+                error = error or entry["error_code"] is not ErrorCode.none
+                continue
             if topic is None or not 0 <= p.partition < topic.partitions:
                 partitions.append(_unknown(p.partition))
                 error = True
                 continue
             key = (topic.topic_id, p.partition)
             log = plane.peek(key)
-            if log is not None:
-                log.enforce_retention(now)
             start, end = (log.log_start, log.high_watermark) if log is not None else (0, 0)
-            entry = {"partition_index": p.partition, "error_code": ErrorCode.none, "high_watermark": end,
-                     "last_stable_offset": end, "log_start_offset": start, "aborted_transactions": (),
-                     "preferred_read_replica": -1, "records": b""}
+            entry = _entry(p.partition, ErrorCode.none, start, end)
             if p.fetch_offset < start or p.fetch_offset > end:
                 entry["error_code"] = ErrorCode.offset_out_of_range
                 error = True
@@ -157,13 +254,15 @@ def _respond(request: Request, responses: list[dict]):
                           {"error_code": ErrorCode.none, "session_id": 0, "responses": responses})
 
 
-def _handle_memory(node, plane, request: Request):
+def _handle_memory(node, plane, request: Request, offsets_log: dict[int, dict]):
     body = request.body
     denied = _unreadable(node, request)
-    responses, used, error, watched = _read(node, plane, body, denied)
+    responses, used, error, watched = _read(node, plane, body, denied, offsets_log)
     wait = body.max_wait.total_seconds()
-    if wait <= 0 or used >= body.min_bytes or error or not watched:
+    if wait <= 0 or used >= body.min_bytes or error:
         return _respond(request, responses)
+    if not watched:  # nothing an append could wake: only __consumer_offsets (waits), or nothing at all
+        return node.hold(wait, _respond(request, responses)) if offsets_log else _respond(request, responses)
 
     loop = asyncio.get_running_loop()
     out = loop.create_future()
@@ -176,7 +275,7 @@ def _handle_memory(node, plane, request: Request):
         if not timer.done():
             timer.cancel()
         try:
-            out.set_result(_respond(request, _read(node, plane, body, denied)[0]))
+            out.set_result(_respond(request, _read(node, plane, body, denied, offsets_log)[0]))
         except Exception as e:  # never into the producer's append that woke us: the fetch's
             out.set_exception(e)  # connection logs it and closes
 

@@ -3,16 +3,20 @@
 v2 adds isolation level; v4 leader epochs; v6 is flexible; v7 the max-timestamp query (-3);
 v8 the earliest-local query (-4); v9 the last-tiered query (-5).
 
-`records.plane: none` (the default): partitions hold no records, so the earliest and latest
+`records.plane: none`: partitions hold no records, so the earliest and latest
 offsets are both 0; timestamp look-ups find nothing (offset -1, timestamp -1), as Kafka answers
 for an empty partition.
 
-`records.plane: memory`: earliest (-2) and earliest-local (-4) = the log start offset; latest
+`records.plane: memory` (the default): earliest (-2) and earliest-local (-4) = the log start offset; latest
 (-1) = the high watermark (= last stable offset: no transactions); max timestamp (-3) = the
 record with the largest timestamp; a timestamp ≥ 0 = the first record whose timestamp is ≥ it,
 found through the batches' max timestamps and then record by record in the first batch that
 reaches it (offset -1 and timestamp -1 when none does); last tiered (-5) = -1 (no tiered
 storage, as Kafka answers without remote storage).
+
+`__consumer_offsets` (either plane): earliest = the offsets log's first segment base, latest = its
+log end; a timestamp look-up finds nothing (the log is not indexed by time); a partition not yet
+loaded is LEADER_NOT_AVAILABLE (retriable).
 """
 
 from __future__ import annotations
@@ -22,9 +26,9 @@ from protocol.apis import ApiKey
 from protocol.codec import build_response
 from storage.topic_data import plane_for
 
-from ..system_clock import wall_ms
 from ..access import authorized
 from ..acls import AclOperation, ResourceType
+from ..offsets_topic import log_range
 from . import Request
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
@@ -41,12 +45,10 @@ def _answer(topic, index: int, timestamp: int) -> dict:
             "offset": offset, "leader_epoch": -1}
 
 
-def _answer_memory(plane, topic, index: int, timestamp: int, now: int) -> dict:
+def _answer_memory(plane, topic, index: int, timestamp: int) -> dict:
     if topic is None or not 0 <= index < topic.partitions:
         return {"partition_index": index, "error_code": ErrorCode.unknown_topic_or_partition}
     log = plane.peek((topic.topic_id, index))
-    if log is not None:
-        log.enforce_retention(now)
     found: tuple[int, int] | None
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         found = (log.log_start if log else 0, -1)
@@ -63,9 +65,20 @@ def _answer_memory(plane, topic, index: int, timestamp: int, now: int) -> dict:
             "offset": offset, "leader_epoch": -1}
 
 
+def _answer_offsets_log(node, index: int, timestamp: int) -> dict:
+    if not 0 <= index < node.offsets_topic.partitions:
+        return {"partition_index": index, "error_code": ErrorCode.unknown_topic_or_partition}
+    found = log_range(node.coordinator, index)
+    if found is None:
+        return {"partition_index": index, "error_code": ErrorCode.leader_not_available}
+    start, end = found
+    offset = start if timestamp in (EARLIEST, EARLIEST_LOCAL) else end if timestamp == LATEST else -1
+    return {"partition_index": index, "error_code": ErrorCode.none, "timestamp": -1, "offset": offset,
+            "leader_epoch": -1}
+
+
 def handle(node, request: Request):
     plane = plane_for(node)
-    now = wall_ms()
     topics = []
     for t in request.body.topics:
         if not authorized(node, request, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name):
@@ -74,9 +87,11 @@ def handle(node, request: Request):
                  "timestamp": -1, "offset": -1, "leader_epoch": -1} for p in t.partitions]})
             continue
         topic = node.catalog.get(t.name)
-        if plane is None:
+        if t.name == node.offsets_topic.name:
+            partitions = [_answer_offsets_log(node, p.partition_index, p.timestamp) for p in t.partitions]
+        elif plane is None:
             partitions = [_answer(topic, p.partition_index, p.timestamp) for p in t.partitions]
         else:
-            partitions = [_answer_memory(plane, topic, p.partition_index, p.timestamp, now) for p in t.partitions]
+            partitions = [_answer_memory(plane, topic, p.partition_index, p.timestamp) for p in t.partitions]
         topics.append({"name": t.name, "partitions": partitions})
     return build_response(ApiKey.LIST_OFFSETS, request.version, {"topics": topics})

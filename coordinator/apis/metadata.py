@@ -7,7 +7,9 @@ topic ids, answered from v12 as Kafka does (a topic may be asked for by id alone
 over the name, which the Java client sends as "" with an id).
 
 This node is the only broker, the controller, and the leader of every partition (leader epoch -1,
-so no client tries to validate positions). Requested topics that do not exist are created when
+so no client tries to validate positions). `__consumer_offsets` is listed among all topics and
+answered by name or id as Kafka does, as an internal topic (coordinator/offsets_topic.py); it is
+never auto-created into the catalog. Requested topics that do not exist are created when
 `auto.create.topics.enable` is on and the request allows it, and are answered without an error
 (KafkaJS fails on any topic error).
 """
@@ -37,7 +39,7 @@ def topic_entry(node, topic) -> dict:
     me = node.node_id
     return {
         "error_code": ErrorCode.none, "name": topic.name, "topic_id": topic.topic_id,
-        "is_internal": False,
+        "is_internal": topic is node.offsets_topic,
         "partitions": [{"error_code": ErrorCode.none, "partition_index": p, "leader_id": me,
                         "leader_epoch": -1, "replica_nodes": (me,), "isr_nodes": (me,),
                         "offline_replicas": ()} for p in range(topic.partitions)],
@@ -60,8 +62,9 @@ def handle(node, request: Request):
     def describable(name: str, audit: bool = True) -> bool:
         return authorized(node, request, AclOperation.DESCRIBE, ResourceType.TOPIC, name, audit)
 
+    internal = node.offsets_topic
     if wanted is None or (version == 0 and not wanted):  # every topic the principal may describe
-        topics = [topic_entry(node, t) for t in node.catalog if describable(t.name, audit=False)]
+        topics = [topic_entry(node, t) for t in (*node.catalog, internal) if describable(t.name, audit=False)]
     else:
         may_create = node.settings.auto_create_topics_enable and getattr(body, "allow_auto_topic_creation", True)
         topics = []
@@ -70,7 +73,7 @@ def handle(node, request: Request):
             # by id from v12, as Kafka answers ids (the Java client sends name "" with one); below v12 the
             # name is what counts (and a response name there may not be null)
             if version >= 12 and (name is None or topic_id not in (None, _ZERO_ID)):
-                topic = node.catalog.by_id(t.topic_id)
+                topic = internal if t.topic_id == internal.topic_id else node.catalog.by_id(t.topic_id)
                 if topic is not None and not describable(topic.name):  # ids are not secret, names are
                     topics.append(_error_entry(None, t.topic_id, ErrorCode.topic_authorization_failed))
                     continue
@@ -80,7 +83,7 @@ def handle(node, request: Request):
             if not describable(name):  # before existence: the entry reveals nothing
                 topics.append(_error_entry(name, None, ErrorCode.topic_authorization_failed))
                 continue
-            topic = node.catalog.get(name)
+            topic = internal if name == internal.name else node.catalog.get(name)
             if topic is None and may_create:
                 if not legal_topic_name(name):
                     topics.append(_error_entry(name, None, ErrorCode.invalid_topic_exception))

@@ -2,15 +2,17 @@
 
 v5 adds the log start offset; v7 allows zstd; v8 per-batch record errors and an error message.
 
-With `records.plane: none` (the default) groupd stores no records. Produce is advertised only
-because librdkafka enables its modern fetcher when both Produce (≥3) and Fetch (≥4) are listed
-(clients.md §1.2). Every partition is answered INVALID_REQUEST (non-retriable, so producers fail
-fast instead of retrying forever).
+With `records.plane: none` groupd is a pure coordinator and stores no records. Produce stays
+advertised because librdkafka enables its modern fetcher when both Produce (≥3) and Fetch (≥4)
+are listed (clients.md §1.2). Every partition is answered INVALID_REQUEST (non-retriable, so
+producers fail fast instead of retrying forever) with a message naming the setting, and the
+server logs it once per client id and host.
 
-With `records.plane: memory` each partition's record batches are validated (`storage.topic_data.batches`)
+With `records.plane: memory` (the default) each partition's record batches are validated (`storage.topic_data.batches`)
 and appended to the in-memory partition, which assigns their offsets; idempotent producers'
 sequences are checked as Kafka does (a retried batch is answered with its first offsets).
-Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION (Produce never auto-creates), INVALID_RECORD,
+Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION (Produce never auto-creates), INVALID_TOPIC_EXCEPTION
+for `__consumer_offsets` (Kafka's "Cannot append to internal topic"), INVALID_RECORD,
 CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE, INVALID_PRODUCER_EPOCH,
 OUT_OF_ORDER_SEQUENCE_NUMBER; acks other than 0, 1, -1 get INVALID_REQUIRED_ACKS; a
 transactional request gets UNSUPPORTED_FOR_MESSAGE_FORMAT (see init_producer_id.py).
@@ -20,6 +22,8 @@ In both modes acks=0 gets no reply at all, as Kafka does.
 
 from __future__ import annotations
 
+import logging
+
 from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
@@ -28,16 +32,19 @@ from storage.topic_data.plane import TRANSACTIONS_UNSUPPORTED
 
 from ..access import authorized
 from ..acls import AclOperation, ResourceType
+from ..offsets_topic import INVALID_APPEND
 from ..system_clock import wall_ms
 from . import Request
 
-# Produce is advertised so that librdkafka enables its v2 fetcher (clients.md §1.2); with
-# records.plane none every partition is answered with an error.
 KEY = ApiKey.PRODUCE
 VERSIONS = (3, 8)
 
+log = logging.getLogger("groupd")
 
-MESSAGE = "groupd is a group coordinator and stores no records"
+MESSAGE = ("groupd runs with records.plane=none (a pure group coordinator) and stores no records; "
+           "set records.plane=memory to produce")
+REFUSED_CLIENTS_KEPT = 10_000  # clients remembered as told (bounded: client ids are the client's choice)
+_refused: dict[tuple[str | None, str], None] = {}
 
 
 def _partition(index: int, error: ErrorCode, base_offset: int = -1, log_start_offset: int = -1,
@@ -80,6 +87,8 @@ def handle(node, request: Request):
             elif body.transactional_id is not None:
                 partitions.append(_partition(p.index, ErrorCode.unsupported_for_message_format,
                                              message=TRANSACTIONS_UNSUPPORTED))
+            elif t.name == node.offsets_topic.name:
+                partitions.append(_partition(p.index, ErrorCode.invalid_topic_exception, message=INVALID_APPEND))
             elif topic is None or not 0 <= p.index < topic.partitions:
                 partitions.append(_partition(p.index, ErrorCode.unknown_topic_or_partition,
                                              message="This server does not host this topic-partition."))
@@ -94,6 +103,14 @@ def handle(node, request: Request):
 
 def _refuse(request: Request, denied: dict[str, ErrorCode]):
     body = request.body
+    client = (request.header.client_id, request.client_host)
+    if client not in _refused:
+        if len(_refused) >= REFUSED_CLIENTS_KEPT:
+            del _refused[next(iter(_refused))]
+        _refused[client] = None
+        log.warning("produce refused client=%s host=%s topics=%s: records.plane=none stores no records "
+                    "(set records.plane=memory to produce)", client[0], client[1],
+                    ",".join(sorted({t.name for t in body.topic_data})))
     if body.acks == 0:
         return None
     responses = [{"name": t.name, "partition_responses": [

@@ -1,6 +1,6 @@
-"""groupd's optional records plane (`records.plane: memory`): Produce appends record batches to
-in-memory partitions, Fetch and ListOffsets read them, InitProducerId serves idempotent
-producers. Off by default (`records.plane: none`): then groupd stores no records at all.
+"""groupd's records plane (`records.plane: memory`, the default): Produce appends record batches
+to in-memory partitions, Fetch and ListOffsets read them, InitProducerId serves idempotent
+producers. With `records.plane: none` groupd is a pure coordinator and stores no records at all.
 
 The group coordinator never imports this package; only the Produce, Fetch, ListOffsets and
 InitProducerId handlers in `coordinator/apis/` do. Batches are parsed and CRC-checked with
@@ -30,7 +30,7 @@ def plane_for(node: Any) -> MemoryPlane | None:
     plane = _planes.get(node)
     if plane is None:
         plane = _planes[node] = MemoryPlane(settings.records_retention_bytes, settings.records_retention_ms,
-                                            settings.records_message_max_bytes)
+                                            settings.records_message_max_bytes, settings.records_memory_max_bytes)
     return plane
 
 

@@ -51,6 +51,7 @@ class ProducedBatch:
     producer_epoch: int
     base_sequence: int
     transactional: bool = False
+    seq: int = 0  # the plane's append order over all partitions (its memory cap drops the oldest)
 
     @property
     def size(self) -> int:

@@ -9,8 +9,9 @@ Retention follows Kafka's rules with a batch in the role of a segment:
 - by time: drop the oldest batch while its max timestamp is more than `retention_ms` old
   (Kafka's `retention.ms` uses a segment's largest timestamp the same way);
 and the log start offset moves to the first batch kept (to the high watermark when none is).
-Kafka checks every `log.retention.check.interval.ms`; here every append, fetch and offset
-look-up of the partition checks first, which no client can tell apart.
+Bytes are checked on every append (memory must stay bounded); time only when the plane's owner
+calls `enforce_retention`, every `log.retention.check.interval.ms` as Kafka does, so a record
+stamped in the past is still there to be read until the next check.
 """
 
 from __future__ import annotations
@@ -101,22 +102,28 @@ class TopicPartitionLog:
                 if now_ms - oldest.last_ms <= PRODUCER_ID_EXPIRATION_MS:
                     break
                 del producers[next(iter(producers))]
-        self.enforce_retention(now_ms)
+        self._drop_while(lambda oldest: self.size - oldest.size >= self.retention_bytes)
         return base
 
     # -- retention -----------------------------------------------------------------------------
 
     def enforce_retention(self, now_ms: int) -> int:
-        """Drop what retention no longer keeps; the number of batches dropped."""
+        """Drop what retention by bytes or by time no longer keeps; the number of batches dropped."""
+        return self._drop_while(lambda oldest: self.size - oldest.size >= self.retention_bytes or (
+            self.retention_ms >= 0 and now_ms - oldest.max_timestamp > self.retention_ms))
+
+    def drop_oldest(self) -> int:
+        """Drop the oldest batch (the plane's memory cap); the bytes freed."""
+        size = self.batches[0].size
+        self._drop_while(lambda _oldest: True, limit=1)
+        return size
+
+    def _drop_while(self, drop, limit: int | None = None) -> int:
         dropped = 0
         batches = self.batches
-        while dropped < len(batches):
-            oldest = batches[dropped]
-            too_big = self.size - oldest.size >= self.retention_bytes
-            too_old = self.retention_ms >= 0 and now_ms - oldest.max_timestamp > self.retention_ms
-            if not (too_big or too_old):
-                break
-            self.size -= oldest.size
+        end = len(batches) if limit is None else min(limit, len(batches))
+        while dropped < end and drop(batches[dropped]):
+            self.size -= batches[dropped].size
             dropped += 1
         if dropped:
             del batches[:dropped]

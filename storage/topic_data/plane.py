@@ -5,11 +5,16 @@ Sans-IO like the rest of the package: the time comes in as an argument, and a wa
 callback that the append calls; the asyncio side (holding a Fetch for its max wait) lives in
 `coordinator/apis/fetch.py`. Logs are keyed by topic id, so a topic deleted and created again
 starts empty; logs of topics that no longer exist are dropped when a new log is created.
+
+Memory is bounded twice: per partition by `records.retention.bytes` (the log's own check), and
+over all partitions by `records.memory.max.bytes`: past it, the oldest batches of any partition
+go first (a heap of each log's first batch, by append order) and that log's start offset moves.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import itertools
 from collections.abc import Callable, Iterable
 
@@ -35,11 +40,16 @@ class Appended:
 
 
 class MemoryPlane:
-    def __init__(self, retention_bytes: int, retention_ms: int, message_max_bytes: int) -> None:
+    def __init__(self, retention_bytes: int, retention_ms: int, message_max_bytes: int,
+                 max_bytes: int = 1 << 62) -> None:
         self.retention_bytes = retention_bytes
         self.retention_ms = retention_ms
         self.message_max_bytes = message_max_bytes
+        self.max_bytes = max_bytes
+        self.size = 0  # bytes of every log together
         self._logs: dict[Key, TopicPartitionLog] = {}
+        self._seq = itertools.count()
+        self._oldest: list[tuple[int, Key]] = []  # (seq of a log's first batch, key); stale entries skipped
         self._watchers: dict[Key, dict[int, Callable[[], None]]] = {}
         self._tokens = itertools.count(1)
         self._watching: dict[int, tuple[Key, ...]] = {}
@@ -59,7 +69,37 @@ class MemoryPlane:
 
     def forget_topics_except(self, live: set) -> None:
         for key in [k for k in self._logs if k[0] not in live]:
-            del self._logs[key]
+            self.size -= self._logs.pop(key).size
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """Kafka's periodic retention check (`log.retention.check.interval.ms`) over every log;
+        the number of batches dropped."""
+        dropped = 0
+        for key, log in self._logs.items():
+            before = log.size
+            n = log.enforce_retention(now_ms)
+            if n:
+                dropped += n
+                self.size -= before - log.size
+                self._head_changed(key, log)
+        return dropped
+
+    def _head_changed(self, key: Key, log: TopicPartitionLog) -> None:
+        if log.batches:
+            heapq.heappush(self._oldest, (log.batches[0].seq, key))
+        if len(self._oldest) > 2 * len(self._logs) + 64:  # drop the stale entries
+            self._oldest = [(lg.batches[0].seq, k) for k, lg in self._logs.items() if lg.batches]
+            heapq.heapify(self._oldest)
+
+    def _enforce_max_bytes(self) -> None:
+        """Past `max_bytes` over all logs, drop the oldest batches of any partition."""
+        while self.size > self.max_bytes and self._oldest:
+            seq, key = heapq.heappop(self._oldest)
+            log = self._logs.get(key)
+            if log is None or not log.batches or log.batches[0].seq != seq:
+                continue  # that batch went already (its partition's own retention)
+            self.size -= log.drop_oldest()
+            self._head_changed(key, log)
 
     def __len__(self) -> int:
         return len(self._logs)
@@ -76,7 +116,6 @@ class MemoryPlane:
         if any(b.transactional for b in batches):
             return Appended(ErrorCode.unsupported_for_message_format, message=TRANSACTIONS_UNSUPPORTED)
         log = self.log(key, live_topic_ids)
-        log.enforce_retention(now_ms)
         first = None
         for batch in batches:
             try:
@@ -85,9 +124,18 @@ class MemoryPlane:
                 if first is None:
                     return Appended(e.error, message=e.message)
                 break  # earlier batches of this request are in; report them
-            base = duplicate_of if duplicate_of is not None else log.append(batch, now_ms)
+            if duplicate_of is None:
+                before, head = log.size, log.batches[0] if log.batches else None
+                batch.seq = next(self._seq)
+                base = log.append(batch, now_ms)
+                self.size += log.size - before
+                if not log.batches or log.batches[0] is not head:
+                    self._head_changed(key, log)
+            else:
+                base = duplicate_of
             if first is None:
                 first = base
+        self._enforce_max_bytes()
         self._wake(key)
         return Appended(ErrorCode.none, first, log.log_start)
 
