@@ -359,7 +359,7 @@ def test_produce_fetch_and_list_offsets_check_topics(server):
                                                           "producer_epoch": -1})
     by = lambda topics, name, part: {getattr(t, name): getattr(t, part)[0].error_code for t in topics}  # noqa: E731
     assert by(produced.responses, "name", "partition_responses") == {
-        "w": E.invalid_request, "t": E.topic_authorization_failed}  # w: allowed, then refused (no records plane)
+        "w": E.invalid_record, "t": E.topic_authorization_failed}  # w: allowed, then its null record set refused
     assert by(fetched.responses, "topic", "partitions") == {"t": E.none, "w": E.topic_authorization_failed}
     assert by(listed.topics, "name", "partitions") == {"t": E.none, "u": E.topic_authorization_failed}
     assert producer.error_code is E.none  # idempotent: WRITE on some topic (w) is enough
