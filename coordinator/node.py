@@ -11,6 +11,7 @@ from typing import Any
 from storage.catalog import Topic, TopicCatalog, load_cluster_id
 from storage.files import DataDirLock, prepare_data_dir
 
+from .chaos import FaultTable
 from .runtime import GroupCoordinator
 from .settings import Settings
 
@@ -30,6 +31,7 @@ class Node:
         for name, partitions in settings.topics.items():
             self._declare(name, partitions)
         self.coordinator = GroupCoordinator(settings)  # the group coordinator of every offsets partition
+        self.faults = FaultTable()  # injected faults (coordinator/chaos.py), armed through the admin endpoint
         self._held: dict[asyncio.TimerHandle, tuple[asyncio.Future, Any]] = {}
         self.closing = False
         # large answers (coordinator/apis.answer_off_loop), one at a time

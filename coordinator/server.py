@@ -9,9 +9,12 @@ import signal
 import time
 
 from . import metrics
+from .admin_http import AdminEndpoint
+from .chaos import Chaos
 from .connection import Connection, RequestMemory, bad_frame_log
 from .listen import Listener, accept_log
 from .node import Node
+from .runtime import PartitionState
 from .settings import Settings
 
 log = logging.getLogger("groupd")
@@ -38,6 +41,7 @@ class Server:
         self._listeners: list[Listener] = []
         self._stop = asyncio.Event()
         self._log_timer: asyncio.TimerHandle | None = None
+        self._admin: AdminEndpoint | None = None
 
     async def startup(self) -> None:
         started = time.monotonic()
@@ -47,12 +51,22 @@ class Server:
         for listener in self.settings.listeners:
             self._listeners.append(Listener(listener.name, listener.host, listener.port,
                                             lambda: Connection(self.node, self.connections, self.request_memory)))
+        admin_url = await self._start_admin()
         self._tick_log_limits()
         bound = ", ".join(f"{l.name}://{l.address[0]}:{l.address[1]}" for l in self._listeners)
         log.info("groupd ready listeners=%s advertised=%s node.id=%d cluster.id=%s data.dir=%s "
-                 "topics=%d metrics=%s startup_ms=%d", bound, self.settings.advertised, self.settings.node_id,
-                 self.node.cluster_id, self.settings.data_dir, len(self.node.catalog), metrics_url or "off",
-                 (time.monotonic() - started) * 1000)
+                 "topics=%d metrics=%s admin=%s startup_ms=%d", bound, self.settings.advertised,
+                 self.settings.node_id, self.node.cluster_id, self.settings.data_dir, len(self.node.catalog),
+                 metrics_url or "off", admin_url or "off", (time.monotonic() - started) * 1000)
+
+    async def _start_admin(self) -> str | None:
+        """The admin HTTP endpoint (fault injection), when `admin.listener` is set."""
+        if not self.settings.admin_listener:
+            return None
+        coordinator = self.node.coordinator
+        self._admin = AdminEndpoint(Chaos(self.node, self.connections),
+                                    lambda: PartitionState.LOADING not in coordinator.states)
+        return await self._admin.start(self.settings.admin_listener)
 
     def _tick_log_limits(self) -> None:
         """Report suppressed log lines once their window ends, even if nothing else is logged."""
@@ -70,6 +84,8 @@ class Server:
             self._log_timer.cancel()
         for listener in self._listeners:
             listener.close()
+        if self._admin is not None:
+            self._admin.close()
         if self.node is not None:
             self.node.release_all()  # held fetches answer now
         deadline = time.monotonic() + SHUTDOWN_GRACE_S

@@ -139,7 +139,7 @@ def _topics(v: Any) -> dict[str, int]:
 def _url(v: Any) -> str:
     s = _str(v)
     if s and not urlsplit(s).port:
-        raise ValueError("an http://host:port/path URL, or empty to turn metrics off")
+        raise ValueError("an http://host:port/path URL, or empty to turn the endpoint off")
     return s
 
 
@@ -217,6 +217,9 @@ KEYS: tuple[Key, ...] = (
     Key("log.cleaner.backoff.ms", 15000, _int(1), "how often partitions are checked for compaction"),
     Key("metrics.listener", "http://0.0.0.0:9464/metrics", _url,
         "where Prometheus scrapes groupd's metrics; empty turns the endpoint off"),
+    Key("admin.listener", "", _url,
+        "the admin HTTP endpoint for fault injection (`groupd chaos`), e.g. http://127.0.0.1:9465; "
+        "empty (the default) turns it off; serve it on loopback only"),
     Key("metrics.group.generation.enabled", False, _bool, "export each group's generation (one series per group)"),
     Key("metrics.group.offsets.enabled", False, _bool,
         "export each committed offset and its age (series grow as groups x partitions)"),
@@ -287,6 +290,7 @@ class Settings:
     log_cleaner_delete_retention_ms: int
     log_cleaner_backoff_ms: int
     metrics_listener: str
+    admin_listener: str
     metrics_group_generation_enabled: bool
     metrics_group_offsets_enabled: bool
     log_level: str
