@@ -13,7 +13,9 @@ import pytest
 from confluent_kafka import Producer
 
 from coordinator.pytest_plugin import GroupdServer, free_port
+from protocol.apis import ApiKey
 from tests.harness import wait_until
+from tests.support import WireClient
 
 pytestmark = pytest.mark.clients
 
@@ -37,8 +39,10 @@ def requests_answered(server, api: str, error: str) -> float:
 @pytest.fixture
 def java(server, clients):
     def start(group: str, **opts):
+        classic = {} if opts.get("group.protocol") == "consumer" else {"session.timeout.ms": 6000,
+                                                                       "heartbeat.interval.ms": 500}
         member = clients("java", "subscribe", server.bootstrap_servers, topic="t2", group=group, seconds=0,
-                         **{"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, **opts})
+                         **{**classic, **opts})
         member.wait_for(lambda e: e["event"] == "assigned", timeout=90)
         return member
 
@@ -100,3 +104,27 @@ def test_after_a_coordinator_failover_the_member_finds_it_again_and_commits(serv
     member.wait_for(lambda e: e["event"] == "committed" and e["offsets"]["t2-0"]["offset"] == 3)
     assert requests_answered(server, "find_coordinator", "none") > found_before  # rediscovered
     assert member.errors() == []
+
+
+def test_a_consumer_protocol_member_expired_is_fenced_and_rejoins(server, java):
+    member = java("chaos-kip848", **{"group.protocol": "consumer"})
+    server.expire("chaos-kip848")
+    member.wait_for(lambda e: e["event"] in ("lost", "revoked"))
+    again = member.wait_for(lambda e: e["event"] == "assigned" and len(assignments(member)) >= 2)
+    assert sorted(again["assignment"]) == ["t2-0", "t2-1"]
+    assert "member fenced group=chaos-kip848" in server.log() and "reason=forced" in server.log()
+
+
+def test_a_forced_rebalance_of_a_consumer_group_is_a_new_epoch_the_member_acknowledges(server, java):
+    member = java("chaos-kip848-epoch", **{"group.protocol": "consumer"})
+    with WireClient(server.bootstrap_servers) as c:
+        def epochs():
+            g = c.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["chaos-kip848-epoch"],
+                                                              "include_authorized_operations": False}).groups[0]
+            return g.group_epoch, [m.member_epoch for m in g.members]
+
+        before, _ = epochs()
+        server.rebalance("chaos-kip848-epoch")
+        wait_until(lambda: epochs() == (before + 1, [before + 1]), what="the member at the new epoch")
+    assert "reason=forced" in server.log()
+    assert member.assignment() == ["t2-0", "t2-1"] and member.errors() == []
