@@ -4,6 +4,7 @@ the real server process, and a wire client sees each one do what it says."""
 from __future__ import annotations
 
 import datetime
+import socket
 
 import pytest
 
@@ -125,3 +126,17 @@ def test_mistakes_are_one_line_and_arm_nothing(server, chaos):
     assert chaos.faults() == []
     with pytest.raises(ChaosError, match="count of requests or a duration"):
         chaos.error("Heartbeat", "NOT_COORDINATOR")
+
+
+def test_the_endpoint_answers_bad_requests_with_their_status_and_serves_on(server, chaos):
+    for method, path, body, status in (("POST", "/chaos/error", {"api": "Heartbeat", "error": "NOT_COORDINATOR",
+                                                                 "count": "2"}, 400),
+                                       ("POST", "/chaos/delay", {"api": "Heartbeat", "count": 1}, 400),
+                                       ("POST", "/chaos/nope", {}, 404),
+                                       ("GET", "/nope", None, 404)):
+        with pytest.raises(ChaosError, match=f"HTTP {status}"):
+            chaos.request(method, path, body)
+    with socket.create_connection(("127.0.0.1", int(server.admin.rsplit(":", 1)[1])), timeout=10) as s:
+        s.sendall(b"POST /chaos/rebalance HTTP/1.1\r\nContent-Length: 5\r\n\r\n{nope")
+        assert s.recv(100).startswith(b"HTTP/1.1 400")
+    assert chaos.faults() == [] and "Traceback" not in server.log()
