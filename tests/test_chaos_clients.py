@@ -128,3 +128,15 @@ def test_a_forced_rebalance_of_a_consumer_group_is_a_new_epoch_the_member_acknow
         wait_until(lambda: epochs() == (before + 1, [before + 1]), what="the member at the new epoch")
     assert "reason=forced" in server.log()
     assert member.assignment() == ["t2-0", "t2-1"] and member.errors() == []
+
+
+@pytest.mark.parametrize("stack", ["java", "confluent"])
+def test_a_commit_answered_coordinator_load_in_progress_is_retried(server, clients, stack):
+    group = f"chaos-commit-{stack}"
+    server.error("OffsetCommit", "COORDINATOR_LOAD_IN_PROGRESS", group, count=2)
+    c = clients(stack, "commit", server.bootstrap_servers, group=group, topic="t2", partition=1, offset=42)
+    assert c.wait(120) == 0, (c.events, c.stderr_tail())
+    assert c.events[-1]["event"] != "error" and not c.errors()
+    assert server.faults() == []  # both injected answers were met, then the retry was handled
+    fetched = clients(stack, "fetch", server.bootstrap_servers, group=group, topic="t2")
+    assert fetched.wait_for(lambda e: e["event"] == "offsets")["offsets"]["t2-1"]["offset"] == 42
