@@ -13,6 +13,7 @@ from storage.files import DataDirError
 from storage.log import partition_dir
 
 from . import __version__, admin, admin_acls
+from . import __version__, admin, chaos_cli
 from .config_show import show
 from .settings import ConfigError, Settings, add_config_arguments
 
@@ -49,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     repair.add_argument("--partition", type=int)
     admin.add_parsers(sub)  # groups, offsets, health: talk to a running groupd
     admin_acls.add_parsers(sub)  # acls list|add|remove: likewise
+    chaos_cli.add_parser(sub)  # fault injection through the admin endpoint
     analytics = sub.add_parser("analytics", help="the PySpark pipeline over the offsets log (needs groupd[spark])")
     analytics_sub = analytics.add_subparsers(dest="analytics_command", required=True)
     run = analytics_sub.add_parser("run", help="read a data dir with Spark and write the Parquet tables")
@@ -128,6 +130,8 @@ def _main(argv: list[str] | None) -> int:
         return admin.run(args)
     if args.command == "acls":
         return admin_acls.run(args)
+    if args.command == "chaos":
+        return chaos_cli.run(args)
     try:
         settings = Settings.load(args.config, overrides=args.set)
     except ConfigError as e:

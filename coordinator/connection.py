@@ -25,7 +25,7 @@ from protocol.apis import ApiKey
 from protocol.codec import MalformedRequest
 from protocol.framing import FrameReader, FrameTooLarge
 
-from . import metrics
+from . import chaos, metrics
 from .log_limit import LimitedLog
 from .apis import HANDLERS, SUPPORTED_VERSIONS, Request
 from .apis.api_versions import unsupported_version_response
@@ -87,6 +87,7 @@ class Connection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._peer = "?"
         self.client_host = "/?"
+        self.client_id: str | None = None  # of its last request (chaos drop-connections picks by it)
         # Why reading is paused; each reason is set and cleared on its own.
         self._write_paused = False  # the transport's buffer is over its high-water mark
         self._backlogged = False  # too many replies or reply bytes wait in _replies
@@ -314,7 +315,9 @@ class Connection(asyncio.Protocol):
         started = time.perf_counter()
         try:
             request = Request(header, body, self.client_host, self.endpoint.advertised, self.principal)
-            reply = handler(self.node, request)
+            self.client_id = header.client_id
+            reply = (handler(self.node, request) if not self.node.faults.active
+                     else chaos.intercept(self.node, handler, api_key, request))
         except Exception:
             log.exception("handler failed api=%s version=%d peer=%s", ApiKey(api_key).name,
                           version, self._peer)

@@ -58,6 +58,7 @@ class MemberExpired:
     member_id: str
     instance_id: str | None
     generation: int
+    reason: str = "session-timeout"  # or "forced" (fault injection)
 
 
 @_event

@@ -108,6 +108,10 @@ CONSUMER_EPOCH_BUMPS = Counter("groupd_consumer_group_epoch_bumps_total",
 TARGET_ASSIGNMENT_SECONDS = Histogram("groupd_consumer_target_assignment_seconds",
                                       "Time to compute a consumer group's target assignment",
                                       buckets=(.00001, .00005, .0001, .0005, .001, .005, .01, .05, .1, .5, 1))
+CHAOS_ARMED = Counter("groupd_chaos_faults_armed_total", "Faults armed through the admin endpoint, by kind",
+                      ["kind"])
+CHAOS_INJECTED = Counter("groupd_chaos_injected_total", "Requests an armed fault answered or held back, and "
+                         "forced operations, by kind and API", ["kind", "api"])
 GROUPS_REMOVED = Counter("groupd_groups_removed_total", "Groups removed, by reason", ["reason"])
 
 

@@ -14,6 +14,7 @@ from storage.group_configs import GroupConfigStore
 
 from .access import Access
 from . import offsets_topic
+from .chaos import FaultTable
 from .runtime import GroupCoordinator
 from .settings import Settings
 
@@ -37,6 +38,7 @@ class Node:
         self.group_configs = GroupConfigStore(settings.data_dir)  # per-group overrides (IncrementalAlterConfigs)
         # the group coordinator of every offsets partition
         self.coordinator = GroupCoordinator(settings, self.group_configs.overrides)
+        self.faults = FaultTable()  # injected faults (coordinator/chaos.py), armed through the admin endpoint
         self._held: dict[asyncio.TimerHandle, tuple[asyncio.Future, Any]] = {}
         self.closing = False
         # large answers (coordinator/apis.answer_off_loop), one at a time

@@ -43,9 +43,9 @@ def _assignment_write_failed(e: ev.AssignmentWriteFailed) -> None:
 
 
 def _member_expired(e: ev.MemberExpired) -> None:
-    m.MEMBERS_EXPIRED.labels("session-timeout").inc()
-    log.info("member expired group=%s member=%s instance=%s reason=session-timeout generation=%d", e.group_id,
-             e.member_id, e.instance_id, e.generation)
+    m.MEMBERS_EXPIRED.labels(e.reason).inc()
+    log.info("member expired group=%s member=%s instance=%s reason=%s generation=%d", e.group_id,
+             e.member_id, e.instance_id, e.reason, e.generation)
 
 
 def _members_sync_timed_out(e: ev.MembersSyncTimedOut) -> None:

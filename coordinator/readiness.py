@@ -18,12 +18,18 @@ def partitions(coordinator: Any) -> dict[str, int]:
             "failed": states.count("failed")}
 
 
+def is_ready(coordinator: Any) -> bool:
+    """Every offsets partition loaded (the metrics listener's and the admin endpoint's /ready)."""
+    counts = partitions(coordinator)
+    return counts["loaded"] == counts["partitions"]
+
+
 def ready(coordinator: Any) -> tuple[str, bytes, str]:
     """(HTTP status, body, content type) of `GET /ready`: 200 when every partition is loaded, else 503."""
     counts = partitions(coordinator)
-    is_ready = counts["loaded"] == counts["partitions"]
-    body = {"status": "ready" if is_ready else "not ready", **counts}
-    return ("200 OK" if is_ready else "503 Service Unavailable"), (json.dumps(body) + "\n").encode(), JSON
+    ready_ = counts["loaded"] == counts["partitions"]
+    body = {"status": "ready" if ready_ else "not ready", **counts}
+    return ("200 OK" if ready_ else "503 Service Unavailable"), (json.dumps(body) + "\n").encode(), JSON
 
 
 def alive() -> tuple[str, bytes, str]:

@@ -334,6 +334,14 @@ class GroupCoordinator:
     def consumer_heartbeat(self, req: ConsumerHeartbeatRequest, topics: TopicsImage) -> Any:
         return self.call(req.group_id, lambda shard, _, at: shard.consumer_heartbeat(req, topics, at), error_reply)
 
+    def force_rebalance(self, group_id: str) -> Any:
+        """Fault injection: a new generation (classic) or group epoch (consumer) now."""
+        return self.call(group_id, lambda shard, _, at: shard.force_rebalance(group_id, at))
+
+    def expire_members(self, group_id: str, member_ids: list[str] | None) -> Any:
+        """Fault injection: these members (None: all) removed as if their sessions expired."""
+        return self.call(group_id, lambda shard, _, at: shard.expire_members(group_id, member_ids, at))
+
     def heartbeat(self, req: HeartbeatRequest) -> ErrorCode:
         """The hot path: no outcome, no ticket; a valid heartbeat only moves a deadline."""
         p = self.partition(req.group_id)

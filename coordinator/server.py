@@ -10,11 +10,14 @@ import time
 
 from storage.topic_data import plane_for
 
-from . import metrics
+from . import metrics, readiness
 from .access import tick_denial_logs
+from .admin_http import AdminEndpoint
+from .chaos import Chaos
 from .connection import Connection, RequestMemory, bad_frame_log
 from .listen import Listener, accept_log
 from .node import Node
+from .sasl import Users
 from .security import Endpoint, authentication_failed, endpoints, failure_log
 from .settings import Settings
 from .tls_transport import TlsTransport
@@ -46,6 +49,7 @@ class Server:
         self._stop = asyncio.Event()
         self._log_timer: asyncio.TimerHandle | None = None
         self._retention_timer: asyncio.TimerHandle | None = None
+        self._admin: AdminEndpoint | None = None
 
     async def startup(self) -> None:
         started = time.monotonic()
@@ -54,6 +58,7 @@ class Server:
         self.node.coordinator.start()  # partitions load off the loop and answer LOAD_IN_PROGRESS until then
         for listener, endpoint in zip(self.settings.listeners, self.endpoints):
             self._listen(listener.host, listener.port, endpoint)
+        admin_url = await self._start_admin()
         self._tick_log_limits()
         if plane_for(self.node) is not None:
             self._check_records_retention()
@@ -61,9 +66,19 @@ class Server:
         advertised = ", ".join(f"{e.name}://{e.advertised.host}:{e.advertised.port} ({e.protocol})"
                                for e in self.endpoints)
         log.info("groupd ready listeners=%s advertised=%s node.id=%d cluster.id=%s data.dir=%s "
-                 "topics=%d metrics=%s startup_ms=%d", bound, advertised, self.settings.node_id,
+                 "topics=%d metrics=%s admin=%s startup_ms=%d", bound, advertised, self.settings.node_id,
                  self.node.cluster_id, self.settings.data_dir, len(self.node.catalog), metrics_url or "off",
-                 (time.monotonic() - started) * 1000)
+                 admin_url or "off", (time.monotonic() - started) * 1000)
+
+    async def _start_admin(self) -> str | None:
+        """The admin HTTP endpoint (fault injection), when `admin.listener` is set."""
+        if not self.settings.admin_listener:
+            return None
+        coordinator = self.node.coordinator
+        users = Users(self.settings.sasl_users, ["PLAIN"]) if self.settings.sasl_users else None
+        self._admin = AdminEndpoint(Chaos(self.node, self.connections), lambda: readiness.is_ready(coordinator),
+                                    users, frozenset(self.settings.super_users))
+        return await self._admin.start(self.settings.admin_listener)
 
     def _listen(self, host: str, port: int, endpoint: Endpoint) -> None:
         def connection() -> Connection:
@@ -109,6 +124,8 @@ class Server:
                 timer.cancel()
         for listener in self._listeners:
             listener.close()
+        if self._admin is not None:
+            self._admin.close()
         if self.node is not None:
             self.node.release_all()  # held fetches answer now
         deadline = time.monotonic() + SHUTDOWN_GRACE_S

@@ -202,7 +202,7 @@ def _super_users(v: Any) -> tuple[str, ...]:
 def _url(v: Any) -> str:
     s = _str(v)
     if s and not urlsplit(s).port:
-        raise ValueError("an http://host:port/path URL, or empty to turn metrics off")
+        raise ValueError("an http://host:port/path URL, or empty to turn the endpoint off")
     return s
 
 
@@ -308,6 +308,9 @@ KEYS: tuple[Key, ...] = (
     Key("metrics.listener", "http://:9464/metrics", _url,
         "where Prometheus scrapes groupd's metrics; no host = the first listener's host; empty turns the "
         "endpoint off"),
+    Key("admin.listener", "", _url,
+        "the admin HTTP endpoint for fault injection (`groupd chaos`), e.g. http://127.0.0.1:9465; "
+        "empty (the default) turns it off; serve it on loopback only"),
     Key("metrics.group.generation.enabled", False, _bool, "export each group's generation (one series per group)"),
     Key("metrics.group.offsets.enabled", False, _bool,
         "export each committed offset and its age (series grow as groups x partitions)"),
@@ -403,6 +406,7 @@ class Settings:
     log_cleaner_delete_retention_ms: int
     log_cleaner_backoff_ms: int
     metrics_listener: str
+    admin_listener: str
     metrics_group_generation_enabled: bool
     metrics_group_offsets_enabled: bool
     log_level: str

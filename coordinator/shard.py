@@ -245,3 +245,38 @@ class GroupShard:
 
         out.after_write = written
         return out
+
+    # =========================================================================================
+    # fault injection (coordinator/chaos.py): an operator's rebalance or session expiry, through the
+    # transitions the timers and joins take. Reply: the group's error (NONE when done).
+
+    def force_rebalance(self, group_id: str, now: Now) -> Outcome:
+        out = Outcome(reply=E.none)
+        group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            self.consumer.bump_epoch(out, group, "forced")
+        elif group is not None:
+            self.classic.force_rebalance(out, group, now)
+        else:
+            out.reply = E.group_id_not_found
+        return out
+
+    def expire_members(self, group_id: str, member_ids: list[str] | None, now: Now) -> Outcome:
+        """`member_ids` None: every member."""
+        out = Outcome(reply=E.none)
+        group = self.groups.get(group_id)
+        if group is None:
+            out.reply = E.group_id_not_found
+            return out
+        known = list(group.members) if member_ids is None else member_ids
+        if any(m not in group.members for m in known):
+            out.reply = E.unknown_member_id
+            return out
+        if isinstance(group, ConsumerGroup):
+            if known:
+                self.consumer.fence(out, group, [group.members[m] for m in known], "forced", now)
+        else:
+            for member_id in known:
+                self.classic.expire_member(out, group, member_id, now, "forced")
+        return out
+

@@ -66,22 +66,23 @@ def respond(result: Any, make: Callable[[Any], Any]) -> Any:
     if not isinstance(result, asyncio.Future):
         return make(result)
     out = asyncio.get_running_loop().create_future()
-
-    def done(f: asyncio.Future) -> None:
-        if out.done():
-            return
-        if f.cancelled():
-            out.cancel()
-        elif f.exception() is not None:
-            out.set_exception(f.exception())
-        else:
-            try:
-                out.set_result(make(f.result()))
-            except Exception as e:  # a bug in make(): the connection logs it and closes
-                out.set_exception(e)
-
-    result.add_done_callback(done)
+    result.add_done_callback(lambda f: forward(f, out, make))
     return out
+
+
+def forward(done: asyncio.Future, out: asyncio.Future, make: Callable[[Any], Any] = lambda r: r) -> None:
+    """Settle `out` as the finished `done` went: `make(its result)`, its exception, or cancelled."""
+    if out.done():
+        return
+    if done.cancelled():
+        out.cancel()
+    elif done.exception() is not None:
+        out.set_exception(done.exception())
+    else:
+        try:
+            out.set_result(make(done.result()))
+        except Exception as e:  # a bug in make(): the connection logs it and closes
+            out.set_exception(e)
 
 from . import (  # noqa: E402  (the handlers import Request from here)
     alter_configs,

@@ -41,7 +41,7 @@ from .requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
 E = ErrorCode
 
 REBALANCE_REASONS = ("member-joined", "member-left", "session-expired", "metadata-changed", "leader-rejoin",
-                     "static-member-rejoin", "sync-timeout", "write-failed", "over-max-size", "downgrade")
+                     "static-member-rejoin", "sync-timeout", "write-failed", "over-max-size", "downgrade", "forced")
 
 
 class ClassicMachine:
@@ -409,12 +409,24 @@ class ClassicMachine:
             return
         if not member.is_new and (member.awaiting_join is not None or member.awaiting_sync is not None):
             return  # re-armed when its join completes or its sync is answered
-        self._remove_member(out, group, member_id)
-        self.events.append(ev.MemberExpired(group.group_id, member_id, member.group_instance_id, group.generation))
+        self.expire_member(out, group, member_id, now)
+
+    def expire_member(self, out: Outcome, group: ClassicGroup, member_id: str, now: Now,
+                      reason: str = "session-timeout") -> None:
+        """Remove a member as its session expiry does (the timer's path, and an operator's forced one)."""
+        member = self._remove_member(out, group, member_id)
+        self.events.append(ev.MemberExpired(group.group_id, member_id, member.group_instance_id, group.generation,
+                                            reason))
         if group.is_in(STABLE, COMPLETING_REBALANCE):
             self._prepare_rebalance(out, group, now, "session-expired", f"member={member_id}")
         elif group.is_in(PREPARING_REBALANCE):
             self._maybe_complete_join(out, group, now)
+
+    def force_rebalance(self, out: Outcome, group: ClassicGroup, now: Now) -> None:
+        """An operator's rebalance (fault injection): a new generation, as a member joining would start.
+        A group without members, or already rebalancing, has nothing to start."""
+        if group.members and group.can_rebalance():
+            self._prepare_rebalance(out, group, now, "forced")
 
     def _join_timer_expired(self, out: Outcome, group: ClassicGroup, now: Now) -> None:
         if group.initial_delay is not None:

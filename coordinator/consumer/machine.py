@@ -61,7 +61,7 @@ from .topic_regex import InvalidRegularExpression, compile_topic_regex
 E = ErrorCode
 
 EPOCH_BUMP_REASONS = ("new-group", "subscription-changed", "metadata-changed", "regex-resolved", "member-left",
-                      "member-fenced", "session-expired", "rebalance-timeout", "join-timeout", "sync-timeout")
+                      "member-fenced", "session-expired", "rebalance-timeout", "join-timeout", "sync-timeout", "forced")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -589,11 +589,22 @@ class ConsumerMachine:
             subscribed = {n for m in staying for n in m.subscribed_topic_names}
             subscribed.update(*(resolved.get(r, ()) for r in in_use))
             self._write_subscription_metadata(out, group, subscribed, self.topics)
+        self.bump_epoch(out, group, reason)
+        for member_id in gone:
+            self.forget(group.group_id, member_id)
+
+    def bump_epoch(self, out: Outcome, group: ConsumerGroup, reason: str) -> None:
+        """A new group epoch: every member's next heartbeat gets the target assignment of it."""
         epoch = group.group_epoch + 1
         out.records.append(Record(ConsumerGroupMetadataKey(group.group_id), ConsumerGroupMetadataValue(epoch)))
         self.events.append(ev.ConsumerGroupEpochBumped(group.group_id, epoch, reason))
-        for member_id in gone:
-            self.forget(group.group_id, member_id)
+
+    def fence(self, out: Outcome, group: ConsumerGroup, members: list[ConsumerMember], reason: str,
+              now: Now) -> None:
+        """Remove members whose session or rebalance timeout expired (or an operator expired)."""
+        self.remove_members(out, group, members, reason, now)
+        for member in members:
+            self.events.append(ev.ConsumerMemberFenced(group.group_id, member.member_id, member.instance_id, reason))
 
     def forget(self, group_id: str, member_id: str) -> None:
         """A removed member's timers."""
@@ -632,8 +643,7 @@ class ConsumerMachine:
             if deadline > now.mono:  # a heartbeat moved it: fire again then
                 out.timers.append((key, deadline))
                 return out
-            self.remove_members(out, group, [member], reason, now)
-            self.events.append(ev.ConsumerMemberFenced(group_id, member_id, member.instance_id, reason))
+            self.fence(out, group, [member], reason, now)
         else:
             armed = self.rebalance.get((group_id, member_id))
             if member is None or armed is None:
@@ -644,9 +654,7 @@ class ConsumerMachine:
                 out.timers.append((key, deadline))
                 return out
             if member.member_epoch == epoch and member.assignment.state is MemberState.UNREVOKED_PARTITIONS:
-                self.remove_members(out, group, [member], "rebalance-timeout", now)
-                self.events.append(ev.ConsumerMemberFenced(group_id, member_id, member.instance_id,
-                                                           "rebalance-timeout"))
+                self.fence(out, group, [member], "rebalance-timeout", now)
             else:
                 self.rebalance.pop((group_id, member_id), None)
         return out

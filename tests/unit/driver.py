@@ -241,6 +241,12 @@ class Driver:
     def delete_group(self, group_id: str) -> ErrorCode | None:
         return self._op(None, lambda t: self.shard.delete_group(group_id))
 
+    def force_rebalance(self, group_id: str) -> ErrorCode | None:
+        return self._op(None, lambda t: self.shard.force_rebalance(group_id, self.clock.read()))
+
+    def expire_members(self, group_id: str, member_ids: list[str] | None = None) -> ErrorCode | None:
+        return self._op(None, lambda t: self.shard.expire_members(group_id, member_ids, self.clock.read()))
+
     def delete_offsets(self, group_id: str, topics) -> dict | None:
         return self._op(None, lambda t: self.shard.delete_offsets(OffsetDeleteRequest(group_id, topics)))
 
