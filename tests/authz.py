@@ -1,6 +1,5 @@
-"""Servers with the ACL authorizer on, and clients as a given principal. Today every connection is
-PLAINTEXT, so every client is `User:ANONYMOUS` (host 127.0.0.1); once SASL listeners exist,
-`client_config` grows credentials per principal and the same tests run as other users."""
+"""Servers with the ACL authorizer on, and clients on their PLAINTEXT listener, so `User:ANONYMOUS`
+(host 127.0.0.1). Users who log in with SASL: tests/test_acls_principals.py."""
 
 from __future__ import annotations
 
@@ -34,7 +33,7 @@ def start_secured(data_dir: str, *settings: str, super_users: tuple[str, ...] = 
 
 def _plaintext_only(principal: str) -> None:
     if principal != ANONYMOUS:
-        raise NotImplementedError(f"{principal} needs a SASL listener (not on this branch yet)")
+        raise NotImplementedError(f"{principal} needs a SASL listener: see tests/test_acls_principals.py")
 
 
 def client_config(bootstrap: str, principal: str = ANONYMOUS) -> dict[str, Any]:
