@@ -42,7 +42,7 @@ class Server:
     async def startup(self) -> None:
         started = time.monotonic()
         self.node = Node(self.settings)
-        metrics_url = await metrics.serve(self.settings, self.node.coordinator)
+        metrics_url = await metrics.serve(self.settings, self.node)
         self.node.coordinator.start()  # partitions load off the loop and answer LOAD_IN_PROGRESS until then
         for listener in self.settings.listeners:
             self._listeners.append(Listener(listener.name, listener.host, listener.port,

@@ -131,3 +131,56 @@ def test_prometheus_scrapes_a_rebalance(metered, tmp_path):
             m.close(timeout=20)
         prom.terminate()
         prom.wait(20)
+
+
+def _commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    with WireClient(bootstrap) as w:
+        reply = w.request(ApiKey.OFFSET_COMMIT, 8, {
+            "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": topic, "partitions": [
+                {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1, "committed_metadata": ""}
+                for p, o in offsets.items()]}]})
+    assert all(p.error_code == 0 for t in reply.topics for p in t.partitions), reply
+
+
+def test_lag_per_group_and_partition_with_the_records_plane_and_the_group_cap(start_groupd):
+    from confluent_kafka import Producer
+
+    port = free_port()
+    server = start_groupd("topics=lagged:2", "records.plane=memory", "metrics.group.max.groups=1",
+                          f"metrics.listener=http://127.0.0.1:{port}/metrics")
+    url = f"http://127.0.0.1:{port}/metrics"
+    producer = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 0})
+    for partition, n in ((0, 10), (1, 4)):
+        for i in range(n):
+            producer.produce("lagged", value=b"%d" % i, partition=partition)
+    assert producer.flush(60) == 0
+    _commit(server.bootstrap, "a-lag", "lagged", {0: 3, 1: 4})
+    _commit(server.bootstrap, "b-lag", "lagged", {0: 5, 1: 9})  # ahead of the log on 1: lag 0, not -5
+
+    m = scrape(url)
+    assert m['groupd_partition_latest_offset{partition="0",topic="lagged"}'] == 10
+    assert m['groupd_partition_latest_offset{partition="1",topic="lagged"}'] == 4
+    assert m['groupd_consumergroup_group_offset{group="a-lag",partition="0",topic="lagged"}'] == 3
+    assert m['groupd_consumergroup_group_lag{group="a-lag",partition="0",topic="lagged"}'] == 7
+    assert m['groupd_consumergroup_group_lag{group="a-lag",partition="1",topic="lagged"}'] == 0
+    assert m['groupd_consumergroup_group_max_lag{group="a-lag"}'] == 7
+    assert m['groupd_consumergroup_group_sum_lag{group="a-lag"}'] == 7
+    assert m['groupd_group_state{group="a-lag",protocol_type="",state="Empty",type="classic"}'] == 1
+    assert m['groupd_group_members{group="a-lag",type="classic"}'] == 0
+    # metrics.group.max.groups=1: b-lag has no series of its own, yet the totals count it
+    assert not any('group="b-lag"' in k for k in m)
+    assert m["groupd_metrics_groups_omitted"] == 1
+    assert m["groupd_consumergroups_sum_lag"] == 7 + 5
+    assert m["groupd_consumergroups_max_lag"] == 7
+    assert m['groupd_groups{protocol_type="",state="Empty",type="classic"}'] == 2
+    # the offsets log's partitions are `offsets_partition`, never `partition`
+    assert any(k.startswith("groupd_log_bytes{offsets_partition=") for k in m)
+    assert not any(k.startswith(("groupd_log_", "groupd_partition_state")) and "{partition=" in k for k in m)
+
+
+def test_no_lag_series_without_the_records_plane(metered):
+    _commit(metered.bootstrap, "no-plane", "t6", {0: 3})
+    m = scrape(metered.metrics_url)
+    assert m['groupd_group_state{group="no-plane",protocol_type="",state="Empty",type="classic"}'] == 1
+    assert not any("lag" in k or k.startswith("groupd_partition_latest_offset") for k in m)
