@@ -240,17 +240,15 @@ def test_a_reloaded_partition_keeps_epochs_and_arms_the_timers_again(d):
 
 
 def test_metrics_count_consumer_groups_by_type_and_state_and_unreconciled_members(d):
-    from types import SimpleNamespace
-
     from coordinator.metrics import CoordinatorCollector
     from coordinator.runtime import PartitionState
 
     d.consumer_heartbeat(join("a"), TOPICS)
     d.consumer_heartbeat(join("b"), TOPICS)  # b's partitions are still a's: both differ from their target
-    class Coordinator(SimpleNamespace):  # the collector holds coordinators weakly
-        pass
+    class Coordinator:  # hashable and weakly referenced, as the collector holds coordinators
+        shards, states, writers = [d.shard], [PartitionState.ACTIVE], [None]
 
-    coordinator = Coordinator(shards=[d.shard], states=[PartitionState.ACTIVE], writers=[None])
+    coordinator = Coordinator()
     collector = CoordinatorCollector()
     collector.watch(coordinator, generations=True, offsets=False)
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
