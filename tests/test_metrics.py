@@ -3,20 +3,15 @@ groupd while a consumer group rebalances."""
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
 import time
-import urllib.parse
 import urllib.request
 
 import pytest
-import yaml
 
 from protocol.apis import ApiKey
 from tests.harness import ClientProcess
-from tests.support import ROOT, WireClient, free_port
+from tests.prometheus import Prometheus
+from tests.support import WireClient, commit_offsets, free_port
 
 pytestmark = pytest.mark.clients
 
@@ -70,45 +65,9 @@ def test_bad_frames_are_counted_by_reason(metered):
     assert scrape(metered.metrics_url)['groupd_bad_frames_total{reason="unknown_api"}'] == 1
 
 
-def _prometheus_config(target: str) -> dict:
-    """config/prometheus.yml (the compose file's), pointed at this test's groupd, scraping every 500 ms."""
-    with open(os.path.join(ROOT, "config", "prometheus.yml")) as f:
-        config = yaml.safe_load(f)
-    jobs = [job for job in config["scrape_configs"] if job["job_name"] == "groupd"]
-    assert jobs, "config/prometheus.yml has a scrape job named groupd"
-    jobs[0]["static_configs"] = [{"targets": [target]}]
-    jobs[0]["scrape_interval"] = "500ms"
-    config["scrape_configs"] = jobs
-    config.setdefault("global", {})["scrape_interval"] = "500ms"
-    return config
-
-
 def test_prometheus_scrapes_a_rebalance(metered, tmp_path):
-    binary = shutil.which("prometheus")
-    assert binary, "Debian's prometheus is installed by .ci/install-clients"
-    config = tmp_path / "prometheus.yml"
-    config.write_text(yaml.safe_dump(_prometheus_config(f"127.0.0.1:{metered.metrics_port}")))
-    web = free_port()
-    prom = subprocess.Popen([binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                             f"--web.listen-address=127.0.0.1:{web}"],
-                            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "wb"))
-
-    def query(expr: str) -> list:
-        url = f"http://127.0.0.1:{web}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-        try:
-            return json.load(urllib.request.urlopen(url, timeout=5))["data"]["result"]
-        except OSError:
-            return []
-
-    def eventually(expr: str, check, timeout: float = 60.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            result = query(expr)
-            if result and check(result):
-                return result
-            time.sleep(0.5)
-        raise AssertionError(f"{expr}: {query(expr)}; prometheus log: {(tmp_path / 'prometheus.log').read_text()[-1500:]}")
-
+    prom = Prometheus(tmp_path, f"127.0.0.1:{metered.metrics_port}")
+    eventually = prom.eventually
     members = []
     try:
         opts = {"topic": "t6", "group": "scraped", "seconds": 0, "session.ms": 6000, "heartbeat.interval.ms": 500}
@@ -126,21 +85,11 @@ def test_prometheus_scrapes_a_rebalance(metered, tmp_path):
         eventually('groupd_requests_total{api="leave_group",error="none"}', lambda r: value(r) == 1)
         eventually('groupd_group_generation{group="scraped"}', lambda r: value(r) >= 2)
         eventually("groupd_rebalance_duration_seconds_count", lambda r: value(r) >= 2)
+        eventually('groupd_group_state{group="scraped",state="Stable"}', lambda r: value(r) == 1)
     finally:
         for m in members:
             m.close(timeout=20)
-        prom.terminate()
-        prom.wait(20)
-
-
-def _commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-    with WireClient(bootstrap) as w:
-        reply = w.request(ApiKey.OFFSET_COMMIT, 8, {
-            "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
-            "topics": [{"name": topic, "partitions": [
-                {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1, "committed_metadata": ""}
-                for p, o in offsets.items()]}]})
-    assert all(p.error_code == 0 for t in reply.topics for p in t.partitions), reply
+        prom.stop()
 
 
 def test_lag_per_group_and_partition_with_the_records_plane_and_the_group_cap(start_groupd):
@@ -155,8 +104,8 @@ def test_lag_per_group_and_partition_with_the_records_plane_and_the_group_cap(st
         for i in range(n):
             producer.produce("lagged", value=b"%d" % i, partition=partition)
     assert producer.flush(60) == 0
-    _commit(server.bootstrap, "a-lag", "lagged", {0: 3, 1: 4})
-    _commit(server.bootstrap, "b-lag", "lagged", {0: 5, 1: 9})  # ahead of the log on 1: lag 0, not -5
+    commit_offsets(server.bootstrap, "a-lag", "lagged", {0: 3, 1: 4})
+    commit_offsets(server.bootstrap, "b-lag", "lagged", {0: 5, 1: 9})  # ahead of the log on 1: lag 0, not -5
 
     m = scrape(url)
     assert m['groupd_partition_latest_offset{partition="0",topic="lagged"}'] == 10
@@ -180,7 +129,7 @@ def test_lag_per_group_and_partition_with_the_records_plane_and_the_group_cap(st
 
 
 def test_no_lag_series_without_the_records_plane(metered):
-    _commit(metered.bootstrap, "no-plane", "t6", {0: 3})
+    commit_offsets(metered.bootstrap, "no-plane", "t6", {0: 3})
     m = scrape(metered.metrics_url)
     assert m['groupd_group_state{group="no-plane",protocol_type="",state="Empty",type="classic"}'] == 1
     assert not any("lag" in k or k.startswith("groupd_partition_latest_offset") for k in m)
