@@ -7,6 +7,7 @@ Installed with the `spark` extra (`pip install 'groupd[spark]'`); the server nev
 package. Entry points:
 
     groupd analytics run --data-dir D --out OUT [--master URL] [--since TIME] [--until TIME]
+    groupd analytics report --tables OUT [--out FILE]     (HTML, from the tables; no Spark)
 
     from analytics.source import register
     register(spark)

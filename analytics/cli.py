@@ -108,3 +108,21 @@ def run_command(args) -> int:
           f"(pipeline {summary.seconds:.1f}s); tables in {args.out}: "
           + ", ".join(f"{name} {n}" for name, n in summary.rows.items()), flush=True)
     return 0
+
+
+def report_command(args) -> int:
+    """args: tables (the --out of `groupd analytics run`), out (the HTML file; default
+    <tables>/report.html)."""
+    try:
+        from . import report
+    except ImportError as e:
+        return _error(f"{e}: the report needs the spark extra: pip install 'groupd[spark]'", 2)
+    out = args.out or os.path.join(args.tables, "report.html")
+    try:
+        rows = report.write(args.tables, out)
+    except FileNotFoundError as e:
+        return _error(str(e), 2)
+    except OSError as e:
+        return _error(f"{out}: {e.strerror or e}", 1)
+    print(f"wrote {out}: " + ", ".join(f"{n} {name}" for name, n in rows.items()), flush=True)
+    return 0

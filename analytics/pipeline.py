@@ -27,7 +27,8 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from . import SOURCE_NAME, TABLES
-from .segments import GROUP_METADATA, OFFSET_COMMIT, TOMBSTONE, list_data_dir
+from .progress import ReadProgress
+from .segments import GROUP_METADATA, OFFSET_COMMIT, TOMBSTONE, list_data_dir, with_records
 from .source import register
 
 DEFAULT_WINDOW = 10  # commits per partition that Burrow-style evaluation looks at (Burrow's `intervals`)
@@ -218,13 +219,16 @@ def run(spark: SparkSession, data_dir: str, out: str, since_ms: int | None = Non
         window: int = DEFAULT_WINDOW, progress: Callable[[str], None] = print) -> Summary:
     """Read `data_dir` once (cached), write every table as Parquet under `out/<table>`."""
     start = time.monotonic()
-    segments = list_data_dir(data_dir)
+    listed = list_data_dir(data_dir)
+    segments = with_records(listed)
     partitions = len({s.partition for s in segments})
-    progress(f"reading {data_dir}: {len(segments)} segments in {partitions} offsets partitions "
-             f"(master {spark.sparkContext.master})")
+    progress(f"reading {data_dir}: {len(segments)} segments in {partitions} offsets partitions, "
+             f"{sum(s.size for s in segments) / 1e6:.3g} MB ({len(listed) - len(segments)} empty segments "
+             f"skipped; master {spark.sparkContext.master})")
     records = records_of(spark, data_dir, until_ms).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        total = records.count()
+        with ReadProgress(spark, max(len(segments), 1), progress):
+            total = records.count()
         groups = records.where(F.col("group").isNotNull()).select("group").distinct().count()
         progress(f"read {total} records of {groups} groups in {time.monotonic() - start:.1f}s")
         rows = {}

@@ -75,18 +75,31 @@ class Segment:
     base_offset: int
     path: str
     last: bool       # the partition's active segment when listed: a torn tail here is expected
+    size: int = 0    # bytes when listed (0: nothing to read; every partition the server loads has one)
 
 
 def list_data_dir(data_dir: str) -> list[Segment]:
     """Every segment of every `__consumer_offsets-<p>` directory, partition by partition, oldest
-    first. Raises FileNotFoundError / NotADirectoryError for a path that is not a directory."""
+    first, with its size. Raises FileNotFoundError / NotADirectoryError for a path that is not a
+    directory."""
     if not os.path.isdir(data_dir):
         raise FileNotFoundError(f"{data_dir}: no such directory")
     out = []
     for p in offsets_partitions(data_dir):
         segments = list_segments(partition_dir(data_dir, p))
-        out += [Segment(p, base, path, i == len(segments) - 1) for i, (base, path) in enumerate(segments)]
+        for i, (base, path) in enumerate(segments):
+            try:
+                size = os.path.getsize(path)
+            except FileNotFoundError:  # compacted away since the listing: all of it was superseded
+                continue
+            out.append(Segment(p, base, path, i == len(segments) - 1, size))
     return out
+
+
+def with_records(segments: list[Segment]) -> list[Segment]:
+    """The segments that hold bytes: the server creates an empty active segment for every
+    partition it loads, so a data dir of 50 partitions and a few groups is mostly empty files."""
+    return [s for s in segments if s.size > 0]
 
 
 @dataclasses.dataclass(slots=True)

@@ -5,7 +5,8 @@ groupd data directory.
     register(spark)
     records = spark.read.format("groupd_offsets").load("/var/lib/groupd/data")
 
-One input partition per segment file, so segments are decoded in parallel; each executor reads
+One input partition per segment file that holds bytes (empty segments, which the server creates
+for every partition it loads, cost no Spark task), so segments are decoded in parallel; each executor reads
 its segment with `analytics.segments.read_segment` (the server's codec and CRC checks, torn tails
 and vanished segments handled as the server would) and hands Spark Arrow record batches, which
 skips Spark's per-value Python conversion. The schema is `SCHEMA` (one row per record, see
@@ -24,7 +25,7 @@ from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, Sho
                                StructType, TimestampType)
 
 from . import SOURCE_NAME
-from .segments import COLUMNS, MEMBER_FIELDS, Segment, list_data_dir, read_segment
+from .segments import COLUMNS, MEMBER_FIELDS, Segment, list_data_dir, read_segment, with_records
 
 MEMBER = StructType([
     StructField("member_id", StringType()),
@@ -67,7 +68,7 @@ assert tuple(SCHEMA.fieldNames()) == COLUMNS and tuple(MEMBER.fieldNames()) == M
 
 
 class SegmentPartition(InputPartition):
-    """One segment file (None: an empty data directory)."""
+    """One segment file (None: a data directory without records)."""
 
     def __init__(self, segment: Segment | None) -> None:
         super().__init__(segment)
@@ -99,7 +100,7 @@ class GroupdOffsetsReader(DataSourceReader):
             segments = list_data_dir(self.data_dir)
         except (FileNotFoundError, NotADirectoryError) as e:
             raise FileNotFoundError(f"{SOURCE_NAME}: {e}") from None
-        return [SegmentPartition(s) for s in segments] or [SegmentPartition(None)]
+        return [SegmentPartition(s) for s in with_records(segments)] or [SegmentPartition(None)]
 
     def read(self, partition: InputPartition) -> Iterator:
         segment = partition.segment

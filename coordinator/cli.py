@@ -61,6 +61,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--until", metavar="TIME", help="the log as it was at TIME (offsets at a past time)")
     run.add_argument("--window", type=int, default=10, help="commits per partition for partition_status (10)")
     run.add_argument("--conf", metavar="KEY=VALUE", action="append", default=[], help="a Spark setting (repeatable)")
+    report = analytics_sub.add_parser("report", help="an HTML page of the tables: rebalance timeline, commit "
+                                      "rates, partition status (no Spark)")
+    report.add_argument("--tables", required=True, help="the --out directory of `groupd analytics run`")
+    report.add_argument("--out", help="the HTML file to write (default <tables>/report.html)")
     return p
 
 
@@ -123,9 +127,9 @@ def _main(argv: list[str] | None) -> int:
     if args.command == "log":
         return _log_command(args)
     if args.command == "analytics":
-        from analytics.cli import run_command  # pyspark only when asked for
+        from analytics.cli import report_command, run_command  # pyspark only when asked for
 
-        return run_command(args)
+        return (report_command if args.analytics_command == "report" else run_command)(args)
     if args.command in admin.COMMANDS:
         return admin.run(args)
     if args.command == "acls":

@@ -34,7 +34,7 @@ log = logging.getLogger("groupd.storage")
 
 class LogWriter:
     def __init__(self, plog: PartitionLog, executor: Executor, fsync_each_batch: bool, timeout_ms: int,
-                 on_batch=None, max_message_bytes: int = 1048588) -> None:
+                 on_batch=None, max_message_bytes: int = 1048588, on_error=None) -> None:
         self.plog = plog
         self._executor = executor
         self._fsync = fsync_each_batch
@@ -44,6 +44,7 @@ class LogWriter:
         self._writing = False
         self._idle_waiters: list[asyncio.Future] = []
         self._on_batch = on_batch  # (records, bytes, seconds) → None, for metrics
+        self._on_error = on_error  # (partition, "failed" | "timed_out") → None, for metrics
         self.closed = False
 
     def append(self, records: list[Record], completed: Callable[[ErrorCode | None], None],
@@ -90,6 +91,8 @@ class LogWriter:
             if f.exception() is not None:
                 log.error("write failed partition=%d records=%d error=%r", self.plog.partition, len(encoded),
                           f.exception())
+                if self._on_error is not None:
+                    self._on_error(self.plog.partition, "failed")
                 error = ErrorCode.not_coordinator  # KAFKA_STORAGE_ERROR, as a coordinator reports it
             elif self._on_batch is not None:
                 self._on_batch(len(encoded), f.result(), time.perf_counter() - started)
@@ -104,6 +107,8 @@ class LogWriter:
 
     def _timed_out(self, batch) -> None:
         log.error("write timed out partition=%d after %.0f ms", self.plog.partition, self._timeout * 1000)
+        if self._on_error is not None:
+            self._on_error(self.plog.partition, "timed_out")
         for _, _, timed_out in batch:
             timed_out()
 

@@ -132,7 +132,8 @@ class GroupCoordinator:
             plog, result, seconds = f.result()
             self.writers[p] = LogWriter(plog, self._executor, self.settings.log_flush_interval_ms == 0,
                                         self.settings.offsets_commit_timeout_ms, on_batch=metrics.batch_written,
-                                        max_message_bytes=self.settings.message_max_bytes)
+                                        max_message_bytes=self.settings.message_max_bytes,
+                                        on_error=metrics.write_failed)
             self.runners[p].log = self.writers[p]
             metrics.LOAD_SECONDS.labels(str(p)).set(seconds)
             self.states[p] = PartitionState.ACTIVE

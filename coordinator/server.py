@@ -54,7 +54,7 @@ class Server:
     async def startup(self) -> None:
         started = time.monotonic()
         self.node = Node(self.settings)
-        metrics_url = await metrics.serve(self.settings, self.node.coordinator)
+        metrics_url = await metrics.serve(self.settings, self.node)
         self.node.coordinator.start()  # partitions load off the loop and answer LOAD_IN_PROGRESS until then
         for listener, endpoint in zip(self.settings.listeners, self.endpoints):
             self._listen(listener.host, listener.port, endpoint)

@@ -314,6 +314,9 @@ KEYS: tuple[Key, ...] = (
     Key("metrics.group.generation.enabled", False, _bool, "export each group's generation (one series per group)"),
     Key("metrics.group.offsets.enabled", False, _bool,
         "export each committed offset and its age (series grow as groups x partitions)"),
+    Key("metrics.group.max.groups", 1000, _int(0),
+        "most groups given per-group series (members, state, lag, generation, offsets): the first by "
+        "group id; the totals always count every group"),
     Key("log.level", "info", _choice("debug", "info", "warning", "error"), "groupd's own log level"),
     Key("authorizer.class.name", "", _str,
         "empty: no authorization; any value (e.g. org.apache.kafka.metadata.authorizer.StandardAuthorizer) turns on "
@@ -409,6 +412,7 @@ class Settings:
     admin_listener: str
     metrics_group_generation_enabled: bool
     metrics_group_offsets_enabled: bool
+    metrics_group_max_groups: int
     log_level: str
     authorizer_class_name: str
     super_users: tuple[str, ...]

@@ -142,6 +142,17 @@ def join_and_sync(c: WireClient, group: str, topic: str = "t",
     return second.member_id, second.generation_id
 
 
+def commit_offsets(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """Commit {partition: offset} as a simple consumer does (generation -1, no member)."""
+    with WireClient(bootstrap) as w:
+        reply = w.request(ApiKey.OFFSET_COMMIT, 8, {
+            "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": topic, "partitions": [
+                {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1, "committed_metadata": ""}
+                for p, o in offsets.items()]}]})
+    assert all(p.error_code == ErrorCode.none for t in reply.topics for p in t.partitions), reply
+
+
 def established_peers(port: int) -> set[int]:
     """Client ports of the ESTABLISHED TCP connections to 127.0.0.1:`port`, from /proc: a client
     stuck in a reconnect loop shows up as a changing set."""

@@ -9,6 +9,7 @@ imported at the top: without the `spark` extra this module errors, it never skip
 
 from __future__ import annotations
 
+import html.parser
 import json
 import os
 import re
@@ -188,15 +189,20 @@ def scenario(tmp_path_factory):
     facts["server_log"] = server.log()
 
     out = str(root / "tables")
-    groupd = os.path.join(os.path.dirname(sys.executable), "groupd")  # the installed console script
+    groupd = [sys.executable, "-m", "coordinator"]  # `groupd`, from this checkout (cwd)
     start = time.monotonic()
-    run = subprocess.run([groupd, "analytics", "run", "--data-dir", data_dir, "--out", out, "--master", "local[2]",
+    run = subprocess.run([*groupd, "analytics", "run", "--data-dir", data_dir, "--out", out, "--master", "local[2]",
                           "--conf", "spark.sql.shuffle.partitions=2"],
                          cwd=ROOT, capture_output=True, text=True, timeout=420)
     facts["cli_seconds"] = time.monotonic() - start
     assert run.returncode == 0, f"stdout:\n{run.stdout}\nstderr:\n{run.stderr[-5000:]}"
     facts["cli_stdout"] = run.stdout
     facts["tables"] = {name: pq.read_table(os.path.join(out, name)).to_pylist() for name in TABLES}
+    facts["report"] = str(root / "report.html")
+    report = subprocess.run([*groupd, "analytics", "report", "--tables", out, "--out", facts["report"]],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stdout + report.stderr
+    facts["report_stdout"] = report.stdout
     return facts
 
 
@@ -206,7 +212,13 @@ def rows(scenario, table: str, group: str | None = None) -> list[dict]:
 
 def test_cli_reports_progress_and_a_summary(scenario):
     out = scenario["cli_stdout"]
-    assert re.search(r"reading .*: \d+ segments in \d+ offsets partitions", out), out
+    listed = segments.list_data_dir(scenario["data_dir"])
+    full = segments.with_records(listed)
+    assert len(full) < len(listed), "the server leaves an empty segment in every partition without groups"
+    assert re.search(rf"reading .*: {len(full)} segments in \d+ offsets partitions, [\d.]+ MB "
+                     rf"\({len(listed) - len(full)} empty segments skipped", out), out
+    read = [int(n) for n in re.findall(rf"^reading: (\d+) of {len(full)} segments$", out, re.M)]
+    assert read and read == sorted(set(read)) and read[-1] == len(full), out  # grows, and ends with all
     for name in TABLES:
         assert f"wrote {name}: " in out, out
     summary = re.search(r"done: (\d+) records, (\d+) groups", out)
@@ -320,6 +332,87 @@ def test_partition_status_flags_the_partition_that_stopped_committing(scenario):
 
 
 # ---------------------------------------------------------------------------------------------
+# `groupd analytics report` on the scenario's tables: what it draws, and how it looks
+
+
+class Marks(html.parser.HTMLParser):
+    """The report's marks: every element with a `class` and `data-*` attributes, by class."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__()
+        self.marks: dict[str, list[dict]] = {}
+        self.feed(page)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "class" in a and any(k.startswith("data-") for k in a):
+            self.marks.setdefault(a["class"], []).append(a)
+
+
+def ms(moment) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def report_marks(scenario) -> dict[str, list[dict]]:
+    with open(scenario["report"], encoding="utf-8") as f:
+        return Marks(f.read()).marks
+
+
+def test_report_draws_the_tables_data(scenario):
+    marks = report_marks(scenario)
+    gens = rows(scenario, "generations")
+    end = max([ms(r["timestamp"]) for r in rows(scenario, "commits")] + [ms(g["last_update"]) for g in gens]
+              + [ms(g["ended_at"]) for g in gens if g["ended_at"]])  # a current generation lasts until then
+    assert sorted((m["data-group"], int(m["data-incarnation"]), int(m["data-generation"]), int(m["data-start"]),
+                   int(m["data-end"]), int(m["data-members"])) for m in marks["generation"]) == sorted(
+        (g["group"], g["incarnation"], g["generation"], ms(g["started_at"]),
+         ms(g["ended_at"]) if g["ended_at"] else end, g["member_count"]) for g in gens)
+    assert [m["data-group"] for m in marks["deletion"]] == ["an-deleted"]
+    # one time scale for the whole timeline: width per millisecond is the same for every bar
+    wide = [m for m in marks["generation"] if float(m["width"]) > 20]
+    per_ms = [float(m["width"]) / (int(m["data-end"]) - int(m["data-start"])) for m in wide]
+    assert len(wide) >= 3 and max(per_ms) / min(per_ms) < 1.01, per_ms
+    rates = rows(scenario, "commit_rates")
+    assert sorted((m["data-group"], int(m["data-minute"]), int(m["data-commits"])) for m in marks["rate"]) == sorted(
+        (r["group"], ms(r["minute"]), r["commits"]) for r in rates)
+    for group in {r["group"] for r in rates}:  # bar heights are proportional to commits, per chart
+        ratios = [float(m["height"]) / int(m["data-commits"]) for m in marks["rate"] if m["data-group"] == group]
+        assert max(ratios) - min(ratios) < 0.01, (group, ratios)
+    assert sorted((m["data-group"], m["data-topic"], int(m["data-partition"]), m["data-status"])
+                  for m in marks["status"]) == sorted(
+        (r["group"], r["topic"], r["partition"], r["status"]) for r in rows(scenario, "partition_status"))
+    assert re.fullmatch(rf"wrote .*report.html: {len(GROUPS)} groups, {len(gens)} generations, "
+                        rf"{len(rates)} commit minutes, \d+ partitions\n", scenario["report_stdout"])
+
+
+def test_report_renders_in_headless_chromium(scenario, tmp_path):
+    """A screenshot of the page shows the timeline's bars, the commit-rate bars and the status
+    colours of the an-status partitions (OK, STALLED, STOPPED), each over a visible area."""
+    from PIL import Image
+
+    from analytics.report import GENERATION_COLOURS, STATUS_COLOURS
+
+    chromium = shutil.which("chromium")
+    assert chromium, "Debian's chromium is installed by .ci/install-clients"
+    shot = tmp_path / "report.png"
+    r = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                        f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1000,3000",
+                        f"--screenshot={shot}", "file://" + scenario["report"]],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and shot.exists(), r.stderr[-2000:]
+    image = Image.open(shot).convert("RGB")
+    counts = {colour: n for n, colour in image.getcolors(maxcolors=1 << 20)}
+
+    def pixels(hex_colour: str) -> int:
+        return counts.get(tuple(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)), 0)
+
+    assert pixels("#ffffff") < image.width * image.height, "not a blank page"
+    for colour in (*GENERATION_COLOURS, "#00838f", *(STATUS_COLOURS[s] for s in ("OK", "STALLED", "STOPPED"))):
+        assert pixels(colour) > 300, (colour, pixels(colour))
+    assert pixels(STATUS_COLOURS["REWIND"]) == 0, "no partition went backwards"
+
+
+# ---------------------------------------------------------------------------------------------
 # In this process: one local[2] session for the rest of the module
 
 
@@ -406,10 +499,15 @@ def source_rows(spark, data_dir: str) -> list[tuple]:
 def test_source_reads_a_partition_per_segment_with_the_servers_codec_and_stops_at_a_torn_tail(spark, tmp_path):
     data_dir = str(tmp_path / "data")
     total = build_log(data_dir)
+    for p in (7, 8):  # partitions the server loaded that hold no group: one empty segment each
+        empty = PartitionLog(data_dir, p, 2048)
+        empty.load(lambda r: None)
+        empty.close()
     segs = segments.list_data_dir(data_dir)
-    assert len(segs) > 4
+    full = segments.with_records(segs)
+    assert len(full) > 4 and len(segs) == len(full) + 2
     df = spark.read.format(SOURCE_NAME).load(data_dir)
-    assert df.rdd.getNumPartitions() == len(segs)
+    assert df.rdd.getNumPartitions() == len(full), "no Spark task for an empty segment"
     assert df.schema == SCHEMA
     assert df.count() == total
     # tear the last segment of partition 0 in the middle of its last batch, as a crash would
@@ -484,6 +582,9 @@ def test_a_segment_that_vanishes_or_is_compacted_after_listing_is_read_as_it_is_
     assert read(parts[-1])[-1]["committed_offset"] == 999
 
 
+LIVE_APPENDS = 1500  # about 3 s of appends on an idle machine: the first read runs while they land
+
+
 def test_reading_a_live_data_dir_while_the_log_grows_and_compacts(spark, tmp_path):
     data_dir = str(tmp_path / "data")
     build_log(data_dir, partitions=1, batches=20)
@@ -495,7 +596,9 @@ def test_reading_a_live_data_dir_while_the_log_grows_and_compacts(spark, tmp_pat
         log.load(lambda r: None)
         i = 0
         try:
-            while not stop.is_set():
+            # bounded: on a loaded machine the reads are slow, and an unbounded writer would grow
+            # the log (and the reads' task count) for as long as they take
+            while not stop.is_set() and i < LIVE_APPENDS:
                 i += 1
                 log.append([Record(OffsetCommitKey("g0", "t6", j), OffsetCommitValue(1000 + i, -1, "", now_ms()))
                             for j in range(3)], fsync=False)

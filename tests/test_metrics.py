@@ -3,20 +3,15 @@ groupd while a consumer group rebalances."""
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
 import time
-import urllib.parse
 import urllib.request
 
 import pytest
-import yaml
 
 from protocol.apis import ApiKey
 from tests.harness import ClientProcess
-from tests.support import ROOT, WireClient, free_port
+from tests.prometheus import Prometheus
+from tests.support import WireClient, commit_offsets, free_port
 
 pytestmark = pytest.mark.clients
 
@@ -70,45 +65,9 @@ def test_bad_frames_are_counted_by_reason(metered):
     assert scrape(metered.metrics_url)['groupd_bad_frames_total{reason="unknown_api"}'] == 1
 
 
-def _prometheus_config(target: str) -> dict:
-    """config/prometheus.yml (the compose file's), pointed at this test's groupd, scraping every 500 ms."""
-    with open(os.path.join(ROOT, "config", "prometheus.yml")) as f:
-        config = yaml.safe_load(f)
-    jobs = [job for job in config["scrape_configs"] if job["job_name"] == "groupd"]
-    assert jobs, "config/prometheus.yml has a scrape job named groupd"
-    jobs[0]["static_configs"] = [{"targets": [target]}]
-    jobs[0]["scrape_interval"] = "500ms"
-    config["scrape_configs"] = jobs
-    config.setdefault("global", {})["scrape_interval"] = "500ms"
-    return config
-
-
 def test_prometheus_scrapes_a_rebalance(metered, tmp_path):
-    binary = shutil.which("prometheus")
-    assert binary, "Debian's prometheus is installed by .ci/install-clients"
-    config = tmp_path / "prometheus.yml"
-    config.write_text(yaml.safe_dump(_prometheus_config(f"127.0.0.1:{metered.metrics_port}")))
-    web = free_port()
-    prom = subprocess.Popen([binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                             f"--web.listen-address=127.0.0.1:{web}"],
-                            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "wb"))
-
-    def query(expr: str) -> list:
-        url = f"http://127.0.0.1:{web}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-        try:
-            return json.load(urllib.request.urlopen(url, timeout=5))["data"]["result"]
-        except OSError:
-            return []
-
-    def eventually(expr: str, check, timeout: float = 60.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            result = query(expr)
-            if result and check(result):
-                return result
-            time.sleep(0.5)
-        raise AssertionError(f"{expr}: {query(expr)}; prometheus log: {(tmp_path / 'prometheus.log').read_text()[-1500:]}")
-
+    prom = Prometheus(tmp_path, f"127.0.0.1:{metered.metrics_port}")
+    eventually = prom.eventually
     members = []
     try:
         opts = {"topic": "t6", "group": "scraped", "seconds": 0, "session.ms": 6000, "heartbeat.interval.ms": 500}
@@ -126,8 +85,51 @@ def test_prometheus_scrapes_a_rebalance(metered, tmp_path):
         eventually('groupd_requests_total{api="leave_group",error="none"}', lambda r: value(r) == 1)
         eventually('groupd_group_generation{group="scraped"}', lambda r: value(r) >= 2)
         eventually("groupd_rebalance_duration_seconds_count", lambda r: value(r) >= 2)
+        eventually('groupd_group_state{group="scraped",state="Stable"}', lambda r: value(r) == 1)
     finally:
         for m in members:
             m.close(timeout=20)
-        prom.terminate()
-        prom.wait(20)
+        prom.stop()
+
+
+def test_lag_per_group_and_partition_with_the_records_plane_and_the_group_cap(start_groupd):
+    from confluent_kafka import Producer
+
+    port = free_port()
+    server = start_groupd("topics=lagged:2", "records.plane=memory", "metrics.group.max.groups=1",
+                          f"metrics.listener=http://127.0.0.1:{port}/metrics")
+    url = f"http://127.0.0.1:{port}/metrics"
+    producer = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 0})
+    for partition, n in ((0, 10), (1, 4)):
+        for i in range(n):
+            producer.produce("lagged", value=b"%d" % i, partition=partition)
+    assert producer.flush(60) == 0
+    commit_offsets(server.bootstrap, "a-lag", "lagged", {0: 3, 1: 4})
+    commit_offsets(server.bootstrap, "b-lag", "lagged", {0: 5, 1: 9})  # ahead of the log on 1: lag 0, not -5
+
+    m = scrape(url)
+    assert m['groupd_partition_latest_offset{partition="0",topic="lagged"}'] == 10
+    assert m['groupd_partition_latest_offset{partition="1",topic="lagged"}'] == 4
+    assert m['groupd_consumergroup_group_offset{group="a-lag",partition="0",topic="lagged"}'] == 3
+    assert m['groupd_consumergroup_group_lag{group="a-lag",partition="0",topic="lagged"}'] == 7
+    assert m['groupd_consumergroup_group_lag{group="a-lag",partition="1",topic="lagged"}'] == 0
+    assert m['groupd_consumergroup_group_max_lag{group="a-lag"}'] == 7
+    assert m['groupd_consumergroup_group_sum_lag{group="a-lag"}'] == 7
+    assert m['groupd_group_state{group="a-lag",protocol_type="",state="Empty",type="classic"}'] == 1
+    assert m['groupd_group_members{group="a-lag",type="classic"}'] == 0
+    # metrics.group.max.groups=1: b-lag has no series of its own, yet the totals count it
+    assert not any('group="b-lag"' in k for k in m)
+    assert m["groupd_metrics_groups_omitted"] == 1
+    assert m["groupd_consumergroups_sum_lag"] == 7 + 5
+    assert m["groupd_consumergroups_max_lag"] == 7
+    assert m['groupd_groups{protocol_type="",state="Empty",type="classic"}'] == 2
+    # the offsets log's partitions are `offsets_partition`, never `partition`
+    assert any(k.startswith("groupd_log_bytes{offsets_partition=") for k in m)
+    assert not any(k.startswith(("groupd_log_", "groupd_partition_state")) and "{partition=" in k for k in m)
+
+
+def test_no_lag_series_without_the_records_plane(metered):
+    commit_offsets(metered.bootstrap, "no-plane", "t6", {0: 3})
+    m = scrape(metered.metrics_url)
+    assert m['groupd_group_state{group="no-plane",protocol_type="",state="Empty",type="classic"}'] == 1
+    assert not any("lag" in k or k.startswith("groupd_partition_latest_offset") for k in m)

@@ -98,7 +98,9 @@ async def test_appends_while_a_write_is_in_flight_form_the_next_batch(plog, exec
 
 
 async def test_storage_error_is_not_coordinator_and_leaves_nothing_behind(plog, executor, tmp_path):
-    writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
+    errors = []
+    writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000,
+                       on_error=lambda p, reason: errors.append((p, reason)))
     assert await append(writer, [rec(0)]) is None
 
     class FullDisk:
@@ -120,6 +122,7 @@ async def test_storage_error_is_not_coordinator_and_leaves_nothing_behind(plog, 
     segment = plog._active
     plog._active = FullDisk(segment)
     assert await append(writer, [rec(1), rec(2)]) is ErrorCode.not_coordinator
+    assert errors == [(plog.partition, "failed")]  # groupd_log_write_errors_total
     plog._active = segment
     assert batches_on_disk(str(tmp_path)) == [[0]], "the partial batch was cut off"
     assert await append(writer, [rec(3)]) is None
@@ -131,9 +134,12 @@ async def test_write_slower_than_the_commit_timeout_is_coordinator_not_available
     gate = threading.Event()
     original = plog.append_encoded
     plog.append_encoded = lambda records, fsync: (gate.wait(5), original(records, fsync))[1]
-    writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=50)
+    errors = []
+    writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=50,
+                       on_error=lambda p, reason: errors.append((p, reason)))
     try:
         assert await asyncio.wait_for(append(writer, [rec(0)]), 5) is ErrorCode.coordinator_not_available
+        assert errors == [(plog.partition, "timed_out")]
     finally:
         gate.set()
     idle = writer.idle()

@@ -246,20 +246,26 @@ def test_a_reloaded_partition_keeps_epochs_and_arms_the_timers_again(d):
 
 
 def test_metrics_count_consumer_groups_by_type_and_state_and_unreconciled_members(d):
-    from types import SimpleNamespace
-
     from coordinator.metrics import CoordinatorCollector
     from coordinator.runtime import PartitionState
 
     d.consumer_heartbeat(join("a"), TOPICS)
     d.consumer_heartbeat(join("b"), TOPICS)  # b's partitions are still a's: both differ from their target
-    coordinator = SimpleNamespace(shards=[d.shard], states=[PartitionState.ACTIVE], writers=[None])
+    class Coordinator:  # hashable and weakly referenced, as the collector holds coordinators
+        shards, states, writers = [d.shard], [PartitionState.ACTIVE], [None]
+
+    coordinator = Coordinator()
+    collector = CoordinatorCollector()
+    collector.watch(coordinator, generations=True, offsets=False)
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for family in CoordinatorCollector()._collect(coordinator, True, False) for s in family.samples}
+               for family in collector.collect() for s in family.samples}
     assert samples[("groupd_groups", (("protocol_type", "consumer"), ("state", "Reconciling"),
                                       ("type", "consumer")))] == 1
     assert samples[("groupd_consumer_members_unreconciled", ())] == 2
     assert samples[("groupd_consumer_group_epoch", (("epoch", "group"), ("group", "g")))] == 2
+    assert samples[("groupd_group_state", (("group", "g"), ("protocol_type", "consumer"), ("state", "Reconciling"),
+                                           ("type", "consumer")))] == 1
+    assert samples[("groupd_group_members", (("group", "g"), ("type", "consumer")))] == 2
 
 
 def test_an_empty_consumer_group_expires_with_its_last_offset(d):
