@@ -12,8 +12,7 @@ import sys
 from storage.files import DataDirError
 from storage.log import partition_dir
 
-from . import __version__, admin, admin_acls
-from . import __version__, admin, chaos_cli
+from . import __version__, admin, admin_acls, chaos_cli
 from .config_show import show
 from .settings import ConfigError, Settings, add_config_arguments
 

@@ -392,7 +392,7 @@ async def serve(settings, node) -> str | None:
     url = urlsplit(settings.metrics_url)
     exposition = lambda: ("200 OK", generate_latest(REGISTRY), CONTENT_TYPE_LATEST)  # noqa: E731
     routes = {url.path or "/metrics": exposition, "/": exposition, "/healthz": readiness.alive,
-              "/ready": lambda: readiness.ready(groups)}
+              "/ready": lambda: readiness.ready(node.coordinator)}
     open_: dict[_Exposition, None] = {}
     Listener("metrics", url.hostname or "0.0.0.0", url.port, lambda: _Exposition(routes, open_), backlog=128)
     return settings.metrics_url

@@ -54,9 +54,8 @@ import confluent_kafka  # noqa: E402
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka import ConsumerGroupTopicPartitions  # noqa: E402
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,  # noqa: E402
-                                   AdminClient, NewPartitions, NewTopic, ResourcePatternType, ResourceType)
-from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,  # noqa: E402
-                                  NewPartitions, NewTopic, ResourceType)
+                                   AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
+                                   NewTopic, ResourcePatternType, ResourceType)
 from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 
 from protocol import ErrorCode  # noqa: E402
