@@ -17,7 +17,7 @@ from storage.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKe
 
 from .classic.group import EMPTY, ClassicGroup
 from .classic.machine import ClassicMachine
-from .classic.replies import join_reply, sync_reply
+from .classic.replies import join_reply
 from .classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
 from storage.consumer_records import ConsumerGroupKey
 

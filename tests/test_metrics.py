@@ -27,15 +27,19 @@ def scrape(url: str) -> dict[str, float]:
     return samples
 
 
-@pytest.fixture
-def metered(start_groupd):
+def start_metered(start_groupd, *settings: str):
     port = free_port()
     server = start_groupd("topics=t6:6", "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000",
                           f"metrics.listener=http://127.0.0.1:{port}/metrics", "metrics.group.offsets.enabled=true",
-                          "metrics.group.generation.enabled=true")
+                          "metrics.group.generation.enabled=true", *settings)
     server.metrics_url = f"http://127.0.0.1:{port}/metrics"
     server.metrics_port = port
     return server
+
+
+@pytest.fixture
+def metered(start_groupd):
+    return start_metered(start_groupd)
 
 
 def test_exposition_counts_requests_groups_offsets_and_log_batches(metered):
@@ -128,7 +132,8 @@ def test_lag_per_group_and_partition_with_the_records_plane_and_the_group_cap(st
     assert not any(k.startswith(("groupd_log_", "groupd_partition_state")) and "{partition=" in k for k in m)
 
 
-def test_no_lag_series_without_the_records_plane(metered):
+def test_no_lag_series_without_the_records_plane(start_groupd):
+    metered = start_metered(start_groupd, "records.plane=none")  # a pure coordinator knows no log ends
     commit_offsets(metered.bootstrap, "no-plane", "t6", {0: 3})
     m = scrape(metered.metrics_url)
     assert m['groupd_group_state{group="no-plane",protocol_type="",state="Empty",type="classic"}'] == 1

@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from protocol import ErrorCode
 from storage.consumer_records import (
