@@ -53,7 +53,8 @@ class Server:
 
     async def startup(self) -> None:
         started = time.monotonic()
-        self.node = Node(self.settings)
+        # one Users for every SASL listener and the SCRAM admin APIs (coordinator/security.endpoints)
+        self.node = Node(self.settings, next((e.users for e in self.endpoints if e.users is not None), None))
         metrics_url = await metrics.serve(self.settings, self.node.coordinator)
         self.node.coordinator.start()  # partitions load off the loop and answer LOAD_IN_PROGRESS until then
         for listener, endpoint in zip(self.settings.listeners, self.endpoints):
