@@ -79,7 +79,7 @@ class Connection(asyncio.Protocol):
         self._frames = FrameReader(settings.socket_request_max_bytes)
         if endpoint.sasl:
             self._auth = Authenticator(settings.sasl_enabled_mechanisms, endpoint.users,
-                                       settings.connections_max_reauth_ms)
+                                       settings.connections_max_reauth_ms, endpoint.oauth)
             self._frames.set_limit(settings.sasl_server_max_receive_size)
         self._replies: deque[bytes | asyncio.Future] = deque()
         self._queued_bytes = 0  # encoded replies in _replies, waiting behind a parked one
