@@ -364,12 +364,12 @@ class Connection(asyncio.Protocol):
         elif action is Action.FAIL:
             self._fail_authentication(auth, step)
         else:
-            if step.reply:
-                self._queue(step.reply)
-            if action is Action.DONE:
+            if action is Action.DONE:  # logged before the reply goes out: the client may act on it at once
                 self.principal = auth.principal
                 self._frames.set_limit(self.node.settings.socket_request_max_bytes)
                 authenticated(self.endpoint, auth.mechanism, self._peer, self.principal, auth.reauthenticating)
+            if step.reply:
+                self._queue(step.reply)
         return True
 
     def _fail_authentication(self, auth: Authenticator, step: Step) -> None:
