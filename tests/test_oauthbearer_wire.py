@@ -157,3 +157,22 @@ def test_a_jwks_that_cannot_be_read_stops_start_up(tmp_path):
     with pytest.raises(RuntimeError, match="cannot load the JWKS"):
         s.start()
     assert "Traceback" not in s.log()
+
+
+def test_reauthentication_with_a_fresh_token_extends_the_session(server):
+    with WireClient(server.bootstrap) as c:
+        first = login(c, K1.token(sub="carol", lifetime=60))
+        assert first.error_code is ErrorCode.none
+        renewed = None
+        deadline = time.monotonic() + 30
+        while renewed is None and time.monotonic() < deadline:  # KIP-368: not within 1 s of the last start
+            handshake = c.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "OAUTHBEARER"})
+            if handshake.error_code is ErrorCode.none:
+                renewed = c.request(ApiKey.SASL_AUTHENTICATE, 2,
+                                    {"auth_bytes": oauth.initial_response(K1.token(sub="carol", lifetime=240))})
+            else:
+                assert handshake.error_code is ErrorCode.illegal_sasl_state
+                time.sleep(0.2)
+        assert renewed is not None and renewed.error_code is ErrorCode.none
+        assert renewed.session_lifetime > first.session_lifetime
+        assert c.request(ApiKey.METADATA, 1, {"topics": []}).brokers

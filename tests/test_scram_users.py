@@ -199,3 +199,12 @@ def test_credentials_survive_a_restart_and_a_torn_write(tmp_path):
         assert scram_login(ports, "old", "old-secret") is ErrorCode.sasl_authentication_failed
     finally:
         assert s.stop() == 0, s.log()
+
+
+def test_a_damaged_credential_file_stops_start_up_with_one_line(tmp_path):
+    (tmp_path / "scram-credentials.json").write_text('{"users": {"erin": {"SCRAM-SHA-512": {"salt": 1}}}}')
+    ports = Ports()
+    s = GroupdProcess(str(tmp_path), *settings(ports), port=ports.sasl)
+    with pytest.raises(RuntimeError, match="the SCRAM credential file .* is damaged"):
+        s.start()
+    assert "Traceback" not in s.log()

@@ -4,9 +4,12 @@ checks against a fixed clock (the exchange reads no clock of its own)."""
 import jwt
 import pytest
 
+from coordinator.authenticator import Action, Authenticator
 from coordinator.oauthbearer import INVALID_TOKEN, InvalidToken, OAuthBearerServer, OAuthConfig, validate
 from coordinator.sasl import AuthenticationFailed
+from protocol.apis import ApiKey
 from tests import oauth
+from tests.unit.test_sasl import frame
 
 SIGNER = oauth.Signer("k1")
 NOW = 1_900_000_000.0
@@ -67,3 +70,12 @@ def test_the_principal_and_scope_claims_are_configurable():
         validate(token(scope="a a"), config())
     with pytest.raises(InvalidToken, match="'sub'"):
         validate(token(sub="  "), config())
+
+
+@pytest.mark.parametrize("max_reauth_ms, lifetime_ms", [(0, 60_000), (10_000, 10_000), (120_000, 60_000)])
+def test_the_session_lasts_until_exp_capped_by_connections_max_reauth_ms(max_reauth_ms, lifetime_ms):
+    auth = Authenticator(("OAUTHBEARER",), None, max_reauth_ms, config())
+    assert auth.receive(frame(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "OAUTHBEARER"}), 5.0).action is Action.CONTINUE
+    step = auth.receive(frame(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": oauth.initial_response(token())}), 5.0)
+    assert step.action is Action.DONE and auth.principal == "User:alice"
+    assert auth.expires_at == 5.0 + lifetime_ms / 1000
