@@ -176,3 +176,12 @@ def test_reauthentication_with_a_fresh_token_extends_the_session(server):
         assert renewed is not None and renewed.error_code is ErrorCode.none
         assert renewed.session_lifetime > first.session_lifetime
         assert c.request(ApiKey.METADATA, 1, {"topics": []}).brokers
+
+
+def test_a_v0_handshake_carries_the_token_in_a_bare_frame(server):
+    with WireClient(server.bootstrap) as c:  # kafka-python <= 2.0: no SaslAuthenticate
+        assert c.request(ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "OAUTHBEARER"}).error_code is ErrorCode.none
+        token = oauth.initial_response(K1.token(sub="old-client"))
+        c.send_raw(len(token).to_bytes(4, "big") + token)
+        assert c.read_frame() == b""
+        assert c.request(ApiKey.METADATA, 1, {"topics": []}).brokers
