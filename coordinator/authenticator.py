@@ -16,6 +16,7 @@ from protocol import ErrorCode, codec
 from protocol.apis import ApiKey
 
 from .apis import SUPPORTED_VERSIONS, sasl_authenticate, sasl_handshake
+from .oauthbearer import OAuthBearerServer, OAuthConfig
 from .sasl import AuthenticationFailed, Users, new_exchange
 
 
@@ -44,9 +45,11 @@ class State(enum.Enum):
 
 
 class Authenticator:
-    def __init__(self, mechanisms: tuple[str, ...], users: Users, max_reauth_ms: int) -> None:
+    def __init__(self, mechanisms: tuple[str, ...], users: Users, max_reauth_ms: int,
+                 oauth: OAuthConfig | None = None) -> None:
         self.mechanisms = mechanisms
         self._users = users
+        self._oauth = oauth  # OAUTHBEARER's token validation, when that mechanism is enabled
         self._max_reauth_ms = max_reauth_ms
         self.state = State.INITIAL
         self.mechanism: str | None = None
@@ -120,7 +123,8 @@ class Authenticator:
         self.reauthenticating = reauthenticating
         self._started_at = now
         self.mechanism = mechanism
-        self._exchange = new_exchange(mechanism, self._users)
+        self._exchange = (OAuthBearerServer(self._oauth) if mechanism == "OAUTHBEARER"
+                          else new_exchange(mechanism, self._users))
         self.state = State.AUTHENTICATE if version >= 1 else State.AUTHENTICATE_RAW
         reply = sasl_handshake.response(version, ErrorCode.none, enabled)
         return Step(Action.CONTINUE, codec.encode_response(ApiKey.SASL_HANDSHAKE, correlation_id, reply))
@@ -144,8 +148,11 @@ class Authenticator:
         lifetime_ms = 0
         if done:
             self.state, self.principal = State.COMPLETE, principal
-            if self._max_reauth_ms:
-                lifetime_ms = self._max_reauth_ms
+            # KIP-368: connections.max.reauth.ms, capped by the credential's own expiry (a token's exp)
+            limits = [ms for ms in (self._max_reauth_ms or None, getattr(self._exchange, "lifetime_ms", None))
+                      if ms is not None]
+            if limits:
+                lifetime_ms = min(limits)
                 self.expires_at = now + lifetime_ms / 1000
         if framing is None:
             reply = struct.pack(">i", len(challenge)) + challenge

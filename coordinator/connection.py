@@ -79,7 +79,7 @@ class Connection(asyncio.Protocol):
         self._frames = FrameReader(settings.socket_request_max_bytes)
         if endpoint.sasl:
             self._auth = Authenticator(settings.sasl_enabled_mechanisms, endpoint.users,
-                                       settings.connections_max_reauth_ms)
+                                       settings.connections_max_reauth_ms, endpoint.oauth)
             self._frames.set_limit(settings.sasl_server_max_receive_size)
         self._replies: deque[bytes | asyncio.Future] = deque()
         self._queued_bytes = 0  # encoded replies in _replies, waiting behind a parked one
@@ -364,12 +364,12 @@ class Connection(asyncio.Protocol):
         elif action is Action.FAIL:
             self._fail_authentication(auth, step)
         else:
-            if step.reply:
-                self._queue(step.reply)
-            if action is Action.DONE:
+            if action is Action.DONE:  # logged before the reply goes out: the client may act on it at once
                 self.principal = auth.principal
                 self._frames.set_limit(self.node.settings.socket_request_max_bytes)
                 authenticated(self.endpoint, auth.mechanism, self._peer, self.principal, auth.reauthenticating)
+            if step.reply:
+                self._queue(step.reply)
         return True
 
     def _fail_authentication(self, auth: Authenticator, step: Step) -> None:

@@ -16,13 +16,15 @@ from .access import Access
 from . import offsets_topic
 from .chaos import FaultTable
 from .runtime import GroupCoordinator
+from .sasl import Users
+from .scram_users import ScramUsers
 from .settings import Settings
 
 log = logging.getLogger("groupd")
 
 
 class Node:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, users: Users | None = None) -> None:
         self.settings = settings
         self.node_id = settings.node_id
         prepare_data_dir(settings.data_dir)
@@ -32,6 +34,8 @@ class Node:
         self.catalog = TopicCatalog(settings.data_dir)
         # ACL authorization, on when authorizer.class.name is set (coordinator/access.py)
         self.access = Access(settings) if settings.authorizer_class_name else None
+        # SCRAM credentials of the admin APIs, applied to the Users the SASL listeners share
+        self.scram_users = ScramUsers(settings.data_dir, users or Users(settings.sasl_users, ()))
         self.offsets_topic = offsets_topic.topic(settings, self.cluster_id)  # internal: never in the catalog
         for name, partitions in settings.topics.items():
             self._declare(name, partitions)

@@ -9,7 +9,7 @@ import hmac
 import os
 from collections.abc import Iterable, Mapping
 
-from .scram import HASHES, ScramError, ScramServer, derive
+from .scram import HASHES, ScramCredential, ScramError, ScramServer, derive
 
 
 class AuthenticationFailed(Exception):
@@ -23,7 +23,8 @@ class AuthenticationFailed(Exception):
 
 
 class Users:
-    """The credentials of `sasl.users`, derived once at start-up."""
+    """The credentials of `sasl.users`, derived once at start-up, and the SCRAM credentials that
+    AlterUserScramCredentials sets (coordinator/scram_users.py), which every listener sees at once."""
 
     def __init__(self, users: Mapping[str, str], mechanisms: Iterable[str]) -> None:
         mechanisms = tuple(mechanisms)
@@ -32,15 +33,32 @@ class Users:
             for user, password in users.items():
                 salt = os.urandom(16)
                 self._plain[user] = (salt, hashlib.sha256(salt + password.encode()).digest())
-        self._scram = {m: {user: derive(m, password) for user, password in users.items()}
-                       for m in mechanisms if m in HASHES}
+        # every SCRAM mechanism has a table (the admin API may fill one that is not enabled yet);
+        # sasl.users fills only the enabled ones: the derivation costs 4096 hash rounds each
+        self._scram = {m: {user: derive(m, password) for user, password in users.items()} if m in mechanisms
+                       else {} for m in HASHES}
 
     def plain_matches(self, user: str, password: str) -> bool:
         salt, digest = self._plain.get(user, (b"", b""))
         return hmac.compare_digest(hashlib.sha256(salt + password.encode()).digest(), digest) and bool(digest)
 
-    def scram(self, mechanism: str, user: str):
+    def scram(self, mechanism: str, user: str) -> ScramCredential | None:
         return self._scram[mechanism].get(user)
+
+    def set_scram(self, mechanism: str, user: str, credential: ScramCredential | None) -> None:
+        """Set or (None) remove the user's credential for the mechanism."""
+        if credential is None:
+            self._scram[mechanism].pop(user, None)
+        else:
+            self._scram[mechanism][user] = credential
+
+    def scram_credentials(self) -> dict[str, dict[str, ScramCredential]]:
+        """user → {mechanism: credential}, for every user with at least one."""
+        out: dict[str, dict[str, ScramCredential]] = {}
+        for mechanism, users in self._scram.items():
+            for user, credential in users.items():
+                out.setdefault(user, {})[mechanism] = credential
+        return out
 
 
 class PlainServer:

@@ -11,7 +11,9 @@ import hmac
 import os
 
 ITERATIONS = 4096  # Kafka's minimum, and what its clients refuse to go below
+MAX_ITERATIONS = 16384  # Kafka's maximum for credentials set through AlterUserScramCredentials
 HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+MECHANISM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}  # the INT8 of the user SCRAM APIs
 
 
 class ScramError(Exception):
@@ -28,9 +30,15 @@ class ScramCredential:
 
 def derive(mechanism: str, password: str, iterations: int = ITERATIONS, salt: bytes | None = None) -> ScramCredential:
     """What the server keeps of a password: a salt, StoredKey and ServerKey (never the password)."""
-    name = HASHES[mechanism]
     salt = os.urandom(32) if salt is None else salt
-    salted = hashlib.pbkdf2_hmac(name, password.encode(), salt, iterations)
+    salted = hashlib.pbkdf2_hmac(HASHES[mechanism], password.encode(), salt, iterations)
+    return from_salted_password(mechanism, salted, salt, iterations)
+
+
+def from_salted_password(mechanism: str, salted: bytes, salt: bytes, iterations: int) -> ScramCredential:
+    """The credential from SaltedPassword = Hi(password, salt, i), which is what an admin client
+    sends in AlterUserScramCredentials; the salted password itself is not kept."""
+    name = HASHES[mechanism]
     client_key = hmac.digest(salted, b"Client Key", name)
     return ScramCredential(salt, hashlib.new(name, client_key).digest(), hmac.digest(salted, b"Server Key", name),
                            iterations)

@@ -8,9 +8,12 @@ import dataclasses
 import logging
 import socket
 import ssl
+import time
 
 from . import metrics
+from .jwks import Jwks
 from .log_limit import LimitedLog
+from .oauthbearer import OAuthConfig
 from .sasl import Users
 from .settings import Listener, Settings
 from .tls import server_context
@@ -26,6 +29,7 @@ class Endpoint:
     advertised: Listener  # what clients of this listener are told in Metadata and FindCoordinator
     ssl: ssl.SSLContext | None
     users: Users | None  # SASL listeners only
+    oauth: OAuthConfig | None = None  # SASL listeners with OAUTHBEARER enabled
 
     @property
     def sasl(self) -> bool:
@@ -40,11 +44,17 @@ class Endpoint:
         return dataclasses.replace(self, advertised=adv)
 
 
-def endpoints(settings: Settings) -> list[Endpoint]:
-    """One Endpoint per listener, in listeners order. Raises ConfigError (keystore, truststore)."""
-    users = None
+def endpoints(settings: Settings, jwks: Jwks | None = None) -> list[Endpoint]:
+    """One Endpoint per listener, in listeners order. Raises ConfigError (keystore, truststore).
+    `jwks`: the keys OAUTHBEARER tokens are checked with (oauth_jwks)."""
+    users = oauth = None
     if any(settings.security_protocol(l.name).startswith("SASL_") for l in settings.listeners):
         users = Users(settings.sasl_users, settings.sasl_enabled_mechanisms)  # SCRAM derivation: once
+        if jwks is not None:
+            oauth = OAuthConfig(jwks.key, time.time, settings.sasl_oauthbearer_expected_audience,
+                                settings.sasl_oauthbearer_expected_issuer, settings.sasl_oauthbearer_sub_claim_name,
+                                settings.sasl_oauthbearer_scope_claim_name,
+                                settings.sasl_oauthbearer_clock_skew_seconds)
     contexts: dict[str, ssl.SSLContext] = {}
     out = []
     for listener in settings.listeners:
@@ -53,8 +63,17 @@ def endpoints(settings: Settings) -> list[Endpoint]:
         if protocol in ("SSL", "SASL_SSL"):
             context = contexts.get(protocol) or contexts.setdefault(protocol, server_context(settings, protocol))
         out.append(Endpoint(listener.name, protocol, settings.advertised_for(listener.name), context,
-                            users if protocol.startswith("SASL_") else None))
+                            users if protocol.startswith("SASL_") else None,
+                            oauth if protocol.startswith("SASL_") else None))
     return out
+
+
+def oauth_jwks(settings: Settings) -> Jwks | None:
+    """The JWKS when a SASL listener offers OAUTHBEARER (fetched now: ConfigError if it cannot be)."""
+    if "OAUTHBEARER" in settings.sasl_enabled_mechanisms and any(
+            settings.security_protocol(l.name).startswith("SASL_") for l in settings.listeners):
+        return Jwks(settings)
+    return None
 
 
 def authenticated(endpoint: Endpoint, mechanism: str, peer: str, principal: str, reauthentication: bool) -> None:

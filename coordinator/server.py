@@ -18,7 +18,7 @@ from .connection import Connection, RequestMemory, bad_frame_log
 from .listen import Listener, accept_log
 from .node import Node
 from .sasl import Users
-from .security import Endpoint, authentication_failed, endpoints, failure_log
+from .security import Endpoint, authentication_failed, endpoints, failure_log, oauth_jwks
 from .settings import Settings
 from .tls_transport import TlsTransport
 from .system_clock import wall_ms
@@ -44,7 +44,8 @@ class Server:
         self.node: Node | None = None
         self.connections: set[Connection] = set()
         self.request_memory = RequestMemory(settings.queued_max_request_bytes)
-        self.endpoints = endpoints(settings)  # before the loop runs: a keystore that fails stops start-up
+        self.jwks = oauth_jwks(settings)  # before the loop runs: a JWKS that cannot be read stops start-up
+        self.endpoints = endpoints(settings, self.jwks)  # ... as does a keystore that fails
         self._listeners: list[Listener] = []
         self._stop = asyncio.Event()
         self._log_timer: asyncio.TimerHandle | None = None
@@ -53,13 +54,16 @@ class Server:
 
     async def startup(self) -> None:
         started = time.monotonic()
-        self.node = Node(self.settings)
+        # one Users for every SASL listener and the SCRAM admin APIs (coordinator/security.endpoints)
+        self.node = Node(self.settings, next((e.users for e in self.endpoints if e.users is not None), None))
         metrics_url = await metrics.serve(self.settings, self.node)
         self.node.coordinator.start()  # partitions load off the loop and answer LOAD_IN_PROGRESS until then
         for listener, endpoint in zip(self.settings.listeners, self.endpoints):
             self._listen(listener.host, listener.port, endpoint)
         admin_url = await self._start_admin()
         self._tick_log_limits()
+        if self.jwks is not None:
+            self.jwks.start()
         if plane_for(self.node) is not None:
             self._check_records_retention()
         bound = ", ".join(f"{l.name}://{l.address[0]}:{l.address[1]}" for l in self._listeners)
@@ -122,6 +126,8 @@ class Server:
         for timer in (self._log_timer, self._retention_timer):
             if timer is not None:
                 timer.cancel()
+        if self.jwks is not None:
+            self.jwks.close()
         for listener in self._listeners:
             listener.close()
         if self._admin is not None:

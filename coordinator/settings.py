@@ -114,7 +114,7 @@ def _csv(v: Any) -> tuple[str, ...]:
 
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 
 def _protocol_map(v: Any) -> dict[str, str]:
@@ -248,6 +248,21 @@ KEYS: tuple[Key, ...] = (
     Key("connection.failed.authentication.delay.ms", 100, _int(0),
         "a failed authentication is answered and closed after this delay (slows password guessing)"),
     Key("sasl.server.max.receive.size", 524288, _int(1), "largest frame accepted before authentication"),
+    # OAUTHBEARER (KIP-768): signed JWTs checked against the keys of a JWKS
+    Key("sasl.oauthbearer.jwks.endpoint.url", "", _str,
+        "OAUTHBEARER: where the JWKS is (file:///path, https://... or http://...); required when "
+        "sasl.enabled.mechanisms holds OAUTHBEARER"),
+    Key("sasl.oauthbearer.jwks.endpoint.refresh.ms", 3600000, _int(1),
+        "OAUTHBEARER: the JWKS is fetched again this often (off the event loop); a failed fetch keeps the keys"),
+    Key("sasl.oauthbearer.expected.audience", "", _csv,
+        "OAUTHBEARER: if set, a token's aud must hold one of these (comma-separated)"),
+    Key("sasl.oauthbearer.expected.issuer", "", _str, "OAUTHBEARER: if set, a token's iss must be exactly this"),
+    Key("sasl.oauthbearer.sub.claim.name", "sub", _str,
+        "OAUTHBEARER: the claim whose value is the principal's name (User:<value>)"),
+    Key("sasl.oauthbearer.scope.claim.name", "scope", _str,
+        "OAUTHBEARER: the claim holding the token's scopes (a string or a list; not enforced)"),
+    Key("sasl.oauthbearer.clock.skew.seconds", 30, _int(0),
+        "OAUTHBEARER: tolerance applied to a token's exp, iat and nbf"),
     Key("node.id", 1, _int(0, 2**31 - 1), "this server's broker id in Metadata and FindCoordinator"),
     Key("data.dir", "data", _str, "directory for the offsets log, the topic catalog and the cluster id"),
     Key("num.partitions", 1, _int(1, MAX_TOPIC_PARTITIONS), "partitions of an auto-created topic"),
@@ -371,6 +386,13 @@ class Settings:
     connections_max_reauth_ms: int
     connection_failed_authentication_delay_ms: int
     sasl_server_max_receive_size: int
+    sasl_oauthbearer_jwks_endpoint_url: str
+    sasl_oauthbearer_jwks_endpoint_refresh_ms: int
+    sasl_oauthbearer_expected_audience: tuple[str, ...]
+    sasl_oauthbearer_expected_issuer: str
+    sasl_oauthbearer_sub_claim_name: str
+    sasl_oauthbearer_scope_claim_name: str
+    sasl_oauthbearer_clock_skew_seconds: int
     node_id: int
     data_dir: str
     num_partitions: int
@@ -553,8 +575,12 @@ class Settings:
         sasl = protocols.get("SASL_PLAINTEXT") or protocols.get("SASL_SSL")
         if sasl and not self.sasl_enabled_mechanisms:
             raise ConfigError(f"listener {sasl} uses SASL but sasl.enabled.mechanisms is empty")
-        if sasl and not self.sasl_users:
+        oauth = "OAUTHBEARER" in self.sasl_enabled_mechanisms
+        if sasl and not self.sasl_users and not oauth:
             raise ConfigError(f"listener {sasl} uses SASL but sasl.users names no user")
+        if sasl and oauth and not self.sasl_oauthbearer_jwks_endpoint_url:
+            raise ConfigError("sasl.enabled.mechanisms holds OAUTHBEARER but sasl.oauthbearer.jwks.endpoint.url "
+                              "is not set (the JWKS whose keys sign the tokens)")
         if self.connection_failed_authentication_delay_ms >= self.connections_max_idle_ms:
             raise ConfigError("connection.failed.authentication.delay.ms must be less than connections.max.idle.ms")
 

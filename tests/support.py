@@ -122,6 +122,21 @@ class WireClient(AdminConnection):
         except socket.timeout:
             return False
 
+    def closed_at_a_request(self, rounds: int = 300) -> bool:
+        """Send Metadata requests until the server closes the connection (an expired SASL session),
+        at most `rounds` of them; each round waits up to 0.1 s for the close."""
+        for _ in range(rounds):
+            _, data = self.frame(ApiKey.METADATA, 1, {"topics": []})
+            try:
+                self.send_raw(data)
+                self.read_frame()
+            except ConnectionError:
+                return True
+            if self.closed_by_server(timeout=0.1):
+                return True
+            self.sock.settimeout(10)
+        return False
+
 
 def join_and_sync(c: WireClient, group: str, topic: str = "t",
                   session: datetime.timedelta = datetime.timedelta(seconds=60)) -> tuple[str, int]:

@@ -278,6 +278,11 @@ def key_fields(api_key: int, m: dict) -> dict:
             return {"filter": acl_filter_fields(m)}
         case ApiKey.DELETE_ACLS:
             return {"filters": [acl_filter_fields(f) for f in m["filters"]]}
+        case ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS:
+            return {"users": [u["name"] for u in m["users"] or ()]}
+        case ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
+            return {"deletions": [[d["name"], d["mechanism"]] for d in m["deletions"]],
+                    "upsertions": [[u["name"], u["mechanism"], u["iterations"]] for u in m["upsertions"]]}
         case ApiKey.DESCRIBE_CONFIGS:
             return {"resources": [[r["resource_type"], r["resource_name"], r["configuration_keys"]]
                                   for r in m["resources"]]}
@@ -480,6 +485,16 @@ def response_values(api_key: int, version: int) -> dict:
                      "permission_type": 3}]},
                 {"error_code": E.security_disabled, "error_message": "No Authorizer is configured.",
                  "matching_acls": []}]}
+        case ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS:
+            return {"error_code": E.none, "error_message": None, "results": [
+                {"user": "alice", "error_code": E.none, "error_message": None,
+                 "credential_infos": [{"mechanism": 1, "iterations": 4096}, {"mechanism": 2, "iterations": 8192}]},
+                {"user": "golden-nobody", "error_code": E.resource_not_found,
+                 "error_message": "Attempt to describe a user credential that does not exist", "credential_infos": []}]}
+        case ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
+            return {"results": [{"user": "alice", "error_code": E.none, "error_message": None},
+                                {"user": "golden-few", "error_code": E.unacceptable_credential,
+                                 "error_message": "Too few iterations"}]}
         case ApiKey.DESCRIBE_CONFIGS:
             return {"results": [
                 {"error_code": E.none, "error_message": None, "resource_type": 32, "resource_name": GROUP,

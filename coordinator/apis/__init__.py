@@ -86,6 +86,7 @@ def forward(done: asyncio.Future, out: asyncio.Future, make: Callable[[Any], Any
 
 from . import (  # noqa: E402  (the handlers import Request from here)
     alter_configs,
+    alter_user_scram_credentials,
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
@@ -98,6 +99,7 @@ from . import (  # noqa: E402  (the handlers import Request from here)
     describe_acls,
     describe_configs,
     describe_groups,
+    describe_user_scram_credentials,
     fetch,
     find_coordinator,
     heartbeat,
@@ -122,7 +124,7 @@ MODULES = (produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, 
            delete_topics, init_producer_id, create_partitions, delete_groups, offset_delete,
            consumer_group_heartbeat, consumer_group_describe, sasl_handshake, sasl_authenticate,
            describe_acls, create_acls, delete_acls, describe_configs, alter_configs,
-           incremental_alter_configs)
+           incremental_alter_configs, describe_user_scram_credentials, alter_user_scram_credentials)
 
 HANDLERS: dict[int, Handler] = {m.KEY: m.handle for m in MODULES}
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {m.KEY: m.VERSIONS for m in MODULES}

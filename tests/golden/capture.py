@@ -11,7 +11,8 @@ Requests. A real groupd is started behind a recording proxy on 127.0.0.1 (groupd
 proxy's port, so every connection of a client goes through it) and driven by:
 
 * librdkafka, through confluent-kafka: AdminClient (list_topics, create_topics, create_partitions,
-  delete_topics, create/describe/delete_acls (answered SECURITY_DISABLED), and the consumer-group
+  delete_topics, create/describe/delete_acls (answered SECURITY_DISABLED),
+  alter/describe_user_scram_credentials, and the consumer-group
   calls), a Consumer on a manual assignment (FindCoordinator,
   delete_topics, a group's configs, and the consumer-group calls), a Consumer on a manual assignment (FindCoordinator,
   ListOffsets, Fetch), a Producer (Produce) and a subscribed Consumer (JoinGroup, SyncGroup,
@@ -56,6 +57,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions  # noqa: E402
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,  # noqa: E402
                                    AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
                                    NewTopic, ResourcePatternType, ResourceType)
+from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion  # noqa: E402
 from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 
 from protocol import ErrorCode  # noqa: E402
@@ -226,6 +228,11 @@ def librdkafka_scenario(proxy: RecordingProxy, round_no: int) -> None:
     attempt("create_acls", lambda: results(admin.create_acls([binding])))
     attempt("describe_acls", lambda: admin.describe_acls(acl_filter).result(10))
     attempt("delete_acls", lambda: results(admin.delete_acls([acl_filter])))
+    attempt("alter_user_scram_credentials", lambda: results(admin.alter_user_scram_credentials([
+        UserScramCredentialUpsertion("golden-user", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                                     b"golden-secret", b"golden-salt")])))
+    attempt("describe_user_scram_credentials", lambda: results(admin.describe_user_scram_credentials(
+        ["golden-user"])))
     attempt("incremental_alter_configs", lambda: results(admin.incremental_alter_configs([ConfigResource(
         ResourceType.GROUP, GROUP, incremental_configs=[ConfigEntry(
             "consumer.session.timeout.ms", "50000", incremental_operation=AlterConfigOpType.SET)])])))
@@ -425,6 +432,12 @@ def kafka_python_request_values(api: int, version: int) -> dict:
             return ACL_FILTER
         case ApiKey.DELETE_ACLS:
             return {"filters": [ACL_FILTER]}
+        case ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS:
+            return {"users": [{"name": "golden-kp-user"}]}
+        case ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
+            return {"deletions": [{"name": "golden-kp-user", "mechanism": 1}],
+                    "upsertions": [{"name": "golden-kp-other", "mechanism": 2, "iterations": 4096,
+                                    "salt": b"golden-salt", "salted_password": bytes(64)}]}
         case ApiKey.DESCRIBE_CONFIGS:
             return {"resources": [{"resource_type": 32, "resource_name": GROUP,
                                    "configuration_keys": ["consumer.session.timeout.ms"]}],

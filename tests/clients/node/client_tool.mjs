@@ -1,7 +1,8 @@
 // client_tool.mjs: KafkaJS 2.2.4 / @platformatic/kafka 1.35 consumer for groupd's real-client tests.
 //   node client_tool.mjs kafkajs|platformatic MODE BOOTSTRAP [key=value ...]
 // Security (KafkaJS), librdkafka's key names: ssl.ca.location, ssl.certificate.location, ssl.key.location
-// (files; any of them turns TLS on), sasl.mechanism (PLAIN|SCRAM-SHA-256|SCRAM-SHA-512), sasl.username, sasl.password.
+// (files; any of them turns TLS on), sasl.mechanism (PLAIN|SCRAM-SHA-256|SCRAM-SHA-512), sasl.username, sasl.password;
+// sasl.mechanism=OAUTHBEARER with sasl.oauthbearer.token (a JWT the test minted) for oauthBearerProvider.
 // MODE: assign topic=T seconds=S          (no group: metadata + offsets (+ Fetch for platformatic))
 //       subscribe topic=T group=G seconds=S [instance=ID] [session.ms=N] [commit=true] [mode=committed]
 //                 [commit_offset=N]  (platformatic: commits N for every partition it is assigned)
@@ -50,6 +51,7 @@ if (['ssl.ca.location', 'ssl.certificate.location', 'ssl.key.location'].some(k =
 }
 if (opts['sasl.mechanism']) {
   security.sasl = { mechanism: opts['sasl.mechanism'].toLowerCase(), username: opts['sasl.username'], password: opts['sasl.password'] }
+  if (opts['sasl.oauthbearer.token']) security.sasl.oauthBearerProvider = async () => ({ value: opts['sasl.oauthbearer.token'] })
 }
 
 const base = process.env.KAFKA_TEST_CLIENTS || join(homedir(), '.cache', 'groupd-clients')

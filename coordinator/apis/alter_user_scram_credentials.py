@@ -1,0 +1,50 @@
+"""AlterUserScramCredentials (51), v0 (flexible; the only version).
+
+Deletions by (user, mechanism) and upsertions carrying the salt and SaltedPassword the admin client
+computed (the server derives StoredKey and ServerKey and keeps only those). One result per user, as
+coordinator/scram_users.py validates them; valid changes are stored in the data dir and apply to the
+next SCRAM login on every listener. Needs ALTER on the cluster: else every user named gets
+CLUSTER_AUTHORIZATION_FAILED (sorted by name, as Kafka).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from protocol import ErrorCode
+from protocol.apis import ApiKey
+from protocol.codec import build_response
+
+from ..access import authorized
+from ..acls import CLUSTER_NAME, AclOperation, ResourceType
+from ..scram_users import Result
+from . import Request
+
+KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
+VERSIONS = (0, 0)
+
+log = logging.getLogger("groupd.security")
+
+
+def handle(node, request: Request):
+    body = request.body
+    if not authorized(node, request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        names = sorted({e.name for e in (*body.deletions, *body.upsertions)})
+        return _response([Result(n, ErrorCode.cluster_authorization_failed, None) for n in names])
+    try:
+        results = node.scram_users.alter(body.deletions, body.upsertions)
+    except OSError as e:
+        log.error("SCRAM credentials not altered: cannot write the credential file: %s", e)
+        names = dict.fromkeys(e.name for e in (*body.deletions, *body.upsertions))
+        return _response([Result(n, ErrorCode.unknown_server_error, "The credentials could not be stored.")
+                          for n in names])
+    changed = [r.user for r in results if r.error is ErrorCode.none]
+    if changed:
+        log.info("scram credentials altered users=%s by principal=%s host=%s", ",".join(changed), request.principal,
+                 request.client_host.lstrip("/"))
+    return _response(results)
+
+
+def _response(results: list[Result]):
+    return build_response(KEY, 0, {"results": [
+        {"user": r.user, "error_code": r.error, "error_message": r.message} for r in results]})
