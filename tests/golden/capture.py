@@ -569,7 +569,8 @@ def check_scenario(cases: list[dict]) -> None:
 
 def main() -> None:
     data_dir = tempfile.mkdtemp(prefix="groupd-golden-")
-    groupd = GroupdProcess(data_dir, f"topics={EXISTING}:2", "group.initial.rebalance.delay.ms=0")
+    # the empty data plane: the scenario fetches from offsets no producer wrote
+    groupd = GroupdProcess(data_dir, f"topics={EXISTING}:2", "group.initial.rebalance.delay.ms=0", "records.plane=none")
     proxy = RecordingProxy(groupd.port)
     groupd.settings.append(f"advertised.listeners=PLAINTEXT://127.0.0.1:{proxy.port}")
     groupd.start()
