@@ -47,7 +47,7 @@ def _uvarint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
         shift += 7
 
 
-def _encode_uvarint(value: int) -> bytes:
+def encode_uvarint(value: int) -> bytes:
     out = bytearray()
     while value >= 0x80:
         out.append(value & 0x7F | 0x80)
@@ -225,7 +225,7 @@ def _tag_buffer(name: str, known: dict[int, Step]) -> Step:
                 kept.append((field_start, field_end))
             pos = field_end
         if len(kept) != count:
-            strips.append((start, pos, _encode_uvarint(len(kept)) + b"".join(buf[a:b] for a, b in kept)))
+            strips.append((start, pos, encode_uvarint(len(kept)) + b"".join(buf[a:b] for a, b in kept)))
         return pos
     return step
 
