@@ -61,6 +61,7 @@ def server_cmd(name, port, tmp, profile=None, settings=(), tls=None):
             "--set", f"advertised.listeners={listener}", "--set", f"data.dir={tmp}/data",
             "--set", f"group.initial.rebalance.delay.ms={SETUP_DELAY_MS}",
             "--set", "group.min.session.timeout.ms=1000", "--set", "log.level=info",
+            "--set", "metrics.listener=",  # the default 0.0.0.0:9464 collides with any other server on the machine
             *(arg for s in settings for arg in ("--set", s))]
 
 

@@ -58,15 +58,17 @@ class OffsetsStore:
             group.offset_committed_by(req.member_id, now.mono)
         reply, accepted = {}, []
         limit = self.metadata_max_bytes
-        expire = now.wall + req.retention_ms if req.retention_ms != -1 else -1
+        wall = now.wall
+        expire = wall + req.retention_ms if req.retention_ms != -1 else -1
         for topic, partition, offset, epoch, metadata in req.offsets:
-            if metadata is not None and _utf16_len(metadata) > limit:
+            # a string has at most two UTF-16 code units per character: only a long one is measured
+            if metadata and 2 * len(metadata) > limit and _utf16_len(metadata) > limit:
                 reply[(topic, partition)] = E.offset_metadata_too_large
                 continue
             reply[(topic, partition)] = E.none
             accepted.append((topic, partition))
             out.records.append(Record(OffsetCommitKey(req.group_id, topic, partition),
-                                      OffsetCommitValue(offset, epoch, metadata or "", now.wall, expire)))
+                                      OffsetCommitValue(offset, epoch, metadata or "", wall, expire)))
         if not out.records:
             out.reply = reply
             return out

@@ -70,7 +70,9 @@ class Runner:
         self._new_ticket = new_ticket
         self._emit = emit  # the partition's typed events, to the shell
         self.armed: dict[tuple, tuple[int, Any]] = {}  # timer key → (deadline, handle): one per key
-        self.in_flight: list[Write] = []  # appended, not yet completed, in log order
+        # appended, not yet completed, in log order; a dict (insertion-ordered) so that finding and
+        # removing the write that completes costs the same however many are in flight
+        self.in_flight: dict[Write, None] = {}
 
     def run(self, out: Any, ticket: Any = None) -> Any:
         """Carry out `out`: its reply when ready now, else the ticket its reply will be resolved on."""
@@ -90,7 +92,7 @@ class Runner:
         for record in out.records:
             undo.extend(apply(record))
         write = Write(out, ticket, undo)
-        self.in_flight.append(write)
+        self.in_flight[write] = None
         self.log.append(out.records, lambda error: self._completed(write, error), lambda: self._answer(write, TIMED_OUT))
         return ticket
 
@@ -114,17 +116,18 @@ class Runner:
         return before
 
     def _completed(self, write: Write, error: ErrorCode | None) -> None:
-        if not self.in_flight or write not in self.in_flight:
+        if write not in self.in_flight:
             return  # already reverted with an earlier write that failed
         if error is None:
-            self.in_flight.remove(write)
+            del self.in_flight[write]
             self._answer(write, None)
             return
         if error is ErrorCode.record_list_too_large:  # only this write's records: it was never queued
             error = write.out.too_large
-        first = self.in_flight.index(write)
-        failed = self.in_flight[first:]
-        del self.in_flight[first:]
+        writes = list(self.in_flight)
+        failed = writes[writes.index(write):]
+        for w in failed:
+            del self.in_flight[w]
         for w in reversed(failed):  # newest first: each undo restores what the one before it saw
             for parked, reply in self.partition.revert(w.undo, error):
                 self._resolve(parked, reply)

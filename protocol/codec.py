@@ -160,6 +160,13 @@ class Encoded:
         self.__flexible__ = response.__flexible__
         self.error_code = getattr(response, "error_code", None)
 
+    @classmethod
+    def of(cls, body: bytes, flexible: bool, error_code: Any = None) -> Encoded:
+        """A body an API encoded itself (OffsetCommit's, on the commit hot path)."""
+        encoded = cls.__new__(cls)
+        encoded.body, encoded.__flexible__, encoded.error_code = body, flexible, error_code
+        return encoded
+
 
 def encode_response(api_key: int, correlation_id: int, response: Any) -> bytes:
     """A complete response frame: size, header, body."""

@@ -76,3 +76,20 @@ def test_cached_encoding_is_byte_identical(api_key, version, values):
 
     response = codec.build_response(api_key, version, {**values, "error_code": ErrorCode(values["error_code"])})
     assert codec.encode_response(api_key, 77, codec.Encoded(response)) == codec.encode_response(api_key, 77, response)
+
+
+@pytest.mark.parametrize("version", range(2, 10))
+def test_offset_commit_response_written_directly_is_byte_identical_to_kio(version):
+    from coordinator.apis.offset_commit import _response
+    from protocol import ErrorCode
+
+    # a name and a partition list past one varint byte (flexible versions), non-ASCII, every error kind
+    order = [("t", [0, 1, 2]), ("tøpic-" + "x" * 200, list(range(130))), ("", [])]
+    errors = {(name, p): [ErrorCode.none, ErrorCode.unknown_topic_or_partition, ErrorCode.illegal_generation][p % 3]
+              for name, parts in order for p in parts}
+    kio = codec.build_response(8, version, {"topics": [
+        {"name": name, "partitions": [{"partition_index": p, "error_code": errors[(name, p)]} for p in parts]}
+        for name, parts in order]})
+    ours = _response(version, order, errors)
+    assert codec.encode_response(8, 77, ours) == codec.encode_response(8, 77, kio)
+    assert ours.error_code is None  # counted as the request's "none" label, as kio's response was

@@ -168,3 +168,46 @@ def test_metadata_v10_with_a_null_topic_name_answers_invalid_request():
     reply = metadata.handle(types.SimpleNamespace(), request)
     assert [t.error_code for t in reply.topics] == [ErrorCode.invalid_request]
     assert encode_response(3, 7, reply)  # v10's response has no nullable name: it must encode
+
+
+def _walk_outcome(walk, frame: bytes, offset: int):
+    from protocol.bounds import BadBody
+
+    strips: list = []
+    try:
+        return walk(frame, offset, len(frame), strips), strips
+    except BadBody as e:
+        return str(e), e.null
+
+
+def test_the_compiled_walk_decides_every_mutated_golden_body_as_the_step_tree_does():
+    """The walk compiled for speed (one function per request version) against the plan it was
+    compiled from: same end position and tag edits, or the same rejection, on every golden body cut
+    short or with any byte replaced by a one-byte length, a null, a long varint or a huge count."""
+    from protocol.bounds import _entity_step, _Source
+    from protocol.codec import request_class
+
+    replacements = [b"\x00", b"\x01", b"\x7f", b"\x80", b"\xff\xff", b"\xff\xff\xff\xff\x0f"]
+    compared = 0
+    for case in golden():
+        api, version, frame = case["api_key"], case["version"], bytes.fromhex(case["frame"])
+        _, body = parse_header(frame, is_flexible(api, version))
+        tree = _entity_step(request_class(api, version))[0]
+        compiled = _Source().compile(tree)
+        frames = [frame[:cut] for cut in range(body, len(frame))]
+        frames += [frame[:at] + r + frame[at + len(r):] for at in range(body, len(frame)) for r in replacements]
+        for mutated in [frame, *frames]:
+            assert _walk_outcome(compiled, mutated, body) == _walk_outcome(tree, mutated, body), (api, version, mutated.hex())
+            compared += 1
+    assert compared > 10_000
+
+
+def test_a_walk_compiles_for_every_request_version_served():
+    from coordinator.apis import SUPPORTED_VERSIONS
+    from protocol.bounds import body_checker
+    from protocol.codec import request_class
+
+    for api, (lo, hi) in SUPPORTED_VERSIONS.items():
+        for version in range(lo, hi + 1):
+            check, _ = body_checker(request_class(api, version))
+            assert callable(check)

@@ -12,9 +12,12 @@ go to the group's shard, and the reply leaves once their records are durable.
 
 from __future__ import annotations
 
+import struct
+
 from protocol import ErrorCode
 from protocol.apis import ApiKey
-from protocol.codec import build_response
+from protocol.bounds import encode_uvarint
+from protocol.codec import Encoded
 
 from ..access import authorized
 from ..acls import AclOperation, ResourceType
@@ -55,7 +58,31 @@ def handle(node, request: Request):
     return respond(result, lambda errors: _response(version, order, {**unknown, **errors}))
 
 
-def _response(version: int, order, errors: dict):
-    return build_response(ApiKey.OFFSET_COMMIT, version, {"topics": [
-        {"name": name, "partitions": [{"partition_index": p, "error_code": errors[(name, p)]} for p in parts]}
-        for name, parts in order]})
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_PARTITION = struct.Struct(">ih")  # partition index, error code
+_THROTTLE = b"\x00\x00\x00\x00"  # throttle_time_ms = 0 (v3+)
+_NO_TAGS = b"\x00"
+
+
+def _response(version: int, order, errors: dict) -> Encoded:
+    """The response, written straight to bytes: built and written through kio it was a fifth of
+    a commit's CPU. Byte-identical to kio's encoding of every version (tests/test_framing.py)."""
+    flexible = version >= 8
+    out = [_THROTTLE] if version >= 3 else []
+    if flexible:
+        out.append(encode_uvarint(len(order) + 1))
+        for name, parts in order:
+            encoded = name.encode()
+            out += (encode_uvarint(len(encoded) + 1), encoded, encode_uvarint(len(parts) + 1))
+            for p in parts:
+                out += (_PARTITION.pack(p, errors[(name, p)]), _NO_TAGS)
+            out.append(_NO_TAGS)
+        out.append(_NO_TAGS)
+    else:
+        out.append(_INT32.pack(len(order)))
+        for name, parts in order:
+            encoded = name.encode()
+            out += (_INT16.pack(len(encoded)), encoded, _INT32.pack(len(parts)))
+            out += [_PARTITION.pack(p, errors[(name, p)]) for p in parts]
+    return Encoded.of(b"".join(out), flexible)
