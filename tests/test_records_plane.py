@@ -582,3 +582,13 @@ def test_retention_moves_the_log_start_for_a_real_consumer(start_groupd):
             first = m.offset()
     c.close()
     assert first == low
+
+
+@pytest.mark.parametrize("version", [4, 12])
+def test_fetch_of_an_unknown_partition_carries_empty_records_not_null(server, version):
+    """Kafka answers an error partition with MemoryRecords.EMPTY: librdkafka reads a null record set
+    (size -1) as a parse failure of the whole response ("invalid MessageSetSize -1"), which a
+    consumer fetching a just-deleted topic hit."""
+    with WireClient(server.bootstrap) as c:
+        p = fetch(c, "rp-never-created", 0, 0, version=version)
+    assert (p.error_code, p.records) == (E.unknown_topic_or_partition, b"")

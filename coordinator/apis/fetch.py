@@ -149,7 +149,7 @@ def handle(node, request: Request):
 def _unknown(index: int, error: ErrorCode = ErrorCode.unknown_topic_or_partition) -> dict:
     return {"partition_index": index, "error_code": error,
             "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
-            "aborted_transactions": None, "preferred_read_replica": -1, "records": None}
+            "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}  # Kafka: MemoryRecords.EMPTY
 
 
 def _partition(index: int, fetch_offset: int, known: bool) -> dict:
