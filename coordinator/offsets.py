@@ -25,6 +25,8 @@ class OffsetsStore:
         self.groups = groups  # the partition's registry, shared
         self.metadata_max_bytes = metadata_max_bytes
         self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
+        # one (topic, partition) tuple for all the groups that commit it: 64 bytes saved per offset
+        self._partitions: dict[tuple[str, int], tuple[str, int]] = {}
 
     def apply(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> OffsetCommitValue | None:
         """Store or delete one offset; the previous value."""
@@ -37,6 +39,8 @@ class OffsetsStore:
                 if not group_offsets:
                     del self.offsets[key.group]
         else:
+            if previous is None:
+                tp = self._partitions.setdefault(tp, tp)
             self.offsets.setdefault(key.group, {})[tp] = value
         return previous
 

@@ -411,6 +411,8 @@ def _read_value(key: ConsumerGroupKey, r: _Reader) -> ConsumerGroupValue:
 
 def decode_key(data: bytes) -> records.Key | ConsumerGroupKey:
     """Every key type this server knows: the consumer-group ones here, the classic ones in records."""
+    if data[:1] == b"\x00" and data[1:2] <= b"\x02":  # the classic types 0-2, most records of a log
+        return records.decode_key(data)
     r = _Reader(data)
     cls = _KEY_CLASSES.get(r.i16())
     if cls is None:
@@ -418,9 +420,9 @@ def decode_key(data: bytes) -> records.Key | ConsumerGroupKey:
     return cls(*(r.str() for _ in dataclasses.fields(cls)))
 
 
-def decode_value(key, data: bytes | None):
+def decode_value(key, data: bytes | None, shared: dict[int, int] | None = None):
     if type(key) not in _KEY_TYPES:
-        return records.decode_value(key, data)
+        return records.decode_value(key, data, shared)
     if data is None:
         return None
     r = _Reader(data, flexible=True)
@@ -430,6 +432,7 @@ def decode_value(key, data: bytes | None):
     return _read_value(key, r)
 
 
-def decode(key: bytes, value: bytes | None) -> Record:
+def decode(key: bytes, value: bytes | None, shared: dict[int, int] | None = None) -> Record:
+    """`shared`: see records.decode_value (a loader passes one per batch)."""
     k = decode_key(key)
-    return Record(k, decode_value(k, value))
+    return Record(k, decode_value(k, value, shared))

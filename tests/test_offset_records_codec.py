@@ -1,0 +1,71 @@
+"""The offset-commit records as the loader reads them: the precompiled fast paths of
+storage/records.py decode what the field-by-field reader does, and hand malformed bytes back to it."""
+
+import struct
+
+import pytest
+
+from storage.consumer_records import decode, decode_key
+from storage.records import (CorruptRecord, GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record, _Reader,
+                             decode_value, encode_key, encode_value)
+
+
+def s16(s: str) -> bytes:
+    b = s.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+KEY = OffsetCommitKey("grüppe", "topic-ä", 7)
+
+
+@pytest.mark.parametrize("key_type", [0, 1])
+def test_offset_key_of_either_type(key_type):
+    data = struct.pack(">h", key_type) + s16(KEY.group) + s16(KEY.topic) + struct.pack(">i", KEY.partition)
+    assert decode_key(data) == KEY
+
+
+@pytest.mark.parametrize("value", [OffsetCommitValue(42, 3, "meta", 1_700_000_000_000),
+                                   OffsetCommitValue(42, -1, "", 1_700_000_000_000),
+                                   OffsetCommitValue(2**40, -1, "m", 5, 99)])  # v1: expire timestamp
+def test_written_values_read_back(value):
+    assert decode(encode_key(KEY), encode_value(value)) == Record(KEY, value)
+
+
+@pytest.mark.parametrize("data,expected", [
+    (struct.pack(">hq", 0, 9) + s16("m") + struct.pack(">q", 11), OffsetCommitValue(9, -1, "m", 11)),
+    (struct.pack(">hq", 2, 9) + s16("") + struct.pack(">q", 11), OffsetCommitValue(9, -1, "", 11)),
+    (struct.pack(">hqi", 4, 9, 2) + b"\x02m" + struct.pack(">q", 11) + b"\x00", OffsetCommitValue(9, 2, "m", 11)),
+])
+def test_versions_kafka_4_does_not_write(data, expected):
+    assert decode_value(KEY, data) == expected
+
+
+@pytest.mark.parametrize("data", [
+    struct.pack(">hqih", 3, 1, 0, 10) + b"short" + struct.pack(">q", 1),  # metadata runs past the end
+    struct.pack(">hqih", 3, 1, 0, -1) + struct.pack(">q", 1),  # null metadata
+    struct.pack(">hqh", 1, 1, 0) + struct.pack(">q", 1),  # v1 without its expire timestamp
+    struct.pack(">hq", 3, 1),
+])
+def test_malformed_values_are_corrupt(data):
+    with pytest.raises(CorruptRecord):
+        decode_value(KEY, data)
+
+
+@pytest.mark.parametrize("data", [
+    struct.pack(">h", 1) + s16("g") + struct.pack(">h", 50) + b"t" + struct.pack(">i", 0),  # topic runs past
+    struct.pack(">hh", 1, -1) + s16("t") + struct.pack(">i", 0),  # null group
+    struct.pack(">h", 1) + s16("g") + s16("t"),  # no partition
+])
+def test_malformed_keys_are_corrupt(data):
+    with pytest.raises(CorruptRecord):
+        decode_key(data)
+
+
+def test_group_metadata_key_still_decodes():
+    assert decode_key(struct.pack(">h", 2) + s16("g")) == GroupMetadataKey("g")
+
+
+def test_reader_agrees_with_fast_key_path():
+    data = encode_key(KEY)
+    r = _Reader(data)
+    assert r.i16() == 1 and OffsetCommitKey(r.str(), r.str(), r.i32()) == decode_key(data)
