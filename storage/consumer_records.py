@@ -409,9 +409,14 @@ def _read_value(key: ConsumerGroupKey, r: _Reader) -> ConsumerGroupValue:
     return ConsumerGroupRegularExpressionValue(topics, version, timestamp)
 
 
+def _classic(key: bytes) -> bool:
+    """Whether a key's int16 type is a classic one (0-2, most records of a log): records decodes those."""
+    return key[:1] == b"\x00" and key[1:2] <= b"\x02"
+
+
 def decode_key(data: bytes) -> records.Key | ConsumerGroupKey:
     """Every key type this server knows: the consumer-group ones here, the classic ones in records."""
-    if data[:1] == b"\x00" and data[1:2] <= b"\x02":  # the classic types 0-2, most records of a log
+    if _classic(data):
         return records.decode_key(data)
     r = _Reader(data)
     cls = _KEY_CLASSES.get(r.i16())
@@ -433,6 +438,8 @@ def decode_value(key, data: bytes | None, shared: dict[int, int] | None = None):
 
 
 def decode(key: bytes, value: bytes | None, shared: dict[int, int] | None = None) -> Record:
-    """`shared`: see records.decode_value (a loader passes one per batch)."""
+    """`shared`: see records.decode (a loader passes one per batch)."""
+    if _classic(key):
+        return records.decode(key, value, shared)
     k = decode_key(key)
     return Record(k, decode_value(k, value, shared))

@@ -105,6 +105,7 @@ def _bytes(b: bytes) -> bytes:
 _KEY_HEAD = struct.Struct(">hh")  # key type, group length
 _V3_HEAD = struct.Struct(">hqih")  # version 3, offset, leader epoch, metadata length
 _V1_HEAD = struct.Struct(">hqh")  # version 1, offset, metadata length
+_V3_BARE = struct.Struct(">hqihq")  # version 3, offset, leader epoch, metadata length 0, commit timestamp
 _LENGTH = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
@@ -227,8 +228,11 @@ def _offset_key(data: bytes) -> OffsetCommitKey | None:
                            _INT32.unpack_from(data, topic_end)[0])
 
 
+_OFFSET_KEY_TYPES = (b"\x00\x01", b"\x00\x00")  # the int16 key types of an offset commit
+
+
 def decode_key(data: bytes) -> Key:
-    if data[:2] in (b"\x00\x01", b"\x00\x00"):  # an offset commit: nearly every record of a log
+    if data[:2] in _OFFSET_KEY_TYPES:  # nearly every record of a log
         key = _offset_key(data)
         if key is not None:
             return key
@@ -246,6 +250,12 @@ def _offset_value(data: bytes, shared: dict[int, int] | None) -> OffsetCommitVal
     None for the field-by-field reader. `shared` hands out one int object per commit timestamp (the
     partitions of one commit share it; each would cost 32 bytes per offset kept)."""
     n = len(data)
+    if n == 24:  # v3 without metadata, what most clients commit: one unpack
+        version, offset, epoch, length, commit = _V3_BARE.unpack(data)
+        if version == 3 and length == 0:
+            if shared is not None:
+                commit = shared.setdefault(commit, commit)
+            return OffsetCommitValue(offset, epoch, "", commit)
     if data[:2] == b"\x00\x03" and n >= 24:
         _, offset, epoch, length = _V3_HEAD.unpack_from(data)
         if 0 <= length and 24 + length <= n:
@@ -301,6 +311,12 @@ def decode_value(key: Key, data: bytes | None, shared: dict[int, int] | None = N
     return GroupMetadataValue(protocol_type, generation, protocol, leader, state_ts, tuple(members))
 
 
-def decode(key: bytes, value: bytes | None) -> Record:
+def decode(key: bytes, value: bytes | None, shared: dict[int, int] | None = None) -> Record:
+    """`shared`: see `_offset_value` (a loader passes one per batch)."""
+    if key[:2] in _OFFSET_KEY_TYPES:  # the common record straight to its fast paths: a load calls this per record
+        k = _offset_key(key)
+        if k is not None:
+            v = None if value is None else _offset_value(value, shared)
+            return Record(k, v if v is not None or value is None else decode_value(k, value, shared))
     k = decode_key(key)
-    return Record(k, decode_value(k, value))
+    return Record(k, decode_value(k, value, shared))
