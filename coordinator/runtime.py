@@ -12,7 +12,9 @@ import gc
 import logging
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from protocol import ErrorCode
@@ -84,6 +86,9 @@ class GroupCoordinator:
         # effects too big for a loop turn (regex resolution over a big catalog): one worker, apart
         # from the log's, so they never queue ahead of a write
         self._effects = ThreadPoolExecutor(max_workers=1, thread_name_prefix="groupd-effects")
+        # compaction decodes and rebuilds whole segments in Python: in a process of its own (started
+        # at the first compaction) it never holds the interpreter that serves requests
+        self._compactor: ProcessPoolExecutor | None = None
         self._tasks: dict[Any, asyncio.TimerHandle] = {}  # periodic work: expiry, fsync, compaction
         self._failure_logged: dict[str, float] = {}  # task → when its last failure was logged (monotonic s)
 
@@ -223,7 +228,9 @@ class GroupCoordinator:
             closed = closed_bytes(writer.plog.directory)
             if closed and (closed - self._clean_bytes[p]) / closed >= self.settings.min_cleanable_dirty_ratio:
                 started = time.perf_counter()
-                job = loop.run_in_executor(self._executor, compact, writer.plog.directory, wall_ms(),
+                if self._compactor is None:
+                    self._compactor = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+                job = loop.run_in_executor(self._compactor, compact, writer.plog.directory, wall_ms(),
                                            self.settings.log_cleaner_delete_retention_ms)
                 job.add_done_callback(lambda f, p=p: self._compacted(p, f, started))
                 return
@@ -234,6 +241,8 @@ class GroupCoordinator:
         backoff = self.settings.log_cleaner_backoff_ms / 1000
         try:
             self._clean_bytes[p] = closed_bytes(self.writers[p].plog.directory)  # a failure is not retried at once
+            if isinstance(f.exception(), BrokenProcessPool):  # the process died: the next compaction starts one
+                self._compactor = None
             if f.exception() is not None:
                 raise f.exception()
             result = f.result()
@@ -271,6 +280,8 @@ class GroupCoordinator:
                 writer.closed = True
                 await asyncio.get_running_loop().run_in_executor(self._executor, writer.plog.close)
         self._executor.shutdown(wait=True)
+        if self._compactor is not None:  # a compaction under way finishes (each segment's rewrite is atomic anyway)
+            self._compactor.shutdown(wait=True)
         self._effects.shutdown(wait=False, cancel_futures=True)
 
     def unavailable(self, p: int) -> ErrorCode | None:

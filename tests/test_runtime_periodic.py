@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 
 import pytest
@@ -118,3 +119,19 @@ async def test_a_long_load_reports_progress_then_one_final_line(coordinator, mon
         await wait_for(lambda: "offsets log loaded" in caplog.text)
     assert "load-progress" not in groups._tasks  # no progress line can follow the final one
     assert "offsets log loaded partitions=3 active=3 failed=0 groups=0 bytes=0 records=0 records_per_s=" in caplog.text
+
+
+async def test_compaction_runs_in_a_process_of_its_own(tmp_path, coordinator, caplog):
+    from storage.log import PartitionLog
+    from storage.records import OffsetCommitKey, OffsetCommitValue, Record
+
+    plog = PartitionLog(str(tmp_path), 0, 1024)  # small segments: every rewrite of the key closes some
+    plog.load(lambda record: None)
+    for i in range(200):
+        plog.append([Record(OffsetCommitKey("g", "t", 0), OffsetCommitValue(i, -1, "", 1))], fsync=False)
+    plog.close()
+    with caplog.at_level(logging.INFO, "groupd"):
+        groups = coordinator("log.cleaner.backoff.ms=20")
+        await wait_for(lambda: "compacted partition=0" in caplog.text)
+    assert groups._compactor.submit(os.getpid).result() != os.getpid()
+    assert groups.shards[0].offsets["g"][("t", 0)].offset == 199
