@@ -69,3 +69,35 @@ def test_reader_agrees_with_fast_key_path():
     data = encode_key(KEY)
     r = _Reader(data)
     assert r.i16() == 1 and OffsetCommitKey(r.str(), r.str(), r.i32()) == decode_key(data)
+
+
+def test_a_log_loads_to_the_same_state_as_through_the_field_by_field_reader(tmp_path, monkeypatch):
+    from coordinator.shard import GroupSettings, GroupShard
+    from storage import records
+    from storage.log import PartitionLog
+    from storage.records import GroupMetadataValue
+
+    written = [Record(OffsetCommitKey(f"g{g}", t, p), OffsetCommitValue(g * 100 + p, p - 1, "m" * (p % 2), 7 + g))
+               for g in range(3) for t in ("a", "bé") for p in range(4)]
+    written += [Record(OffsetCommitKey("g1", "a", 2), OffsetCommitValue(5, -1, "", 8, 99)),  # v1, over an older one
+                Record(OffsetCommitKey("g2", "a", 0), None),
+                Record(GroupMetadataKey("g0"), GroupMetadataValue("consumer", 3, "range", None, 9, ())),
+                Record(GroupMetadataKey("g2"), None)]
+    plog = PartitionLog(str(tmp_path), 0, 1024)
+    plog.load(lambda record: None)
+    for i in range(0, len(written), 5):
+        plog.append(written[i:i + 5], fsync=False)
+    plog.close()
+
+    def load() -> GroupShard:
+        shard = GroupShard(0, GroupSettings(), lambda client: "member")
+        PartitionLog(str(tmp_path), 0, 1024).load(shard.apply)
+        return shard
+
+    fast = load()
+    monkeypatch.setattr(records, "_offset_key", lambda data: None)
+    monkeypatch.setattr(records, "_offset_value", lambda data, shared: None)
+    slow = load()
+    assert fast.offsets == slow.offsets and fast.offsets["g1"][("a", 2)] == OffsetCommitValue(5, -1, "", 8, 99)
+    assert {g: (group.generation, group.state_name) for g, group in fast.groups.items()} == \
+        {g: (group.generation, group.state_name) for g, group in slow.groups.items()}
