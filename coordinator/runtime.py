@@ -19,7 +19,7 @@ from typing import Any
 
 from protocol import ErrorCode
 
-from storage.compaction import closed_bytes, compact
+from storage.compaction import closed_bytes, compact, die_with_parent
 from storage.log import LoadResult, PartitionLog
 
 from . import metrics, observe
@@ -229,7 +229,8 @@ class GroupCoordinator:
             if closed and (closed - self._clean_bytes[p]) / closed >= self.settings.min_cleanable_dirty_ratio:
                 started = time.perf_counter()
                 if self._compactor is None:
-                    self._compactor = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+                    self._compactor = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                                          initializer=die_with_parent)
                 job = loop.run_in_executor(self._compactor, compact, writer.plog.directory, wall_ms(),
                                            self.settings.log_cleaner_delete_retention_ms)
                 job.add_done_callback(lambda f, p=p: self._compacted(p, f, started))

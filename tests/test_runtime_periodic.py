@@ -135,3 +135,40 @@ async def test_compaction_runs_in_a_process_of_its_own(tmp_path, coordinator, ca
         await wait_for(lambda: "compacted partition=0" in caplog.text)
     assert groups._compactor.submit(os.getpid).result() != os.getpid()
     assert groups.shards[0].offsets["g"][("t", 0)].offset == 199
+
+
+def test_a_compaction_process_dies_with_its_server(tmp_path):
+    """A `kill -9` of the server must not leave its cleaner running beside the next server's."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "server.py"
+    script.write_text(
+        "import multiprocessing, os, sys\n"
+        "from concurrent.futures import ProcessPoolExecutor\n"
+        "from storage.compaction import die_with_parent\n"
+        "if __name__ == '__main__':\n"
+        "    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context('spawn'), initializer=die_with_parent)\n"
+        "    print(pool.submit(os.getpid).result(), flush=True)\n"
+        "    os.kill(os.getpid(), 9)\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    server = subprocess.Popen([sys.executable, str(script)], cwd=root, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": root})
+    child = int(server.stdout.readline())
+    assert server.wait(timeout=60) == -signal.SIGKILL
+
+    def running() -> bool:
+        try:
+            with open(f"/proc/{child}/status") as f:
+                return "zombie" not in f.read()
+        except FileNotFoundError:
+            return False
+
+    deadline = time.monotonic() + 30
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if running():
+        os.kill(child, signal.SIGKILL)
+        pytest.fail("the compaction process outlived its server")
