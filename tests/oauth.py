@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
+import threading
 import time
+from email.message import Message
+from typing import Callable
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
@@ -58,3 +62,37 @@ def settings(jwks_url: str, *extra: str) -> list[str]:
 
 def initial_response(token: str, authzid: str = "") -> bytes:
     return f"n,{'a=' + authzid if authzid else ''},\x01auth=Bearer {token}\x01\x01".encode()
+
+
+class JsonEndpoint:
+    """An identity provider's HTTP endpoint on 127.0.0.1: `answer(method, headers, body)` gives the
+    status and the JSON document of every GET and POST."""
+
+    def __init__(self, answer: Callable[[str, Message, bytes], tuple[int, dict]]) -> None:
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                self.reply("GET")
+
+            def do_POST(self) -> None:  # noqa: N802
+                self.reply("POST")
+
+            def reply(self, method: str) -> None:
+                status, document = answer(method, self.headers,
+                                          self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                data = json.dumps(document).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *_args) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

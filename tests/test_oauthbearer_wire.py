@@ -5,9 +5,6 @@ Kafka's JSON error challenge, and the client's %x01 then gets SASL_AUTHENTICATIO
 
 from __future__ import annotations
 
-import http.server
-import json
-import threading
 import time
 
 import pytest
@@ -104,28 +101,15 @@ class JwksServer:
     def __init__(self, *signers: oauth.Signer) -> None:
         self.keys = list(signers)
         self.fetches = 0
-        owner = self
+        self.endpoint = oauth.JsonEndpoint(self.answer)
+        self.url = f"{self.endpoint.url}/jwks.json"
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802
-                owner.fetches += 1
-                body = json.dumps({"keys": [s.jwk for s in owner.keys]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/jwks.json"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+    def answer(self, _method: str, _headers, _body: bytes) -> tuple[int, dict]:
+        self.fetches += 1
+        return 200, {"keys": [s.jwk for s in self.keys]}
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.endpoint.close()
 
 
 def test_an_http_jwks_is_refreshed_and_a_new_key_is_accepted(tmp_path):
