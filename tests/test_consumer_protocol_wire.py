@@ -16,15 +16,10 @@ from coordinator.apis.consumer_group_heartbeat import _answer, _response
 from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import Encoded, encode_response
-from tests.support import ROOT, GroupdProcess, WireClient
+from tests.support import ROOT, GroupdProcess, WireClient, groupd_fixture
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = GroupdProcess(str(tmp_path_factory.mktemp("wire848")), "topics=t3:3")
-    s.start()
-    yield s
-    s.stop()
+server = groupd_fixture("topics=t3:3")
 
 
 def join(c: WireClient, group: str, member_id: str, names=("t3",), regex: str | None = None):

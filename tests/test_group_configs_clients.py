@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from protocol import ErrorCode
 from protocol.apis import ApiKey
-from tests.support import GroupdProcess, WireClient
+from tests.support import WireClient, groupd_fixture
 
 pytestmark = pytest.mark.clients
 
@@ -21,12 +21,7 @@ SESSION, HEARTBEAT = "consumer.session.timeout.ms", "consumer.heartbeat.interval
 DEFAULT_CONFIG, GROUP_CONFIG = 5, 8
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = GroupdProcess(str(tmp_path_factory.mktemp("groupconfigs")), "topics=t3:3")
-    s.start()
-    yield s
-    s.stop()
+server = groupd_fixture("topics=t3:3")
 
 
 def admin(server) -> AdminClient:

@@ -16,10 +16,9 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
-from ..access import authorized
-from ..acls import CLUSTER_NAME, AclBinding, AclOperation, ResourceType
+from ..acls import AclBinding, AclOperation
 from . import Request
-from .describe_acls import SECURITY_DISABLED
+from .describe_acls import refused
 
 KEY = ApiKey.CREATE_ACLS
 VERSIONS = (1, 3)
@@ -29,10 +28,9 @@ log = logging.getLogger("groupd.authorizer")
 
 def handle(node, request: Request):
     creations = request.body.creations
-    if not authorized(node, request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-        return _response(request.version, [(ErrorCode.cluster_authorization_failed, None)] * len(creations))
-    if node.access is None:
-        return _response(request.version, [(ErrorCode.security_disabled, SECURITY_DISABLED)] * len(creations))
+    refusal = refused(node, request, AclOperation.ALTER)
+    if refusal is not None:
+        return _response(request.version, [refusal] * len(creations))
     results: list[tuple[ErrorCode, str | None]] = []
     valid: list[AclBinding] = []
     for c in creations:

@@ -15,10 +15,9 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
-from ..access import authorized
-from ..acls import CLUSTER_NAME, AclOperation, ResourceType
+from ..acls import AclOperation
 from . import Request
-from .describe_acls import SECURITY_DISABLED, acl_filter
+from .describe_acls import acl_filter, refused
 
 KEY = ApiKey.DELETE_ACLS
 VERSIONS = (1, 3)
@@ -28,10 +27,9 @@ log = logging.getLogger("groupd.authorizer")
 
 def handle(node, request: Request):
     filters = request.body.filters
-    if not authorized(node, request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-        return _failed(request.version, [(ErrorCode.cluster_authorization_failed, None)] * len(filters))
-    if node.access is None:
-        return _failed(request.version, [(ErrorCode.security_disabled, SECURITY_DISABLED)] * len(filters))
+    refusal = refused(node, request, AclOperation.ALTER)
+    if refusal is not None:
+        return _failed(request.version, [refusal] * len(filters))
     wanted = [acl_filter(f) for f in filters]
     invalid = [f.invalid() for f in wanted]
     try:

@@ -27,11 +27,20 @@ def acl_filter(f) -> AclFilter:
                      f.host_filter, f.operation, f.permission_type)
 
 
-def handle(node, request: Request):
-    if not authorized(node, request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-        return _error(request.version, ErrorCode.cluster_authorization_failed, None)
+def refused(node, request: Request, operation: AclOperation) -> tuple[ErrorCode, str | None] | None:
+    """Why an ACL API is refused before it looks at its entries: the principal may not do
+    `operation` on the cluster (checked first, as Kafka), or no authorizer is configured."""
+    if not authorized(node, request, operation, ResourceType.CLUSTER, CLUSTER_NAME):
+        return ErrorCode.cluster_authorization_failed, None
     if node.access is None:
-        return _error(request.version, ErrorCode.security_disabled, SECURITY_DISABLED)
+        return ErrorCode.security_disabled, SECURITY_DISABLED
+    return None
+
+
+def handle(node, request: Request):
+    refusal = refused(node, request, AclOperation.DESCRIBE)
+    if refusal is not None:
+        return _error(request.version, *refusal)
     wanted = acl_filter(request.body)
     invalid = wanted.invalid()
     if invalid:
