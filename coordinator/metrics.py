@@ -193,7 +193,7 @@ class CoordinatorCollector:
         n_members = n_offsets = n_unreconciled = 0
         for p, shard in enumerate(groups.shards):
             state = groups.states[p].value
-            for s in ("loading", "active", "failed"):
+            for s in ("loading", "active", "failed", "unowned"):
                 partition_state.add_metric([str(p), s], 1.0 if s == state else 0.0)
             writer = groups.writers[p]
             if writer is not None:

@@ -1,4 +1,4 @@
-"""What one groupd node knows: its settings, its identity in the cluster, the topic catalog, and
+"""What one groupd node knows: its settings, its identity and view of the cluster, the topic catalog, and
 the requests it holds open (empty fetches wait out their max wait)."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from storage.group_configs import GroupConfigStore
 from .access import Access
 from . import offsets_topic
 from .chaos import FaultTable
+from .cluster import ClusterView, SingleNode
 from .runtime import GroupCoordinator
 from .sasl import Users
 from .scram_users import ScramUsers
@@ -24,9 +25,10 @@ log = logging.getLogger("groupd")
 
 
 class Node:
-    def __init__(self, settings: Settings, users: Users | None = None) -> None:
+    def __init__(self, settings: Settings, users: Users | None = None, cluster: ClusterView | None = None) -> None:
         self.settings = settings
         self.node_id = settings.node_id
+        self.cluster = cluster or SingleNode(settings.node_id)  # the brokers, and who coordinates what
         prepare_data_dir(settings.data_dir)
         # before anything reads the directory: a second server on it would write the same log
         self.lock = DataDirLock(settings.data_dir).acquire("groupd serve")
@@ -41,7 +43,7 @@ class Node:
             self._declare(name, partitions)
         self.group_configs = GroupConfigStore(settings.data_dir)  # per-group overrides (IncrementalAlterConfigs)
         # the group coordinator of every offsets partition
-        self.coordinator = GroupCoordinator(settings, self.group_configs.overrides)
+        self.coordinator = GroupCoordinator(settings, self.group_configs.overrides, self.cluster)
         self.faults = FaultTable()  # injected faults (coordinator/chaos.py), armed through the admin endpoint
         self._held: dict[asyncio.TimerHandle, tuple[asyncio.Future, Any]] = {}
         self.closing = False

@@ -27,6 +27,7 @@ from .system_clock import mono_ms, now, wall_ms
 from .log_writer import LogWriter
 from .runner import Runner
 from .partitioning import partition_for
+from .cluster import ClusterView, SingleNode
 from .classic.replies import join_reply, sync_reply
 from .classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
 from .outcome import Outcome
@@ -69,11 +70,13 @@ class PartitionState(enum.Enum):
     LOADING = "loading"
     ACTIVE = "active"
     FAILED = "failed"
+    UNOWNED = "unowned"  # another node coordinates it (coordinator/cluster.py)
 
 
 class GroupCoordinator:
-    def __init__(self, settings, group_configs: dict | None = None) -> None:
+    def __init__(self, settings, group_configs: dict | None = None, cluster: ClusterView | None = None) -> None:
         self.settings = settings
+        self.cluster = cluster or SingleNode(settings.node_id)
         self.partitions = settings.offsets_topic_num_partitions
         group_settings = GroupSettings.from_settings(settings, group_configs)
         self.shards = [GroupShard(p, group_settings, new_member_id, new_consumer_member_id, _perf_ms)
@@ -107,18 +110,23 @@ class GroupCoordinator:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Load every partition off the loop; each serves requests once it is loaded. Progress is
-        logged every LOAD_PROGRESS_S while partitions load, and once when all are done."""
+        """Load every partition this node owns off the loop; each serves requests once it is loaded.
+        Progress is logged every LOAD_PROGRESS_S while partitions load, and once when all are done."""
         loop = asyncio.get_running_loop()
         # No cyclic GC while the log loads: the records and offsets it builds hold no cycles, and
         # collections that walk the growing offsets took a fifth of a load. Back on once loaded.
         self._gc_was_enabled = gc.isenabled()
         gc.disable()
-        self._pending_loads = self.partitions
+        owned = [p for p in range(self.partitions) if self.cluster.owns(p)]
+        for p in set(range(self.partitions)) - set(owned):
+            self.states[p] = PartitionState.UNOWNED
+        self._pending_loads = len(owned)
         self._load_started = time.monotonic()
         self._loaded_bytes = self._loaded_records = 0
         self._schedule("load-progress", LOAD_PROGRESS_S, self._report_load_progress)
-        for p in range(self.partitions):
+        if not owned:
+            self._all_loaded()
+        for p in owned:
             loop.run_in_executor(self._executor, self._load, p).add_done_callback(
                 lambda f, p=p: self._loaded(p, f))
         self._clean_bytes = [0] * self.partitions  # closed-segment bytes right after the last compaction
@@ -164,25 +172,31 @@ class GroupCoordinator:
             self._loaded_records += result.records
         self._pending_loads -= 1
         if self._pending_loads == 0:
-            if self._gc_was_enabled:
-                gc.enable()
-            progress = self._tasks.pop("load-progress", None)
-            if progress is not None:
-                progress.cancel()
-            seconds = time.monotonic() - self._load_started
-            log.info("offsets log loaded partitions=%d active=%d failed=%d groups=%d bytes=%d records=%d "
-                     "records_per_s=%d ms=%d", self.partitions, self.states.count(PartitionState.ACTIVE),
-                     self.states.count(PartitionState.FAILED), sum(len(s.groups) for s in self.shards),
-                     self._loaded_bytes, self._loaded_records, self._loaded_records / max(seconds, 1e-3),
-                     seconds * 1000)
+            self._all_loaded()
+
+    def _all_loaded(self) -> None:
+        """The start-up load is over: cyclic GC back on, one summary line."""
+        if self._gc_was_enabled:
+            gc.enable()
+        progress = self._tasks.pop("load-progress", None)
+        if progress is not None:
+            progress.cancel()
+        seconds = time.monotonic() - self._load_started
+        log.info("offsets log loaded partitions=%d active=%d failed=%d groups=%d bytes=%d records=%d "
+                 "records_per_s=%d ms=%d", self.partitions - self.states.count(PartitionState.UNOWNED),
+                 self.states.count(PartitionState.ACTIVE),
+                 self.states.count(PartitionState.FAILED), sum(len(s.groups) for s in self.shards),
+                 self._loaded_bytes, self._loaded_records, self._loaded_records / max(seconds, 1e-3),
+                 seconds * 1000)
 
     def _report_load_progress(self) -> None:
         """A long load says how far it got (partitions done so far, their bytes, the rate)."""
         if self._pending_loads == 0:
             return
         seconds = time.monotonic() - self._load_started
+        owned = self.partitions - self.states.count(PartitionState.UNOWNED)
         log.info("offsets log loading partitions=%d/%d bytes=%d records=%d records_per_s=%d",
-                 self.partitions - self._pending_loads, self.partitions, self._loaded_bytes, self._loaded_records,
+                 owned - self._pending_loads, owned, self._loaded_bytes, self._loaded_records,
                  self._loaded_records / max(seconds, 1e-3))
         self._schedule("load-progress", LOAD_PROGRESS_S, self._report_load_progress)
 

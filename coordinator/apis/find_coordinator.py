@@ -1,8 +1,9 @@
 """FindCoordinator (10), v0–v6.
 
 v1 adds the key type and error message; v3 is flexible; v4 batches keys (CoordinatorKeys in,
-Coordinators[] out); v5/v6 change only error semantics. Every group is coordinated by this node, at its
-address on the listener the request came in on;
+Coordinators[] out); v5/v6 change only error semantics. A group's coordinator is the node owning its
+offsets partition in the node's view of the cluster (coordinator/cluster.py), at its address on the
+listener the request came in on (COORDINATOR_NOT_AVAILABLE while nobody owns the partition);
 transactions and share groups have no coordinator here.
 """
 
@@ -14,6 +15,7 @@ from protocol.codec import build_response
 
 from ..access import authorized
 from ..acls import AclOperation, ResourceType
+from ..cluster import address
 from . import Request
 
 GROUP, TRANSACTION, SHARE = 0, 1, 2
@@ -24,11 +26,15 @@ VERSIONS = (0, 6)
 
 def _lookup(node, request: Request, key: str, key_type: int) -> dict:
     if key_type == GROUP:
-        if authorized(node, request, AclOperation.DESCRIBE, ResourceType.GROUP, key):
-            adv = request.advertised
-            return {"key": key, "node_id": node.node_id, "host": adv.host, "port": adv.port,
-                    "error_code": ErrorCode.none, "error_message": None}
-        error, message = ErrorCode.group_authorization_failed, None
+        if not authorized(node, request, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+            error, message = ErrorCode.group_authorization_failed, None
+        else:
+            owner = node.cluster.coordinator(node.coordinator.partition(key))
+            at = None if owner is None else address(node.cluster, owner, request.advertised)
+            if at is not None:
+                return {"key": key, "node_id": owner, "host": at[0], "port": at[1], "error_code": ErrorCode.none,
+                        "error_message": None}
+            error, message = ErrorCode.coordinator_not_available, None
     elif key_type == TRANSACTION and not authorized(node, request, AclOperation.DESCRIBE,
                                                     ResourceType.TRANSACTIONAL_ID, key):
         error, message = ErrorCode.transactional_id_authorization_failed, None

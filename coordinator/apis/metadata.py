@@ -6,8 +6,9 @@ epochs; v8 authorized operations (left at Kafka's "not requested" value); v9 is 
 topic ids, answered from v12 as Kafka does (a topic may be asked for by id alone; a non-zero id wins
 over the name, which the Java client sends as "" with an id).
 
-This node is the only broker, the controller, and the leader of every partition (leader epoch -1,
-so no client tries to validate positions). `__consumer_offsets` is listed among all topics and
+The brokers, the controller and each partition's leader come from the node's view of the cluster
+(coordinator/cluster.py; a lone node is all three); leader epoch -1, so no client tries to validate
+positions. An offsets partition's leader is its coordinator (LEADER_NOT_AVAILABLE while none). `__consumer_offsets` is listed among all topics and
 answered by name or id as Kafka does, as an internal topic (coordinator/offsets_topic.py); it is
 never auto-created into the catalog. Requested topics that do not exist are created when
 `auto.create.topics.enable` is on and the request allows it, and are answered without an error
@@ -26,6 +27,7 @@ from storage.catalog import legal_topic_name
 
 from ..access import authorized, authorized_operations
 from ..acls import CLUSTER_NAME, AclOperation, ResourceType
+from ..cluster import broker_entries
 from . import Request
 
 KEY = ApiKey.METADATA
@@ -35,15 +37,19 @@ _ZERO_ID = uuid.UUID(int=0)
 OMITTED = -(2**31)  # authorized operations not asked for
 
 
+def _partition_entry(p: int, leader: int | None) -> dict:
+    if leader is None:
+        return {"error_code": ErrorCode.leader_not_available, "partition_index": p, "leader_id": -1,
+                "leader_epoch": -1, "replica_nodes": (), "isr_nodes": (), "offline_replicas": ()}
+    return {"error_code": ErrorCode.none, "partition_index": p, "leader_id": leader, "leader_epoch": -1,
+            "replica_nodes": (leader,), "isr_nodes": (leader,), "offline_replicas": ()}
+
+
 def topic_entry(node, topic) -> dict:
-    me = node.node_id
-    return {
-        "error_code": ErrorCode.none, "name": topic.name, "topic_id": topic.topic_id,
-        "is_internal": topic is node.offsets_topic,
-        "partitions": [{"error_code": ErrorCode.none, "partition_index": p, "leader_id": me,
-                        "leader_epoch": -1, "replica_nodes": (me,), "isr_nodes": (me,),
-                        "offline_replicas": ()} for p in range(topic.partitions)],
-    }
+    cluster, internal = node.cluster, topic is node.offsets_topic
+    leader = cluster.coordinator if internal else (lambda p: cluster.leader(topic.name, p))
+    return {"error_code": ErrorCode.none, "name": topic.name, "topic_id": topic.topic_id, "is_internal": internal,
+            "partitions": [_partition_entry(p, leader(p)) for p in range(topic.partitions)]}
 
 
 def _error_entry(name: str | None, topic_id: uuid.UUID | None, error: ErrorCode) -> dict:
@@ -104,11 +110,10 @@ def handle(node, request: Request):
         cluster_operations = (authorized_operations(node, request, ResourceType.CLUSTER, CLUSTER_NAME)
                               if authorized(node, request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME,
                                             audit=False) else 0)
-    adv = request.advertised
     return build_response(ApiKey.METADATA, version, {
         "cluster_authorized_operations": cluster_operations,
-        "brokers": [{"node_id": node.node_id, "host": adv.host, "port": adv.port, "rack": None}],
+        "brokers": broker_entries(node.cluster, request.advertised),
         "cluster_id": node.cluster_id,
-        "controller_id": node.node_id,
+        "controller_id": node.cluster.controller_id(),
         "topics": topics,
     })

@@ -1,0 +1,88 @@
+"""The cluster as this node sees it: the brokers clients are told about (each with its advertised
+address per listener), the controller, and which node coordinates each offsets partition.
+
+A lone node is the whole cluster (`SingleNode`). Worker processes on one host and cluster mode
+give other answers through the same view; Metadata, FindCoordinator and the runtime (which
+partitions to load) ask only this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from .settings import Listener
+
+
+@dataclass(frozen=True)
+class Broker:
+    node_id: int
+    # listener name → the address clients of that listener are told; a broker without the
+    # listener a request came in on is not shown to that client
+    addresses: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+    rack: str | None = None
+
+
+class ClusterView:
+    """Who serves what. `coordinator(p)` may change while the node runs (a partition moves): the
+    runtime is told through `GroupCoordinator.gain` / `lose`, the APIs read the view per request."""
+
+    node_id: int
+
+    def brokers(self) -> Sequence[Broker]:
+        raise NotImplementedError
+
+    def controller_id(self) -> int:
+        raise NotImplementedError
+
+    def coordinator(self, partition: int) -> int | None:
+        """The node coordinating offsets partition `partition` now; None while nobody does."""
+        raise NotImplementedError
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The node serving a data topic's partition (the records plane)."""
+        return self.node_id
+
+    def owns(self, partition: int) -> bool:
+        return self.coordinator(partition) == self.node_id
+
+
+class SingleNode(ClusterView):
+    """One node: the only broker, the controller, the coordinator of every partition."""
+
+    def __init__(self, node_id: int) -> None:
+        self.node_id = node_id
+        self._brokers = (Broker(node_id),)  # its own address is always the request's listener's
+
+    def brokers(self) -> Sequence[Broker]:
+        return self._brokers
+
+    def controller_id(self) -> int:
+        return self.node_id
+
+    def coordinator(self, partition: int) -> int | None:
+        return self.node_id
+
+    def owns(self, partition: int) -> bool:
+        return True
+
+
+def address(view: ClusterView, node_id: int, listener: Listener) -> tuple[str, int] | None:
+    """Where a client of `listener` reaches `node_id`: this node at the listener's own advertised
+    address (its port resolved at bind), another at its registered address for that listener."""
+    if node_id == view.node_id:
+        return listener.host, listener.port
+    for broker in view.brokers():
+        if broker.node_id == node_id:
+            return broker.addresses.get(listener.name)
+    return None
+
+
+def broker_entries(view: ClusterView, listener: Listener) -> list[dict]:
+    """Metadata's broker list for a client of `listener`."""
+    entries = []
+    for broker in view.brokers():
+        at = address(view, broker.node_id, listener)
+        if at is not None:
+            entries.append({"node_id": broker.node_id, "host": at[0], "port": at[1], "rack": broker.rack})
+    return entries
