@@ -36,7 +36,12 @@ class Access:
 
     def __init__(self, settings: Settings) -> None:
         self._file = AclFile(settings.data_dir)
-        self.authorizer = Authorizer(settings.super_users, settings.allow_everyone_if_no_acl_found,
+        self._settings = settings
+        self.reload()
+
+    def reload(self) -> None:
+        """The bindings of the file (at start-up, and as another process, the controller worker, wrote it)."""
+        self.authorizer = Authorizer(self._settings.super_users, self._settings.allow_everyone_if_no_acl_found,
                                      (_binding(row) for row in self._file.load()))
 
     def create(self, bindings: Iterable[AclBinding]) -> None:

@@ -7,6 +7,7 @@ import argparse
 import errno
 import logging
 import os
+import signal
 import sys
 
 from storage.files import DataDirError
@@ -15,6 +16,7 @@ from storage.log import partition_dir
 from . import __version__, admin, admin_acls, chaos_cli
 from .config_show import show
 from .settings import ConfigError, Settings, add_config_arguments
+from .workers import SupervisorLink, worker_settings
 
 
 class _Parser(argparse.ArgumentParser):
@@ -29,7 +31,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"groupd {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    add_config_arguments(sub.add_parser("serve", help="run the coordinator"))
+    serve = sub.add_parser("serve", help="run the coordinator")
+    add_config_arguments(serve)
+    serve.add_argument("--workers", type=int, metavar="N", help="worker processes on this host (the setting "
+                       "`workers`; README \"Workers\")")
+    serve.add_argument("--worker", help=argparse.SUPPRESS)  # INDEX:FD, given by the supervisor to each worker
     config = sub.add_parser("config", help="configuration commands")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     show = config_sub.add_parser("show", help="the effective configuration (YAML) and where each value came from")
@@ -102,6 +108,23 @@ def _repair(data_dir: str, partition: int | None) -> int:
     return 1 if any(r.remaining for r in results) else 0
 
 
+def _worker(given: str, settings: Settings) -> SupervisorLink:
+    """`--worker INDEX:FD`: this process is worker INDEX of the supervisor at the other end of FD."""
+    from storage.compaction import die_with_parent
+
+    die_with_parent(signal.SIGTERM)  # a supervisor killed with -9 takes its workers along (each drains)
+    index, fd = (int(x) for x in given.split(":"))
+    return SupervisorLink(index, settings.workers, fd, settings)
+
+
+def _worker_args(args) -> list[str]:
+    """A worker's command line: the supervisor's own sources, so a worker reads the same settings."""
+    out = ["serve"] + (["--config", args.config] if args.config else [])
+    for item in args.set:
+        out += ["--set", item]
+    return out
+
+
 def _fail(message: str, code: int = 1) -> int:
     print(f"groupd: {message}", file=sys.stderr)
     return code
@@ -135,6 +158,8 @@ def _main(argv: list[str] | None) -> int:
         return admin_acls.run(args)
     if args.command == "chaos":
         return chaos_cli.run(args)
+    if getattr(args, "workers", None) is not None:
+        args.set.append(f"workers={args.workers}")
     try:
         settings = Settings.load(args.config, overrides=args.set)
     except ConfigError as e:
@@ -145,14 +170,21 @@ def _main(argv: list[str] | None) -> int:
             print(f"groupd: warning: {warning}", file=sys.stderr)
         print(show(settings, args.json))
         return 0
+    worker = _worker(args.worker, settings) if args.worker else None
     logging.basicConfig(level=settings.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    for warning in settings.warnings:
-        logging.getLogger("groupd").warning("%s", warning)
-    from .server import run
-
+                        format="%(asctime)s %(levelname)s %(name)s" + (f"[{worker.index}]" if worker else "") +
+                        " %(message)s")
+    if worker is None:
+        for warning in settings.warnings:  # a worker's are its supervisor's
+            logging.getLogger("groupd").warning("%s", warning)
     try:
-        run(settings)
+        if worker is None and settings.workers > 1:
+            from . import supervisor
+
+            return supervisor.run(settings, _worker_args(args))
+        from .server import run
+
+        run(worker_settings(settings, worker.index) if worker else settings, worker)
     except ConfigError as e:  # what only serving finds out: a keystore that does not load
         print(f"groupd: configuration error: {e}", file=sys.stderr)
         return 2

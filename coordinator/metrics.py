@@ -193,7 +193,9 @@ class CoordinatorCollector:
         n_members = n_offsets = n_unreconciled = 0
         for p, shard in enumerate(groups.shards):
             state = groups.states[p].value
-            for s in ("loading", "active", "failed", "unowned"):
+            if state == "unowned":  # another node's (a worker's): it reports the partition, and merged
+                continue            # scrapes add the workers' series up
+            for s in ("loading", "active", "failed"):
                 partition_state.add_metric([str(p), s], 1.0 if s == state else 0.0)
             writer = groups.writers[p]
             if writer is not None:
@@ -394,5 +396,6 @@ async def serve(settings, node) -> str | None:
     routes = {url.path or "/metrics": exposition, "/": exposition, "/healthz": readiness.alive,
               "/ready": lambda: readiness.ready(node.coordinator)}
     open_: dict[_Exposition, None] = {}
-    Listener("metrics", url.hostname or "0.0.0.0", url.port, lambda: _Exposition(routes, open_), backlog=128)
-    return settings.metrics_url
+    listener = Listener("metrics", url.hostname or "0.0.0.0", url.port, lambda: _Exposition(routes, open_),
+                        backlog=128)
+    return url._replace(netloc=f"{url.hostname}:{listener.address[1]}").geturl()  # port 0: the one bound

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Callable
 
 from storage.catalog import Topic, TopicCatalog, load_cluster_id
-from storage.files import DataDirLock, prepare_data_dir
+from storage.files import LOCK_FILE, DataDirLock, prepare_data_dir
 from storage.group_configs import GroupConfigStore
 
 from .access import Access
@@ -25,13 +25,14 @@ log = logging.getLogger("groupd")
 
 
 class Node:
-    def __init__(self, settings: Settings, users: Users | None = None, cluster: ClusterView | None = None) -> None:
+    def __init__(self, settings: Settings, users: Users | None = None, cluster: ClusterView | None = None,
+                 lock_file: str = LOCK_FILE) -> None:
         self.settings = settings
         self.node_id = settings.node_id
         self.cluster = cluster or SingleNode(settings.node_id)  # the brokers, and who coordinates what
         prepare_data_dir(settings.data_dir)
         # before anything reads the directory: a second server on it would write the same log
-        self.lock = DataDirLock(settings.data_dir).acquire("groupd serve")
+        self.lock = DataDirLock(settings.data_dir, lock_file).acquire("groupd serve")
         self.cluster_id = load_cluster_id(settings.data_dir, settings.node_id)
         self.catalog = TopicCatalog(settings.data_dir)
         # ACL authorization, on when authorizer.class.name is set (coordinator/access.py)
@@ -45,6 +46,8 @@ class Node:
         # the group coordinator of every offsets partition
         self.coordinator = GroupCoordinator(settings, self.group_configs.overrides, self.cluster)
         self.faults = FaultTable()  # injected faults (coordinator/chaos.py), armed through the admin endpoint
+        # a worker that is not the controller hands auto-creates to it (coordinator/workers.py)
+        self.forward_create: Callable[[str], None] | None = None
         self._held: dict[asyncio.TimerHandle, tuple[asyncio.Future, Any]] = {}
         self.closing = False
         # large answers (coordinator/apis.answer_off_loop), one at a time
@@ -67,10 +70,25 @@ class Node:
             log.warning("topic %s has %d partitions, more than the %d in the config; partitions "
                         "cannot be removed, keeping %d", name, topic.partitions, partitions, topic.partitions)
 
-    def auto_create(self, name: str) -> Topic:
+    @property
+    def is_controller(self) -> bool:
+        """Whether this node writes the topic catalog, ACLs, SCRAM users and group configs."""
+        return self.cluster.controller_id() == self.node_id
+
+    def auto_create(self, name: str) -> Topic | None:
+        """The new topic; None when the controller is another worker: it is asked to create the topic,
+        which the client's next Metadata finds (Kafka's brokers forward an auto-create the same way)."""
+        if self.forward_create is not None:
+            self.forward_create(name)
+            return None
         topic = self.catalog.create(name, self.settings.num_partitions)
         log.info("topic created topic=%s partitions=%d reason=auto-create", name, topic.partitions)
         return topic
+
+    def create_forwarded(self, name: str) -> None:
+        """The controller: an auto-create another worker handed over (unless the topic exists by now)."""
+        if self.catalog.get(name) is None:
+            self.auto_create(name)
 
     def log_topic_change(self, what: str, name: str, partitions: int, request: Any) -> None:
         log.info("topic %s topic=%s partitions=%d client=%s host=%s", what, name, partitions,

@@ -42,6 +42,10 @@ class ScramUsers:
     def __init__(self, data_dir: str, users: Users) -> None:
         self.users = users
         self._file = ScramFile(data_dir)
+        self.reload()
+
+    def reload(self) -> None:
+        """Apply the file's entries (at start-up, and as another process, the controller worker, wrote them)."""
         self._entries: Entries = self._file.load()
         self._apply(self._entries)
 

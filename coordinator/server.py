@@ -8,6 +8,7 @@ import logging
 import signal
 import time
 
+from storage.files import node_lock_file
 from storage.topic_data import plane_for
 
 from . import metrics, readiness
@@ -20,6 +21,8 @@ from .node import Node
 from .sasl import Users
 from .security import Endpoint, authentication_failed, endpoints, failure_log, oauth_jwks
 from .settings import Settings
+from .shared_files import CHECK_INTERVAL_S, SharedFiles
+from .workers import SupervisorLink
 from .tls_transport import TlsTransport
 from .system_clock import wall_ms
 
@@ -39,8 +42,9 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 
 class Server:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, worker: SupervisorLink | None = None) -> None:
         self.settings = settings
+        self.worker = worker  # worker i of N under a supervisor (coordinator/workers.py), else None
         self.node: Node | None = None
         self.connections: set[Connection] = set()
         self.request_memory = RequestMemory(settings.queued_max_request_bytes)
@@ -51,11 +55,16 @@ class Server:
         self._log_timer: asyncio.TimerHandle | None = None
         self._retention_timer: asyncio.TimerHandle | None = None
         self._admin: AdminEndpoint | None = None
+        self._shared_timer: asyncio.TimerHandle | None = None
 
     async def startup(self) -> None:
         started = time.monotonic()
         # one Users for every SASL listener and the SCRAM admin APIs (coordinator/security.endpoints)
-        self.node = Node(self.settings, next((e.users for e in self.endpoints if e.users is not None), None))
+        users = next((e.users for e in self.endpoints if e.users is not None), None)
+        if self.worker is None:
+            self.node = Node(self.settings, users)
+        else:
+            self.node = Node(self.settings, users, self.worker.view, node_lock_file(self.settings.node_id))
         metrics_url = await metrics.serve(self.settings, self.node)
         self.node.coordinator.start()  # partitions load off the loop and answer LOAD_IN_PROGRESS until then
         for listener, endpoint in zip(self.settings.listeners, self.endpoints):
@@ -66,6 +75,8 @@ class Server:
             self.jwks.start()
         if plane_for(self.node) is not None:
             self._check_records_retention()
+        if self.worker is not None:
+            await self._start_worker(metrics_url)
         bound = ", ".join(f"{l.name}://{l.address[0]}:{l.address[1]}" for l in self._listeners)
         advertised = ", ".join(f"{e.name}://{e.advertised.host}:{e.advertised.port} ({e.protocol})"
                                for e in self.endpoints)
@@ -83,6 +94,20 @@ class Server:
         self._admin = AdminEndpoint(Chaos(self.node, self.connections), lambda: readiness.is_ready(coordinator),
                                     users, frozenset(self.settings.super_users))
         return await self._admin.start(self.settings.admin_listener)
+
+    async def _start_worker(self, metrics_url: str | None) -> None:
+        """Report to the supervisor; a worker that is not the controller follows the controller's files
+        and hands it auto-creates."""
+        worker = self.worker
+        await worker.start(self.node, metrics_url, lambda: self.request_stop("supervisor-gone"))
+        if not self.node.is_controller:
+            self.node.forward_create = lambda name: worker.send(create_topic=name)
+            self._follow_shared_files(SharedFiles(self.node))
+
+    def _follow_shared_files(self, shared: SharedFiles) -> None:
+        shared.check()
+        self._shared_timer = asyncio.get_running_loop().call_later(CHECK_INTERVAL_S, self._follow_shared_files,
+                                                                   shared)
 
     def _listen(self, host: str, port: int, endpoint: Endpoint) -> None:
         def connection() -> Connection:
@@ -123,7 +148,7 @@ class Server:
             self._stop.set()
 
     async def shutdown(self) -> None:
-        for timer in (self._log_timer, self._retention_timer):
+        for timer in (self._log_timer, self._retention_timer, self._shared_timer):
             if timer is not None:
                 timer.cancel()
         if self.jwks is not None:
@@ -142,6 +167,8 @@ class Server:
         if self.node is not None:
             await self.node.coordinator.close()  # in-flight writes finish, every log is fsynced and closed
             self.node.close()  # releases the data dir's lock
+        if self.worker is not None:
+            self.worker.close()
         log.info("groupd stopped")
 
     async def serve(self) -> None:
@@ -160,9 +187,9 @@ class Server:
                 signal.signal(sig, handler)
 
 
-def run(settings: Settings) -> None:
+def run(settings: Settings, worker: SupervisorLink | None = None) -> None:
     loop = new_event_loop()
     try:
-        loop.run_until_complete(Server(settings).serve())
+        loop.run_until_complete(Server(settings, worker).serve())
     finally:
         loop.close()

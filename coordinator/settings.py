@@ -264,6 +264,9 @@ KEYS: tuple[Key, ...] = (
     Key("sasl.oauthbearer.clock.skew.seconds", 30, _int(0),
         "OAUTHBEARER: tolerance applied to a token's exp, iat and nbf"),
     Key("node.id", 1, _int(0, 2**31 - 1), "this server's broker id in Metadata and FindCoordinator"),
+    Key("workers", 1, _int(1, 256), "worker processes on this host (`groupd serve --workers N`): worker i is "
+        "node.id + i on every listener's port + i and coordinates the offsets partitions p with p mod N = i; "
+        "1 = one process"),
     Key("data.dir", "data", _str, "directory for the offsets log, the topic catalog and the cluster id"),
     Key("num.partitions", 1, _int(1, MAX_TOPIC_PARTITIONS), "partitions of an auto-created topic"),
     Key("topic.max.partitions", 10000, _int(1, MAX_TOPIC_PARTITIONS),
@@ -394,6 +397,7 @@ class Settings:
     sasl_oauthbearer_scope_claim_name: str
     sasl_oauthbearer_clock_skew_seconds: int
     node_id: int
+    workers: int
     data_dir: str
     num_partitions: int
     topic_max_partitions: int
@@ -540,6 +544,9 @@ class Settings:
             raise ConfigError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
         self._check_listeners()
         self._check_security()
+        if self.workers > 1 and not all(l.port for l in self.listeners):
+            raise ConfigError("workers > 1 needs a fixed port on every listener (worker i listens on port + i), "
+                              "not port 0")
 
     def _check_listeners(self) -> None:
         names = [l.name for l in self.listeners]

@@ -42,19 +42,41 @@ class TopicCatalog:
         self._by_id: dict[uuid.UUID, Topic] = {}
         self.version = 0  # bumped by every change: consumer groups refresh their topic metadata on it
         self.created_version = 0  # the version of the last creation: consumer groups re-resolve regexes on it
-        if os.path.exists(self._path):
-            try:
-                with open(self._path, encoding="utf-8") as f:
-                    for entry in json.load(f)["topics"]:
-                        if not legal_topic_name(entry["name"]) or not isinstance(entry["partitions"], int) \
-                                or entry["partitions"] < 1:
-                            raise ValueError(f"bad entry {entry!r}")
-                        self._index(Topic(entry["name"], entry["partitions"], uuid.UUID(entry["id"])))
-            except OSError as e:
-                raise DataDirError(f"cannot read the topic catalog {self._path}: {e.strerror}") from None
-            except (ValueError, KeyError, TypeError, AttributeError) as e:  # JSONDecodeError is a ValueError
-                raise DataDirError(f"the topic catalog {self._path} is damaged ({type(e).__name__}: {e}); restore "
-                                   "it from a backup, or move it away to start with no topics (new topic ids)") from None
+        for topic in self._read():
+            self._index(topic)
+
+    def _read(self) -> list[Topic]:
+        if not os.path.exists(self._path):
+            return []
+        try:
+            with open(self._path, encoding="utf-8") as f:
+                topics = []
+                for entry in json.load(f)["topics"]:
+                    if not legal_topic_name(entry["name"]) or not isinstance(entry["partitions"], int) \
+                            or entry["partitions"] < 1:
+                        raise ValueError(f"bad entry {entry!r}")
+                    topics.append(Topic(entry["name"], entry["partitions"], uuid.UUID(entry["id"])))
+                return topics
+        except OSError as e:
+            raise DataDirError(f"cannot read the topic catalog {self._path}: {e.strerror}") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as e:  # JSONDecodeError is a ValueError
+            raise DataDirError(f"the topic catalog {self._path} is damaged ({type(e).__name__}: {e}); restore "
+                               "it from a backup, or move it away to start with no topics (new topic ids)") from None
+
+    def reload(self) -> bool:
+        """Take the file as another process (the controller worker) wrote it; True when it changed."""
+        topics = {t.name: t for t in self._read()}
+        if topics == self._by_name:
+            return False
+        created = topics.keys() - self._by_name.keys()
+        self.version += 1
+        if created:
+            self.created_version = self.version
+        self._by_name.clear()
+        self._by_id.clear()
+        for t in topics.values():
+            self._index(t)
+        return True
 
     def __len__(self) -> int:
         return len(self._by_name)

@@ -41,12 +41,13 @@ class CompactionResult:
         return self.bytes_before - self.bytes_after
 
 
-def die_with_parent() -> None:
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
     """Run in a compaction process as it starts: it gets SIGKILL when the server dies (Linux), so a
     `kill -9` of the server never leaves a cleaner at work beside the next server's. Killed
-    mid-rewrite it leaves a `.cleaned` file, which the next load deletes."""
+    mid-rewrite it leaves a `.cleaned` file, which the next load deletes. (A worker process asks for
+    SIGTERM: it drains as a server does when its supervisor dies.)"""
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        ctypes.CDLL(None, use_errno=True).prctl(1, sig)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # not Linux: the process outlives a killed server
         pass
     if os.getppid() == 1:  # the server died before the call above took effect

@@ -12,6 +12,12 @@ import tempfile
 LOCK_FILE = ".lock"  # Kafka's name for a log dir's lock
 
 
+def node_lock_file(node_id: int) -> str:
+    """The lock of one node among several on a directory (worker processes): the supervisor holds
+    `.lock`, each worker its node's, so two processes serving the same node id refuse."""
+    return f".lock-node-{node_id}"
+
+
 class DataDirError(Exception):
     """The data directory cannot be used; the message is one line that names the file and what
     to do about it."""
@@ -58,8 +64,8 @@ class DataDirLock:
     file holds the holder's pid, for the refusal to name it. The lock lasts as long as the open
     file: `release()`, process exit or a crash all end it (the file itself stays, as Kafka's)."""
 
-    def __init__(self, data_dir: str) -> None:
-        self.path = os.path.join(data_dir, LOCK_FILE)
+    def __init__(self, data_dir: str, name: str = LOCK_FILE) -> None:
+        self.path = os.path.join(data_dir, name)
         self._file = None
 
     def acquire(self, who: str = "groupd") -> DataDirLock:

@@ -17,18 +17,30 @@ class GroupConfigStore:
         self._path = os.path.join(data_dir, GROUP_CONFIGS_FILE)
         # group id → config name → value; changed in place, so readers holding it see every change
         self.overrides: dict[str, dict[str, int]] = {}
-        if os.path.exists(self._path):
-            try:
-                with open(self._path, encoding="utf-8") as f:
-                    for group_id, configs in json.load(f)["groups"].items():
-                        if not all(isinstance(k, str) and type(v) is int for k, v in configs.items()):
-                            raise ValueError(f"bad entry for group {group_id!r}")
-                        self.overrides[group_id] = dict(configs)
-            except OSError as e:
-                raise DataDirError(f"cannot read the group configs {self._path}: {e.strerror}") from None
-            except (ValueError, KeyError, TypeError, AttributeError) as e:
-                raise DataDirError(f"the group configs {self._path} are damaged ({type(e).__name__}: {e}); restore "
-                                   "them from a backup, or move the file away to start with no overrides") from None
+        self.overrides.update(self._read())
+
+    def _read(self) -> dict[str, dict[str, int]]:
+        if not os.path.exists(self._path):
+            return {}
+        overrides = {}
+        try:
+            with open(self._path, encoding="utf-8") as f:
+                for group_id, configs in json.load(f)["groups"].items():
+                    if not all(isinstance(k, str) and type(v) is int for k, v in configs.items()):
+                        raise ValueError(f"bad entry for group {group_id!r}")
+                    overrides[group_id] = dict(configs)
+        except OSError as e:
+            raise DataDirError(f"cannot read the group configs {self._path}: {e.strerror}") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise DataDirError(f"the group configs {self._path} are damaged ({type(e).__name__}: {e}); restore "
+                               "them from a backup, or move the file away to start with no overrides") from None
+        return overrides
+
+    def reload(self) -> None:
+        """Take the file as another process (the controller worker) wrote it."""
+        new = self._read()
+        self.overrides.clear()
+        self.overrides.update(new)
 
     def set(self, group_id: str, configs: dict[str, int]) -> None:
         """The group's overrides become `configs` (none: the group has no entry), durably."""

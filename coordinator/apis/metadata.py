@@ -99,6 +99,9 @@ def handle(node, request: Request):
                     topics.append(_error_entry(name, None, ErrorCode.topic_authorization_failed))
                     continue
                 topic = node.auto_create(name)
+                if topic is None:  # the controller worker creates it: the client asks again
+                    topics.append(_error_entry(name, None, ErrorCode.leader_not_available))
+                    continue
             topics.append(topic_entry(node, topic) if topic else
                           _error_entry(name, None, ErrorCode.unknown_topic_or_partition))
     if getattr(body, "include_topic_authorized_operations", False):  # v8+ (KIP-430): for the topics returned
