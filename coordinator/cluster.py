@@ -46,6 +46,11 @@ class ClusterView:
     def owns(self, partition: int) -> bool:
         return self.coordinator(partition) == self.node_id
 
+    def leads(self, topic: str, partition: int) -> bool:
+        """Whether this node serves the data partition: Produce, Fetch and ListOffsets elsewhere answer
+        NOT_LEADER_OR_FOLLOWER, and the client refreshes its metadata, as from Kafka."""
+        return self.leader(topic, partition) == self.node_id
+
 
 class SingleNode(ClusterView):
     """One node: the only broker, the controller, the coordinator of every partition."""

@@ -29,9 +29,11 @@ def free_port() -> int:
 class GroupdProcess:
     """`groupd serve` as a child process, bound to a free loopback port."""
 
-    def __init__(self, data_dir: str, *settings: str, port: int | None = None) -> None:
+    def __init__(self, data_dir: str, *settings: str, port: int | None = None,
+                 ready: str = "offsets log loaded") -> None:
         self.data_dir = data_dir
         self.port = port or free_port()
+        self.ready = ready  # the log line that says every offsets partition is loaded (workers: "workers ready")
         self.settings = list(settings)
         self.proc: subprocess.Popen | None = None
         self.log_path = os.path.join(data_dir, f"groupd-{self.port}.log")
@@ -57,7 +59,7 @@ class GroupdProcess:
                 raise RuntimeError(f"groupd exited with {self.proc.returncode}:\n{self.log()}")
             # ready, and every offsets partition loaded (or failed): requests no longer meet
             # COORDINATOR_LOAD_IN_PROGRESS
-            if "offsets log loaded" in self.log()[seen:]:
+            if self.ready in self.log()[seen:]:
                 return self
             time.sleep(0.05)
         self.kill()  # no fixture will stop a server that never started: it would outlive the test run

@@ -28,6 +28,9 @@ log = logging.getLogger("groupd.security")
 
 def handle(node, request: Request):
     body = request.body
+    if not node.is_controller:  # another worker writes the credentials: the client asks it again there
+        names = dict.fromkeys(e.name for e in (*body.deletions, *body.upsertions))
+        return _response([Result(n, ErrorCode.not_controller, None) for n in names])
     if not authorized(node, request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         names = sorted({e.name for e in (*body.deletions, *body.upsertions)})
         return _response([Result(n, ErrorCode.cluster_authorization_failed, None) for n in names])

@@ -28,6 +28,8 @@ log = logging.getLogger("groupd.authorizer")
 
 def handle(node, request: Request):
     creations = request.body.creations
+    if not node.is_controller:  # another worker writes the ACLs
+        return _response(request.version, [(ErrorCode.not_controller, None)] * len(creations))
     refusal = refused(node, request, AclOperation.ALTER)
     if refusal is not None:
         return _response(request.version, [refusal] * len(creations))

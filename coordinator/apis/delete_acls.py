@@ -27,6 +27,8 @@ log = logging.getLogger("groupd.authorizer")
 
 def handle(node, request: Request):
     filters = request.body.filters
+    if not node.is_controller:  # another worker writes the ACLs
+        return _failed(request.version, [(ErrorCode.not_controller, None)] * len(filters))
     refusal = refused(node, request, AclOperation.ALTER)
     if refusal is not None:
         return _failed(request.version, [refusal] * len(filters))

@@ -42,6 +42,11 @@ def _delete(node, name: str | None, topic_id, request: Request, cluster: bool) -
 
 def handle(node, request: Request):
     body = request.body
+    if not node.is_controller:  # another worker writes the catalog: the client asks it (Metadata's controller)
+        return build_response(ApiKey.DELETE_TOPICS, request.version, {"responses": [
+            {"name": name, "topic_id": topic_id, "error_code": ErrorCode.not_controller, "error_message": None}
+            for name, topic_id in ([(t.name, t.topic_id) for t in body.topics] if request.version >= 6
+                                   else [(n, None) for n in body.topic_names])]})
     cluster = authorized(node, request, AclOperation.DELETE, ResourceType.CLUSTER, CLUSTER_NAME, audit=False)
     if request.version >= 6:
         results = [_delete(node, t.name, t.topic_id, request, cluster) for t in body.topics]

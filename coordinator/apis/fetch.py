@@ -229,6 +229,10 @@ def _read(node, plane, body, denied: set[str],
                 partitions.append(_unknown(p.partition))
                 error = True
                 continue
+            if not node.cluster.leads(topic.name, p.partition):
+                partitions.append(_unknown(p.partition, ErrorCode.not_leader_or_follower))
+                error = True
+                continue
             key = (topic.topic_id, p.partition)
             log = plane.peek(key)
             start, end = (log.log_start, log.high_watermark) if log is not None else (0, 0)

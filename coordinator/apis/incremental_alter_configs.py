@@ -65,6 +65,8 @@ def _alter(node, request: Request, resource_type: int, name: str, configs: list,
         return ErrorCode.invalid_request, f"Unexpected resource type {resource_type}"
     if not name:
         return ErrorCode.invalid_request, "Group name must not be empty"
+    if not node.is_controller:  # another worker writes the group configs: the client asks it again there
+        return ErrorCode.not_controller, None
     try:
         overrides = change(node.group_configs.overrides.get(name, {}), configs)
         validate(overrides, node.settings)

@@ -92,6 +92,9 @@ def handle(node, request: Request):
         elif plane is None:
             partitions = [_answer(topic, p.partition_index, p.timestamp) for p in t.partitions]
         else:
-            partitions = [_answer_memory(plane, topic, p.partition_index, p.timestamp) for p in t.partitions]
+            partitions = [_answer_memory(plane, topic, p.partition_index, p.timestamp)
+                          if topic is None or node.cluster.leads(topic.name, p.partition_index) else
+                          {"partition_index": p.partition_index, "error_code": ErrorCode.not_leader_or_follower}
+                          for p in t.partitions]
         topics.append({"name": t.name, "partitions": partitions})
     return build_response(ApiKey.LIST_OFFSETS, request.version, {"topics": topics})

@@ -92,6 +92,9 @@ def handle(node, request: Request):
             elif topic is None or not 0 <= p.index < topic.partitions:
                 partitions.append(_partition(p.index, ErrorCode.unknown_topic_or_partition,
                                              message="This server does not host this topic-partition."))
+            elif not node.cluster.leads(topic.name, p.index):
+                partitions.append(_partition(p.index, ErrorCode.not_leader_or_follower,
+                                             message="This server is not the leader for that topic-partition."))
             else:
                 r = plane.append((topic.topic_id, p.index), p.records, request.version, now, live_ids)
                 partitions.append(_partition(p.index, r.error, r.base_offset, r.log_start_offset, r.message))

@@ -1,0 +1,207 @@
+"""`groupd serve --workers 2` over the wire: the real supervisor and its two worker processes on
+127.0.0.1 (worker i: node.id 1 + i on port + i). Every worker lists both in Metadata and names the
+owner in FindCoordinator; a group's requests to the other worker answer NOT_COORDINATOR; the catalog's
+writer is worker 0 (the controller); a data partition has one leader; a killed worker comes back with
+its offsets; SIGTERM drains both; the data dir refuses a second server."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from coordinator.partitioning import partition_for
+from protocol import ErrorCode
+from protocol.apis import ApiKey
+from tests.harness import wait_until
+from tests.support import ROOT, GroupdProcess, WireClient, commit_offsets, free_port
+
+PARTITIONS = 50
+
+
+def free_ports(n: int) -> int:
+    """A port p with p .. p + n - 1 all free now."""
+    while True:
+        port = free_port()
+        try:
+            for i in range(1, n):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port + i))
+            return port
+        except OSError:
+            continue
+
+
+def group_on(worker: int, prefix: str = "g") -> str:
+    """A group id whose offsets partition worker `worker` of 2 coordinates."""
+    return next(g for g in (f"{prefix}{i}" for i in range(10_000)) if partition_for(g, PARTITIONS) % 2 == worker)
+
+
+def start_workers(data_dir: str, *settings: str, metrics: int | None = None) -> GroupdProcess:
+    return GroupdProcess(data_dir, "workers=2", "group.initial.rebalance.delay.ms=0", *settings,
+                         *([f"metrics.listener=http://127.0.0.1:{metrics}/metrics"] if metrics else []),
+                         port=free_ports(2), ready="workers ready").start(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def metrics_port():
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, metrics_port):
+    s = start_workers(str(tmp_path_factory.mktemp("workers")), "topics=t:2", metrics=metrics_port)
+    yield s
+    assert s.stop() == 0, s.log()
+
+
+def at(server: GroupdProcess, worker: int) -> str:
+    return f"127.0.0.1:{server.port + worker}"
+
+
+def find(bootstrap: str, group: str):
+    with WireClient(bootstrap) as w:
+        return w.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]}).coordinators[0]
+
+
+def offset_fetch(bootstrap: str, group: str, topic: str = "t"):
+    with WireClient(bootstrap) as w:
+        return w.request(ApiKey.OFFSET_FETCH, 7, {"group_id": group, "topics": [
+            {"name": topic, "partition_indexes": [0, 1]}], "require_stable": False})
+
+
+def metadata(bootstrap: str, topics, allow_auto_topic_creation: bool = False):
+    with WireClient(bootstrap) as w:
+        return w.request(ApiKey.METADATA, 12, {
+            "topics": None if topics is None else [{"name": t, "topic_id": None} for t in topics],
+            "allow_auto_topic_creation": allow_auto_topic_creation, "include_topic_authorized_operations": False})
+
+
+def worker_pid(server: GroupdProcess, worker: int) -> int:
+    return int(re.findall(rf"worker started worker={worker} node\.id=\d+ pid=(\d+)", server.log())[-1])
+
+
+@pytest.mark.parametrize("worker", [0, 1])
+def test_metadata_on_every_worker_lists_both_and_the_owner_of_each_offsets_partition(server, worker):
+    response = metadata(at(server, worker), None)
+    assert [(b.node_id, b.host, b.port) for b in response.brokers] == [
+        (1, "127.0.0.1", server.port), (2, "127.0.0.1", server.port + 1)]
+    assert response.controller_id == 1
+    topics = {t.name: t for t in response.topics}
+    assert [p.leader_id for p in topics["__consumer_offsets"].partitions] == [1 + p % 2 for p in range(PARTITIONS)]
+    assert [p.leader_id for p in topics["t"].partitions] == [1, 2]
+
+
+@pytest.mark.parametrize("asked", [0, 1])
+def test_find_coordinator_names_the_worker_that_owns_the_groups_partition(server, asked):
+    for owner in (0, 1):
+        answer = find(at(server, asked), group_on(owner))
+        assert (answer.error_code, answer.node_id, answer.port) == (ErrorCode.none, 1 + owner, server.port + owner)
+
+
+def test_a_group_asked_at_the_other_worker_answers_not_coordinator_and_is_served_by_its_owner(server):
+    group = group_on(1, "nc")
+    with WireClient(at(server, 0)) as w:
+        reply = w.request(ApiKey.OFFSET_COMMIT, 8, {
+            "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 5,
+                                                     "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+        assert reply.topics[0].partitions[0].error_code is ErrorCode.not_coordinator
+        assert w.request(ApiKey.HEARTBEAT, 4, {"group_id": group, "generation_id": 1, "member_id": "m",
+                                               "group_instance_id": None}).error_code is ErrorCode.not_coordinator
+    commit_offsets(at(server, 1), group, "t", {0: 5})
+    assert offset_fetch(at(server, 1), group).topics[0].partitions[0].committed_offset == 5
+    assert offset_fetch(at(server, 0), group).error_code is ErrorCode.not_coordinator
+
+
+def test_topics_are_written_by_the_controller_and_seen_by_the_other_worker(server):
+    body = {"topics": [{"name": "created", "num_partitions": 3, "replication_factor": -1, "assignments": [],
+                        "configs": []}], "timeout_ms": 5000, "validate_only": False}
+    with WireClient(at(server, 1)) as w:
+        assert w.request(ApiKey.CREATE_TOPICS, 7, body).topics[0].error_code is ErrorCode.not_controller
+    with WireClient(at(server, 0)) as w:
+        assert w.request(ApiKey.CREATE_TOPICS, 7, body).topics[0].error_code is ErrorCode.none
+
+    def partitions_seen():
+        topic = metadata(at(server, 1), ["created"]).topics[0]
+        return topic.error_code is ErrorCode.none and len(topic.partitions)
+
+    assert wait_until(partitions_seen, timeout=10, what="the new topic on worker 1") == 3
+
+
+def test_an_auto_create_on_the_other_worker_is_done_by_the_controller(server):
+    first = metadata(at(server, 1), ["auto"], allow_auto_topic_creation=True).topics[0]
+    assert first.error_code is ErrorCode.leader_not_available  # Kafka's answer while the controller creates it
+
+    def created():
+        return all(metadata(at(server, w), ["auto"]).topics[0].error_code is ErrorCode.none for w in (0, 1))
+
+    wait_until(created, timeout=10, what="the auto-created topic on both workers")
+    assert "topic created topic=auto partitions=1 reason=auto-create" in server.log()
+
+
+def test_a_data_partition_is_served_by_its_leader_only(server):
+    with WireClient(at(server, 0)) as w:
+        reply = w.request(ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": "t", "partitions": [{"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1},
+                                         {"partition_index": 1, "timestamp": -1, "current_leader_epoch": -1}]}]})
+    assert [p.error_code for p in reply.topics[0].partitions] == [ErrorCode.none, ErrorCode.not_leader_or_follower]
+
+
+def test_one_metrics_endpoint_for_both_workers(server, metrics_port):
+    base = f"http://127.0.0.1:{metrics_port}"
+    with urllib.request.urlopen(f"{base}/ready", timeout=10) as r:
+        assert json.load(r) == {"status": "ready", "workers": 2, "ready": 2}
+    with urllib.request.urlopen(f"{base}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    active = re.findall(r'^groupd_partition_state\{offsets_partition="(\d+)",state="active"\} 1\.0$', text, re.M)
+    assert sorted(map(int, active)) == list(range(PARTITIONS))  # each partition once, by its owner
+    assert re.search(r'^process_start_time_seconds\{worker="0"\}', text, re.M)
+    assert re.search(r'^process_start_time_seconds\{worker="1"\}', text, re.M)
+
+
+def test_a_killed_worker_is_restarted_and_its_offsets_are_intact(server, metrics_port):
+    group = group_on(1, "kill")
+    commit_offsets(at(server, 1), group, "t", {0: 42, 1: 7})
+    seen = server.log().count("worker ready worker=1 ")
+    os.kill(worker_pid(server, 1), signal.SIGKILL)
+    wait_until(lambda: server.log().count("worker ready worker=1 ") > seen, timeout=60, what="worker 1 again")
+    assert "worker exited worker=1 node.id=2 code=-9" in server.log()
+    partitions = offset_fetch(at(server, 1), group).topics[0].partitions
+    assert [(p.partition_index, p.committed_offset) for p in partitions] == [(0, 42), (1, 7)]
+    assert find(at(server, 0), group).error_code is ErrorCode.none
+
+
+def test_the_data_dir_refuses_a_second_supervisor_and_a_lone_server(server):
+    for extra in (["--set", "workers=2"], []):
+        done = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--set", f"data.dir={server.data_dir}",
+                               "--set", f"listeners=PLAINTEXT://127.0.0.1:{free_ports(2)}", "--set",
+                               "metrics.listener=", *extra], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 1, done.stderr
+        assert "is in use" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_sigterm_drains_every_worker_and_exits_zero_with_their_commits_kept(tmp_path):
+    s = start_workers(str(tmp_path), "topics=t:2")
+    for worker in (0, 1):
+        commit_offsets(at(s, worker), group_on(worker, "drain"), "t", {0: 10 + worker})
+    assert s.stop(signal.SIGTERM, timeout=60) == 0, s.log()
+    log = s.log()
+    for worker in (0, 1):
+        assert f"worker stopped worker={worker} node.id={1 + worker} code=0" in log
+    assert "supervisor stopped workers=2" in log
+    s.start(timeout=60)
+    try:
+        for worker in (0, 1):
+            partitions = offset_fetch(at(s, worker), group_on(worker, "drain")).topics[0].partitions
+            assert partitions[0].committed_offset == 10 + worker
+    finally:
+        assert s.stop() == 0, s.log()
