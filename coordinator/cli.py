@@ -16,7 +16,8 @@ from storage.log import partition_dir
 from . import __version__, admin, admin_acls, chaos_cli
 from .config_show import show
 from .settings import ConfigError, Settings, add_config_arguments
-from .workers import SupervisorLink, worker_settings
+from .supervisor_link import SupervisorLink
+from .workers import worker_settings
 
 
 class _Parser(argparse.ArgumentParser):

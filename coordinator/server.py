@@ -22,7 +22,7 @@ from .sasl import Users
 from .security import Endpoint, authentication_failed, endpoints, failure_log, oauth_jwks
 from .settings import Settings
 from .shared_files import CHECK_INTERVAL_S, SharedFiles
-from .workers import SupervisorLink
+from .supervisor_link import SupervisorLink
 from .tls_transport import TlsTransport
 from .system_clock import wall_ms
 
