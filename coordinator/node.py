@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from storage.catalog import Topic, TopicCatalog, load_cluster_id
-from storage.files import LOCK_FILE, DataDirLock, prepare_data_dir
+from storage.files import LOCK_FILE, DataDirLock, node_lock_file, prepare_data_dir
 from storage.group_configs import GroupConfigStore
 
 from .access import Access
@@ -26,12 +26,14 @@ log = logging.getLogger("groupd")
 
 class Node:
     def __init__(self, settings: Settings, users: Users | None = None, cluster: ClusterView | None = None,
-                 lock_file: str = LOCK_FILE) -> None:
+                 shares_data_dir: bool = False) -> None:
         self.settings = settings
         self.node_id = settings.node_id
         self.cluster = cluster or SingleNode(settings.node_id)  # the brokers, and who coordinates what
         prepare_data_dir(settings.data_dir)
         # before anything reads the directory: a second server on it would write the same log
+        # (worker processes share one: each locks its node's file, its supervisor holds .lock)
+        lock_file = node_lock_file(settings.node_id) if shares_data_dir else LOCK_FILE
         self.lock = DataDirLock(settings.data_dir, lock_file).acquire("groupd serve")
         self.cluster_id = load_cluster_id(settings.data_dir, settings.node_id)
         self.catalog = TopicCatalog(settings.data_dir)
@@ -40,7 +42,8 @@ class Node:
         # SCRAM credentials of the admin APIs, applied to the Users the SASL listeners share
         self.scram_users = ScramUsers(settings.data_dir, users or Users(settings.sasl_users, ()))
         self.offsets_topic = offsets_topic.topic(settings, self.cluster_id)  # internal: never in the catalog
-        for name, partitions in settings.topics.items():
+        # on a shared data dir the controller is the catalog's single writer
+        for name, partitions in settings.topics.items() if self.is_controller or not shares_data_dir else ():
             self._declare(name, partitions)
         self.group_configs = GroupConfigStore(settings.data_dir)  # per-group overrides (IncrementalAlterConfigs)
         # the group coordinator of every offsets partition

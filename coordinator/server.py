@@ -8,7 +8,6 @@ import logging
 import signal
 import time
 
-from storage.files import node_lock_file
 from storage.topic_data import plane_for
 
 from . import metrics, readiness
@@ -64,7 +63,7 @@ class Server:
         if self.worker is None:
             self.node = Node(self.settings, users)
         else:
-            self.node = Node(self.settings, users, self.worker.view, node_lock_file(self.settings.node_id))
+            self.node = Node(self.settings, users, self.worker.view, shares_data_dir=True)
         metrics_url = await metrics.serve(self.settings, self.node)
         self.node.coordinator.start()  # partitions load off the loop and answer LOAD_IN_PROGRESS until then
         for listener, endpoint in zip(self.settings.listeners, self.endpoints):

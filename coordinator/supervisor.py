@@ -15,6 +15,7 @@ import sys
 import time
 from urllib.parse import urlsplit
 
+from storage.catalog import load_cluster_id
 from storage.files import DataDirLock, prepare_data_dir
 
 from . import metrics_merge, readiness
@@ -54,16 +55,21 @@ class Supervisor:
         self._stop = asyncio.Event()
         self._failed: int | None = None  # a worker's exit code before it ever became ready: stop with it
         self._tasks: set[asyncio.Task] = set()
+        self._serving = [asyncio.Event() for _ in self.workers]  # set once each first listens (or exits)
 
     async def run(self) -> int:
         prepare_data_dir(self.settings.data_dir)
         lock = DataDirLock(self.settings.data_dir).acquire(f"groupd serve --workers {self.settings.workers}")
+        load_cluster_id(self.settings.data_dir, self.settings.node_id)  # written once, before any worker reads it
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop, sig.name)
         try:
             metrics_url = await self._serve_metrics()
-            for w in self.workers:
+            # the controller first: the others start once it serves (its config topics are in the catalog)
+            await self._start(self.workers[0])
+            await self._serving[0].wait()
+            for w in self.workers[1:] if not self._stop.is_set() else ():
                 await self._start(w)
             log.info("supervisor started workers=%d node.ids=%d-%d metrics=%s", len(self.workers),
                      self.workers[0].node_id, self.workers[-1].node_id, metrics_url or "off")
@@ -104,21 +110,28 @@ class Supervisor:
         task.add_done_callback(self._tasks.discard)
 
     async def _read(self, w: Worker, reader: asyncio.StreamReader) -> None:
-        while line := await reader.readline():
-            message = json.loads(line)
-            if message.get("ready"):
-                w.ready, w.metrics = True, message.get("metrics")
-                w.send(down=self._down())
-                log.info("worker ready worker=%d node.id=%d ms=%d", w.index, w.node_id,
-                         (time.monotonic() - w.started) * 1000)
-                self._tell_down()
-                if all(x.ready for x in self.workers):
-                    log.info("workers ready workers=%d", len(self.workers))
-            if "create_topic" in message:
-                self.workers[0].send(create_topic=message["create_topic"])
+        try:
+            while line := await reader.readline():
+                self._handle(w, json.loads(line))
+        except ConnectionError:
+            pass  # the worker died: _watch reports it
+
+    def _handle(self, w: Worker, message: dict) -> None:
+        if message.get("serving"):
+            self._serving[w.index].set()
+        if message.get("ready"):
+            w.ready, w.metrics = True, message.get("metrics")
+            log.info("worker ready worker=%d node.id=%d ms=%d", w.index, w.node_id,
+                     (time.monotonic() - w.started) * 1000)
+            self._tell_down()
+            if all(x.ready for x in self.workers):
+                log.info("workers ready workers=%d", len(self.workers))
+        if "create_topic" in message:
+            self.workers[0].send(create_topic=message["create_topic"])
 
     async def _watch(self, w: Worker, proc: asyncio.subprocess.Process) -> None:
         code = await proc.wait()
+        self._serving[w.index].set()  # nobody waits for a worker that is gone
         if self._stop.is_set():
             return  # draining: _drain reports it
         ran = time.monotonic() - w.started

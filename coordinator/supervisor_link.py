@@ -15,7 +15,7 @@ from .workers import WorkerView
 class SupervisorLink:
     """The worker's end of its socket to the supervisor, one JSON object per line. Up: `ready` once
     every owned partition is loaded (with the worker's private metrics address), `create_topic` for an
-    auto-create the controller must do. Down: `down` (the workers not serving now), and to the
+    auto-create the controller must do; first `serving` once it listens. Down: `down` (the workers not serving now), and to the
     controller `create_topic`. The supervisor gone (EOF) stops the worker."""
 
     READY_POLL_S = 0.02
@@ -29,6 +29,7 @@ class SupervisorLink:
 
     async def start(self, node, metrics_url: str | None, on_lost: Callable[[], None]) -> None:
         reader, self._writer = await asyncio.open_unix_connection(sock=socket.socket(fileno=self._fd))
+        self.send(serving=True)  # listening, its shared files written (the controller: config topics)
         for coro in (self._read(reader, node, on_lost), self._report_ready(node, metrics_url)):
             task = asyncio.get_running_loop().create_task(coro)
             self._tasks.add(task)
@@ -44,12 +45,15 @@ class SupervisorLink:
         self.send(ready=True, metrics=metrics_url)
 
     async def _read(self, reader: asyncio.StreamReader, node, on_lost: Callable[[], None]) -> None:
-        while line := await reader.readline():
-            message = json.loads(line)
-            if "down" in message:
-                self.view.set_down(set(message["down"]))
-            if "create_topic" in message:
-                node.create_forwarded(message["create_topic"])
+        try:
+            while line := await reader.readline():
+                message = json.loads(line)
+                if "down" in message:
+                    self.view.set_down(set(message["down"]))
+                if "create_topic" in message:
+                    node.create_forwarded(message["create_topic"])
+        except ConnectionError:
+            pass
         on_lost()
 
     def close(self) -> None:
