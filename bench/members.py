@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.dirname(BENCH))  # the repo root: protocol.codec, pro
 from echo_server import install_loop_policy  # noqa: E402
 from kafka_requests import request_type  # noqa: E402
 from loadgen import Conn, Stats, _proc_cpu_s  # noqa: E402
+from coordinator.partitioning import partition_for  # noqa: E402
 from protocol.codec import RequestHeader, build_request, decode_response, encode_request  # noqa: E402
 from protocol.consumer import encode_assignment, encode_subscription  # noqa: E402
 
@@ -152,16 +153,17 @@ class Member:
 
 
 async def connect(n, port, gate=100, cafile=None):
-    """`cafile`: connect with TLS, trusting that CA (the server's certificate names localhost)."""
+    """`cafile`: connect with TLS, trusting that CA (the server's certificate names localhost).
+    `port`: one port for every connection, or a list with each connection's."""
     loop = asyncio.get_running_loop()
     sem = asyncio.Semaphore(gate)  # a bounded number of concurrent connects, as loadgen
     tls = {"ssl": ssl.create_default_context(cafile=cafile), "server_hostname": "localhost"} if cafile else {}
 
-    async def one():
+    async def one(at):
         async with sem:
-            return (await asyncio.wait_for(loop.create_connection(Link, "127.0.0.1", port, **tls), 10))[1]
+            return (await asyncio.wait_for(loop.create_connection(Link, "127.0.0.1", at, **tls), 10))[1]
 
-    return await asyncio.gather(*(one() for _ in range(n)))
+    return await asyncio.gather(*(one(at) for at in (port if isinstance(port, list) else [port] * n)))
 
 
 async def stabilize(members, timeout):
@@ -220,6 +222,14 @@ def machine_busy_s():
     return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")  # minus idle and iowait
 
 
+def _server_cpu_s(pids):
+    """CPU seconds of the server's processes (`--server-pid`: one pid, or a worker's each, comma-separated)."""
+    if pids is None:
+        return None
+    seconds = [_proc_cpu_s(int(pid)) for pid in str(pids).split(",")]
+    return None if None in seconds else sum(seconds)
+
+
 def heartbeat_frame(m):
     """Heartbeat v3 body: group_id, generation_id, member_id, group_instance_id = null."""
     gid, mid = m.group_id.encode(), m.member_id.encode()
@@ -244,13 +254,13 @@ async def closed_loop(links, frames, check, args):
     for c in conns:
         c.start()
     await asyncio.sleep(args.warmup)
-    srv0, cpu0, t1 = _proc_cpu_s(args.server_pid), time.process_time(), time.perf_counter()
+    srv0, cpu0, t1 = _server_cpu_s(args.server_pid), time.process_time(), time.perf_counter()
     all0 = machine_busy_s()
     stats.recording = True
     await asyncio.sleep(args.seconds)
     stats.recording = False
     elapsed, cpu = time.perf_counter() - t1, time.process_time() - cpu0
-    srv1, all1 = _proc_cpu_s(args.server_pid), machine_busy_s()
+    srv1, all1 = _server_cpu_s(args.server_pid), machine_busy_s()
     for c in conns:
         c.running = False
     deadline = time.monotonic() + 10
@@ -271,8 +281,11 @@ async def closed_loop(links, frames, check, args):
 
 
 async def run_heartbeat(args):
-    links = await connect(args.members, args.port, cafile=args.tls)
-    members = [Member(f"bench-hb-{i % args.groups}", link) for i, link in enumerate(links)]
+    groups = [f"bench-hb-{i % args.groups}" for i in range(args.members)]
+    # `groupd serve --workers N`: each member at the worker that coordinates its group (port + index)
+    ports = [args.port + partition_for(g, 50) % args.workers for g in groups]
+    links = await connect(args.members, ports, cafile=args.tls)
+    members = [Member(g, link) for g, link in zip(groups, links)]
     t0 = time.perf_counter()
     if args.raw:  # echo server: no membership; the reply is not checked, only counted
         for i, m in enumerate(members):
@@ -336,7 +349,9 @@ def main():
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--raw", action="store_true", help="heartbeat: skip join/sync, do not check replies")
     ap.add_argument("--setup-timeout", type=float, default=120.0, help="joining until Stable, s")
-    ap.add_argument("--server-pid", type=int)
+    ap.add_argument("--server-pid", help="the server's pid (workers: each worker's, comma-separated), for its CPU use")
+    ap.add_argument("--workers", type=int, default=1, help="heartbeat: the server runs this many workers "
+                    "(groupd serve --workers N: ports port..port+N-1)")
     ap.add_argument("--tls", metavar="CAFILE", help="connect over TLS, trusting this CA (an SSL listener)")
     args = ap.parse_args()
     run_main(run_heartbeat if args.mode == "heartbeat" else run_rebalance, args)

@@ -114,13 +114,16 @@ async def _committer(port: int, group: str, partitions: int, start: float, end: 
     out["bad"] += bad
 
 
-async def _commit_load(port: int, connections: int, partitions: int, warmup: float, seconds: float) -> dict:
+async def _commit_load(port: int, connections: int, partitions: int, warmup: float, seconds: float,
+                       workers: int = 1) -> dict:
+    """`workers`: `groupd serve --workers N` on port..port+N-1; each group commits at its owner."""
     loop = asyncio.get_running_loop()
     start = loop.time() + warmup
     end = start + seconds
     out = {"acked": 0, "bad": 0}
-    await asyncio.gather(*[_committer(port, f"bench-{connections}-{partitions}-{i}", partitions, start, end, out)
-                           for i in range(connections)])
+    groups = [f"bench-{connections}-{partitions}-{i}" for i in range(connections)]
+    await asyncio.gather(*[_committer(port + partition_for(g, 50) % workers, g, partitions, start, end, out)
+                           for g in groups])
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -24,6 +25,21 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def free_ports(n: int) -> int:
+    """A port p with p .. p + n - 1 all free now (`groupd serve --workers n` listens on all), below the
+    ephemeral range, so that no client connection takes one of them before the workers bind."""
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    while True:
+        port = random.randrange(10_000, low - n)
+        try:
+            for i in range(n):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port + i))
+            return port
+        except OSError:
+            continue
 
 
 class GroupdProcess:

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,22 +21,9 @@ from coordinator.partitioning import partition_for
 from protocol import ErrorCode
 from protocol.apis import ApiKey
 from tests.harness import wait_until
-from tests.support import ROOT, GroupdProcess, WireClient, commit_offsets, free_port
+from tests.support import ROOT, GroupdProcess, WireClient, commit_offsets, free_port, free_ports
 
 PARTITIONS = 50
-
-
-def free_ports(n: int) -> int:
-    """A port p with p .. p + n - 1 all free now."""
-    while True:
-        port = free_port()
-        try:
-            for i in range(1, n):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port + i))
-            return port
-        except OSError:
-            continue
 
 
 def group_on(worker: int, prefix: str = "g") -> str:
