@@ -50,6 +50,7 @@ DELETE_GROUPS_V = 2
 METADATA_V = 12
 LIST_OFFSETS_V = 7
 API_VERSIONS_V = 3
+FIND_COORDINATOR_V = 3
 
 
 class AdminError(Exception):
@@ -121,6 +122,84 @@ class AdminConnection:
         if got != cid:
             raise ConnectionError(f"correlation id {got} != {cid}")
         return response
+
+
+# ---------------------------------------------------------------------------------------------
+# Which broker to ask: one node is every group's coordinator; with several (`groupd serve --workers
+# N`), a group's requests go to its coordinator, found as clients find it
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def brokers(conn: AdminConnection) -> dict[int, str]:
+    """{node id: host:port} of the brokers Metadata lists (their advertised addresses)."""
+    r = conn.request(ApiKey.METADATA, METADATA_V, {"topics": [], "allow_auto_topic_creation": False,
+                                                   "include_topic_authorized_operations": False})
+    return {b.node_id: _address(b.host, b.port) for b in r.brokers}
+
+
+class Brokers:
+    """Connections to the brokers, opened as needed: the bootstrap alone when it is the only broker
+    (its advertised address may not be reachable from here), else each at its advertised address."""
+
+    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+        self.bootstrap = AdminConnection(bootstrap, timeout=timeout)
+        self.timeout = timeout
+        self._open: dict[str, AdminConnection] = {}
+        try:
+            self.addresses = brokers(self.bootstrap)
+        except BaseException:
+            self.bootstrap.close()
+            raise
+
+    def __enter__(self) -> Brokers:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for conn in (self.bootstrap, *self._open.values()):
+            conn.close()
+
+    def each(self) -> list[AdminConnection]:
+        """A connection to every broker."""
+        if len(self.addresses) <= 1:
+            return [self.bootstrap]
+        return [self._at(address) for address in self.addresses.values()]
+
+    def coordinator(self, group: str) -> AdminConnection:
+        """A connection to `group`'s coordinator, found as clients find it."""
+        if len(self.addresses) <= 1:
+            return self.bootstrap
+        r = self.bootstrap.request(ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_V, {"key": group, "key_type": 0})
+        _check(r.error_code, f"FindCoordinator for group {group!r}", r.error_message)
+        return self._at(_address(r.host, r.port))
+
+    def list_offsets(self, partitions: Mapping[str, Iterable[int]], timestamp: int) -> dict:
+        """ListOffsets of each data partition at its leader (Metadata's)."""
+        if len(self.addresses) <= 1 or not partitions:
+            return _list_offsets(self.bootstrap, partitions, timestamp)
+        meta = self.bootstrap.request(ApiKey.METADATA, METADATA_V, {
+            "topics": [{"name": t, "topic_id": uuid.UUID(int=0)} for t in sorted(partitions)],
+            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+        leaders = {(t.name, p.partition_index): p.leader_id for t in meta.topics for p in t.partitions}
+        by_leader: dict[int, dict[str, set[int]]] = {}
+        for topic, ps in partitions.items():
+            for p in ps:
+                by_leader.setdefault(leaders.get((topic, p), -1), {}).setdefault(topic, set()).add(p)
+        out = {}
+        for leader, asked in by_leader.items():
+            address = self.addresses.get(leader)
+            if address is None:  # no leader now: no offsets
+                out.update({(t, p): None for t, ps in asked.items() for p in ps})
+            else:
+                out.update(_list_offsets(self._at(address), asked, timestamp))
+        return out
+
+    def _at(self, address: str) -> AdminConnection:
+        if address not in self._open:
+            self._open[address] = AdminConnection(address, timeout=self.timeout)
+        return self._open[address]
 
 
 def _check(error_code: ErrorCode, what: str, message: str | None = None) -> None:
@@ -195,11 +274,14 @@ def _assignment(protocol_type: str, data: bytes) -> dict[str, list[int]] | None:
 def list_groups(bootstrap: str, states: Iterable[str] = (), types: Iterable[str] = (),
                 timeout: float = 10.0) -> list[dict]:
     """Every group, or those in one of `states` and of one of `types` (ListGroups filters)."""
-    with AdminConnection(bootstrap, timeout=timeout) as conn:
-        r = conn.request(ApiKey.LIST_GROUPS, LIST_GROUPS_V, {"states_filter": list(states), "types_filter": list(types)})
-    _check(r.error_code, "ListGroups")
+    with Brokers(bootstrap, timeout) as cluster:  # each broker lists the groups it coordinates
+        replies = [conn.request(ApiKey.LIST_GROUPS, LIST_GROUPS_V, {"states_filter": list(states),
+                                                                    "types_filter": list(types)})
+                   for conn in cluster.each()]
+    for r in replies:
+        _check(r.error_code, "ListGroups")
     return sorted(({"group": g.group_id, "state": g.group_state, "protocol_type": g.protocol_type,
-                    "type": g.group_type} for g in r.groups), key=lambda g: g["group"])
+                    "type": g.group_type} for r in replies for g in r.groups), key=lambda g: g["group"])
 
 
 def _group_state(conn: AdminConnection, group: str) -> str | None:
@@ -216,17 +298,17 @@ class UnknownGroup(AdminError):
 def describe_group(bootstrap: str, group: str, timeout: float = 10.0) -> dict:
     """State, protocol, members (assignments decoded for the consumer protocol) and committed
     offsets with the log-end offset and lag of each partition."""
-    with AdminConnection(bootstrap, timeout=timeout) as conn:
-        return _describe_group(conn, group)
+    with Brokers(bootstrap, timeout) as cluster:
+        return _describe_group(cluster, group)
 
 
 def describe_groups(bootstrap: str, groups: Iterable[str], timeout: float = 10.0) -> tuple[list[dict], list[str]]:
     """Each group's description, and the names of those groupd does not know."""
     found, missing = [], []
-    with AdminConnection(bootstrap, timeout=timeout) as conn:
+    with Brokers(bootstrap, timeout) as cluster:
         for group in groups:
             try:
-                found.append(_describe_group(conn, group))
+                found.append(_describe_group(cluster, group))
             except UnknownGroup:
                 missing.append(group)
     return found, missing
@@ -236,7 +318,8 @@ def all_group_ids(bootstrap: str, timeout: float = 10.0) -> list[str]:
     return [g["group"] for g in list_groups(bootstrap, timeout=timeout)]
 
 
-def _describe_group(conn: AdminConnection, group: str) -> dict:
+def _describe_group(cluster: Brokers, group: str) -> dict:
+    conn = cluster.coordinator(group)
     g = _describe(conn, group)
     c = _describe_consumer_group(conn, group) if g is None else None
     committed = _committed(conn, group)
@@ -262,7 +345,7 @@ def _describe_group(conn: AdminConnection, group: str) -> dict:
             for p in partitions:
                 owner[(topic, p)] = member
     partitions = set(committed) | set(owner)
-    log_end = _list_offsets(conn, _by_topic(partitions), LATEST)
+    log_end = cluster.list_offsets(_by_topic(partitions), LATEST)
     offsets = []
     for topic, p in sorted(partitions):
         offset, metadata = committed.get((topic, p), (None, None))
@@ -300,16 +383,21 @@ def _by_topic(partitions: Iterable[tuple[str, int]]) -> dict[str, set[int]]:
 
 def delete_groups(bootstrap: str, groups: Iterable[str], timeout: float = 10.0) -> dict[str, str | None]:
     """{group: None when deleted, else its error name} (DeleteGroups: only Empty groups go)."""
-    with AdminConnection(bootstrap, timeout=timeout) as conn:
-        r = conn.request(ApiKey.DELETE_GROUPS, DELETE_GROUPS_V, {"groups_names": list(dict.fromkeys(groups))})
-    return {g.group_id: None if g.error_code is ErrorCode.none else g.error_code.name.upper() for g in r.results}
+    with Brokers(bootstrap, timeout) as cluster:
+        by_coordinator: dict[AdminConnection, list[str]] = {}
+        for group in dict.fromkeys(groups):
+            by_coordinator.setdefault(cluster.coordinator(group), []).append(group)
+        results = [g for conn, names in by_coordinator.items()
+                   for g in conn.request(ApiKey.DELETE_GROUPS, DELETE_GROUPS_V, {"groups_names": names}).results]
+    return {g.group_id: None if g.error_code is ErrorCode.none else g.error_code.name.upper() for g in results}
 
 
 def delete_offsets(bootstrap: str, group: str, topics: Iterable[str], timeout: float = 10.0) -> dict:
     """Delete `group`'s committed offsets of `topics` (`T` or `T:P,...`) with OffsetDelete:
     {"error": the group-level error or None, "partitions": [{topic, partition, error}]}."""
     scope = parse_topics(topics)
-    with AdminConnection(bootstrap, timeout=timeout) as conn:
+    with Brokers(bootstrap, timeout) as cluster:
+        conn = cluster.coordinator(group)
         partitions = list(scope.partitions) + _topic_partitions(conn, scope.topics)
         r = conn.request(ApiKey.OFFSET_DELETE, OFFSET_DELETE_V, {"group_id": group, "topics": [
             {"name": t, "partitions": [{"partition_index": p} for p in sorted(ps)]}
@@ -350,7 +438,8 @@ def reset_offsets(bootstrap: str, group: str, scenario: str, value: Any = None, 
     commit them with `execute`. Only while the group is inactive (Empty, or unknown: the commit
     creates it), as kafka-consumer-groups: the commit uses generation -1, which a group with
     members refuses anyway, so a member joining in between makes it fail rather than race."""
-    with AdminConnection(bootstrap, timeout=timeout) as conn:
+    with Brokers(bootstrap, timeout) as cluster:
+        conn = cluster.coordinator(group)
         found = _group_state(conn, group)
         if found is not None and found not in INACTIVE:
             raise AdminError(f"Assignments can only be reset if the group '{group}' is inactive, but the current "
@@ -366,8 +455,8 @@ def reset_offsets(bootstrap: str, group: str, scenario: str, value: Any = None, 
             partitions = sorted(set(scope.partitions) | set(_topic_partitions(conn, scope.topics)))
         if not partitions:
             raise AdminError(f"nothing to reset: group {group!r} has no committed offsets")
-        earliest, latest = (_log_offsets(conn, partitions, ts) for ts in (EARLIEST, LATEST))
-        plan = _plan(conn, scenario, value, partitions, committed, requested, earliest, latest, warn)
+        earliest, latest = (_log_offsets(cluster, partitions, ts) for ts in (EARLIEST, LATEST))
+        plan = _plan(cluster, scenario, value, partitions, committed, requested, earliest, latest, warn)
         result = {"group": group, "execute": execute, "created": found is None,
                   "offsets": [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(plan.items())]}
         if not execute:
@@ -385,7 +474,7 @@ def reset_offsets(bootstrap: str, group: str, scenario: str, value: Any = None, 
     return result
 
 
-def _plan(conn: AdminConnection, scenario: str, value: Any, partitions: list[Partition],
+def _plan(cluster: Brokers, scenario: str, value: Any, partitions: list[Partition],
           committed: Mapping[Partition, int], requested: Mapping[Partition, int],
           earliest: Mapping[Partition, int], latest: Mapping[Partition, int],
           warn: Callable[[str], None]) -> dict[Partition, int]:
@@ -405,7 +494,7 @@ def _plan(conn: AdminConnection, scenario: str, value: Any, partitions: list[Par
         return clamp({tp: committed[tp] + value for tp in partitions}, earliest, latest, warn)
     timestamp = parse_datetime(value) if scenario == "to_datetime" else (
         int(time.time() * 1000) - int(parse_duration(value).total_seconds() * 1000))
-    by_time = _list_offsets(conn, _by_topic(partitions), timestamp)
+    by_time = cluster.list_offsets(_by_topic(partitions), timestamp)
     plan = {}
     for tp in partitions:
         offset = by_time.get(tp)
@@ -416,9 +505,9 @@ def _plan(conn: AdminConnection, scenario: str, value: Any, partitions: list[Par
     return plan
 
 
-def _log_offsets(conn: AdminConnection, partitions: list[Partition], timestamp: int) -> dict[Partition, int]:
+def _log_offsets(cluster: Brokers, partitions: list[Partition], timestamp: int) -> dict[Partition, int]:
     """The earliest or latest offset of every partition; a partition that has none is an AdminError."""
-    found = _list_offsets(conn, _by_topic(partitions), timestamp)
+    found = cluster.list_offsets(_by_topic(partitions), timestamp)
     missing = [f"{t}-{p}" for t, p in partitions if found.get((t, p)) is None]
     if missing:
         raise AdminError(f"ListOffsets: unknown partition{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
@@ -455,9 +544,10 @@ def health(bootstrap: str, timeout: float = 5.0, ready: bool = False) -> tuple[b
 
 
 def offsets_partitions_loaded(conn: AdminConnection) -> tuple[int, int]:
-    """(loaded, all) offsets partitions: Metadata says how many `__consumer_offsets` has, then one
-    DescribeGroups asks about a group of each partition; a partition still loading (or failed)
-    answers COORDINATOR_LOAD_IN_PROGRESS (NOT_COORDINATOR) instead of describing it."""
+    """(loaded, all) offsets partitions: Metadata says how many `__consumer_offsets` has and who leads
+    each (with several workers, each its own), then one DescribeGroups per broker asks about a group of
+    each of its partitions; a partition still loading (or failed) answers COORDINATOR_LOAD_IN_PROGRESS
+    (NOT_COORDINATOR) instead of describing it, and one without a leader counts as not loaded."""
     r = conn.request(ApiKey.METADATA, METADATA_V, {"topics": [{"name": OFFSETS_TOPIC, "topic_id": uuid.UUID(int=0)}],
                                                    "allow_auto_topic_creation": False,
                                                    "include_topic_authorized_operations": False})
@@ -465,10 +555,25 @@ def offsets_partitions_loaded(conn: AdminConnection) -> tuple[int, int]:
     if topic.error_code is not ErrorCode.none:
         raise AdminError(f"Metadata for {OFFSETS_TOPIC} answered {topic.error_code.name.upper()}")
     probes = probe_groups(len(topic.partitions))
-    d = conn.request(ApiKey.DESCRIBE_GROUPS, DESCRIBE_GROUPS_V, {"groups": probes,
-                                                                 "include_authorized_operations": False})
+    addresses = {b.node_id: _address(b.host, b.port) for b in r.brokers}
+    by_leader: dict[int, list[str]] = {}
+    for p in topic.partitions:
+        by_leader.setdefault(p.leader_id if len(addresses) > 1 else -2, []).append(probes[p.partition_index])
     unloaded = (ErrorCode.coordinator_load_in_progress, ErrorCode.not_coordinator)
-    return sum(g.error_code not in unloaded for g in d.groups), len(probes)
+    loaded = 0
+    for leader, groups in by_leader.items():
+        if leader == -2:  # the only broker: the connection we have
+            loaded += _describable(conn, groups, unloaded)
+        elif leader in addresses:
+            with AdminConnection(addresses[leader], conn.client_id, conn.sock.gettimeout() or 10.0) as at:
+                loaded += _describable(at, groups, unloaded)
+    return loaded, len(probes)
+
+
+def _describable(conn: AdminConnection, groups: list[str], unloaded: tuple[ErrorCode, ...]) -> int:
+    d = conn.request(ApiKey.DESCRIBE_GROUPS, DESCRIBE_GROUPS_V, {"groups": groups,
+                                                                 "include_authorized_operations": False})
+    return sum(g.error_code not in unloaded for g in d.groups)
 
 
 def probe_groups(partitions: int) -> list[str]:

@@ -191,3 +191,21 @@ def test_sigterm_drains_every_worker_and_exits_zero_with_their_commits_kept(tmp_
             assert partitions[0].committed_offset == 10 + worker
     finally:
         assert s.stop() == 0, s.log()
+
+
+def test_the_admin_commands_find_each_groups_coordinator_and_each_partitions_leader(server):
+    from coordinator import admin
+
+    groups = [group_on(0, "adm"), group_on(1, "adm")]
+    for g in groups:
+        commit_offsets(at(server, 0 if g == groups[0] else 1), g, "t", {0: 3, 1: 4})
+    listed = {g["group"] for g in admin.list_groups(server.bootstrap)}
+    assert set(groups) <= listed  # one group from each worker
+    for g in groups:
+        described = admin.describe_group(server.bootstrap, g)
+        assert [(o["partition"], o["offset"], o["log_end_offset"]) for o in described["offsets"]] == [
+            (0, 3, 0), (1, 4, 0)]  # log ends from each partition's leader
+    ok, line = admin.health(server.bootstrap, timeout=10, ready=True)
+    assert ok, line
+    assert line.startswith(f"ready: {server.bootstrap}: 50 of 50")
+    assert admin.delete_groups(server.bootstrap, groups) == {g: None for g in groups}
