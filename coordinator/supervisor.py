@@ -37,6 +37,7 @@ class Worker:
         self.node_id = node_id
         self.proc: asyncio.subprocess.Process | None = None
         self.writer: asyncio.StreamWriter | None = None
+        self.serving = False  # listening (its partitions may still load: LOAD_IN_PROGRESS)
         self.ready = False
         self.metrics: str | None = None
         self.started = 0.0
@@ -98,7 +99,7 @@ class Supervisor:
         w.proc = await asyncio.create_subprocess_exec(*args, pass_fds=(theirs.fileno(),))
         theirs.close()
         w.started = time.monotonic()
-        w.ready, w.metrics = False, None
+        w.serving, w.ready, w.metrics = False, False, None
         reader, w.writer = await asyncio.open_unix_connection(sock=ours)
         log.info("worker started worker=%d node.id=%d pid=%d", w.index, w.node_id, w.proc.pid)
         self._spawn(self._read(w, reader))
@@ -118,12 +119,13 @@ class Supervisor:
 
     def _handle(self, w: Worker, message: dict) -> None:
         if message.get("serving"):
+            w.serving = True
             self._serving[w.index].set()
+            self._tell_down()  # clients are sent to it again: COORDINATOR_LOAD_IN_PROGRESS until it loaded
         if message.get("ready"):
             w.ready, w.metrics = True, message.get("metrics")
             log.info("worker ready worker=%d node.id=%d ms=%d", w.index, w.node_id,
                      (time.monotonic() - w.started) * 1000)
-            self._tell_down()
             if all(x.ready for x in self.workers):
                 log.info("workers ready workers=%d", len(self.workers))
         if "create_topic" in message:
@@ -135,7 +137,7 @@ class Supervisor:
         if self._stop.is_set():
             return  # draining: _drain reports it
         ran = time.monotonic() - w.started
-        was_ready, w.ready, w.writer = w.ready, False, None
+        was_ready, w.serving, w.ready, w.writer = w.ready, False, False, None
         self._tell_down()
         if not was_ready and w.quick_exits == 0 and ran < STABLE_S and code in (1, 2):
             # start-up refused (configuration, data dir, port): restarting cannot help; it said why
@@ -156,7 +158,8 @@ class Supervisor:
         await self._start(w)
 
     def _down(self) -> list[int]:
-        return [w.node_id for w in self.workers if w.proc is None or w.proc.returncode is not None]
+        """The workers not serving: exited, restarting, or not listening yet."""
+        return [w.node_id for w in self.workers if not w.serving]
 
     def _tell_down(self) -> None:
         down = self._down()

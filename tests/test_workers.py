@@ -209,3 +209,21 @@ def test_the_admin_commands_find_each_groups_coordinator_and_each_partitions_lea
     assert ok, line
     assert line.startswith(f"ready: {server.bootstrap}: 50 of 50")
     assert admin.delete_groups(server.bootstrap, groups) == {g: None for g in groups}
+
+
+def test_workers_stop_when_their_supervisor_is_killed(tmp_path):
+    s = start_workers(str(tmp_path))
+    pids = [worker_pid(s, w) for w in (0, 1)]
+    s.kill()  # kill -9 of the supervisor: nobody drains the workers but themselves
+
+    def gone(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        with open(f"/proc/{pid}/stat") as f:  # exited, not yet reaped by init
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+
+    wait_until(lambda: all(gone(p) for p in pids), timeout=30, what="the workers to exit")
+    s.start(timeout=60)  # their locks went with them
+    assert s.stop() == 0, s.log()
