@@ -140,3 +140,23 @@ def test_groups_on_both_workers_consume_commit_and_survive_a_killed_worker(serve
     finally:
         for m in members:
             m.close()
+
+
+def test_java_consumers_commit_at_the_worker_that_owns_their_group(server, clients):
+    from coordinator import admin
+
+    produce(server.bootstrap, RECORDS)
+    groups = [group_on(w, "java") for w in (0, 1)]
+    members = [clients("java", "subscribe", server.bootstrap, topic=TOPIC, group=g, seconds=0, commit="true",
+                       **{"session.ms": 6000, "auto.offset.reset": "earliest"}) for g in groups]
+
+    def committed(group: str) -> list | None:
+        try:
+            return [o["offset"] for o in admin.describe_group(server.bootstrap, group)["offsets"]]
+        except admin.UnknownGroup:  # not joined yet
+            return None
+
+    for group in groups:
+        wait_until(lambda: committed(group) == [RECORDS] * PARTITIONS, 120, f"{group}'s commits")
+    assert all(not m.errors() for m in members), [m.errors() for m in members]
+    assert [find(server.bootstrap, g).node_id for g in groups] == [1, 2]
