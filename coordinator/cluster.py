@@ -39,8 +39,8 @@ class ClusterView:
         """The node coordinating offsets partition `partition` now; None while nobody does."""
         raise NotImplementedError
 
-    def leader(self, topic: str, partition: int) -> int:
-        """The node serving a data topic's partition (the records plane)."""
+    def leader(self, topic: str, partition: int) -> int | None:
+        """The node serving a data topic's partition (the records plane); None while nobody does."""
         return self.node_id
 
     def owns(self, partition: int) -> bool:

@@ -49,6 +49,7 @@ class Node:
         # the group coordinator of every offsets partition
         self.coordinator = GroupCoordinator(settings, self.group_configs.overrides, self.cluster)
         self.faults = FaultTable()  # injected faults (coordinator/chaos.py), armed through the admin endpoint
+        self.producer_id_block = (0, 1)  # InitProducerId's first id and step (workers: each its own)
         # a worker that is not the controller hands auto-creates to it (coordinator/workers.py)
         self.forward_create: Callable[[str], None] | None = None
         self._held: dict[asyncio.TimerHandle, tuple[asyncio.Future, Any]] = {}

@@ -22,6 +22,7 @@ from .security import Endpoint, authentication_failed, endpoints, failure_log, o
 from .settings import Settings
 from .shared_files import CHECK_INTERVAL_S, SharedFiles
 from .supervisor_link import SupervisorLink
+from .workers import producer_id_block
 from .tls_transport import TlsTransport
 from .system_clock import wall_ms
 
@@ -64,6 +65,7 @@ class Server:
             self.node = Node(self.settings, users)
         else:
             self.node = Node(self.settings, users, self.worker.view, shares_data_dir=True)
+            self.node.producer_id_block = producer_id_block(self.worker.index, self.worker.view.count, wall_ms())
         metrics_url = await metrics.serve(self.settings, self.node)
         self.node.coordinator.start()  # partitions load off the loop and answer LOAD_IN_PROGRESS until then
         for listener, endpoint in zip(self.settings.listeners, self.endpoints):

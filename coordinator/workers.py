@@ -34,6 +34,14 @@ def _shifted_url(url: str, by: int) -> str:
     return parts._replace(netloc=f"{parts.hostname}:{parts.port + by}").geturl()
 
 
+def producer_id_block(index: int, count: int, now_ms: int) -> tuple[int, int]:
+    """(first, step) of worker `index`'s producer ids: a residue of its own mod `count`, so no two workers
+    hand out the same id, from a base that moves 4096 ids per millisecond of the start time, so a
+    restarted worker does not hand out again the ids its previous run gave to producers still writing
+    to the other workers' partitions (Kafka persists id blocks; its memory plane here has no disk)."""
+    return (now_ms << 12) * count + index, count
+
+
 class WorkerView(ClusterView):
     """The cluster as worker `index` of `count` sees it. A worker the supervisor reported down is not
     listed in Metadata and coordinates nothing meanwhile (FindCoordinator: COORDINATOR_NOT_AVAILABLE)."""
@@ -58,8 +66,9 @@ class WorkerView(ClusterView):
         node = self.base + partition % self.count
         return None if node in self._down else node
 
-    def leader(self, topic: str, partition: int) -> int:
-        return self.base + partition % self.count
+    def leader(self, topic: str, partition: int) -> int | None:
+        node = self.base + partition % self.count
+        return None if node in self._down else node
 
     def owns(self, partition: int) -> bool:
         return self.base + partition % self.count == self.node_id

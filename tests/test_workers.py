@@ -6,6 +6,7 @@ its offsets; SIGTERM drains both; the data dir refuses a second server."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -140,6 +141,17 @@ def test_a_data_partition_is_served_by_its_leader_only(server):
             {"name": "t", "partitions": [{"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1},
                                          {"partition_index": 1, "timestamp": -1, "current_leader_epoch": -1}]}]})
     assert [p.error_code for p in reply.topics[0].partitions] == [ErrorCode.none, ErrorCode.not_leader_or_follower]
+
+
+def test_idempotent_producers_get_distinct_ids_from_either_worker(server):
+    ids = []
+    for worker in (0, 1, 0, 1):
+        with WireClient(at(server, worker)) as w:
+            reply = w.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout": datetime.timedelta(milliseconds=-1),
+                                                           "producer_id": -1, "producer_epoch": -1})
+        assert reply.error_code is ErrorCode.none
+        ids.append(reply.producer_id)
+    assert len(set(ids)) == 4  # a batch's (producer id, sequence) is checked by whichever worker leads
 
 
 def test_one_metrics_endpoint_for_both_workers(server, metrics_port):

@@ -35,7 +35,9 @@ def plane_for(node: Any) -> MemoryPlane | None:
 
 
 def producer_ids_for(node: Any) -> ProducerIds:
+    """The node's producer ids: from its `producer_id_block` (first, step) where it shares the id space
+    with other processes (workers), else 0, 1, 2, ..."""
     ids = _producer_ids.get(node)
     if ids is None:
-        ids = _producer_ids[node] = ProducerIds()
+        ids = _producer_ids[node] = ProducerIds(*getattr(node, "producer_id_block", (0, 1)))
     return ids

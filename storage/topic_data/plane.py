@@ -168,8 +168,8 @@ class ProducerIds:
     """Producer ids for InitProducerId: without a transactional id Kafka hands out a fresh id
     with epoch 0 on every request (it never bumps the epoch of an idempotent producer's id)."""
 
-    def __init__(self, first: int = 0) -> None:
-        self._next = itertools.count(first)
+    def __init__(self, first: int = 0, step: int = 1) -> None:
+        self._next = itertools.count(first, step)
 
     def allocate(self) -> int:
         return next(self._next)

@@ -4,7 +4,7 @@ the supervisor's merge of the workers' metrics (coordinator/metrics_merge.py).""
 from coordinator.cluster import broker_entries
 from coordinator.metrics_merge import merge
 from coordinator.settings import Listener, Settings
-from coordinator.workers import WorkerView, worker_settings
+from coordinator.workers import WorkerView, producer_id_block, worker_settings
 
 
 def settings(*overrides: str) -> Settings:
@@ -46,6 +46,7 @@ def test_a_worker_reported_down_coordinates_nothing_and_is_not_listed_until_it_i
     view.set_down({12, 11})  # its own id never counts: it is serving
     assert [b.node_id for b in view.brokers()] == [10, 11]
     assert [view.coordinator(p) for p in range(3)] == [10, 11, None]
+    assert [view.leader("t", p) for p in range(3)] == [10, 11, None]
     view.set_down(set())
     assert [view.coordinator(p) for p in range(3)] == [10, 11, 12]
 
@@ -64,3 +65,14 @@ def test_merged_metrics_sum_shared_series_and_label_each_process():
         'groupd_requests_total{api="join_group",error="none"} 1.0',
         "# HELP process_open_fds Open fds", "# TYPE process_open_fds gauge",
         'process_open_fds{worker="0"} 12.0', 'process_open_fds{worker="1"} 9.0']
+
+
+def test_workers_and_their_restarts_hand_out_disjoint_producer_ids():
+    def ids(block, n=3):
+        first, step = block
+        return {first + k * step for k in range(n)}
+
+    now = 1_795_000_000_000
+    zero, one, one_restarted = producer_id_block(0, 2, now), producer_id_block(1, 2, now), producer_id_block(1, 2, now + 1)
+    assert not ids(zero) & ids(one) and not ids(one) & ids(one_restarted)
+    assert all(0 < i < 2**63 for i in ids(producer_id_block(255, 256, now)))
