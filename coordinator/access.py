@@ -42,14 +42,14 @@ class Access:
     def reload(self) -> None:
         """The bindings of the file (at start-up, and as another process, the controller worker, wrote it)."""
         self.authorizer = Authorizer(self._settings.super_users, self._settings.allow_everyone_if_no_acl_found,
-                                     (_binding(row) for row in self._file.load()))
+                                     (acl_binding(row) for row in self._file.load()))
 
     def create(self, bindings: Iterable[AclBinding]) -> None:
         """Add the bindings (existing ones change nothing); written to disk before they apply.
         OSError leaves the authorizer as it was."""
         new = [b for b in dict.fromkeys(bindings) if b not in self.authorizer]
         if new:
-            self._file.save([_row(b) for b in [*self.authorizer, *new]])
+            self._file.save([acl_row(b) for b in [*self.authorizer, *new]])
             for b in new:
                 self.authorizer.add(b)
 
@@ -59,7 +59,7 @@ class Access:
         matched = [self.authorizer.matching(f) for f in filters]
         gone = {b for m in matched for b in m}
         if gone:
-            self._file.save([_row(b) for b in self.authorizer if b not in gone])
+            self._file.save([acl_row(b) for b in self.authorizer if b not in gone])
             for b in gone:
                 self.authorizer.remove(b)
         return matched
@@ -92,13 +92,13 @@ def denied(request: Request, operation: AclOperation, resource_type: ResourceTyp
                 resource_type.name, name, ApiKey(api).name, request.header.client_id)
 
 
-def _row(b: AclBinding) -> dict[str, str]:
+def acl_row(b: AclBinding) -> dict[str, str]:
     return {"resource_type": b.resource_type.name, "resource_name": b.resource_name,
             "pattern_type": b.pattern_type.name, "principal": b.principal, "host": b.host,
             "operation": b.operation.name, "permission": b.permission.name}
 
 
-def _binding(row: dict[str, str]) -> AclBinding:
+def acl_binding(row: dict[str, str]) -> AclBinding:
     try:
         return AclBinding.of(ResourceType[row["resource_type"]], row["resource_name"],
                              PatternType[row["pattern_type"]], row["principal"], row["host"],

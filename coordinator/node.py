@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 from storage.catalog import Topic, TopicCatalog, load_cluster_id
 from storage.files import LOCK_FILE, DataDirLock, node_lock_file, prepare_data_dir
@@ -50,8 +50,9 @@ class Node:
         self.coordinator = GroupCoordinator(settings, self.group_configs.overrides, self.cluster)
         self.faults = FaultTable()  # injected faults (coordinator/chaos.py), armed through the admin endpoint
         self.producer_id_block = (0, 1)  # InitProducerId's first id and step (workers: each its own)
-        # a worker that is not the controller hands auto-creates to it (coordinator/workers.py)
-        self.forward_create: Callable[[str], None] | None = None
+        # a worker that is not the controller: its link to the controller, which makes the writes of
+        # the shared files (coordinator/controller_writes.py) and auto-creates (coordinator/supervisor_link.py)
+        self.controller: Any = None
         self._held: dict[asyncio.TimerHandle, tuple[asyncio.Future, Any]] = {}
         self.closing = False
         # large answers (coordinator/apis.answer_off_loop), one at a time
@@ -82,8 +83,8 @@ class Node:
     def auto_create(self, name: str) -> Topic | None:
         """The new topic; None when the controller is another worker: it is asked to create the topic,
         which the client's next Metadata finds (Kafka's brokers forward an auto-create the same way)."""
-        if self.forward_create is not None:
-            self.forward_create(name)
+        if self.controller is not None:
+            self.controller.create_topic(name)
             return None
         topic = self.catalog.create(name, self.settings.num_partitions)
         log.info("topic created topic=%s partitions=%d reason=auto-create", name, topic.partitions)
@@ -98,9 +99,8 @@ class Node:
         log.info("topic %s topic=%s partitions=%d client=%s host=%s", what, name, partitions,
                  request.header.client_id, request.client_host)
 
-    def alter_group_configs(self, group_id: str, configs: dict[str, int], request: Any) -> None:
-        """The group's overrides become `configs`: on disk first, then for the next heartbeat."""
-        self.group_configs.set(group_id, configs)
+    def group_configs_altered(self, group_id: str, configs: dict[str, int], request: Any) -> None:
+        """The group's overrides are `configs` now (written by the controller: coordinator/controller_writes.py)."""
         log.info("group configs altered group=%s configs=%s client=%s host=%s", group_id,
                  ",".join(f"{k}={v}" for k, v in sorted(configs.items())) or "(defaults)",
                  request.header.client_id, request.client_host)

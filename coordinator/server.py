@@ -102,8 +102,9 @@ class Server:
         worker = self.worker
         await worker.start(self.node, metrics_url, lambda: self.request_stop("supervisor-gone"))
         if not self.node.is_controller:
-            self.node.forward_create = lambda name: worker.send(create_topic=name)
-            self._follow_shared_files(SharedFiles(self.node))
+            self.node.controller = worker
+            worker.shared = SharedFiles(self.node)
+            self._follow_shared_files(worker.shared)
 
     def _follow_shared_files(self, shared: SharedFiles) -> None:
         shared.check()

@@ -19,6 +19,7 @@ from storage.catalog import load_cluster_id
 from storage.files import DataDirLock, prepare_data_dir
 
 from . import metrics_merge, readiness
+from .controller_writes import UNAVAILABLE
 from .settings import Settings
 
 log = logging.getLogger("groupd")
@@ -130,6 +131,13 @@ class Supervisor:
                 log.info("workers ready workers=%d", len(self.workers))
         if "create_topic" in message:
             self.workers[0].send(create_topic=message["create_topic"])
+        if "call" in message:  # a write for the controller; its reply goes back to the caller
+            if self.workers[0].serving:
+                self.workers[0].send(**message, **{"from": w.index})
+            else:
+                w.send(reply=message["call"], result=UNAVAILABLE)
+        if "reply" in message:
+            self.workers[message["to"]].send(reply=message["reply"], result=message["result"])
 
     async def _watch(self, w: Worker, proc: asyncio.subprocess.Process) -> None:
         code = await proc.wait()

@@ -3,29 +3,37 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import socket
 from typing import Callable
 
-from . import readiness
+from . import controller_writes, readiness
 from .settings import Settings
+from .shared_files import SharedFiles
 from .workers import WorkerView
 
 
 class SupervisorLink:
-    """The worker's end of its socket to the supervisor, one JSON object per line. Up: `ready` once
-    every owned partition is loaded (with the worker's private metrics address), `create_topic` for an
-    auto-create the controller must do; first `serving` once it listens. Down: `down` (the workers not serving now), and to the
-    controller `create_topic`. The supervisor gone (EOF) stops the worker."""
+    """The worker's end of its socket to the supervisor, one JSON object per line. Up: `serving` once
+    it listens, `ready` once every owned partition is loaded (with the worker's private metrics
+    address), `create_topic` (an auto-create) and `call` (a write of coordinator/controller_writes.py)
+    for the controller, and from the controller the `reply` to a call. Down: `down` (the workers not
+    serving now), to the controller `create_topic` and `call`, to the caller the `reply`. The
+    supervisor gone (EOF) stops the worker."""
 
     READY_POLL_S = 0.02
+    CALL_TIMEOUT_S = 10.0  # a call the controller has not answered by then (it died): UNAVAILABLE
 
     def __init__(self, index: int, count: int, fd: int, settings: Settings) -> None:
         self.index = index
         self.view = WorkerView(settings, index, count)
+        self.shared: SharedFiles | None = None  # what a worker that is not the controller follows
         self._fd = fd
         self._writer: asyncio.StreamWriter | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._calls: dict[int, asyncio.Future] = {}
+        self._ids = itertools.count(1)
 
     async def start(self, node, metrics_url: str | None, on_lost: Callable[[], None]) -> None:
         reader, self._writer = await asyncio.open_unix_connection(sock=socket.socket(fileno=self._fd))
@@ -38,6 +46,27 @@ class SupervisorLink:
     def send(self, **message) -> None:
         if self._writer is not None and not self._writer.is_closing():
             self._writer.write(json.dumps(message).encode() + b"\n")
+
+    def create_topic(self, name: str) -> None:
+        """Ask the controller to auto-create `name` (no answer: the client's next Metadata sees it)."""
+        self.send(create_topic=name)
+
+    def call(self, op: str, args: dict) -> asyncio.Future:
+        """A future of the controller's result of `op` (controller_writes.UNAVAILABLE if none comes)."""
+        loop = asyncio.get_running_loop()
+        call_id, result = next(self._ids), loop.create_future()
+        self._calls[call_id] = result
+        timer = loop.call_later(self.CALL_TIMEOUT_S, self._answered, call_id, controller_writes.UNAVAILABLE)
+        result.add_done_callback(lambda _: timer.cancel())
+        self.send(call=call_id, op=op, args=args)
+        return result
+
+    def _answered(self, call_id: int, result: dict) -> None:
+        waiting = self._calls.pop(call_id, None)
+        if waiting is not None and not waiting.done():
+            if self.shared is not None:
+                self.shared.check()  # what the controller wrote is what this worker serves from now on
+            waiting.set_result(result)
 
     async def _report_ready(self, node, metrics_url: str | None) -> None:
         while not readiness.is_ready(node.coordinator):
@@ -52,6 +81,11 @@ class SupervisorLink:
                     self.view.set_down(set(message["down"]))
                 if "create_topic" in message:
                     node.create_forwarded(message["create_topic"])
+                if "call" in message:  # this is the controller
+                    self.send(reply=message["call"], to=message["from"],
+                              result=controller_writes.apply(node, message["op"], message["args"]))
+                if "reply" in message:
+                    self._answered(message["reply"], message["result"])
         except ConnectionError:
             pass
         on_lost()

@@ -239,3 +239,56 @@ def test_workers_stop_when_their_supervisor_is_killed(tmp_path):
     wait_until(lambda: all(gone(p) for p in pids), timeout=30, what="the workers to exit")
     s.start(timeout=60)  # their locks went with them
     assert s.stop() == 0, s.log()
+
+
+def test_acls_scram_users_and_group_configs_sent_to_any_worker_are_written_by_the_controller(tmp_path):
+    """Kafka's brokers forward these writes to their controller; a worker hands them to worker 0 and
+    answers once it wrote them, and then serves them itself."""
+    from kafka.admin import ACL, ACLOperation, ACLPermissionType, KafkaAdminClient, ResourcePattern, ResourceType
+
+    from tests.authz import READ, TOPIC, acl, create_acls
+    from tests.test_acls_wire import ANY_FILTER
+    from tests.test_scram_users import credentials, upsertion
+
+    s = start_workers(str(tmp_path), "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                      "allow.everyone.if.no.acl.found=true")
+    try:
+        assert create_acls(at(s, 1), acl(TOPIC, "read-me", READ)) == [ErrorCode.none]
+        admin = KafkaAdminClient(bootstrap_servers=s.bootstrap)  # sends to the least loaded broker
+        try:
+            created = admin.create_acls([ACL("User:k", "*", ACLOperation.READ, ACLPermissionType.ALLOW,
+                                             ResourcePattern(ResourceType.TOPIC, "kafka-python"))])
+        finally:
+            admin.close()
+        assert not created["failed"], created
+
+        def described(worker: int) -> set[str]:
+            with WireClient(at(s, worker)) as w:
+                return {r.resource_name for r in w.request(ApiKey.DESCRIBE_ACLS, 3, ANY_FILTER).resources}
+
+        for worker in (0, 1):  # each follows the controller's file (kafka-python may have asked either)
+            wait_until(lambda: described(worker) == {"read-me", "kafka-python"}, timeout=10, what="both ACLs")
+        with WireClient(at(s, 1)) as w:
+            assert create_acls(at(s, 1), acl(TOPIC, "mine", READ)) == [ErrorCode.none]
+            assert "mine" in described(1)  # served at once by the worker that handed it over
+            deleted = w.request(ApiKey.DELETE_ACLS, 3, {"filters": [
+                {**ANY_FILTER, "resource_type_filter": TOPIC, "resource_name_filter": "kafka-python"}]})
+            assert [a.resource_name for a in deleted.filter_results[0].matching_acls] == ["kafka-python"]
+            altered = w.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {"deletions": [],
+                                                                         "upsertions": [upsertion("alice", "pw")]})
+            assert [(r.user, r.error_code) for r in altered.results] == [("alice", ErrorCode.none)]
+            configs = w.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+                "resource_type": 32, "resource_name": "cfg", "configs": [
+                    {"name": "consumer.heartbeat.interval.ms", "config_operation": 0, "value": "6000"}]}],
+                "validate_only": False})
+            assert configs.responses[0].error_code is ErrorCode.none
+        with WireClient(at(s, 0)) as w:
+            assert credentials(w, "alice") == {"alice": [(2, 4096)]}
+            assert described(0) == {"read-me", "mine"}
+            group_configs = w.request(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [{
+                "resource_type": 32, "resource_name": "cfg", "configuration_keys": ["consumer.heartbeat.interval.ms"]}],
+                "include_synonyms": False, "include_documentation": False}).results[0]
+            assert [(c.name, c.value) for c in group_configs.configs] == [("consumer.heartbeat.interval.ms", "6000")]
+        assert "groupd.authorizer[1] acl created" in s.log()  # logged where the request came in
+    finally:
+        assert s.stop() == 0, s.log()

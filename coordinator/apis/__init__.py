@@ -70,6 +70,15 @@ def respond(result: Any, make: Callable[[Any], Any]) -> Any:
     return out
 
 
+def respond_all(items: list[Any], make: Callable[[list[Any]], Any]) -> Any:
+    """`make(items)` once every item that is a future has its result (in its place)."""
+    pending = [item for item in items if isinstance(item, asyncio.Future)]
+    if not pending:
+        return make(items)
+    return respond(asyncio.gather(*pending), lambda _: make(
+        [item.result() if isinstance(item, asyncio.Future) else item for item in items]))
+
+
 def forward(done: asyncio.Future, out: asyncio.Future, make: Callable[[Any], Any] = lambda r: r) -> None:
     """Settle `out` as the finished `done` went: `make(its result)`, its exception, or cancelled."""
     if out.done():

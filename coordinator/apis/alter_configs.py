@@ -7,7 +7,6 @@ their defaults). As IncrementalAlterConfigs, only GROUP resources hold configs h
 from __future__ import annotations
 
 from protocol.apis import ApiKey
-from protocol.codec import build_response
 
 from ..group_config import replaced
 from . import Request
@@ -19,7 +18,6 @@ VERSIONS = (0, 2)
 
 def handle(node, request: Request):
     body = request.body
-    return build_response(KEY, request.version, {"responses": alter_each(
-        node, request, [(r.resource_type, r.resource_name, [(c.name, c.value) for c in r.configs])
-                        for r in body.resources],
-        lambda current, configs: replaced(configs), body.validate_only)})
+    return alter_each(node, request, [(r.resource_type, r.resource_name, [(c.name, c.value) for c in r.configs])
+                                      for r in body.resources], lambda current, configs: replaced(configs),
+                      body.validate_only)

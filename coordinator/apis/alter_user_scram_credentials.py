@@ -17,8 +17,9 @@ from protocol.codec import build_response
 
 from ..access import authorized
 from ..acls import CLUSTER_NAME, AclOperation, ResourceType
+from .. import controller_writes
 from ..scram_users import Result
-from . import Request
+from . import Request, respond
 
 KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
 VERSIONS = (0, 0)
@@ -28,19 +29,23 @@ log = logging.getLogger("groupd.security")
 
 def handle(node, request: Request):
     body = request.body
-    if not node.is_controller:  # another worker writes the credentials: the client asks it again there
-        names = dict.fromkeys(e.name for e in (*body.deletions, *body.upsertions))
-        return _response([Result(n, ErrorCode.not_controller, None) for n in names])
     if not authorized(node, request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         names = sorted({e.name for e in (*body.deletions, *body.upsertions)})
         return _response([Result(n, ErrorCode.cluster_authorization_failed, None) for n in names])
-    try:
-        results = node.scram_users.alter(body.deletions, body.upsertions)
-    except OSError as e:
-        log.error("SCRAM credentials not altered: cannot write the credential file: %s", e)
+    # the controller writes the credential file (on another worker: the controller's answer, later)
+    written = controller_writes.write(node, "alter_scram", controller_writes.scram_args(body.deletions, body.upsertions))
+    return respond(written, lambda done: _altered(request, done))
+
+
+def _altered(request: Request, done: dict):
+    refusal = controller_writes.refusal(done, "The credentials could not be stored.")
+    if refusal is not None:
+        if "failed" in done:
+            log.error("SCRAM credentials not altered: cannot write the credential file: %s", done["failed"])
+        body = request.body
         names = dict.fromkeys(e.name for e in (*body.deletions, *body.upsertions))
-        return _response([Result(n, ErrorCode.unknown_server_error, "The credentials could not be stored.")
-                          for n in names])
+        return _response([Result(n, *refusal) for n in names])
+    results = [Result(user, ErrorCode(error), message) for user, error, message in done["results"]]
     changed = [r.user for r in results if r.error is ErrorCode.none]
     if changed:
         log.info("scram credentials altered users=%s by principal=%s host=%s", ",".join(changed), request.principal,

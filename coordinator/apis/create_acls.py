@@ -16,8 +16,10 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
+from .. import controller_writes
+from ..access import acl_row
 from ..acls import AclBinding, AclOperation
-from . import Request
+from . import Request, respond
 from .describe_acls import refused
 
 KEY = ApiKey.CREATE_ACLS
@@ -28,8 +30,6 @@ log = logging.getLogger("groupd.authorizer")
 
 def handle(node, request: Request):
     creations = request.body.creations
-    if not node.is_controller:  # another worker writes the ACLs
-        return _response(request.version, [(ErrorCode.not_controller, None)] * len(creations))
     refusal = refused(node, request, AclOperation.ALTER)
     if refusal is not None:
         return _response(request.version, [refusal] * len(creations))
@@ -42,12 +42,17 @@ def handle(node, request: Request):
             results.append((ErrorCode.none, None))
         except ValueError as e:
             results.append((ErrorCode.invalid_request, str(e)))
-    try:
-        node.access.create(valid)
-    except OSError as e:
-        log.error("ACLs not created: cannot write the ACL file: %s", e)
-        results = [(ErrorCode.unknown_server_error, "The ACLs could not be stored.") if error is ErrorCode.none
-                   else (error, message) for error, message in results]
+    # the controller writes the ACL file (on another worker: the controller's answer, later)
+    written = controller_writes.write(node, "create_acls", {"acls": [acl_row(b) for b in valid]})
+    return respond(written, lambda done: _created(request, valid, results, done))
+
+
+def _created(request: Request, valid: list[AclBinding], results: list[tuple[ErrorCode, str | None]], done: dict):
+    refusal = controller_writes.refusal(done, "The ACLs could not be stored.")
+    if refusal is not None:
+        if "failed" in done:
+            log.error("ACLs not created: cannot write the ACL file: %s", done["failed"])
+        results = [refusal if error is ErrorCode.none else (error, message) for error, message in results]
     else:
         for acl in valid:
             log.info("acl created %s by principal=%s host=%s", acl, request.principal, request.client_host.lstrip("/"))

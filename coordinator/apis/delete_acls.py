@@ -15,8 +15,10 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import build_response
 
+from .. import controller_writes
+from ..access import acl_binding
 from ..acls import AclOperation
-from . import Request
+from . import Request, respond
 from .describe_acls import acl_filter, refused
 
 KEY = ApiKey.DELETE_ACLS
@@ -27,20 +29,24 @@ log = logging.getLogger("groupd.authorizer")
 
 def handle(node, request: Request):
     filters = request.body.filters
-    if not node.is_controller:  # another worker writes the ACLs
-        return _failed(request.version, [(ErrorCode.not_controller, None)] * len(filters))
     refusal = refused(node, request, AclOperation.ALTER)
     if refusal is not None:
         return _failed(request.version, [refusal] * len(filters))
     wanted = [acl_filter(f) for f in filters]
     invalid = [f.invalid() for f in wanted]
-    try:
-        deleted = iter(node.access.delete(f for f, why in zip(wanted, invalid) if why is None))
-    except OSError as e:
-        log.error("ACLs not deleted: cannot write the ACL file: %s", e)
-        return _failed(request.version, [(ErrorCode.invalid_request, why) if why else
-                                         (ErrorCode.unknown_server_error, "The ACLs could not be stored.")
-                                         for why in invalid])
+    # the controller writes the ACL file (on another worker: the controller's answer, later)
+    written = controller_writes.write(node, "delete_acls", {"filters": [
+        controller_writes.acl_filter_args(f) for f, why in zip(wanted, invalid) if why is None]})
+    return respond(written, lambda done: _deleted(request, invalid, done))
+
+
+def _deleted(request: Request, invalid: list[str | None], done: dict):
+    refusal = controller_writes.refusal(done, "The ACLs could not be stored.")
+    if refusal is not None:
+        if "failed" in done:
+            log.error("ACLs not deleted: cannot write the ACL file: %s", done["failed"])
+        return _failed(request.version, [(ErrorCode.invalid_request, why) if why else refusal for why in invalid])
+    deleted = iter([[acl_binding(row) for row in rows] for rows in done["deleted"]])
     results = []
     for why in invalid:
         if why is not None:

@@ -20,7 +20,8 @@ from protocol.codec import build_response
 from ..access import config_resource_denied
 from ..acls import AclOperation
 from ..group_config import ConfigError, incrementally_altered, validate
-from . import Request
+from .. import controller_writes
+from . import Request, respond, respond_all
 
 KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 VERSIONS = (0, 1)
@@ -32,25 +33,22 @@ log = logging.getLogger("groupd")
 
 def handle(node, request: Request):
     body = request.body
-    return build_response(KEY, request.version, {"responses": alter_each(
-        node, request, [(r.resource_type, r.resource_name, [(c.name, c.config_operation, c.value) for c in r.configs])
-                        for r in body.resources],
-        incrementally_altered, body.validate_only)})
+    return alter_each(node, request, [(r.resource_type, r.resource_name, [(c.name, c.config_operation, c.value)
+                                                                          for c in r.configs])
+                                      for r in body.resources], incrementally_altered, body.validate_only)
 
 
 def alter_each(node, request: Request, resources: list[tuple[int, str, list]],
-               change: Callable[[Mapping[str, int], list], dict[str, int]], validate_only: bool) -> list[dict]:
-    """One result per resource (shared with AlterConfigs, whose `change` replaces the overrides)."""
+               change: Callable[[Mapping[str, int], list], dict[str, int]], validate_only: bool):
+    """The response, one result per resource (shared with AlterConfigs, whose `change` replaces the
+    overrides); a future of it while the controller writes on another worker's behalf."""
     counts = Counter((t, name) for t, name, _ in resources)
-    results = []
-    for resource_type, name, configs in resources:
-        if counts[(resource_type, name)] > 1:
-            error, message = ErrorCode.invalid_request, "Duplicate resource."
-        else:
-            error, message = _alter(node, request, resource_type, name, configs, change, validate_only)
-        results.append({"error_code": error, "error_message": message, "resource_type": resource_type,
-                        "resource_name": name})
-    return results
+    outcomes = [(ErrorCode.invalid_request, "Duplicate resource.") if counts[(resource_type, name)] > 1 else
+                _alter(node, request, resource_type, name, configs, change, validate_only)
+                for resource_type, name, configs in resources]
+    return respond_all(outcomes, lambda done: build_response(ApiKey(request.header.api_key), request.version, {"responses": [
+        {"error_code": error, "error_message": message, "resource_type": resource_type, "resource_name": name}
+        for (error, message), (resource_type, name, _) in zip(done, resources)]}))
 
 
 def _alter(node, request: Request, resource_type: int, name: str, configs: list,
@@ -65,17 +63,23 @@ def _alter(node, request: Request, resource_type: int, name: str, configs: list,
         return ErrorCode.invalid_request, f"Unexpected resource type {resource_type}"
     if not name:
         return ErrorCode.invalid_request, "Group name must not be empty"
-    if not node.is_controller:  # another worker writes the group configs: the client asks it again there
-        return ErrorCode.not_controller, None
     try:
         overrides = change(node.group_configs.overrides.get(name, {}), configs)
         validate(overrides, node.settings)
     except ConfigError as e:
         return e.error_code, str(e)
-    if not validate_only:
-        try:
-            node.alter_group_configs(name, overrides, request)
-        except OSError as e:
-            log.error("group configs not written group=%s: %s", name, e)
-            return ErrorCode.unknown_server_error, f"The group configs could not be written: {e.strerror}"
+    if validate_only:
+        return ErrorCode.none, None
+    # on disk first, then for the next heartbeat; the controller writes (on another worker: its answer, later)
+    written = controller_writes.write(node, "set_group_configs", {"group": name, "configs": overrides})
+    return respond(written, lambda done: _written(node, request, name, overrides, done))
+
+
+def _written(node, request: Request, name: str, overrides: dict[str, int], done: dict) -> tuple[ErrorCode, str | None]:
+    refusal = controller_writes.refusal(done, f"The group configs could not be written: {done.get('failed')}")
+    if refusal is not None:
+        if "failed" in done:
+            log.error("group configs not written group=%s: %s", name, done["failed"])
+        return refusal
+    node.group_configs_altered(name, overrides, request)
     return ErrorCode.none, None
