@@ -42,6 +42,7 @@ class Worker:
         self.ready = False
         self.metrics: str | None = None
         self.started = 0.0
+        self.starts = 0
         self.quick_exits = 0
 
     def send(self, **message) -> None:
@@ -99,7 +100,7 @@ class Supervisor:
         args = [sys.executable, "-m", "coordinator", *self.worker_args, "--worker", f"{w.index}:{theirs.fileno()}"]
         w.proc = await asyncio.create_subprocess_exec(*args, pass_fds=(theirs.fileno(),))
         theirs.close()
-        w.started = time.monotonic()
+        w.started, w.starts = time.monotonic(), w.starts + 1
         w.serving, w.ready, w.metrics = False, False, None
         reader, w.writer = await asyncio.open_unix_connection(sock=ours)
         log.info("worker started worker=%d node.id=%d pid=%d", w.index, w.node_id, w.proc.pid)
@@ -147,8 +148,8 @@ class Supervisor:
         ran = time.monotonic() - w.started
         was_ready, w.serving, w.ready, w.writer = w.ready, False, False, None
         self._tell_down()
-        if not was_ready and w.quick_exits == 0 and ran < STABLE_S and code in (1, 2):
-            # start-up refused (configuration, data dir, port): restarting cannot help; it said why
+        if w.starts == 1 and not was_ready and code in (1, 2):
+            # its first start refused (configuration, data dir, port): restarting cannot help; it said why
             log.error("worker exited worker=%d node.id=%d code=%d before it was ready; stopping", w.index,
                       w.node_id, code)
             self._failed = code
@@ -177,7 +178,7 @@ class Supervisor:
     async def _drain(self, w: Worker) -> int:
         """SIGTERM: the worker answers what is in flight, fsyncs and exits (as `groupd serve` does)."""
         if w.proc is None or w.proc.returncode is not None:
-            return 0 if w.proc is None else w.proc.returncode
+            return 0  # not running (waiting for its restart): nothing to drain
         w.proc.send_signal(signal.SIGTERM)
         try:
             code = await asyncio.wait_for(w.proc.wait(), STOP_TIMEOUT_S)
