@@ -544,9 +544,11 @@ class Settings:
             raise ConfigError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
         self._check_listeners()
         self._check_security()
-        if self.workers > 1 and not all(l.port for l in self.listeners):
-            raise ConfigError("workers > 1 needs a fixed port on every listener (worker i listens on port + i), "
-                              "not port 0")
+        if self.workers > 1:  # worker i listens (and is advertised) on each port + i
+            for l in (*self.listeners, *self.advertised_listeners):
+                if not l.port or l.port + self.workers - 1 > 65535:
+                    raise ConfigError(f"workers={self.workers} needs {l} to leave room for a port per worker "
+                                      f"(worker i uses port + i): a fixed port at most {65536 - self.workers}")
 
     def _check_listeners(self) -> None:
         names = [l.name for l in self.listeners]

@@ -290,3 +290,9 @@ def test_config_show_hides_passwords():
     assert out.returncode == 0, out.stderr
     assert "s3cret" not in out.stdout and "k3y" not in out.stdout
     assert "alice" in out.stdout and "[hidden]" in out.stdout
+
+
+@pytest.mark.parametrize("listeners", ["PLAINTEXT://127.0.0.1:0", "PLAINTEXT://127.0.0.1:65535"])
+def test_workers_need_a_port_per_worker_on_every_listener(listeners):
+    with pytest.raises(ConfigError, match="workers=2 needs PLAINTEXT://127.0.0.1:.* a fixed port at most 65534"):
+        Settings.load(None, env={}, overrides=[f"listeners={listeners}", "workers=2"])
