@@ -67,6 +67,8 @@ class Server:
             self.node = Node(self.settings, users, self.worker.view, shares_data_dir=True)
             self.node.producer_id_block = producer_id_block(self.worker.index, self.worker.view.count, wall_ms())
         metrics_url = await metrics.serve(self.settings, self.node)
+        if self.worker is not None:
+            await self._start_worker()
         self.node.coordinator.start()  # partitions load off the loop and answer LOAD_IN_PROGRESS until then
         for listener, endpoint in zip(self.settings.listeners, self.endpoints):
             self._listen(listener.host, listener.port, endpoint)
@@ -77,7 +79,7 @@ class Server:
         if plane_for(self.node) is not None:
             self._check_records_retention()
         if self.worker is not None:
-            await self._start_worker(metrics_url)
+            self.worker.serving(self.node, metrics_url)
         bound = ", ".join(f"{l.name}://{l.address[0]}:{l.address[1]}" for l in self._listeners)
         advertised = ", ".join(f"{e.name}://{e.advertised.host}:{e.advertised.port} ({e.protocol})"
                                for e in self.endpoints)
@@ -96,11 +98,11 @@ class Server:
                                     users, frozenset(self.settings.super_users))
         return await self._admin.start(self.settings.admin_listener)
 
-    async def _start_worker(self, metrics_url: str | None) -> None:
-        """Report to the supervisor; a worker that is not the controller follows the controller's files
-        and hands it auto-creates."""
+    async def _start_worker(self) -> None:
+        """Connect to the supervisor; a worker that is not the controller follows the controller's files
+        and hands it its writes and auto-creates."""
         worker = self.worker
-        await worker.start(self.node, metrics_url, lambda: self.request_stop("supervisor-gone"))
+        await worker.start(self.node, lambda: self.request_stop("supervisor-gone"))
         if not self.node.is_controller:
             self.node.controller = worker
             worker.shared = SharedFiles(self.node)

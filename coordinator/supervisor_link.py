@@ -35,13 +35,21 @@ class SupervisorLink:
         self._calls: dict[int, asyncio.Future] = {}
         self._ids = itertools.count(1)
 
-    async def start(self, node, metrics_url: str | None, on_lost: Callable[[], None]) -> None:
+    async def start(self, node, on_lost: Callable[[], None]) -> None:
+        """Connect, before the worker listens: a write it takes goes to the controller from the start."""
         reader, self._writer = await asyncio.open_unix_connection(sock=socket.socket(fileno=self._fd))
-        self.send(serving=True)  # listening, its shared files written (the controller: config topics)
-        for coro in (self._read(reader, node, on_lost), self._report_ready(node, metrics_url)):
-            task = asyncio.get_running_loop().create_task(coro)
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+        self._spawn(self._read(reader, node, on_lost))
+
+    def serving(self, node, metrics_url: str | None) -> None:
+        """The worker listens (the controller: its config topics are in the catalog); `ready` follows
+        once its partitions are loaded."""
+        self.send(serving=True)
+        self._spawn(self._report_ready(node, metrics_url))
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def send(self, **message) -> None:
         if self._writer is not None and not self._writer.is_closing():
