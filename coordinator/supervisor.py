@@ -20,6 +20,7 @@ from storage.files import DataDirLock, prepare_data_dir
 
 from . import metrics_merge, readiness
 from .controller_writes import UNAVAILABLE
+from .metrics import EXPOSITION_MAX_CONNECTIONS
 from .settings import Settings
 
 log = logging.getLogger("groupd")
@@ -59,6 +60,7 @@ class Supervisor:
         self._failed: int | None = None  # a worker's exit code before it ever became ready: stop with it
         self._tasks: set[asyncio.Task] = set()
         self._serving = [asyncio.Event() for _ in self.workers]  # set once each first listens (or exits)
+        self._scrapes = 0  # open connections to metrics.listener
 
     async def run(self) -> int:
         prepare_data_dir(self.settings.data_dir)
@@ -202,6 +204,10 @@ class Supervisor:
         return self.settings.metrics_url
 
     async def _http(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._scrapes >= EXPOSITION_MAX_CONNECTIONS:  # bounded, as a worker's own endpoint
+            writer.close()
+            return
+        self._scrapes += 1
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), SCRAPE_TIMEOUT_S)
             parts = head.split(b"\r\n", 1)[0].decode("latin-1").split()
@@ -220,6 +226,7 @@ class Supervisor:
         except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
             pass
         finally:
+            self._scrapes -= 1
             writer.close()
 
     def _ready(self) -> tuple[str, bytes, str]:
