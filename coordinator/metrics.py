@@ -329,6 +329,8 @@ def records_log_end(node) -> LogEnd | None:
         known = node.catalog.get(topic)
         if known is None or not 0 <= partition < known.partitions:
             return None
+        if not node.cluster.leads(topic, partition):  # another worker's: as it last told (supervisor_link.py)
+            return node.log_ends_elsewhere.get((known.topic_id, partition), 0)
         log = plane.peek((known.topic_id, partition))
         return 0 if log is None else log.high_watermark
 

@@ -1,6 +1,7 @@
 """The supervisor's scrape: every worker's exposition merged into one. A series the workers share
 (same name and labels) is summed: counters, histogram buckets and counts, and gauges of state that
-each worker holds a disjoint part of (groups, members, connections). The process's own series
+each worker holds a disjoint part of (groups, members, connections); a few are the largest of the
+workers' values (LARGEST). The process's own series
 (`process_*`, `python_*`) describe one process each and get a `worker` label instead."""
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ from prometheus_client.utils import floatToGoString
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 PER_PROCESS = ("process_", "python_")
+# what several workers may report for the same series, where the largest is the answer: a partition's
+# log end (its leader's and the others' copy of it), the largest lag of any group
+LARGEST = {"groupd_partition_latest_offset", "groupd_consumergroups_max_lag"}
 
 
 def merge(expositions: list[tuple[int, str]]) -> bytes:
@@ -34,7 +38,10 @@ def merge(expositions: list[tuple[int, str]]) -> bytes:
             if family.startswith(PER_PROCESS):
                 series = _labelled(series, f'worker="{worker}"')
             values = samples.setdefault(family, {})
-            values[series] = values.get(series, 0.0) + float(value)
+            if family in LARGEST:
+                values[series] = max(values.get(series, float(value)), float(value))
+            else:
+                values[series] = values.get(series, 0.0) + float(value)
     out = []
     for family, lines in headers.items():
         out.extend(lines)

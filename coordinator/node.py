@@ -50,6 +50,8 @@ class Node:
         self.coordinator = GroupCoordinator(settings, self.group_configs.overrides, self.cluster)
         self.faults = FaultTable()  # injected faults (coordinator/chaos.py), armed through the admin endpoint
         self.producer_id_block = (0, 1)  # InitProducerId's first id and step (workers: each its own)
+        # log-end offsets of the data partitions other workers lead, for the lag metrics
+        self.log_ends_elsewhere: dict[tuple[Any, int], int] = {}
         # a worker that is not the controller: its link to the controller, which makes the writes of
         # the shared files (coordinator/controller_writes.py) and auto-creates (coordinator/supervisor_link.py)
         self.controller: Any = None

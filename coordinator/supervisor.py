@@ -141,6 +141,10 @@ class Supervisor:
                 w.send(reply=message["call"], result=UNAVAILABLE)
         if "reply" in message:
             self.workers[message["to"]].send(reply=message["reply"], result=message["result"])
+        if "log_ends" in message:  # for the others' lag metrics
+            for other in self.workers:
+                if other is not w:
+                    other.send(log_ends=message["log_ends"], **{"from": w.index})
 
     async def _watch(self, w: Worker, proc: asyncio.subprocess.Process) -> None:
         code = await proc.wait()

@@ -6,7 +6,10 @@ import asyncio
 import itertools
 import json
 import socket
+import uuid
 from typing import Callable
+
+from storage.topic_data import plane_for
 
 from . import controller_writes, readiness
 from .settings import Settings
@@ -17,12 +20,13 @@ from .workers import WorkerView
 class SupervisorLink:
     """The worker's end of its socket to the supervisor, one JSON object per line. Up: `serving` once
     it listens, `ready` once every owned partition is loaded (with the worker's private metrics
-    address), `create_topic` (an auto-create) and `call` (a write of coordinator/controller_writes.py)
+    address), `log_ends` of the data partitions it leads (every LOG_ENDS_S), `create_topic` (an auto-create) and `call` (a write of coordinator/controller_writes.py)
     for the controller, and from the controller the `reply` to a call. Down: `down` (the workers not
-    serving now), to the controller `create_topic` and `call`, to the caller the `reply`. The
+    serving now), the other workers' `log_ends`, to the controller `create_topic` and `call`, to the caller the `reply`. The
     supervisor gone (EOF) stops the worker."""
 
     READY_POLL_S = 0.02
+    LOG_ENDS_S = 5.0  # how often a worker tells the others its data partitions' log ends (lag metrics)
     CALL_TIMEOUT_S = 10.0  # a call the controller has not answered by then (it died): UNAVAILABLE
 
     def __init__(self, index: int, count: int, fd: int, settings: Settings) -> None:
@@ -34,6 +38,7 @@ class SupervisorLink:
         self._tasks: set[asyncio.Task] = set()
         self._calls: dict[int, asyncio.Future] = {}
         self._ids = itertools.count(1)
+        self._log_ends: dict[int, dict[tuple[uuid.UUID, int], int]] = {}  # by the worker that leads them
 
     async def start(self, node, on_lost: Callable[[], None]) -> None:
         """Connect, before the worker listens: a write it takes goes to the controller from the start."""
@@ -45,6 +50,8 @@ class SupervisorLink:
         once its partitions are loaded."""
         self.send(serving=True)
         self._spawn(self._report_ready(node, metrics_url))
+        if plane_for(node) is not None:
+            self._spawn(self._share_log_ends(plane_for(node)))
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -76,6 +83,11 @@ class SupervisorLink:
                 self.shared.check()  # what the controller wrote is what this worker serves from now on
             waiting.set_result(result)
 
+    async def _share_log_ends(self, plane) -> None:
+        while True:
+            self.send(log_ends=[[str(topic_id), p, end] for (topic_id, p), end in plane.high_watermarks()])
+            await asyncio.sleep(self.LOG_ENDS_S)
+
     async def _report_ready(self, node, metrics_url: str | None) -> None:
         while not readiness.is_ready(node.coordinator):
             await asyncio.sleep(self.READY_POLL_S)
@@ -94,6 +106,9 @@ class SupervisorLink:
                               result=controller_writes.apply(node, message["op"], message["args"]))
                 if "reply" in message:
                     self._answered(message["reply"], message["result"])
+                if "log_ends" in message:  # another worker's, replacing what it said before
+                    self._log_ends[message["from"]] = {(uuid.UUID(t), p): end for t, p, end in message["log_ends"]}
+                    node.log_ends_elsewhere = {k: v for ends in self._log_ends.values() for k, v in ends.items()}
         except ConnectionError:
             pass
         on_lost()

@@ -166,6 +166,25 @@ def test_one_metrics_endpoint_for_both_workers(server, metrics_port):
     assert re.search(r'^process_start_time_seconds\{worker="1"\}', text, re.M)
 
 
+def test_lag_of_a_group_on_one_worker_reading_a_partition_another_worker_leads(server, metrics_port):
+    from confluent_kafka import Producer
+
+    group = group_on(0, "lag")
+    producer = Producer({"bootstrap.servers": server.bootstrap})
+    for i in range(7):
+        producer.produce("t", b"x", partition=1)  # t-1: led by worker 1
+    assert producer.flush(30) == 0
+    commit_offsets(at(server, 0), group, "t", {1: 2})
+    series = f'groupd_consumergroup_group_lag{{group="{group}",partition="1",topic="t"}}'
+
+    def lag() -> float | None:
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
+            found = [line.rsplit(" ", 1)[1] for line in r.read().decode().splitlines() if line.startswith(series)]
+        return float(found[0]) if found else None
+
+    assert wait_until(lambda: lag() == 5.0, timeout=30, what="the lag from worker 1's log end")
+
+
 def test_a_killed_worker_is_restarted_and_its_offsets_are_intact(server, metrics_port):
     group = group_on(1, "kill")
     commit_offsets(at(server, 1), group, "t", {0: 42, 1: 7})

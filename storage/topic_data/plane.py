@@ -104,6 +104,9 @@ class MemoryPlane:
     def __len__(self) -> int:
         return len(self._logs)
 
+    def high_watermarks(self) -> list[tuple[Key, int]]:
+        return [(key, log.high_watermark) for key, log in self._logs.items()]
+
     # -- produce -------------------------------------------------------------------------------
 
     def append(self, key: Key, records: bytes | None, produce_version: int, now_ms: int,

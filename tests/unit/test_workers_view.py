@@ -76,3 +76,12 @@ def test_workers_and_their_restarts_hand_out_disjoint_producer_ids():
     zero, one, one_restarted = producer_id_block(0, 2, now), producer_id_block(1, 2, now), producer_id_block(1, 2, now + 1)
     assert not ids(zero) & ids(one) and not ids(one) & ids(one_restarted)
     assert all(0 < i < 2**63 for i in ids(producer_id_block(255, 256, now)))
+
+
+def test_merged_metrics_take_the_largest_log_end_and_largest_lag():
+    one = ('# TYPE groupd_partition_latest_offset gauge\ngroupd_partition_latest_offset{partition="1",topic="t"} 7.0\n'
+           '# TYPE groupd_consumergroups_max_lag gauge\ngroupd_consumergroups_max_lag 5.0\n')
+    two = ('# TYPE groupd_partition_latest_offset gauge\ngroupd_partition_latest_offset{partition="1",topic="t"} 6.0\n'
+           '# TYPE groupd_consumergroups_max_lag gauge\ngroupd_consumergroups_max_lag 3.0\n')
+    assert merge([(0, one), (1, two)]).decode().splitlines()[1::2] == [
+        'groupd_partition_latest_offset{partition="1",topic="t"} 7.0', "groupd_consumergroups_max_lag 5.0"]
