@@ -149,10 +149,13 @@ def _main(argv: list[str] | None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     for warning in settings.warnings:
         logging.getLogger("groupd").warning("%s", warning)
+    from .etcd_cluster import ClusterError
     from .server import run
 
     try:
         run(settings)
+    except ClusterError as e:
+        return _fail(str(e))
     except ConfigError as e:  # what only serving finds out: a keystore that does not load
         print(f"groupd: configuration error: {e}", file=sys.stderr)
         return 2

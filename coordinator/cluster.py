@@ -28,6 +28,7 @@ class ClusterView:
     runtime is told through `GroupCoordinator.gain` / `lose`, the APIs read the view per request."""
 
     node_id: int
+    cluster_id: str | None = None  # kept by the cluster (etcd); None: the data dir's meta.properties
 
     def brokers(self) -> Sequence[Broker]:
         raise NotImplementedError

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from storage.catalog import Topic, TopicCatalog, load_cluster_id
-from storage.files import DataDirLock, prepare_data_dir
+from storage.files import LOCK_FILE, DataDirLock, prepare_data_dir
 from storage.group_configs import GroupConfigStore
 
 from .access import Access
@@ -30,9 +30,11 @@ class Node:
         self.node_id = settings.node_id
         self.cluster = cluster or SingleNode(settings.node_id)  # the brokers, and who coordinates what
         prepare_data_dir(settings.data_dir)
-        # before anything reads the directory: a second server on it would write the same log
-        self.lock = DataDirLock(settings.data_dir).acquire("groupd serve")
-        self.cluster_id = load_cluster_id(settings.data_dir, settings.node_id)
+        # before anything reads the directory: a second server on it would write the same log (in
+        # cluster mode nodes share the directory, each writing its own segments: one lock per node id)
+        self.lock = DataDirLock(settings.data_dir, f".lock-node-{self.node_id}" if settings.cluster_etcd_endpoints
+                                else LOCK_FILE).acquire("groupd serve")
+        self.cluster_id = self.cluster.cluster_id or load_cluster_id(settings.data_dir, settings.node_id)
         self.catalog = TopicCatalog(settings.data_dir)
         # ACL authorization, on when authorizer.class.name is set (coordinator/access.py)
         self.access = Access(settings) if settings.authorizer_class_name else None

@@ -15,7 +15,7 @@ import uuid
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import Any, Protocol
 
 from protocol import ErrorCode
 
@@ -71,6 +71,16 @@ class PartitionState(enum.Enum):
     ACTIVE = "active"
     FAILED = "failed"
     UNOWNED = "unowned"  # another node coordinates it (coordinator/cluster.py)
+
+
+class Claim(Protocol):
+    """Cluster mode's side of `GroupCoordinator.gain` (coordinator/etcd_cluster.py)."""
+
+    async def ownership(self) -> Ownership:
+        """The segments that count (after waiting out a deposed owner's lease if need be)."""
+
+    async def confirm(self, next_offset: int) -> bool:
+        """Record that this owner's records start at `next_offset`; False if the claim is lost."""
 
 
 class GroupCoordinator:
@@ -162,26 +172,37 @@ class GroupCoordinator:
 
     # -- partitions moving between nodes (cluster mode): the view decides, these carry it out --
 
-    def gain(self, p: int, ownership: Ownership | None = None) -> asyncio.Future:
-        """Start coordinating partition `p`: COORDINATOR_LOAD_IN_PROGRESS while its log loads off the
-        loop (only `ownership`'s segments, if given), then it serves. The future resolves to the
-        partition's state once the load is over (ACTIVE, FAILED, or UNOWNED if lost meanwhile)."""
+    def gain(self, p: int, claim: Claim | None = None) -> asyncio.Future:
+        """Start coordinating partition `p`: COORDINATOR_LOAD_IN_PROGRESS at once and while its log
+        loads off the loop (a cluster `claim` says which segments count and must confirm the load),
+        then it serves. The future resolves to the partition's state once that is over (ACTIVE,
+        FAILED, or UNOWNED if it was lost meanwhile or the claim did not hold)."""
         self._epochs[p] += 1
-        epoch, shard = self._epochs[p], self.shards[p]
         self.states[p] = PartitionState.LOADING
+        return asyncio.ensure_future(self._gain(p, self._epochs[p], claim))
+
+    async def _gain(self, p: int, epoch: int, claim: Claim | None) -> PartitionState:
         loop = asyncio.get_running_loop()
-        done = loop.create_future()
-
-        def loaded(f: asyncio.Future) -> None:
-            if self._epochs[p] != epoch:  # lost while loading: close what the load opened
-                if f.exception() is None:
-                    loop.run_in_executor(self._executor, f.result()[0].close)
-            else:
-                self._open(p, f)
-            done.set_result(self.states[p])
-
-        loop.run_in_executor(self._executor, self._load, p, shard, ownership).add_done_callback(loaded)
-        return done
+        ownership = await claim.ownership() if claim is not None else None
+        if self._epochs[p] != epoch:
+            return self.states[p]
+        job = loop.run_in_executor(self._executor, self._load, p, self.shards[p], ownership)
+        await asyncio.wait([job])
+        held = job.exception() is None and self._epochs[p] == epoch
+        if held and claim is not None:
+            try:
+                held = await claim.confirm(job.result()[0].next_offset) and self._epochs[p] == epoch
+            except Exception as e:
+                log.warning("partition claim not confirmed partition=%d: %r", p, e)
+                held = False
+        if held or (job.exception() is not None and self._epochs[p] == epoch):
+            self._open(p, job)
+            return self.states[p]
+        if job.exception() is None:  # lost while loading, or the claim no longer holds
+            await loop.run_in_executor(self._executor, job.result()[0].close)
+        if self._epochs[p] == epoch:
+            self.states[p] = PartitionState.UNOWNED
+        return self.states[p]
 
     async def lose(self, p: int, fenced: bool = False) -> int | None:
         """Stop coordinating partition `p` (another node takes it): it answers NOT_COORDINATOR from

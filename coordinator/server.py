@@ -14,6 +14,7 @@ from . import metrics, readiness
 from .access import tick_denial_logs
 from .admin_http import AdminEndpoint
 from .chaos import Chaos
+from .etcd_cluster import EtcdCluster
 from .connection import Connection, RequestMemory, bad_frame_log
 from .listen import Listener, accept_log
 from .node import Node
@@ -42,6 +43,7 @@ class Server:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.node: Node | None = None
+        self.cluster: EtcdCluster | None = None
         self.connections: set[Connection] = set()
         self.request_memory = RequestMemory(settings.queued_max_request_bytes)
         self.jwks = oauth_jwks(settings)  # before the loop runs: a JWKS that cannot be read stops start-up
@@ -55,11 +57,18 @@ class Server:
     async def startup(self) -> None:
         started = time.monotonic()
         # one Users for every SASL listener and the SCRAM admin APIs (coordinator/security.endpoints)
-        self.node = Node(self.settings, next((e.users for e in self.endpoints if e.users is not None), None))
+        if self.settings.cluster_etcd_endpoints:  # cluster mode: etcd says who owns what
+            self.cluster = EtcdCluster(self.settings)
+            await self.cluster.connect()
+        self.node = Node(self.settings, next((e.users for e in self.endpoints if e.users is not None), None),
+                         self.cluster)
         metrics_url = await metrics.serve(self.settings, self.node)
         self.node.coordinator.start()  # partitions load off the loop and answer LOAD_IN_PROGRESS until then
         for listener, endpoint in zip(self.settings.listeners, self.endpoints):
             self._listen(listener.host, listener.port, endpoint)
+        if self.cluster is not None:  # registered with the bound ports: claims start from here
+            await self.cluster.start(self.node.coordinator,
+                                     {e.name: (e.advertised.host, e.advertised.port) for e in self.endpoints})
         admin_url = await self._start_admin()
         self._tick_log_limits()
         if self.jwks is not None:
@@ -139,6 +148,8 @@ class Server:
             await asyncio.sleep(0.01)
         for conn in list(self.connections):
             conn.close()
+        if self.cluster is not None:
+            await self.cluster.stop()  # partitions handed over, lease revoked
         if self.node is not None:
             await self.node.coordinator.close()  # in-flight writes finish, every log is fsynced and closed
             self.node.close()  # releases the data dir's lock

@@ -58,8 +58,8 @@ class DataDirLock:
     file holds the holder's pid, for the refusal to name it. The lock lasts as long as the open
     file: `release()`, process exit or a crash all end it (the file itself stays, as Kafka's)."""
 
-    def __init__(self, data_dir: str) -> None:
-        self.path = os.path.join(data_dir, LOCK_FILE)
+    def __init__(self, data_dir: str, name: str = LOCK_FILE) -> None:
+        self.path = os.path.join(data_dir, name)  # cluster mode: one per node id (nodes share the dir)
         self._file = None
 
     def acquire(self, who: str = "groupd") -> DataDirLock:
