@@ -60,6 +60,7 @@ class EtcdCluster(ClusterView):
         self.cluster_id: str | None = None
         self.live: dict[int, Broker] = {}
         self.owners: dict[int, int] = {}  # partition → owner node id, as etcd last said
+        self.claims: dict[int, int] = {}  # partition → the revision of its owner's claim, as etcd last said
         self.mine: dict[int, int] = {}  # partition → the stamp (revision) of this node's claim
         self._moving: set[int] = set()  # claims and releases under way
         self.coordinator_runtime = None
@@ -67,6 +68,7 @@ class EtcdCluster(ClusterView):
         self._task: asyncio.Task | None = None
         self._watchdog: asyncio.TimerHandle | None = None
         self._background: set[asyncio.Task] = set()
+        self._stale_lease = None  # the lease of before a fence, revoked once etcd answers again
 
     # -- the view ---------------------------------------------------------------------------------
 
@@ -157,7 +159,13 @@ class EtcdCluster(ClusterView):
 
     async def _poll(self) -> None:
         if self.lease is None:  # fenced: a new lease, registered again (the old one's keys go with it)
+            if self._stale_lease is not None:
+                try:
+                    await self._stale_lease.revoke()  # this node's old claims end now, not at its expiry
+                except Exception:
+                    pass  # expired already, or etcd still away (then registering fails too)
             await self._register()
+            self._stale_lease = None
         sent = time.monotonic()
         reply = await self.lease.refresh()
         if reply.TTL <= 0:
@@ -174,6 +182,7 @@ class EtcdCluster(ClusterView):
         self.live = live
         owners = await self.client.get_prefix(_key("owners", ""))
         self.owners = {int(kv.key.decode().rsplit("/", 1)[1]): int(kv.value) for kv in owners}
+        self.claims = {int(kv.key.decode().rsplit("/", 1)[1]): kv.create_revision for kv in owners}
         self._reconcile()
 
     def _reconcile(self) -> None:
@@ -182,7 +191,9 @@ class EtcdCluster(ClusterView):
             if p in self._moving:
                 continue
             should = rendezvous(p, live)
-            if p in self.mine and should != self.node_id and should is not None:
+            if p not in self.mine and self.owners.get(p) == self.node_id:  # a claim this node gave up
+                self._spawn(p, self._delete_owner(p, self.claims[p]))  # (a failed release, a fence)
+            elif p in self.mine and should != self.node_id and should is not None:
                 self._spawn(p, self._release(p))
             elif p not in self.mine and should == self.node_id and p not in self.owners:
                 self._spawn(p, self._claim(p))
@@ -270,7 +281,7 @@ class EtcdCluster(ClusterView):
         lost = sorted(self.mine)
         log.warning("cluster fenced node.id=%d partitions=%d: %s", self.node_id, len(lost), why)
         self.mine.clear()
-        self.lease = None
+        self._stale_lease, self.lease = self.lease or self._stale_lease, None
         for p in lost:
             self._spawn(p, self.coordinator_runtime.lose(p, fenced=True))
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -73,7 +75,87 @@ class EtcdServer:
             self.proc = None
 
 
-def cluster_node(data_dir: str, etcd: EtcdServer, node_id: int, *settings: str) -> GroupdProcess:
+class Proxy:
+    """A TCP relay from a loopback port to `target_port` that a test can `cut` (every connection
+    closed, new ones closed at once: the node behind it is cut off) and `restore`."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.cut_off = threading.Event()
+        self._lock = threading.Lock()
+        self._sockets: set[socket.socket] = set()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if self.cut_off.is_set():
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._sockets |= {client, upstream}
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self) -> None:
+        self.cut_off.set()
+        with self._lock:
+            for s in self._sockets:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            self._sockets.clear()
+
+    def restore(self) -> None:
+        self.cut_off.clear()
+
+    def close(self) -> None:
+        self.cut()
+        self.listener.close()
+
+
+def etcd_get(endpoint: str, key: str) -> bytes | None:
+    """One key's value, read with the client groupd uses."""
+    import asyncio
+
+    import aetcd
+
+    async def get():
+        host, _, port = endpoint.rpartition(":")
+        async with aetcd.Client(host, int(port), timeout=5) as client:
+            found = await client.get(key.encode())
+            return None if found is None else found.value
+    return asyncio.run(get())
+
+
+def cluster_node(data_dir: str, etcd: EtcdServer | Proxy, node_id: int, *settings: str) -> GroupdProcess:
     return GroupdProcess(data_dir, f"node.id={node_id}", f"cluster.etcd.endpoints={etcd.endpoint}",
                          f"cluster.lease.ms={LEASE_MS}", "log.level=info", *settings)
 

@@ -131,3 +131,110 @@ def test_two_nodes_with_the_same_node_id_on_one_data_dir_refuse(nodes, etcd, tmp
     with pytest.raises(RuntimeError, match=r"\.lock-node-2 is held by pid"):
         twin.start()
     assert os.path.exists(tmp_path / "data" / ".lock-node-1")
+
+
+def stamped(data: str, partition: int) -> dict[str, int]:
+    """Segment file → size, in the partition's directory."""
+    directory = os.path.join(data, f"__consumer_offsets-{partition}")
+    return {name: os.path.getsize(os.path.join(directory, name)) for name in os.listdir(directory)}
+
+
+def test_a_node_cut_off_from_etcd_stops_acknowledging_and_its_partitions_move_to_new_segments(tmp_path, etcd):
+    import json
+
+    from coordinator.partitioning import partition_for
+    from tests.etcd_server import Proxy, etcd_get
+
+    data = str(tmp_path / "data")
+    proxy = Proxy(etcd.port)
+    nodes = [cluster_node(data, etcd, 1, *SETTINGS).start(), cluster_node(data, proxy, 2, *SETTINGS).start()]
+    try:
+        owner = spread(nodes)
+        group = next(g for g in GROUPS if owner[g] == 2)
+        p = partition_for(group, PARTITIONS)
+        assert commit(nodes[1].bootstrap, group, {0: 7}) == {0: ErrorCode.none}
+        deposed = json.loads(etcd_get(etcd.endpoint, f"/groupd/manifests/{p}"))[-1]
+
+        proxy.cut()
+        sent = [7]  # commits go on until the node refuses them; those it acknowledged must survive
+        acked = 7
+
+        def refused() -> bool:
+            nonlocal acked
+            sent.append(sent[-1] + 1)
+            error = commit(nodes[1].bootstrap, group, {0: sent[-1]})[0]
+            acked = sent[-1] if error == ErrorCode.none else acked
+            return error == ErrorCode.not_coordinator
+        wait_until(refused, 30, "the cut-off node stops acknowledging")
+        assert "cluster fenced node.id=2" in nodes[1].log()
+        frozen = stamped(data, p)
+        wait_until(lambda: coordinators(nodes[0].bootstrap, [group]).get(group) == 1, 60,
+                   "the partition moves to the node that still reaches etcd")
+        error, seen = wait_until(lambda: (f := fetch(nodes[0].bootstrap, group))[0] == ErrorCode.none and f, 30,
+                                 "the new owner loaded")
+        assert acked <= seen[0] <= sent[-1]  # a write answered NOT_COORDINATOR may still have landed
+        assert commit(nodes[0].bootstrap, group, {0: 8}) == {0: ErrorCode.none}
+        assert commit(nodes[1].bootstrap, group, {0: 667}) == {0: ErrorCode.not_coordinator}
+
+        # the deposed owner's stamp is closed where the new owner started; the new one writes its own file
+        manifest = json.loads(etcd_get(etcd.endpoint, f"/groupd/manifests/{p}"))
+        assert manifest[-2][0] == deposed[0] and manifest[-2][1] is not None and manifest[-1][1] is None
+        after = stamped(data, p)
+        assert {n: s for n, s in after.items() if n in frozen} == frozen  # nothing more from the cut-off node
+        assert [n for n in after if n not in frozen] == [f"{manifest[-2][1]:020d}-{manifest[-1][0]}.log"]
+
+        proxy.restore()  # back: it registers again and takes back what rendezvous gives it
+        owner = spread(nodes)
+        at = nodes[owner[group] - 1]
+        assert wait_until(lambda: fetch(at.bootstrap, group)[0] == ErrorCode.none and fetch(at.bootstrap, group),
+                          30, "the group is served again") == (ErrorCode.none, {0: 8})
+    finally:
+        for node in nodes:
+            if node.alive():
+                node.stop()
+        proxy.close()
+
+
+def test_a_crash_loop_across_two_nodes_loses_no_acknowledged_commit(nodes):
+    """Each round kills one node (kill -9) while a client commits to a group it coordinates, then
+    restarts it; every acknowledged commit is read back after every kill. CLUSTER_CRASH_ROUNDS sets
+    the rounds (`make cluster-crash-loop` runs many)."""
+    import threading
+
+    rounds = int(os.environ.get("CLUSTER_CRASH_ROUNDS", "2"))
+    acked: dict[str, int] = {}
+    for i in range(rounds):
+        victim = i % 2
+        owner = spread(nodes)
+        groups = [g for g in GROUPS if owner[g] == victim + 1][:3]
+        stop = threading.Event()
+
+        def committer(group: str, start: int) -> None:
+            offset = start
+            while not stop.is_set():
+                offset += 1
+                at = coordinators(nodes[1 - victim].bootstrap, [group]).get(group)
+                try:
+                    if at is not None and commit(nodes[at - 1].bootstrap, group, {0: offset}) == {0: ErrorCode.none}:
+                        acked[group] = offset
+                except OSError:
+                    pass  # the coordinator died mid-request: not acknowledged
+
+        threads = [threading.Thread(target=committer, args=(g, 1000 * i)) for g in groups]
+        for t in threads:
+            t.start()
+        wait_until(lambda: all(g in acked and acked[g] > 1000 * i for g in groups), 30, "commits acknowledged")
+        nodes[victim].stop(signal.SIGKILL)
+        wait_until(lambda: all(coordinators(nodes[1 - victim].bootstrap, groups).get(g) == 2 - victim
+                               for g in groups), 60, "the survivor took the groups")
+        stop.set()
+        for t in threads:
+            t.join(30)
+        for group, offset in acked.items():
+            error, seen = wait_until(lambda: (f := fetch(nodes[1 - victim].bootstrap, group))[0] == ErrorCode.none
+                                     and f, 30, "the survivor serves every group")
+            assert seen[0] >= offset, f"round {i}: {group} acknowledged {offset}, read back {seen[0]}"
+        nodes[victim].start()
+    owner = spread(nodes)
+    for group, offset in acked.items():
+        assert fetch(nodes[owner[group] - 1].bootstrap, group)[1][0] >= offset
