@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from storage.catalog import TopicCatalog
+
 from .settings import Listener
 
 
@@ -39,6 +41,11 @@ class ClusterView:
     def coordinator(self, partition: int) -> int | None:
         """The node coordinating offsets partition `partition` now; None while nobody does."""
         raise NotImplementedError
+
+    def topic_catalog(self, data_dir: str) -> TopicCatalog:
+        """Where the node's topics live: the data dir's topics.json; the cluster's own catalog when
+        the cluster keeps one (etcd)."""
+        return TopicCatalog(data_dir)
 
     def leader(self, topic: str, partition: int) -> int:
         """The node serving a data topic's partition (the records plane)."""

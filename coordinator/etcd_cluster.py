@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from storage.log import Ownership
 
 from .cluster import Broker, ClusterView
+from .etcd_catalog import CATALOG_KEY, EtcdCatalog, EtcdDocument
 
 log = logging.getLogger("groupd")
 
@@ -69,6 +70,7 @@ class EtcdCluster(ClusterView):
         self._watchdog: asyncio.TimerHandle | None = None
         self._background: set[asyncio.Task] = set()
         self._stale_lease = None  # the lease of before a fence, revoked once etcd answers again
+        self._followed: dict[str, object] = {}  # etcd key → follow(value, revision): shared documents
 
     # -- the view ---------------------------------------------------------------------------------
 
@@ -86,6 +88,12 @@ class EtcdCluster(ClusterView):
 
     def owns(self, partition: int) -> bool:
         return partition in self.mine
+
+    def topic_catalog(self, data_dir: str) -> EtcdCatalog:
+        """The cluster's catalog, in etcd; other nodes' changes arrive with every poll."""
+        catalog = EtcdCatalog(EtcdDocument(self.endpoints, CATALOG_KEY, max(self.lease_s / 4, 0.5)), data_dir)
+        self._followed[CATALOG_KEY] = catalog.follow
+        return catalog
 
     # -- etcd -------------------------------------------------------------------------------------
 
@@ -183,6 +191,10 @@ class EtcdCluster(ClusterView):
         owners = await self.client.get_prefix(_key("owners", ""))
         self.owners = {int(kv.key.decode().rsplit("/", 1)[1]): int(kv.value) for kv in owners}
         self.claims = {int(kv.key.decode().rsplit("/", 1)[1]): kv.create_revision for kv in owners}
+        for key, follow in self._followed.items():
+            found = await self.client.get(key.encode())
+            if found is not None:
+                follow(found.value, found.mod_revision)
         self._reconcile()
 
     def _reconcile(self) -> None:

@@ -8,7 +8,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from storage.catalog import Topic, TopicCatalog, load_cluster_id
+from storage.catalog import Topic, load_cluster_id
 from storage.files import LOCK_FILE, DataDirLock, prepare_data_dir
 from storage.group_configs import GroupConfigStore
 
@@ -35,7 +35,7 @@ class Node:
         self.lock = DataDirLock(settings.data_dir, f".lock-node-{self.node_id}" if settings.cluster_etcd_endpoints
                                 else LOCK_FILE).acquire("groupd serve")
         self.cluster_id = self.cluster.cluster_id or load_cluster_id(settings.data_dir, settings.node_id)
-        self.catalog = TopicCatalog(settings.data_dir)
+        self.catalog = self.cluster.topic_catalog(settings.data_dir)
         # ACL authorization, on when authorizer.class.name is set (coordinator/access.py)
         self.access = Access(settings) if settings.authorizer_class_name else None
         # SCRAM credentials of the admin APIs, applied to the Users the SASL listeners share

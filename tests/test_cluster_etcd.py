@@ -238,3 +238,40 @@ def test_a_crash_loop_across_two_nodes_loses_no_acknowledged_commit(nodes):
     owner = spread(nodes)
     for group, offset in acked.items():
         assert fetch(nodes[owner[group] - 1].bootstrap, group)[1][0] >= offset
+
+
+def test_every_node_sees_the_same_topic_catalog(nodes, etcd):
+    """Topics live in etcd: one created on one node is listed, with its id, by the other."""
+    from tests.etcd_server import etcd_get
+
+    def topics(bootstrap: str) -> dict:
+        with AdminConnection(bootstrap, "cluster-test") as c:
+            meta = c.request(ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                                    "include_topic_authorized_operations": False})
+        return {t.name: (len(t.partitions), t.topic_id) for t in meta.topics if t.name != "__consumer_offsets"}
+
+    with AdminConnection(nodes[1].bootstrap, "cluster-test") as c:
+        r = c.request(ApiKey.CREATE_TOPICS, 5, {"topics": [{"name": "made-on-2", "num_partitions": 3,
+                                                            "replication_factor": -1, "assignments": [],
+                                                            "configs": []}], "timeout_ms": 5000,
+                                                "validate_only": False})
+    assert r.topics[0].error_code == ErrorCode.none
+    seen = wait_until(lambda: "made-on-2" in (t := topics(nodes[0].bootstrap)) and t, 30,
+                      "node 1 lists the topic node 2 created")
+    assert seen == topics(nodes[1].bootstrap) and seen["made-on-2"][0] == 3 and seen["t"][0] == 4
+    assert b"made-on-2" in etcd_get(etcd.endpoint, "/groupd/topics")
+    assert not os.path.exists(os.path.join(nodes[0].data_dir, "topics.json"))
+
+
+def test_a_catalog_change_that_loses_the_race_is_applied_on_top_of_the_winner(etcd, tmp_path):
+    from coordinator.etcd_catalog import CATALOG_KEY, EtcdCatalog, EtcdDocument
+
+    one, two, three = (EtcdCatalog(EtcdDocument([etcd.endpoint], CATALOG_KEY, 5), str(tmp_path)) for _ in range(3))
+    one.create("x", 1)
+    made_by_one = one.create("z", 2)
+    two.create("y", 3)  # two had not seen x and z: its swap loses, then applies on top
+    assert sorted(t.name for t in two) == ["x", "y", "z"]
+    assert three.create("z", 5) == made_by_one  # both created z: the first one's id and count stay
+    value, revision = EtcdDocument([etcd.endpoint], CATALOG_KEY, 5).get()
+    one.follow(value, revision)
+    assert {t.name: t.partitions for t in one} == {"x": 1, "y": 3, "z": 2}
