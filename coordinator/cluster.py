@@ -47,6 +47,12 @@ class ClusterView:
         the cluster keeps one (etcd)."""
         return TopicCatalog(data_dir)
 
+    def shared_file(self, file, empty, on_change):
+        """Where one of the data dir's JSON files (the ACLs, the SCRAM credentials) lives: the file
+        itself; in a cluster that keeps them (etcd) its stand-in there, whose other nodes' changes
+        come to `on_change(content)` (`empty()`: the content of none)."""
+        return file
+
     def leader(self, topic: str, partition: int) -> int:
         """The node serving a data topic's partition (the records plane)."""
         return self.node_id

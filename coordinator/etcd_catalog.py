@@ -9,55 +9,18 @@ nodes' changes arrive with the cluster's poll (`EtcdCluster.follow`).
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
 import os
-import urllib.error
-import urllib.request
 
 from storage.catalog import CATALOG_FILE, Topic, TopicCatalog, decode_catalog, encode_catalog
 from storage.files import DataDirError
 
+from .etcd_files import EtcdDocument
+
 log = logging.getLogger("groupd")
 
 CATALOG_KEY = "/groupd/topics"
-SWAP_ATTEMPTS = 5
-
-
-class EtcdDocument:
-    """One etcd key read and swapped with plain HTTP (etcd's v3 JSON gateway), trying each endpoint."""
-
-    def __init__(self, endpoints: list[str], key: str, timeout: float) -> None:
-        self.endpoints, self.key, self.timeout = endpoints, key, timeout
-        self._key64 = base64.b64encode(key.encode()).decode()
-
-    def _call(self, path: str, body: dict) -> dict:
-        errors = []
-        for endpoint in self.endpoints:
-            request = urllib.request.Request(f"http://{endpoint}/v3/{path}", json.dumps(body).encode(),
-                                             {"Content-Type": "application/json"})
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as reply:
-                    return json.loads(reply.read())
-            except (OSError, ValueError) as e:
-                errors.append(f"{endpoint}: {e}")
-        raise DataDirError(f"etcd unreachable for {self.key}: {'; '.join(errors)}")
-
-    def get(self) -> tuple[bytes | None, int]:
-        """(value or None, its mod revision, 0 when absent)."""
-        kvs = self._call("kv/range", {"key": self._key64}).get("kvs") or []
-        if not kvs:
-            return None, 0
-        return base64.b64decode(kvs[0].get("value", "")), int(kvs[0]["mod_revision"])
-
-    def swap(self, value: bytes, revision: int) -> int | None:
-        """Put `value` if the key's mod revision is still `revision` (0: absent); the new revision,
-        or None when another writer came first."""
-        reply = self._call("kv/txn", {
-            "compare": [{"key": self._key64, "target": "MOD", "result": "EQUAL", "mod_revision": str(revision)}],
-            "success": [{"request_put": {"key": self._key64, "value": base64.b64encode(value).decode()}}]})
-        return int(reply["header"]["revision"]) if reply.get("succeeded") else None
+SWAP_ATTEMPTS = 5  # a change that keeps losing to other nodes' fails after this many
 
 
 class EtcdCatalog(TopicCatalog):

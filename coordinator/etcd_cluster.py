@@ -3,8 +3,9 @@ lease, and this node's `ClusterView` of them; it tells the runtime what to `gain
 
 Keys (under `/groupd/`): `nodes/<id>` the node's advertised listeners and `owners/<p>` the owner's
 node id, both bound to the node's lease; `manifests/<p>` the stamps whose segments count
-(storage/log.py `Ownership`) and `cluster.id`, both without a lease. README "Cluster mode" says what
-this guarantees and why.
+(storage/log.py `Ownership`), `cluster.id`, and the shared documents (`topics`, `acls.json`,
+`scram-credentials.json`: coordinator/etcd_catalog.py, coordinator/etcd_files.py), without a lease.
+README "Cluster mode" says what this guarantees and why.
 """
 
 from __future__ import annotations
@@ -14,13 +15,15 @@ import hashlib
 import json
 import logging
 import math
+import os
 import time
 from collections.abc import Sequence
 
 from storage.log import Ownership
 
 from .cluster import Broker, ClusterView
-from .etcd_catalog import CATALOG_KEY, EtcdCatalog, EtcdDocument
+from .etcd_catalog import CATALOG_KEY, EtcdCatalog
+from .etcd_files import EtcdDocument, EtcdFile
 
 log = logging.getLogger("groupd")
 
@@ -94,6 +97,12 @@ class EtcdCluster(ClusterView):
         catalog = EtcdCatalog(EtcdDocument(self.endpoints, CATALOG_KEY, max(self.lease_s / 4, 0.5)), data_dir)
         self._followed[CATALOG_KEY] = catalog.follow
         return catalog
+
+    def shared_file(self, file, empty, on_change) -> EtcdFile:
+        shared = EtcdFile(file, EtcdDocument(self.endpoints, PREFIX + os.path.basename(file.path),
+                                             max(self.lease_s / 4, 0.5)), empty, on_change)
+        self._followed[shared.document.key] = shared.follow
+        return shared
 
     # -- etcd -------------------------------------------------------------------------------------
 

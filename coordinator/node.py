@@ -10,7 +10,9 @@ from typing import Any
 
 from storage.catalog import Topic, load_cluster_id
 from storage.files import LOCK_FILE, DataDirLock, prepare_data_dir
+from storage.acls import AclFile
 from storage.group_configs import GroupConfigStore
+from storage.scram import ScramFile
 
 from .access import Access
 from . import offsets_topic
@@ -37,9 +39,13 @@ class Node:
         self.cluster_id = self.cluster.cluster_id or load_cluster_id(settings.data_dir, settings.node_id)
         self.catalog = self.cluster.topic_catalog(settings.data_dir)
         # ACL authorization, on when authorizer.class.name is set (coordinator/access.py)
-        self.access = Access(settings) if settings.authorizer_class_name else None
+        # (in cluster mode the ACLs and the SCRAM credentials live in etcd: every node holds the same)
+        self.access = Access(settings, self.cluster.shared_file(
+            AclFile(settings.data_dir), list, lambda rows: self.access.follow(rows))) \
+            if settings.authorizer_class_name else None
         # SCRAM credentials of the admin APIs, applied to the Users the SASL listeners share
-        self.scram_users = ScramUsers(settings.data_dir, users or Users(settings.sasl_users, ()))
+        self.scram_users = ScramUsers(settings.data_dir, users or Users(settings.sasl_users, ()), self.cluster.shared_file(
+            ScramFile(settings.data_dir), dict, lambda entries: self.scram_users.follow(entries)))
         self.offsets_topic = offsets_topic.topic(settings, self.cluster_id)  # internal: never in the catalog
         for name, partitions in settings.topics.items():
             self._declare(name, partitions)

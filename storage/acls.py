@@ -22,12 +22,8 @@ class AclFile:
         if not os.path.exists(self.path):
             return []
         try:
-            with open(self.path, encoding="utf-8") as f:
-                rows = json.load(f)["acls"]
-            if not isinstance(rows, list) or not all(
-                    isinstance(r, dict) and all(isinstance(r.get(k), str) for k in FIELDS) for r in rows):
-                raise ValueError("every entry needs the string fields " + ", ".join(FIELDS))
-            return rows
+            with open(self.path, "rb") as f:
+                return self.decode(f.read())
         except OSError as e:
             raise DataDirError(f"cannot read the ACL file {self.path}: {e.strerror}") from None
         except (ValueError, KeyError, TypeError) as e:  # JSONDecodeError is a ValueError
@@ -35,4 +31,17 @@ class AclFile:
                                "a backup (moving it away starts with no ACLs)") from None
 
     def save(self, rows: list[dict[str, str]]) -> None:
-        atomic_write(self.path, json.dumps({"acls": rows}, indent=1).encode())
+        atomic_write(self.path, self.encode(rows))
+
+    @staticmethod
+    def decode(data: bytes) -> list[dict[str, str]]:
+        """The rows of the file's bytes; ValueError (KeyError, TypeError) when they are damaged."""
+        rows = json.loads(data)["acls"]
+        if not isinstance(rows, list) or not all(
+                isinstance(r, dict) and all(isinstance(r.get(k), str) for k in FIELDS) for r in rows):
+            raise ValueError("every entry needs the string fields " + ", ".join(FIELDS))
+        return rows
+
+    @staticmethod
+    def encode(rows: list[dict[str, str]]) -> bytes:
+        return json.dumps({"acls": rows}, indent=1).encode()

@@ -26,15 +26,8 @@ class ScramFile:
         if not os.path.exists(self.path):
             return {}
         try:
-            with open(self.path, encoding="utf-8") as f:
-                users = json.load(f)["users"]
-            for mechanisms in users.values():
-                for entry in mechanisms.values():
-                    if entry is not None:
-                        int(entry["iterations"])
-                        for key in KEYS:
-                            base64.b64decode(entry[key], validate=True)
-            return users
+            with open(self.path, "rb") as f:
+                return self.decode(f.read())
         except OSError as e:
             raise DataDirError(f"cannot read the SCRAM credential file {self.path}: {e.strerror}") from None
         except (ValueError, KeyError, TypeError, AttributeError) as e:  # JSONDecodeError is a ValueError
@@ -42,4 +35,20 @@ class ScramFile:
                                "restore it from a backup (moving it away keeps only sasl.users)") from None
 
     def save(self, users: Entries) -> None:
-        atomic_write(self.path, json.dumps({"users": users}, indent=1, sort_keys=True).encode())
+        atomic_write(self.path, self.encode(users))
+
+    @staticmethod
+    def decode(data: bytes) -> Entries:
+        """The entries of the file's bytes; ValueError (KeyError, TypeError, ...) when damaged."""
+        users = json.loads(data)["users"]
+        for mechanisms in users.values():
+            for entry in mechanisms.values():
+                if entry is not None:
+                    int(entry["iterations"])
+                    for key in KEYS:
+                        base64.b64decode(entry[key], validate=True)
+        return users
+
+    @staticmethod
+    def encode(users: Entries) -> bytes:
+        return json.dumps({"users": users}, indent=1, sort_keys=True).encode()

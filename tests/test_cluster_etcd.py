@@ -5,6 +5,7 @@ offsets, and real clients follow (README "Cluster mode")."""
 from __future__ import annotations
 
 import datetime
+import hashlib
 import os
 import re
 import signal
@@ -23,6 +24,7 @@ pytestmark = pytest.mark.clients
 PARTITIONS = 8
 SETTINGS = (f"offsets.topic.num.partitions={PARTITIONS}", "topics=t:4", "group.initial.rebalance.delay.ms=0")
 GROUPS = [f"group-{i}" for i in range(24)]
+MINUTE = datetime.timedelta(minutes=1)
 
 
 @pytest.fixture
@@ -32,15 +34,20 @@ def etcd(tmp_path):
     server.stop()
 
 
-@pytest.fixture
-def nodes(tmp_path, etcd):
-    """Nodes 1 and 2 on one data dir, started one after the other (the first declares the topic)."""
+def two_nodes(tmp_path, etcd, *settings: str):
+    """Nodes 1 and 2 on one data dir, started one after the other; stopped cleanly at the end."""
     data = str(tmp_path / "data")
-    started = [cluster_node(data, etcd, 1, *SETTINGS).start(), cluster_node(data, etcd, 2, *SETTINGS).start()]
+    started = [cluster_node(data, etcd, 1, *SETTINGS, *settings).start(),
+               cluster_node(data, etcd, 2, *SETTINGS, *settings).start()]
     yield started
     for node in started:
         if node.alive():
             assert node.stop() == 0, node.log()
+
+
+@pytest.fixture
+def nodes(tmp_path, etcd):
+    yield from two_nodes(tmp_path, etcd)
 
 
 def spread(nodes, among: set[int] = frozenset({1, 2})) -> dict[str, int]:
@@ -275,3 +282,40 @@ def test_a_catalog_change_that_loses_the_race_is_applied_on_top_of_the_winner(et
     value, revision = EtcdDocument([etcd.endpoint], CATALOG_KEY, 5).get()
     one.follow(value, revision)
     assert {t.name: t.partitions for t in one} == {"x": 1, "y": 3, "z": 2}
+
+
+def test_acls_and_scram_credentials_changed_on_one_node_hold_on_the_other(tmp_path, etcd):
+    from tests.authz import ANONYMOUS, DENY, GROUP, READ, acl, authorizer_settings, create_acls
+
+    pair = two_nodes(tmp_path, etcd, *authorizer_settings(allow_everyone=True))
+    nodes = next(pair)
+
+    def join(bootstrap: str, group: str) -> ErrorCode:
+        with AdminConnection(bootstrap, "cluster-test") as c:
+            return c.request(ApiKey.JOIN_GROUP, 9, {
+                "group_id": group, "session_timeout": MINUTE, "rebalance_timeout": MINUTE, "member_id": "",
+                "group_instance_id": None, "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b""}], "reason": None}).error_code
+
+    def users(bootstrap: str) -> set[str]:
+        with AdminConnection(bootstrap, "cluster-test") as c:
+            r = c.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None})
+        return {u.user for u in r.results}
+
+    try:
+        assert join(nodes[0].bootstrap, "blocked") != ErrorCode.group_authorization_failed
+        assert create_acls(nodes[1].bootstrap, acl(GROUP, "blocked", READ, DENY, principal=ANONYMOUS)) == [
+            ErrorCode.none]
+        wait_until(lambda: join(nodes[0].bootstrap, "blocked") == ErrorCode.group_authorization_failed, 30,
+                   "node 1 enforces the ACL created on node 2")
+        with AdminConnection(nodes[1].bootstrap, "cluster-test") as c:
+            salt = os.urandom(16)
+            r = c.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {"deletions": [], "upsertions": [{
+                "name": "alice", "mechanism": 2, "iterations": 4096, "salt": salt,
+                "salted_password": hashlib.pbkdf2_hmac("sha512", b"secret", salt, 4096)}]})
+        assert [x.error_code for x in r.results] == [ErrorCode.none]
+        wait_until(lambda: "alice" in users(nodes[0].bootstrap), 30, "node 1 holds the credential made on node 2")
+        assert not os.path.exists(tmp_path / "data" / "acls.json")
+        assert not os.path.exists(tmp_path / "data" / "scram-credentials.json")
+    finally:
+        next(pair, None)
