@@ -11,12 +11,14 @@ README "Cluster mode" says what this guarantees and why.
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import json
 import logging
 import math
 import os
 import time
+import uuid
 from collections.abc import Sequence
 
 from storage.log import Ownership
@@ -24,6 +26,7 @@ from storage.log import Ownership
 from .cluster import Broker, ClusterView
 from .etcd_catalog import CATALOG_KEY, EtcdCatalog
 from .etcd_files import EtcdDocument, EtcdFile
+from .runtime import PartitionState
 
 log = logging.getLogger("groupd")
 
@@ -249,7 +252,7 @@ class EtcdCluster(ClusterView):
         self.owners[p] = self.node_id
         log.info("partition claimed partition=%d stamp=%d", p, stamp)
         state = await self.coordinator_runtime.gain(p, _Claim(self, p, stamp, manifest))
-        if state.value != "active" and self.mine.get(p) == stamp:
+        if state is not PartitionState.ACTIVE and self.mine.get(p) == stamp:
             del self.mine[p]  # a failed load gives the partition up (another node, or this one later, retries)
             await self._delete_owner(p, stamp)
 
@@ -345,7 +348,4 @@ class _Claim:
 
 
 def _new_cluster_id() -> bytes:
-    import base64
-    import uuid
-
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes)[:22]
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes)[:22]  # as storage/catalog.py makes a lone node's

@@ -150,3 +150,14 @@ def test_only_the_manifests_stamps_count_up_to_their_end(tmp_path):
     assert seen == [100, 101, 102] and final.next_offset == 3
     assert os.path.basename(final.segments[-1][1]) == f"{3:020d}-11.log"
     final.close()
+
+
+def test_rendezvous_spreads_partitions_and_a_joining_node_takes_only_what_it_wins():
+    from coordinator.etcd_cluster import rendezvous
+
+    before = {p: rendezvous(p, [1, 2]) for p in range(50)}
+    after = {p: rendezvous(p, [1, 2, 3]) for p in range(50)}
+    assert set(before.values()) == {1, 2} and set(after.values()) == {1, 2, 3}
+    assert all(after[p] in (before[p], 3) for p in range(50))  # nothing moves between 1 and 2
+    assert {p: rendezvous(p, [2, 1]) for p in range(50)} == before  # the order of the nodes does not matter
+    assert rendezvous(0, []) is None
