@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from storage.catalog import TopicCatalog
+from storage.files import JsonFile
 
 from .settings import Listener
 
@@ -47,10 +48,10 @@ class ClusterView:
         the cluster keeps one (etcd)."""
         return TopicCatalog(data_dir)
 
-    def shared_file(self, file, empty, on_change):
-        """Where one of the data dir's JSON files (the ACLs, the SCRAM credentials) lives: the file
-        itself; in a cluster that keeps them (etcd) its stand-in there, whose other nodes' changes
-        come to `on_change(content)` (`empty()`: the content of none)."""
+    def shared_file(self, file: JsonFile, on_change) -> JsonFile:
+        """Where one of the data dir's JSON files (the ACLs, the SCRAM credentials, the group configs)
+        lives: the file itself; in a cluster that keeps them (etcd) its stand-in there, whose other
+        nodes' changes come to `on_change(content)`."""
         return file
 
     def leader(self, topic: str, partition: int) -> int:

@@ -4,7 +4,8 @@ lease, and this node's `ClusterView` of them; it tells the runtime what to `gain
 Keys (under `/groupd/`): `nodes/<id>` the node's advertised listeners and `owners/<p>` the owner's
 node id, both bound to the node's lease; `manifests/<p>` the stamps whose segments count
 (storage/log.py `Ownership`), `cluster.id`, and the shared documents (`topics`, `acls.json`,
-`scram-credentials.json`: coordinator/etcd_catalog.py, coordinator/etcd_files.py), without a lease.
+`scram-credentials.json`, `group_configs.json`: coordinator/etcd_catalog.py, coordinator/etcd_files.py),
+without a lease.
 README "Cluster mode" says what this guarantees and why.
 """
 
@@ -16,7 +17,6 @@ import hashlib
 import json
 import logging
 import math
-import os
 import time
 import uuid
 from collections.abc import Sequence
@@ -101,9 +101,9 @@ class EtcdCluster(ClusterView):
         self._followed[CATALOG_KEY] = catalog.follow
         return catalog
 
-    def shared_file(self, file, empty, on_change) -> EtcdFile:
-        shared = EtcdFile(file, EtcdDocument(self.endpoints, PREFIX + os.path.basename(file.path),
-                                             max(self.lease_s / 4, 0.5)), empty, on_change)
+    def shared_file(self, file, on_change) -> EtcdFile:
+        shared = EtcdFile(file, EtcdDocument(self.endpoints, PREFIX + file.name, max(self.lease_s / 4, 0.5)),
+                          on_change)
         self._followed[shared.document.key] = shared.follow
         return shared
 

@@ -1,6 +1,6 @@
 """Cluster mode's shared documents in etcd: `EtcdDocument`, one key read and swapped synchronously
 through etcd's JSON gateway, and `EtcdFile`, one of the data dir's JSON files (the ACLs, the SCRAM
-credentials) kept in etcd instead, so that every node holds the same.
+credentials, the per-group configs) kept in etcd instead, so that every node holds the same.
 
 Their callers are synchronous (an admin request changing ACLs, a node starting): a call costs a few
 ms on the loop, bounded by a timeout; these change rarely. Other nodes' changes arrive with the
@@ -17,7 +17,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from storage.files import DataDirError
+from storage.files import DataDirError, JsonFile
 
 log = logging.getLogger("groupd")
 
@@ -82,20 +82,19 @@ def save_change(save: Callable[[Any], None], compute: Callable[[], Any], follow:
 
 
 class EtcdFile:
-    """Stands in for a data-dir file object (`load()`, `save(content)`, `decode`, `encode`, `path`):
-    the same content under `/groupd/<file name>`. `save` is a compare-and-swap on the revision this
+    """Stands in for a data-dir `JsonFile` (`load()`, `save(content)`): the same content under
+    `/groupd/<file name>`. `save` is a compare-and-swap on the revision this
     node last saw and raises StaleDocument when another node came first; `on_change(content)` hears
     other nodes' changes. A lone node's file seeds the key the first time."""
 
-    def __init__(self, file: Any, document: EtcdDocument, empty: Callable[[], Any],
-                 on_change: Callable[[Any], None]) -> None:
-        self.file, self.document, self.empty, self.on_change = file, document, empty, on_change
+    def __init__(self, file: JsonFile, document: EtcdDocument, on_change: Callable[[Any], None]) -> None:
+        self.file, self.document, self.on_change = file, document, on_change
         self.path = file.path
         self.revision = 0
 
     def _decode(self, value: bytes | None) -> Any:
         if value is None:
-            return self.empty()
+            return self.file.empty()
         try:
             return self.file.decode(value)
         except (ValueError, KeyError, TypeError, AttributeError) as e:

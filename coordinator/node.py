@@ -11,13 +11,14 @@ from typing import Any
 from storage.catalog import Topic, load_cluster_id
 from storage.files import LOCK_FILE, DataDirLock, prepare_data_dir
 from storage.acls import AclFile
-from storage.group_configs import GroupConfigStore
+from storage.group_configs import GroupConfigsFile, GroupConfigStore
 from storage.scram import ScramFile
 
 from .access import Access
 from . import offsets_topic
 from .chaos import FaultTable
 from .cluster import ClusterView, SingleNode
+from .etcd_files import save_change
 from .runtime import GroupCoordinator
 from .sasl import Users
 from .scram_users import ScramUsers
@@ -38,18 +39,21 @@ class Node:
                                 else LOCK_FILE).acquire("groupd serve")
         self.cluster_id = self.cluster.cluster_id or load_cluster_id(settings.data_dir, settings.node_id)
         self.catalog = self.cluster.topic_catalog(settings.data_dir)
-        # ACL authorization, on when authorizer.class.name is set (coordinator/access.py)
-        # (in cluster mode the ACLs and the SCRAM credentials live in etcd: every node holds the same)
+        # ACL authorization, on when authorizer.class.name is set (coordinator/access.py). In cluster
+        # mode the ACLs, the SCRAM credentials and the group configs live in etcd (cluster.shared_file)
         self.access = Access(settings, self.cluster.shared_file(
-            AclFile(settings.data_dir), list, lambda rows: self.access.follow(rows))) \
+            AclFile(settings.data_dir), lambda rows: self.access.follow(rows))) \
             if settings.authorizer_class_name else None
         # SCRAM credentials of the admin APIs, applied to the Users the SASL listeners share
-        self.scram_users = ScramUsers(settings.data_dir, users or Users(settings.sasl_users, ()), self.cluster.shared_file(
-            ScramFile(settings.data_dir), dict, lambda entries: self.scram_users.follow(entries)))
+        self.scram_users = ScramUsers(settings.data_dir, users or Users(settings.sasl_users, ()),
+                                      self.cluster.shared_file(ScramFile(settings.data_dir),
+                                                               lambda entries: self.scram_users.follow(entries)))
         self.offsets_topic = offsets_topic.topic(settings, self.cluster_id)  # internal: never in the catalog
         for name, partitions in settings.topics.items():
             self._declare(name, partitions)
-        self.group_configs = GroupConfigStore(settings.data_dir)  # per-group overrides (IncrementalAlterConfigs)
+        # per-group overrides (IncrementalAlterConfigs)
+        self.group_configs = GroupConfigStore(settings.data_dir, self.cluster.shared_file(
+            GroupConfigsFile(settings.data_dir), lambda groups: self.group_configs.follow(groups)))
         # the group coordinator of every offsets partition
         self.coordinator = GroupCoordinator(settings, self.group_configs.overrides, self.cluster)
         self.faults = FaultTable()  # injected faults (coordinator/chaos.py), armed through the admin endpoint
@@ -86,7 +90,8 @@ class Node:
 
     def alter_group_configs(self, group_id: str, configs: dict[str, int], request: Any) -> None:
         """The group's overrides become `configs`: on disk first, then for the next heartbeat."""
-        self.group_configs.set(group_id, configs)
+        save_change(self.group_configs.replace, lambda: self.group_configs.with_group(group_id, configs),
+                    self.group_configs.follow)
         log.info("group configs altered group=%s configs=%s client=%s host=%s", group_id,
                  ",".join(f"{k}={v}" for k, v in sorted(configs.items())) or "(defaults)",
                  request.header.client_id, request.client_host)

@@ -28,6 +28,47 @@ def atomic_write(path: str, data: bytes) -> None:
     fsync_dir(directory)
 
 
+class JsonFile:
+    """A small JSON file of the data dir, read whole and rewritten whole (`atomic_write`). Each kind
+    says its `name`, how its content reads and writes (`decode`, which raises ValueError, KeyError,
+    TypeError or AttributeError on damage; `encode`), its content when absent (`empty`), and for
+    messages what it is (`what`) and what to do when it is damaged (`remedy`)."""
+
+    name = ""
+    what = ""
+    remedy = ""
+
+    def __init__(self, data_dir: str) -> None:
+        self.path = os.path.join(data_dir, self.name)
+
+    def load(self):
+        if not os.path.exists(self.path):
+            return self.empty()
+        try:
+            with open(self.path, "rb") as f:
+                return self.decode(f.read())
+        except OSError as e:
+            raise DataDirError(f"cannot read {self.what} {self.path}: {e.strerror}") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as e:  # JSONDecodeError is a ValueError
+            raise DataDirError(f"{self.what} {self.path} {'are' if self.what.endswith('s') else 'is'} damaged "
+                               f"({type(e).__name__}: {e}); {self.remedy}") from None
+
+    def save(self, content) -> None:
+        atomic_write(self.path, self.encode(content))
+
+    @staticmethod
+    def empty():
+        raise NotImplementedError
+
+    @staticmethod
+    def decode(data: bytes):
+        raise NotImplementedError
+
+    @staticmethod
+    def encode(content) -> bytes:
+        raise NotImplementedError
+
+
 def fsync_dir(directory: str) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:

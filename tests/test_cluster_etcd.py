@@ -284,7 +284,7 @@ def test_a_catalog_change_that_loses_the_race_is_applied_on_top_of_the_winner(et
     assert {t.name: t.partitions for t in one} == {"x": 1, "y": 3, "z": 2}
 
 
-def test_acls_and_scram_credentials_changed_on_one_node_hold_on_the_other(tmp_path, etcd):
+def test_acls_scram_credentials_and_group_configs_changed_on_one_node_hold_on_the_other(tmp_path, etcd):
     from tests.authz import ANONYMOUS, DENY, GROUP, READ, acl, authorizer_settings, create_acls
 
     pair = two_nodes(tmp_path, etcd, *authorizer_settings(allow_everyone=True))
@@ -315,7 +315,24 @@ def test_acls_and_scram_credentials_changed_on_one_node_hold_on_the_other(tmp_pa
                 "salted_password": hashlib.pbkdf2_hmac("sha512", b"secret", salt, 4096)}]})
         assert [x.error_code for x in r.results] == [ErrorCode.none]
         wait_until(lambda: "alice" in users(nodes[0].bootstrap), 30, "node 1 holds the credential made on node 2")
+
+        with AdminConnection(nodes[1].bootstrap, "cluster-test") as c:
+            r = c.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+                "resource_type": 32, "resource_name": "tuned", "configs": [
+                    {"name": "consumer.heartbeat.interval.ms", "config_operation": 0, "value": "6000"}]}],
+                "validate_only": False})
+        assert r.responses[0].error_code == ErrorCode.none
+
+        def heartbeat_interval(bootstrap: str) -> str | None:
+            with AdminConnection(bootstrap, "cluster-test") as c:
+                r = c.request(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [{
+                    "resource_type": 32, "resource_name": "tuned", "configuration_keys": None}],
+                    "include_synonyms": False, "include_documentation": False})
+            return {x.name: x.value for x in r.results[0].configs}.get("consumer.heartbeat.interval.ms")
+        wait_until(lambda: heartbeat_interval(nodes[0].bootstrap) == "6000", 30,
+                   "node 1 holds the group config set on node 2")
         assert not os.path.exists(tmp_path / "data" / "acls.json")
         assert not os.path.exists(tmp_path / "data" / "scram-credentials.json")
+        assert not os.path.exists(tmp_path / "data" / "group_configs.json")
     finally:
         next(pair, None)
