@@ -3,7 +3,7 @@ lease, and this node's `ClusterView` of them; it tells the runtime what to `gain
 
 Keys (under `/groupd/`): `nodes/<id>` the node's advertised listeners and `owners/<p>` the owner's
 node id, both bound to the node's lease; `manifests/<p>` the stamps whose segments count
-(storage/log.py `Ownership`), `cluster.id`, and the shared documents (`topics`, `acls.json`,
+(storage/owned_log.py `Ownership`), `cluster.id`, and the shared documents (`topics`, `acls.json`,
 `scram-credentials.json`, `group_configs.json`: coordinator/etcd_catalog.py, coordinator/etcd_files.py),
 without a lease.
 README "Cluster mode" says what this guarantees and why.
@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Sequence
 
-from storage.log import Ownership
+from storage.owned_log import Ownership
 
 from .cluster import Broker, ClusterView
 from .etcd_catalog import CATALOG_KEY, EtcdCatalog

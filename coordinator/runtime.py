@@ -20,7 +20,8 @@ from typing import Any, Protocol
 from protocol import ErrorCode
 
 from storage.compaction import closed_bytes, compact, die_with_parent
-from storage.log import LoadResult, Ownership, PartitionLog
+from storage.log import LoadResult, PartitionLog
+from storage.owned_log import OwnedPartitionLog, Ownership
 
 from . import metrics, observe
 from .system_clock import mono_ms, now, wall_ms
@@ -155,7 +156,8 @@ class GroupCoordinator:
 
     def _load(self, p: int, shard: GroupShard, ownership: Ownership | None) -> tuple[PartitionLog, LoadResult, float]:
         started = time.perf_counter()
-        plog = PartitionLog(self.settings.data_dir, p, self.settings.offsets_topic_segment_bytes, ownership)
+        plog = (PartitionLog(self.settings.data_dir, p, self.settings.offsets_topic_segment_bytes) if ownership is None
+                else OwnedPartitionLog(self.settings.data_dir, p, self.settings.offsets_topic_segment_bytes, ownership))
         result = plog.load(shard.apply)  # no request reads the partition until it is loaded
         return plog, result, time.perf_counter() - started
 
@@ -326,7 +328,7 @@ class GroupCoordinator:
         backoff = self.settings.log_cleaner_backoff_ms / 1000
         loop = asyncio.get_running_loop()
         for p, writer in enumerate(self.writers):
-            if writer is None or writer.closed or writer.plog.ownership is not None:
+            if writer is None or writer.closed or writer.plog.stamp:
                 continue  # cluster mode: the segments belong to several owners (README "Cluster mode")
             closed = closed_bytes(writer.plog.directory)
             if closed and (closed - self._clean_bytes[p]) / closed >= self.settings.min_cleanable_dirty_ratio:

@@ -10,10 +10,6 @@ Recovery (`load`): segments are read with `storage.scanner`, which checks every 
 torn tail of the last segment is truncated (a crash mid-write leaves exactly that). Corrupt bytes
 anywhere else are stepped over: every valid batch after them still loads, and the skipped ranges
 are logged and returned in `LoadResult.damage` (`groupd log repair` rewrites them away).
-
-Cluster mode (`Ownership`): every owner of the partition writes segments of its own, stamped with
-the etcd revision of its claim (`<base offset>-<stamp>.log`); the partition's manifest in etcd says
-which stamps count and up to which offset, so what a deposed owner writes late is never loaded.
 """
 
 from __future__ import annotations
@@ -44,7 +40,7 @@ def partition_dir(data_dir: str, partition: int) -> str:
 
 
 def segment_name(base_offset: int, stamp: int = 0) -> str:
-    """`<base>.log`; an owner's segment in cluster mode is `<base>-<stamp>.log`."""
+    """`<base>.log`; in cluster mode an owner's own segments are `<base>-<stamp>.log` (storage/owned_log.py)."""
     return f"{base_offset:020d}{f'-{stamp}' if stamp else ''}{SEGMENT_SUFFIX}"
 
 
@@ -57,28 +53,6 @@ def list_segments(directory: str) -> list[tuple[int, str]]:
         if name.endswith(SEGMENT_SUFFIX) and name[:-len(SEGMENT_SUFFIX)].isdigit():
             out.append((int(name[:-len(SEGMENT_SUFFIX)]), os.path.join(directory, name)))
     return sorted(out)
-
-
-def stamped_segments(directory: str) -> dict[int, list[tuple[int, str]]]:
-    """Cluster mode: stamp → (base offset, path) of its segments, oldest first; the segments of a
-    lone node (no stamp) are stamp 0. `list_segments` (compaction, repair, inspect) sees only those."""
-    out: dict[int, list[tuple[int, str]]] = {}
-    if not os.path.isdir(directory):
-        return out
-    for name in os.listdir(directory):
-        base, _, stamp = name[:-len(SEGMENT_SUFFIX)].partition("-")
-        if name.endswith(SEGMENT_SUFFIX) and base.isdigit() and (stamp.isdigit() or not stamp):
-            out.setdefault(int(stamp or 0), []).append((int(base), os.path.join(directory, name)))
-    return {stamp: sorted(segments) for stamp, segments in out.items()}
-
-
-@dataclass(frozen=True)
-class Ownership:
-    """Cluster mode: this owner's `stamp` (the etcd revision of its claim; it writes only segments
-    named with it) and `counted`, the manifest: the earlier owners' stamps in order, each with the
-    offset its segments count up to (None: all that is on disk, for the one the claim deposed)."""
-    stamp: int
-    counted: tuple[tuple[int, int | None], ...] = ()
 
 
 def encode(records: list[Record]) -> list[tuple[bytes, bytes | None]]:
@@ -169,9 +143,10 @@ class PartitionLog:
     """The segments of one partition, opened for append. Not thread-safe: the runtime serialises
     appends per partition and runs them off the event loop."""
 
-    def __init__(self, data_dir: str, partition: int, segment_bytes: int, ownership: Ownership | None = None) -> None:
+    stamp = 0  # cluster mode: the owner's claim, in the names of the segments it starts (storage/owned_log.py)
+
+    def __init__(self, data_dir: str, partition: int, segment_bytes: int) -> None:
         self.partition = partition
-        self.ownership = ownership
         self.directory = partition_dir(data_dir, partition)
         self.segment_bytes = segment_bytes
         self.next_offset = 0
@@ -183,62 +158,43 @@ class PartitionLog:
     # -- recovery --------------------------------------------------------------------------------
 
     def load(self, apply) -> LoadResult:
-        """Replay every record into `apply(record)`, oldest first; truncate a torn tail. With an
-        `Ownership`: only the counted stamps' records below their end, read but never changed (they
-        are other owners' files), then a segment of this owner's stamp starts at the next offset."""
+        """Replay every record into `apply(record)`, oldest first; truncate a torn tail."""
         os.makedirs(self.directory, exist_ok=True)
+        for name in os.listdir(self.directory):
+            if name.endswith(CLEANED_SUFFIX):  # a compaction that crashed before its rename
+                os.remove(os.path.join(self.directory, name))
+        self.segments = list_segments(self.directory)
         result = LoadResult()
-        if self.ownership is None:
-            for name in os.listdir(self.directory):
-                if name.endswith(CLEANED_SUFFIX):  # a compaction that crashed before its rename
-                    os.remove(os.path.join(self.directory, name))
-            self.segments = list_segments(self.directory)
-            self._replay(self.segments, None, True, apply, result)
-            self.next_offset = max(result.next_offset, self.segments[-1][0] if self.segments else 0)
-        else:
-            stamped = stamped_segments(self.directory)
-            for stamp, end in self.ownership.counted:
-                self._replay(stamped.get(stamp, []), end, False, apply, result)
-            self.next_offset = result.next_offset
-            self.segments = []
-        if result.skipped:
-            log.warning("partition %d: skipped %d records of unknown key types", self.partition, result.skipped)
-        if not self.segments:
-            self._roll(self.next_offset)
-        else:
-            self._open_active()
-        return result
-
-    def _replay(self, segments: list[tuple[int, str]], end: int | None, own: bool, apply, result: LoadResult) -> None:
-        """Replay `segments` (the records below `end`) into `apply`; a torn tail is truncated when
-        the segments are `own`, else the valid batches before it are what counts."""
-        for base, path, data, found, last in scan_segments(segments):
+        for base, path, data, found, last in scan_segments(self.segments):
             del data
             for b in found.batches:
-                if end is not None and b.batch.base_offset >= end:
-                    break
                 for offset, record, _ in records_of(b.batch):
-                    if end is not None and offset >= end:
-                        break
                     if record is not None:
                         apply(record)
                     else:
                         result.skipped += 1
                     result.records += 1
-                result.next_offset = max(result.next_offset, b.batch.next_offset if end is None
-                                         else min(b.batch.next_offset, end))
+                result.next_offset = max(result.next_offset, b.batch.next_offset)
                 result.bytes += b.size
             for damage in found.corruption(last):
                 result.damage.append(damage)
                 log.error("partition %d: corrupt log bytes skipped, the valid batches around them are loaded: %s; "
                           "`groupd log repair` rewrites the partition without them", self.partition, damage.describe())
             torn = found.torn_tail(last)
-            if torn is not None and own:
+            if torn is not None:
                 result.truncated = f"{path}: truncated {torn.size} bytes at byte {torn.position} ({torn.reason})"
                 log.warning("partition %d: torn tail truncated: %s", self.partition, result.truncated)
                 with open(path, "r+b") as f:
                     f.truncate(torn.position)
                     os.fsync(f.fileno())
+        if result.skipped:
+            log.warning("partition %d: skipped %d records of unknown key types", self.partition, result.skipped)
+        self.next_offset = max(result.next_offset, self.segments[-1][0] if self.segments else 0)
+        if not self.segments:
+            self._roll(0)
+        else:
+            self._open_active()
+        return result
 
     def _open_active(self) -> None:
         base, path = self.segments[-1]
@@ -250,7 +206,7 @@ class PartitionLog:
         closed segment is always complete on disk), and stays the active one if any step fails."""
         if self._active is not None:
             os.fsync(self._active.fileno())
-        path = os.path.join(self.directory, segment_name(base_offset, self.ownership.stamp if self.ownership else 0))
+        path = os.path.join(self.directory, segment_name(base_offset, self.stamp))
         new = open(path, "ab", buffering=0)
         try:
             fsync_dir(self.directory)

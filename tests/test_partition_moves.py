@@ -18,7 +18,8 @@ from coordinator.requests import OffsetCommitRequest, OffsetFetchRequest
 from coordinator.runtime import GroupCoordinator, PartitionState
 from coordinator.settings import Settings
 from protocol import ErrorCode
-from storage.log import Ownership, PartitionLog, stamped_segments
+from storage.log import PartitionLog
+from storage.owned_log import OwnedPartitionLog, Ownership, stamped_segments
 from storage.records import OffsetCommitKey, OffsetCommitValue, Record
 from tests.support import wait_for
 
@@ -121,9 +122,10 @@ async def test_a_load_that_finishes_after_the_partition_was_lost_is_dropped(grou
 
 def test_only_the_manifests_stamps_count_up_to_their_end(tmp_path):
     """Owner 5 wrote offsets 0..1, owner 9 took over at 2 and wrote 2; a late write of owner 5 (its
-    offset 2) and a segment of a claim that never made the manifest (stamp 7) are not loaded."""
+    offset 2), a segment of a claim that never made the manifest (stamp 7) and a torn tail of owner
+    9's are not loaded."""
     def write(ownership: Ownership, records: list[Record]) -> PartitionLog:
-        plog = PartitionLog(str(tmp_path), 0, 1 << 20, ownership)
+        plog = OwnedPartitionLog(str(tmp_path), 0, 1 << 20, ownership)
         plog.load(lambda record: None)
         for record in records:
             plog.append([record], fsync=True)
@@ -137,17 +139,22 @@ def test_only_the_manifests_stamps_count_up_to_their_end(tmp_path):
     assert first.next_offset == 2
     second = write(Ownership(9, ((5, None),)), [rec(102)])
     assert second.next_offset == 3
-    late = PartitionLog(str(tmp_path), 0, 1 << 20, Ownership(5, ()))
+    late = OwnedPartitionLog(str(tmp_path), 0, 1 << 20, Ownership(5, ()))
     late.next_offset, late.segments = 2, []
     late._roll(2)  # a deposed owner rolling on: its own file, never the successor's
     late.append([rec(666)], fsync=True)
     late.close()
     write(Ownership(7, ((5, 2), (9, None))), [rec(777)])
     assert sorted(stamped_segments(first.directory)) == [5, 7, 9]
+    torn = stamped_segments(first.directory)[9][-1][1]
+    with open(torn, "ab") as f:
+        f.write(b"\0\0\0\0\0\0\0\x03\0\0")  # the start of a batch owner 9 never finished
+    size = os.path.getsize(torn)
     seen: list[int] = []
-    final = PartitionLog(str(tmp_path), 0, 1 << 20, Ownership(11, ((5, 2), (9, 3))))
+    final = OwnedPartitionLog(str(tmp_path), 0, 1 << 20, Ownership(11, ((5, 2), (9, 3))))
     final.load(lambda record: seen.append(record.value.offset))
     assert seen == [100, 101, 102] and final.next_offset == 3
+    assert os.path.getsize(torn) == size  # another owner's file: read, never cut
     assert os.path.basename(final.segments[-1][1]) == f"{3:020d}-11.log"
     final.close()
 
