@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import statistics
 import sys
@@ -43,9 +44,11 @@ def main() -> int:
     tmp = tempfile.mkdtemp(prefix="groupd-failover-")
     etcd = EtcdServer(os.path.join(tmp, "etcd")).start()
     settings = ("offsets.topic.num.partitions=16", "topics=t:4", f"cluster.lease.ms={args.lease_ms}")
-    nodes = [cluster_node(os.path.join(tmp, "data"), etcd, n, *settings).start() for n in (1, 2)]
+    nodes = [cluster_node(os.path.join(tmp, "data"), etcd, n, *settings) for n in (1, 2)]
     claimed, served = [], []
     try:
+        for node in nodes:
+            node.start()
         for trial in range(args.trials):
             victim, survivor = nodes[trial % 2], nodes[1 - trial % 2]
             victim_id, survivor_id = 1 + trial % 2, 2 - trial % 2
@@ -76,6 +79,7 @@ def main() -> int:
             if node.alive():
                 node.stop()
         etcd.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
     print(f"lease {args.lease_ms} ms, {args.trials} kills: claimed median {statistics.median(claimed):.2f} s, "
           f"serving median {statistics.median(served):.2f} s (max {max(served):.2f} s)")
     return 0
