@@ -29,6 +29,9 @@ COPY pyproject.toml ./
 COPY .ci/install-python .ci/
 RUN PIP_NO_CACHE_DIR=1 PYTHON=python3.11 VENV=/opt/groupd/.venv .ci/install-python deps
 COPY . .
+# Extras of pyproject.toml to add, e.g. `--build-arg GROUPD_EXTRAS=cluster` for cluster mode's etcd
+# client (examples/cluster/docker-compose.yml); the install script reads the variable.
+ARG GROUPD_EXTRAS=""
 # The same install as `make serve` / `make test` (one shared script), into /opt/groupd/.venv.
 RUN PIP_NO_CACHE_DIR=1 PYTHON=python3.11 VENV=/opt/groupd/.venv .ci/install-python
 

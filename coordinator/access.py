@@ -15,6 +15,7 @@ from storage.files import DataDirError
 from . import metrics
 from .acls import (CLUSTER_NAME, AclBinding, AclFilter, AclOperation, AclPermission, Authorizer, PatternType,
                    ResourceType)
+from .etcd_files import save_change
 from .log_limit import LimitedLog
 
 if TYPE_CHECKING:
@@ -34,33 +35,43 @@ def tick_denial_logs() -> None:
 class Access:
     """The authorizer of a node whose `authorizer.class.name` is set, and its ACL file."""
 
-    def __init__(self, settings: Settings) -> None:
-        self._file = AclFile(settings.data_dir)
+    def __init__(self, settings: Settings, store=None) -> None:
         self._settings = settings
+        self._file = store or AclFile(settings.data_dir)  # cluster mode: the ACLs in etcd (coordinator/etcd_files.py)
         self.reload()
 
     def reload(self) -> None:
-        """The bindings of the file (at start-up, and as another process, the controller worker, wrote it)."""
+        """Read the ACLs again: at start, and on a worker when the controller worker rewrote the file."""
+        self.follow(self._file.load())
+
+    def follow(self, rows: list[dict[str, str]]) -> None:
+        """The bindings as stored now: at start, and in cluster mode when another node changed them."""
         self.authorizer = Authorizer(self._settings.super_users, self._settings.allow_everyone_if_no_acl_found,
-                                     (acl_binding(row) for row in self._file.load()))
+                                     (acl_binding(row) for row in rows))
 
     def create(self, bindings: Iterable[AclBinding]) -> None:
         """Add the bindings (existing ones change nothing); written to disk before they apply.
         OSError leaves the authorizer as it was."""
-        new = [b for b in dict.fromkeys(bindings) if b not in self.authorizer]
-        if new:
-            self._file.save([acl_row(b) for b in [*self.authorizer, *new]])
-            for b in new:
+        bindings = list(dict.fromkeys(bindings))
+
+        def rows():
+            new = [b for b in bindings if b not in self.authorizer]
+            return [acl_row(b) for b in [*self.authorizer, *new]] if new else None
+        if save_change(self._file.save, rows, self.follow) is not None:
+            for b in bindings:
                 self.authorizer.add(b)
 
     def delete(self, filters: Iterable[AclFilter]) -> list[list[AclBinding]]:
         """The bindings each filter removes (a binding matched by several filters is listed under
         each, as Kafka does); written to disk before they go. OSError leaves everything as it was."""
-        matched = [self.authorizer.matching(f) for f in filters]
-        gone = {b for m in matched for b in m}
-        if gone:
-            self._file.save([acl_row(b) for b in self.authorizer if b not in gone])
-            for b in gone:
+        filters, matched = list(filters), []
+
+        def rows():
+            matched[:] = [self.authorizer.matching(f) for f in filters]
+            gone = {b for m in matched for b in m}
+            return [acl_row(b) for b in self.authorizer if b not in gone] if gone else None
+        if save_change(self._file.save, rows, self.follow) is not None:
+            for b in {b for m in matched for b in m}:
                 self.authorizer.remove(b)
         return matched
 

@@ -178,6 +178,8 @@ def _main(argv: list[str] | None) -> int:
     if worker is None:
         for warning in settings.warnings:  # a worker's are its supervisor's
             logging.getLogger("groupd").warning("%s", warning)
+    from .cluster import ClusterError
+
     try:
         if worker is None and settings.workers > 1:
             from . import supervisor
@@ -186,6 +188,8 @@ def _main(argv: list[str] | None) -> int:
         from .server import run
 
         run(worker_settings(settings, worker.index) if worker else settings, worker)
+    except ClusterError as e:
+        return _fail(str(e))
     except ConfigError as e:  # what only serving finds out: a keystore that does not load
         print(f"groupd: configuration error: {e}", file=sys.stderr)
         return 2

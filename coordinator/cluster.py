@@ -11,7 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from storage.catalog import TopicCatalog
+from storage.files import JsonFile
+
 from .settings import Listener
+
+
+class ClusterError(Exception):
+    """Cluster mode cannot start (etcd unreachable, the client missing): one line for the operator."""
 
 
 @dataclass(frozen=True)
@@ -28,6 +35,7 @@ class ClusterView:
     runtime is told through `GroupCoordinator.gain` / `lose`, the APIs read the view per request."""
 
     node_id: int
+    cluster_id: str | None = None  # kept by the cluster (etcd); None: the data dir's meta.properties
 
     def brokers(self) -> Sequence[Broker]:
         raise NotImplementedError
@@ -38,6 +46,17 @@ class ClusterView:
     def coordinator(self, partition: int) -> int | None:
         """The node coordinating offsets partition `partition` now; None while nobody does."""
         raise NotImplementedError
+
+    def topic_catalog(self, data_dir: str) -> TopicCatalog:
+        """Where the node's topics live: the data dir's topics.json; the cluster's own catalog when
+        the cluster keeps one (etcd)."""
+        return TopicCatalog(data_dir)
+
+    def shared_file(self, file: JsonFile, on_change) -> JsonFile:
+        """Where one of the data dir's JSON files (the ACLs, the SCRAM credentials, the group configs)
+        lives: the file itself; in a cluster that keeps them (etcd) its stand-in there, whose other
+        nodes' changes come to `on_change(content)`."""
+        return file
 
     def leader(self, topic: str, partition: int) -> int | None:
         """The node serving a data topic's partition (the records plane); None while nobody does."""

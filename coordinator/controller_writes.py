@@ -39,7 +39,7 @@ def alter_scram(node, args: dict) -> dict:
 
 
 def set_group_configs(node, args: dict) -> dict:
-    node.group_configs.set(args["group"], args["configs"])
+    node.set_group_configs(args["group"], args["configs"])
     return {}
 
 

@@ -8,14 +8,17 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from storage.catalog import Topic, TopicCatalog, load_cluster_id
+from storage.catalog import Topic, load_cluster_id
 from storage.files import LOCK_FILE, DataDirLock, node_lock_file, prepare_data_dir
-from storage.group_configs import GroupConfigStore
+from storage.acls import AclFile
+from storage.group_configs import GroupConfigsFile, GroupConfigStore
+from storage.scram import ScramFile
 
 from .access import Access
 from . import offsets_topic
 from .chaos import FaultTable
 from .cluster import ClusterView, SingleNode
+from .etcd_files import save_change
 from .runtime import GroupCoordinator
 from .sasl import Users
 from .scram_users import ScramUsers
@@ -31,21 +34,30 @@ class Node:
         self.node_id = settings.node_id
         self.cluster = cluster or SingleNode(settings.node_id)  # the brokers, and who coordinates what
         prepare_data_dir(settings.data_dir)
-        # before anything reads the directory: a second server on it would write the same log
-        # (worker processes share one: each locks its node's file, its supervisor holds .lock)
-        lock_file = node_lock_file(settings.node_id) if shares_data_dir else LOCK_FILE
-        self.lock = DataDirLock(settings.data_dir, lock_file).acquire("groupd serve")
-        self.cluster_id = load_cluster_id(settings.data_dir, settings.node_id)
-        self.catalog = TopicCatalog(settings.data_dir)
-        # ACL authorization, on when authorizer.class.name is set (coordinator/access.py)
-        self.access = Access(settings) if settings.authorizer_class_name else None
+        # before anything reads the directory: a second server on it would write the same log.
+        # Processes that share one (workers under a supervisor, which holds .lock; cluster-mode nodes,
+        # each writing its own segments) each lock their node's file
+        shared = shares_data_dir or bool(settings.cluster_etcd_endpoints)
+        self.lock = DataDirLock(settings.data_dir, node_lock_file(settings.node_id) if shared
+                                else LOCK_FILE).acquire("groupd serve")
+        self.cluster_id = self.cluster.cluster_id or load_cluster_id(settings.data_dir, settings.node_id)
+        self.catalog = self.cluster.topic_catalog(settings.data_dir)
+        # ACL authorization, on when authorizer.class.name is set (coordinator/access.py). In cluster
+        # mode the ACLs, the SCRAM credentials and the group configs live in etcd (cluster.shared_file)
+        self.access = Access(settings, self.cluster.shared_file(
+            AclFile(settings.data_dir), lambda rows: self.access.follow(rows))) \
+            if settings.authorizer_class_name else None
         # SCRAM credentials of the admin APIs, applied to the Users the SASL listeners share
-        self.scram_users = ScramUsers(settings.data_dir, users or Users(settings.sasl_users, ()))
+        self.scram_users = ScramUsers(settings.data_dir, users or Users(settings.sasl_users, ()),
+                                      self.cluster.shared_file(ScramFile(settings.data_dir),
+                                                               lambda entries: self.scram_users.follow(entries)))
         self.offsets_topic = offsets_topic.topic(settings, self.cluster_id)  # internal: never in the catalog
         # on a shared data dir the controller is the catalog's single writer
         for name, partitions in settings.topics.items() if self.is_controller or not shares_data_dir else ():
             self._declare(name, partitions)
-        self.group_configs = GroupConfigStore(settings.data_dir)  # per-group overrides (IncrementalAlterConfigs)
+        # per-group overrides (IncrementalAlterConfigs)
+        self.group_configs = GroupConfigStore(settings.data_dir, self.cluster.shared_file(
+            GroupConfigsFile(settings.data_dir), lambda groups: self.group_configs.follow(groups)))
         # the group coordinator of every offsets partition
         self.coordinator = GroupCoordinator(settings, self.group_configs.overrides, self.cluster)
         self.faults = FaultTable()  # injected faults (coordinator/chaos.py), armed through the admin endpoint
@@ -100,6 +112,12 @@ class Node:
     def log_topic_change(self, what: str, name: str, partitions: int, request: Any) -> None:
         log.info("topic %s topic=%s partitions=%d client=%s host=%s", what, name, partitions,
                  request.header.client_id, request.client_host)
+
+    def set_group_configs(self, group_id: str, configs: dict[str, int]) -> None:
+        """The group's overrides become `configs`: stored first (the data dir's file; etcd in cluster
+        mode, where another node's change may come first), then for the next heartbeat."""
+        save_change(self.group_configs.replace, lambda: self.group_configs.with_group(group_id, configs),
+                    self.group_configs.follow)
 
     def group_configs_altered(self, group_id: str, configs: dict[str, int], request: Any) -> None:
         """The group's overrides are `configs` now (written by the controller: coordinator/controller_writes.py)."""

@@ -135,6 +135,12 @@ class Runner:
             self._answer(w, error)
         self.flush_events()
 
+    def abandon(self, error: ErrorCode) -> None:
+        """Answer every write in flight with `error` now, as if the oldest had failed: the partition
+        is being given up and must not acknowledge records that may land after the next owner loads."""
+        if self.in_flight:
+            self._completed(next(iter(self.in_flight)), error)
+
     def _answer(self, write: Write, error: ErrorCode | None) -> None:
         """Release the reply of `write` (or its mapped error), once; reactions that are not undo —
         release parked syncs, start a rebalance — run here as the outcome's continuation."""

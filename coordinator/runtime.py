@@ -15,12 +15,13 @@ import uuid
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import Any, Protocol
 
 from protocol import ErrorCode
 
 from storage.compaction import closed_bytes, compact, die_with_parent
 from storage.log import LoadResult, PartitionLog
+from storage.owned_log import OwnedPartitionLog, Ownership
 
 from . import metrics, observe
 from .system_clock import mono_ms, now, wall_ms
@@ -73,18 +74,29 @@ class PartitionState(enum.Enum):
     UNOWNED = "unowned"  # another node coordinates it (coordinator/cluster.py)
 
 
+class Claim(Protocol):
+    """Cluster mode's side of `GroupCoordinator.gain` (coordinator/etcd_cluster.py)."""
+
+    async def ownership(self) -> Ownership:
+        """The segments that count (after waiting out a deposed owner's lease if need be)."""
+
+    async def confirm(self, next_offset: int) -> bool:
+        """Record that this owner's records start at `next_offset`; False if the claim is lost."""
+
+
 class GroupCoordinator:
     def __init__(self, settings, group_configs: dict | None = None, cluster: ClusterView | None = None) -> None:
         self.settings = settings
         self.cluster = cluster or SingleNode(settings.node_id)
         self.partitions = settings.offsets_topic_num_partitions
-        group_settings = GroupSettings.from_settings(settings, group_configs)
-        self.shards = [GroupShard(p, group_settings, new_member_id, new_consumer_member_id, _perf_ms)
-                       for p in range(self.partitions)]
+        self._group_settings = GroupSettings.from_settings(settings, group_configs)
+        self.shards = [self._new_shard(p) for p in range(self.partitions)]
         self.states = [PartitionState.LOADING] * self.partitions
         self._partition_cache: dict[str, int] = {}
         self.writers: list[LogWriter | None] = [None] * self.partitions
-        self.runners = [Runner(shard, self, _resolve, now, self._new_ticket, observe.emit) for shard in self.shards]
+        self.runners = [self._new_runner(shard) for shard in self.shards]
+        # bumped by every gain and lose: a load that finishes after its partition moved again is dropped
+        self._epochs = [0] * self.partitions
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="groupd-log")
         # effects too big for a loop turn (regex resolution over a big catalog): one worker, apart
         # from the log's, so they never queue ahead of a write
@@ -94,6 +106,12 @@ class GroupCoordinator:
         self._compactor: ProcessPoolExecutor | None = None
         self._tasks: dict[Any, asyncio.TimerHandle] = {}  # periodic work: expiry, fsync, compaction
         self._failure_logged: dict[str, float] = {}  # task → when its last failure was logged (monotonic s)
+
+    def _new_shard(self, p: int) -> GroupShard:
+        return GroupShard(p, self._group_settings, new_member_id, new_consumer_member_id, _perf_ms)
+
+    def _new_runner(self, shard: GroupShard) -> Runner:
+        return Runner(shard, self, _resolve, now, self._new_ticket, observe.emit)
 
     def partition(self, group_id: str) -> int:
         # Java's String.hashCode in Python is ~5% of a heartbeat: remember it per group id
@@ -127,7 +145,7 @@ class GroupCoordinator:
         if not owned:
             self._all_loaded()
         for p in owned:
-            loop.run_in_executor(self._executor, self._load, p).add_done_callback(
+            loop.run_in_executor(self._executor, self._load, p, self.shards[p], None).add_done_callback(
                 lambda f, p=p: self._loaded(p, f))
         self._clean_bytes = [0] * self.partitions  # closed-segment bytes right after the last compaction
         backoff = self.settings.log_cleaner_backoff_ms / 1000
@@ -136,43 +154,116 @@ class GroupCoordinator:
         if interval > 0:
             self._schedule("fsync", interval / 1000, self._sync_all, interval / 1000)
 
-    def _load(self, p: int) -> tuple[PartitionLog, LoadResult, float]:
+    def _load(self, p: int, shard: GroupShard, ownership: Ownership | None) -> tuple[PartitionLog, LoadResult, float]:
         started = time.perf_counter()
-        plog = PartitionLog(self.settings.data_dir, p, self.settings.offsets_topic_segment_bytes)
-        result = plog.load(self.shards[p].apply)  # no request reads the partition until it is loaded
+        plog = (PartitionLog(self.settings.data_dir, p, self.settings.offsets_topic_segment_bytes) if ownership is None
+                else OwnedPartitionLog(self.settings.data_dir, p, self.settings.offsets_topic_segment_bytes, ownership))
+        result = plog.load(shard.apply)  # no request reads the partition until it is loaded
         return plog, result, time.perf_counter() - started
 
     def _loaded(self, p: int, f: asyncio.Future) -> None:
-        if f.exception() is not None:
-            self.states[p] = PartitionState.FAILED
-            log.error("partition load failed partition=%d: %s", p, f.exception())
-        else:
-            plog, result, seconds = f.result()
-            self.writers[p] = LogWriter(plog, self._executor, self.settings.log_flush_interval_ms == 0,
-                                        self.settings.offsets_commit_timeout_ms, on_batch=metrics.batch_written,
-                                        max_message_bytes=self.settings.message_max_bytes,
-                                        on_error=metrics.write_failed)
-            self.runners[p].log = self.writers[p]
-            metrics.LOAD_SECONDS.labels(str(p)).set(seconds)
-            self.states[p] = PartitionState.ACTIVE
-            shard = self.shards[p]
-            self.run(p, shard.on_loaded(now()))
-            self._schedule(("expire", p), self.settings.offsets_retention_check_interval_ms / 1000, self._expire, p)
-            if result.corrupt_bytes:
-                metrics.CORRUPT_BYTES.labels(str(p)).inc(result.corrupt_bytes)
-                metrics.CORRUPT_BATCHES.labels(str(p)).inc(result.corrupt_batches)
-            if result.records or result.corrupt_bytes:
-                damage = (f" corrupt_bytes={result.corrupt_bytes} corrupt_batches={result.corrupt_batches}"
-                          if result.corrupt_bytes else "")
-                log.log(logging.ERROR if result.corrupt_bytes else logging.INFO,
-                        "partition loaded partition=%d records=%d bytes=%d groups=%d offsets=%d ms=%d%s%s", p,
-                        result.records, result.bytes, len(shard.groups), sum(map(len, shard.offsets.values())),
-                        seconds * 1000, damage, " (torn tail truncated)" if result.truncated else "")
+        """A start-up load is over: the partition serves, and the start-up is counted down."""
+        self._open(p, f)
+        if self.states[p] is PartitionState.ACTIVE:
+            result = f.result()[1]
             self._loaded_bytes += result.bytes
             self._loaded_records += result.records
         self._pending_loads -= 1
         if self._pending_loads == 0:
             self._all_loaded()
+
+    # -- partitions moving between nodes (cluster mode): the view decides, these carry it out --
+
+    def gain(self, p: int, claim: Claim | None = None) -> asyncio.Future:
+        """Start coordinating partition `p`: COORDINATOR_LOAD_IN_PROGRESS at once and while its log
+        loads off the loop (a cluster `claim` says which segments count and must confirm the load),
+        then it serves. The future resolves to the partition's state once that is over (ACTIVE,
+        FAILED, or UNOWNED if it was lost meanwhile or the claim did not hold)."""
+        self._epochs[p] += 1
+        self.states[p] = PartitionState.LOADING
+        return asyncio.ensure_future(self._gain(p, self._epochs[p], claim))
+
+    async def _gain(self, p: int, epoch: int, claim: Claim | None) -> PartitionState:
+        loop = asyncio.get_running_loop()
+        ownership = await claim.ownership() if claim is not None else None
+        if self._epochs[p] != epoch:
+            return self.states[p]
+        job = loop.run_in_executor(self._executor, self._load, p, self.shards[p], ownership)
+        await asyncio.wait([job])
+        held = job.exception() is None and self._epochs[p] == epoch
+        if held and claim is not None:
+            try:
+                held = await claim.confirm(job.result()[0].next_offset) and self._epochs[p] == epoch
+            except Exception as e:
+                log.warning("partition claim not confirmed partition=%d: %r", p, e)
+                held = False
+        if held or (job.exception() is not None and self._epochs[p] == epoch):
+            self._open(p, job)
+            return self.states[p]
+        if job.exception() is None:  # lost while loading, or the claim no longer holds
+            await loop.run_in_executor(self._executor, job.result()[0].close)
+        if self._epochs[p] == epoch:
+            self.states[p] = PartitionState.UNOWNED
+        return self.states[p]
+
+    async def lose(self, p: int, fenced: bool = False) -> int | None:
+        """Stop coordinating partition `p` (another node takes it): it answers NOT_COORDINATOR from
+        now on, its timers stop, its parked JoinGroup/SyncGroup requests answer NOT_COORDINATOR. A
+        clean hand-over lets the writes in flight finish; `fenced` (this node may no longer be the
+        owner) answers them NOT_COORDINATOR at once, since their records may land after the next owner
+        loaded. The log is closed and the state dropped, so a later `gain` loads it again. Returns
+        the log's next offset (where the next owner's records start), None if it had no log."""
+        self._epochs[p] += 1
+        self.states[p] = PartitionState.UNOWNED
+        task = self._tasks.pop(("expire", p), None)
+        if task is not None:
+            task.cancel()
+        shard, runner, writer = self.shards[p], self.runners[p], self.writers[p]
+        self.shards[p] = self._new_shard(p)
+        self.runners[p] = self._new_runner(self.shards[p])
+        self.writers[p] = None
+        runner.cancel_timers()
+        if fenced:
+            runner.abandon(ErrorCode.not_coordinator)
+        for group in shard.groups.values():
+            for parked, reply in group.release_parked(ErrorCode.not_coordinator):
+                _resolve(parked, reply)
+        if writer is None:
+            return None
+        writer.closed = True  # what still arrives for it answers NOT_COORDINATOR
+        idle = writer.idle()
+        if idle is not None:
+            await idle
+        await asyncio.get_running_loop().run_in_executor(self._executor, writer.plog.close)
+        return writer.plog.next_offset
+
+    def _open(self, p: int, f: asyncio.Future) -> None:
+        """A load is over: the partition serves with its log writer, or is FAILED."""
+        if f.exception() is not None:
+            self.states[p] = PartitionState.FAILED
+            log.error("partition load failed partition=%d: %s", p, f.exception())
+            return
+        plog, result, seconds = f.result()
+        self.writers[p] = LogWriter(plog, self._executor, self.settings.log_flush_interval_ms == 0,
+                                    self.settings.offsets_commit_timeout_ms, on_batch=metrics.batch_written,
+                                    max_message_bytes=self.settings.message_max_bytes,
+                                    on_error=metrics.write_failed)
+        self.runners[p].log = self.writers[p]
+        metrics.LOAD_SECONDS.labels(str(p)).set(seconds)
+        self.states[p] = PartitionState.ACTIVE
+        shard = self.shards[p]
+        self.run(p, shard.on_loaded(now()))
+        self._schedule(("expire", p), self.settings.offsets_retention_check_interval_ms / 1000, self._expire, p)
+        if result.corrupt_bytes:
+            metrics.CORRUPT_BYTES.labels(str(p)).inc(result.corrupt_bytes)
+            metrics.CORRUPT_BATCHES.labels(str(p)).inc(result.corrupt_batches)
+        if result.records or result.corrupt_bytes:
+            damage = (f" corrupt_bytes={result.corrupt_bytes} corrupt_batches={result.corrupt_batches}"
+                      if result.corrupt_bytes else "")
+            log.log(logging.ERROR if result.corrupt_bytes else logging.INFO,
+                    "partition loaded partition=%d records=%d bytes=%d groups=%d offsets=%d ms=%d%s%s", p,
+                    result.records, result.bytes, len(shard.groups), sum(map(len, shard.offsets.values())),
+                    seconds * 1000, damage, " (torn tail truncated)" if result.truncated else "")
 
     def _all_loaded(self) -> None:
         """The start-up load is over: cyclic GC back on, one summary line."""
@@ -237,8 +328,8 @@ class GroupCoordinator:
         backoff = self.settings.log_cleaner_backoff_ms / 1000
         loop = asyncio.get_running_loop()
         for p, writer in enumerate(self.writers):
-            if writer is None or writer.closed:
-                continue
+            if writer is None or writer.closed or writer.plog.stamp:
+                continue  # cluster mode: the segments belong to several owners (README "Cluster mode")
             closed = closed_bytes(writer.plog.directory)
             if closed and (closed - self._clean_bytes[p]) / closed >= self.settings.min_cleanable_dirty_ratio:
                 started = time.perf_counter()

@@ -10,6 +10,7 @@ import dataclasses
 from protocol import ErrorCode
 from storage.scram import Entries, ScramFile
 
+from .etcd_files import save_change
 from .sasl import Users
 from .scram import ITERATIONS, MAX_ITERATIONS, MECHANISM_CODES, ScramCredential, from_salted_password
 
@@ -39,15 +40,19 @@ class ScramUsers:
     """The file's entries override what `sasl.users` derives: an upsertion replaces the credential,
     a deletion is kept as null so that a restart does not bring a sasl.users credential back."""
 
-    def __init__(self, data_dir: str, users: Users) -> None:
+    def __init__(self, data_dir: str, users: Users, store=None) -> None:
         self.users = users
-        self._file = ScramFile(data_dir)
+        self._file = store or ScramFile(data_dir)  # cluster mode: the credentials in etcd (coordinator/etcd_files.py)
         self.reload()
 
     def reload(self) -> None:
-        """Apply the file's entries (at start-up, and as another process, the controller worker, wrote them)."""
-        self._entries: Entries = self._file.load()
-        self._apply(self._entries)
+        """Read the credentials again: at start, and on a worker when the controller worker rewrote the file."""
+        self.follow(self._file.load())
+
+    def follow(self, entries: Entries) -> None:
+        """The entries as stored now: at start, and in cluster mode when another node changed them."""
+        self._entries = entries
+        self._apply(entries)
 
     def _apply(self, entries: Entries) -> None:
         for user, mechanisms in entries.items():
@@ -110,12 +115,14 @@ class ScramUsers:
             mechanism = MECHANISMS[u.mechanism]
             credential = from_salted_password(mechanism, u.salted_password, u.salt, u.iterations)
             changes.setdefault(name, {})[mechanism] = _row(credential)
-        if changes:
-            entries = {user: dict(mechanisms) for user, mechanisms in self._entries.items()}
+        def entries() -> Entries | None:
+            merged = {user: dict(mechanisms) for user, mechanisms in self._entries.items()}
             for user, mechanisms in changes.items():
-                entries.setdefault(user, {}).update(mechanisms)
-            self._file.save(entries)
-            self._entries = entries
+                merged.setdefault(user, {}).update(mechanisms)
+            return merged if changes else None
+        saved = save_change(self._file.save, entries, self.follow)
+        if saved is not None:
+            self._entries = saved
             self._apply(changes)
         return [*(Result(n) for n in deletes), *(Result(n) for n in upserts), *errors.values()]
 

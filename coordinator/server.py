@@ -7,6 +7,7 @@ import asyncio
 import logging
 import signal
 import time
+from typing import TYPE_CHECKING
 
 from storage.topic_data import plane_for
 
@@ -25,6 +26,9 @@ from .supervisor_link import SupervisorLink
 from .workers import producer_id_block
 from .tls_transport import TlsTransport
 from .system_clock import wall_ms
+
+if TYPE_CHECKING:
+    from .etcd_cluster import EtcdCluster
 
 log = logging.getLogger("groupd")
 
@@ -46,6 +50,7 @@ class Server:
         self.settings = settings
         self.worker = worker  # worker i of N under a supervisor (coordinator/workers.py), else None
         self.node: Node | None = None
+        self.cluster: EtcdCluster | None = None
         self.connections: set[Connection] = set()
         self.request_memory = RequestMemory(settings.queued_max_request_bytes)
         self.jwks = oauth_jwks(settings)  # before the loop runs: a JWKS that cannot be read stops start-up
@@ -61,7 +66,13 @@ class Server:
         started = time.monotonic()
         # one Users for every SASL listener and the SCRAM admin APIs (coordinator/security.endpoints)
         users = next((e.users for e in self.endpoints if e.users is not None), None)
-        if self.worker is None:
+        if self.settings.cluster_etcd_endpoints:  # cluster mode: etcd says who owns what
+            from .etcd_cluster import EtcdCluster  # its client only where it is used
+
+            self.cluster = EtcdCluster(self.settings)
+            await self.cluster.connect()
+            self.node = Node(self.settings, users, self.cluster)
+        elif self.worker is None:
             self.node = Node(self.settings, users)
         else:
             self.node = Node(self.settings, users, self.worker.view, shares_data_dir=True)
@@ -72,6 +83,9 @@ class Server:
         self.node.coordinator.start()  # partitions load off the loop and answer LOAD_IN_PROGRESS until then
         for listener, endpoint in zip(self.settings.listeners, self.endpoints):
             self._listen(listener.host, listener.port, endpoint)
+        if self.cluster is not None:  # registered with the bound ports: claims start from here
+            await self.cluster.start(self.node.coordinator,
+                                     {e.name: (e.advertised.host, e.advertised.port) for e in self.endpoints})
         admin_url = await self._start_admin()
         self._tick_log_limits()
         if self.jwks is not None:
@@ -168,6 +182,8 @@ class Server:
             await asyncio.sleep(0.01)
         for conn in list(self.connections):
             conn.close()
+        if self.cluster is not None:
+            await self.cluster.stop()  # partitions handed over, lease revoked
         if self.node is not None:
             await self.node.coordinator.close()  # in-flight writes finish, every log is fsynced and closed
             self.node.close()  # releases the data dir's lock

@@ -358,6 +358,10 @@ KEYS: tuple[Key, ...] = (
         "memory plane: how often records.retention.ms is applied (Kafka's name and default)"),
     Key("records.message.max.bytes", 1048588, _int(1),
         "memory plane: largest record batch a Produce may carry (Kafka's message.max.bytes)"),
+    Key("cluster.etcd.endpoints", "", _csv,
+        "cluster mode: etcd's client endpoints (host:port,...); empty = a lone node (README \"Cluster mode\")"),
+    Key("cluster.lease.ms", 10000, _int(2000),
+        "cluster mode: this node's etcd lease; its partitions move this long after it stops renewing"),
 )
 
 KEYS_BY_NAME = {k.name: k for k in KEYS}
@@ -449,6 +453,8 @@ class Settings:
     records_memory_max_bytes: int
     log_retention_check_interval_ms: int
     records_message_max_bytes: int
+    cluster_etcd_endpoints: tuple[str, ...]
+    cluster_lease_ms: int
     # where each value came from: "default", "file <path>", "env GROUPD_X" or "--set"
     origins: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
     # what start-up should log as warnings (unknown GROUPD_* variables)
@@ -544,6 +550,9 @@ class Settings:
             raise ConfigError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
         self._check_listeners()
         self._check_security()
+        if self.workers > 1 and self.cluster_etcd_endpoints:
+            raise ConfigError("workers > 1 and cluster.etcd.endpoints cannot be combined yet: run one process per "
+                              "cluster node (each its own node.id)")
         if self.workers > 1:  # worker i listens (and is advertised) on each port + i
             for l in (*self.listeners, *self.advertised_listeners):
                 if not l.port or l.port + self.workers - 1 > 65535:

@@ -4,35 +4,32 @@ atomically on each change (storage/files.atomic_write), so a crash mid-write lea
 from __future__ import annotations
 
 import json
-import os
 
-from .files import DataDirError, atomic_write
+from .files import JsonFile
 
 ACLS_FILE = "acls.json"
 FIELDS = ("resource_type", "resource_name", "pattern_type", "principal", "host", "operation", "permission")
 
 
-class AclFile:
+class AclFile(JsonFile):
     """Bindings as rows of FIELDS: enum names (`"GROUP"`, `"LITERAL"`, `"READ"`, `"ALLOW"`) and strings."""
 
-    def __init__(self, data_dir: str) -> None:
-        self.path = os.path.join(data_dir, ACLS_FILE)
+    name = ACLS_FILE
+    what = "the ACL file"
+    remedy = "restore it from a backup (moving it away starts with no ACLs)"
 
-    def load(self) -> list[dict[str, str]]:
-        if not os.path.exists(self.path):
-            return []
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                rows = json.load(f)["acls"]
-            if not isinstance(rows, list) or not all(
-                    isinstance(r, dict) and all(isinstance(r.get(k), str) for k in FIELDS) for r in rows):
-                raise ValueError("every entry needs the string fields " + ", ".join(FIELDS))
-            return rows
-        except OSError as e:
-            raise DataDirError(f"cannot read the ACL file {self.path}: {e.strerror}") from None
-        except (ValueError, KeyError, TypeError) as e:  # JSONDecodeError is a ValueError
-            raise DataDirError(f"the ACL file {self.path} is damaged ({type(e).__name__}: {e}); restore it from "
-                               "a backup (moving it away starts with no ACLs)") from None
+    @staticmethod
+    def empty() -> list[dict[str, str]]:
+        return []
 
-    def save(self, rows: list[dict[str, str]]) -> None:
-        atomic_write(self.path, json.dumps({"acls": rows}, indent=1).encode())
+    @staticmethod
+    def decode(data: bytes) -> list[dict[str, str]]:
+        rows = json.loads(data)["acls"]
+        if not isinstance(rows, list) or not all(
+                isinstance(r, dict) and all(isinstance(r.get(k), str) for k in FIELDS) for r in rows):
+            raise ValueError("every entry needs the string fields " + ", ".join(FIELDS))
+        return rows
+
+    @staticmethod
+    def encode(rows: list[dict[str, str]]) -> bytes:
+        return json.dumps({"acls": rows}, indent=1).encode()

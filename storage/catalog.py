@@ -42,21 +42,15 @@ class TopicCatalog:
         self._by_id: dict[uuid.UUID, Topic] = {}
         self.version = 0  # bumped by every change: consumer groups refresh their topic metadata on it
         self.created_version = 0  # the version of the last creation: consumer groups re-resolve regexes on it
-        for topic in self._read():
+        for topic in self._read().values():
             self._index(topic)
 
-    def _read(self) -> list[Topic]:
+    def _read(self) -> dict[str, Topic]:
         if not os.path.exists(self._path):
-            return []
+            return {}
         try:
-            with open(self._path, encoding="utf-8") as f:
-                topics = []
-                for entry in json.load(f)["topics"]:
-                    if not legal_topic_name(entry["name"]) or not isinstance(entry["partitions"], int) \
-                            or entry["partitions"] < 1:
-                        raise ValueError(f"bad entry {entry!r}")
-                    topics.append(Topic(entry["name"], entry["partitions"], uuid.UUID(entry["id"])))
-                return topics
+            with open(self._path, "rb") as f:
+                return decode_catalog(f.read())
         except OSError as e:
             raise DataDirError(f"cannot read the topic catalog {self._path}: {e.strerror}") from None
         except (ValueError, KeyError, TypeError, AttributeError) as e:  # JSONDecodeError is a ValueError
@@ -65,18 +59,18 @@ class TopicCatalog:
 
     def reload(self) -> bool:
         """Take the file as another process (the controller worker) wrote it; True when it changed."""
-        topics = {t.name: t for t in self._read()}
+        topics = self._read()
         if topics == self._by_name:
             return False
+        self._follow(topics)
+        return True
+
+    def _follow(self, topics: dict[str, Topic]) -> None:
+        """Another process's change: a new version, and a new creation version when topics appeared."""
         created = topics.keys() - self._by_name.keys()
-        self.version += 1
+        self._replace(topics)
         if created:
             self.created_version = self.version
-        self._by_name.clear()
-        self._by_id.clear()
-        for t in topics.values():
-            self._index(t)
-        return True
 
     def __len__(self) -> int:
         return len(self._by_name)
@@ -95,7 +89,7 @@ class TopicCatalog:
         topic = Topic(name, partitions, _new_topic_id())
         self._save({**self._by_name, name: topic})
         self.created_version = self.version
-        return topic
+        return self._by_name[name]  # a shared catalog keeps the topic another node created first
 
     def set_partitions(self, name: str, partitions: int) -> Topic:
         topic = dataclasses.replace(self._by_name[name], partitions=partitions)
@@ -108,9 +102,10 @@ class TopicCatalog:
         return topic
 
     def _save(self, topics: dict[str, Topic]) -> None:
-        doc = {"topics": [{"name": t.name, "partitions": t.partitions, "id": str(t.topic_id)}
-                          for t in topics.values()]}
-        atomic_write(self._path, json.dumps(doc, indent=1).encode())
+        atomic_write(self._path, encode_catalog(topics))
+        self._replace(topics)
+
+    def _replace(self, topics: dict[str, Topic]) -> None:
         self.version += 1
         self._by_name.clear()
         self._by_id.clear()
@@ -120,6 +115,22 @@ class TopicCatalog:
     def _index(self, topic: Topic) -> None:
         self._by_name[topic.name] = topic
         self._by_id[topic.topic_id] = topic
+
+
+def encode_catalog(topics: dict[str, Topic]) -> bytes:
+    """The catalog's JSON document (topics.json, or cluster mode's copy in etcd)."""
+    doc = {"topics": [{"name": t.name, "partitions": t.partitions, "id": str(t.topic_id)} for t in topics.values()]}
+    return json.dumps(doc, indent=1).encode()
+
+
+def decode_catalog(data: bytes) -> dict[str, Topic]:
+    """Topics by name from the catalog's JSON document; ValueError (or KeyError, TypeError) if damaged."""
+    topics = {}
+    for entry in json.loads(data)["topics"]:
+        if not legal_topic_name(entry["name"]) or not isinstance(entry["partitions"], int) or entry["partitions"] < 1:
+            raise ValueError(f"bad entry {entry!r}")
+        topics[entry["name"]] = Topic(entry["name"], entry["partitions"], uuid.UUID(entry["id"]))
+    return topics
 
 
 def _new_topic_id() -> uuid.UUID:

@@ -13,8 +13,8 @@ LOCK_FILE = ".lock"  # Kafka's name for a log dir's lock
 
 
 def node_lock_file(node_id: int) -> str:
-    """The lock of one node among several on a directory (worker processes): the supervisor holds
-    `.lock`, each worker its node's, so two processes serving the same node id refuse."""
+    """The lock of one node among several on a directory (worker processes, whose supervisor holds
+    `.lock`; cluster-mode nodes): two processes serving the same node id refuse."""
     return f".lock-node-{node_id}"
 
 
@@ -32,6 +32,47 @@ def atomic_write(path: str, data: bytes) -> None:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     fsync_dir(directory)
+
+
+class JsonFile:
+    """A small JSON file of the data dir, read whole and rewritten whole (`atomic_write`). Each kind
+    says its `name`, how its content reads and writes (`decode`, which raises ValueError, KeyError,
+    TypeError or AttributeError on damage; `encode`), its content when absent (`empty`), and for
+    messages what it is (`what`) and what to do when it is damaged (`remedy`)."""
+
+    name = ""
+    what = ""
+    remedy = ""
+
+    def __init__(self, data_dir: str) -> None:
+        self.path = os.path.join(data_dir, self.name)
+
+    def load(self):
+        if not os.path.exists(self.path):
+            return self.empty()
+        try:
+            with open(self.path, "rb") as f:
+                return self.decode(f.read())
+        except OSError as e:
+            raise DataDirError(f"cannot read {self.what} {self.path}: {e.strerror}") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as e:  # JSONDecodeError is a ValueError
+            raise DataDirError(f"{self.what} {self.path} {'are' if self.what.endswith('s') else 'is'} damaged "
+                               f"({type(e).__name__}: {e}); {self.remedy}") from None
+
+    def save(self, content) -> None:
+        atomic_write(self.path, self.encode(content))
+
+    @staticmethod
+    def empty():
+        raise NotImplementedError
+
+    @staticmethod
+    def decode(data: bytes):
+        raise NotImplementedError
+
+    @staticmethod
+    def encode(content) -> bytes:
+        raise NotImplementedError
 
 
 def fsync_dir(directory: str) -> None:
@@ -65,7 +106,7 @@ class DataDirLock:
     file: `release()`, process exit or a crash all end it (the file itself stays, as Kafka's)."""
 
     def __init__(self, data_dir: str, name: str = LOCK_FILE) -> None:
-        self.path = os.path.join(data_dir, name)
+        self.path = os.path.join(data_dir, name)  # cluster mode: one per node id (nodes share the dir)
         self._file = None
 
     def acquire(self, who: str = "groupd") -> DataDirLock:

@@ -5,48 +5,64 @@ log; here a change is written to disk atomically (write, fsync, rename) before i
 from __future__ import annotations
 
 import json
-import os
 
-from .files import DataDirError, atomic_write
+from .files import JsonFile
 
 GROUP_CONFIGS_FILE = "group_configs.json"
 
+Overrides = dict[str, dict[str, int]]  # group id → config name → value
+
+
+class GroupConfigsFile(JsonFile):
+    name = GROUP_CONFIGS_FILE
+    what = "the group configs"
+    remedy = "restore them from a backup, or move the file away to start with no overrides"
+
+    @staticmethod
+    def empty() -> Overrides:
+        return {}
+
+    @staticmethod
+    def decode(data: bytes) -> Overrides:
+        groups = {}
+        for group_id, configs in json.loads(data)["groups"].items():
+            if not all(isinstance(k, str) and type(v) is int for k, v in configs.items()):
+                raise ValueError(f"bad entry for group {group_id!r}")
+            groups[group_id] = dict(configs)
+        return groups
+
+    @staticmethod
+    def encode(groups: Overrides) -> bytes:
+        return json.dumps({"groups": groups}, indent=1, sort_keys=True).encode()
+
 
 class GroupConfigStore:
-    def __init__(self, data_dir: str) -> None:
-        self._path = os.path.join(data_dir, GROUP_CONFIGS_FILE)
-        # group id → config name → value; changed in place, so readers holding it see every change
-        self.overrides: dict[str, dict[str, int]] = {}
-        self.overrides.update(self._read())
-
-    def _read(self) -> dict[str, dict[str, int]]:
-        if not os.path.exists(self._path):
-            return {}
-        overrides = {}
-        try:
-            with open(self._path, encoding="utf-8") as f:
-                for group_id, configs in json.load(f)["groups"].items():
-                    if not all(isinstance(k, str) and type(v) is int for k, v in configs.items()):
-                        raise ValueError(f"bad entry for group {group_id!r}")
-                    overrides[group_id] = dict(configs)
-        except OSError as e:
-            raise DataDirError(f"cannot read the group configs {self._path}: {e.strerror}") from None
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise DataDirError(f"the group configs {self._path} are damaged ({type(e).__name__}: {e}); restore "
-                               "them from a backup, or move the file away to start with no overrides") from None
-        return overrides
+    def __init__(self, data_dir: str, file=None) -> None:
+        self._file = file or GroupConfigsFile(data_dir)  # cluster mode: the overrides in etcd
+        # changed in place, so readers holding it see every change
+        self.overrides: Overrides = {}
+        self.reload()
 
     def reload(self) -> None:
-        """Take the file as another process (the controller worker) wrote it."""
-        new = self._read()
-        self.overrides.clear()
-        self.overrides.update(new)
+        """Read the overrides again: at start, and on a worker when the controller worker rewrote the file."""
+        self.follow(self._file.load())
 
-    def set(self, group_id: str, configs: dict[str, int]) -> None:
-        """The group's overrides become `configs` (none: the group has no entry), durably."""
+    def follow(self, groups: Overrides) -> None:
+        """The overrides as stored now: at start, and in cluster mode when another node changed them."""
+        self.overrides.clear()
+        self.overrides.update(groups)
+
+    def with_group(self, group_id: str, configs: dict[str, int]) -> Overrides:
+        """Every override, with the group's become `configs` (none: the group has no entry)."""
         new = {g: c for g, c in self.overrides.items() if g != group_id}
         if configs:
             new[group_id] = dict(configs)
-        atomic_write(self._path, json.dumps({"groups": new}, indent=1, sort_keys=True).encode())
-        self.overrides.clear()
-        self.overrides.update(new)
+        return new
+
+    def replace(self, groups: Overrides) -> None:
+        """The overrides become `groups`, durably first."""
+        self._file.save(groups)
+        self.follow(groups)
+
+    def set(self, group_id: str, configs: dict[str, int]) -> None:
+        self.replace(self.with_group(group_id, configs))

@@ -39,8 +39,9 @@ def partition_dir(data_dir: str, partition: int) -> str:
     return os.path.join(data_dir, f"__consumer_offsets-{partition}")
 
 
-def segment_name(base_offset: int) -> str:
-    return f"{base_offset:020d}{SEGMENT_SUFFIX}"
+def segment_name(base_offset: int, stamp: int = 0) -> str:
+    """`<base>.log`; in cluster mode an owner's own segments are `<base>-<stamp>.log` (storage/owned_log.py)."""
+    return f"{base_offset:020d}{f'-{stamp}' if stamp else ''}{SEGMENT_SUFFIX}"
 
 
 def list_segments(directory: str) -> list[tuple[int, str]]:
@@ -142,6 +143,8 @@ class PartitionLog:
     """The segments of one partition, opened for append. Not thread-safe: the runtime serialises
     appends per partition and runs them off the event loop."""
 
+    stamp = 0  # cluster mode: the owner's claim, in the names of the segments it starts (storage/owned_log.py)
+
     def __init__(self, data_dir: str, partition: int, segment_bytes: int) -> None:
         self.partition = partition
         self.directory = partition_dir(data_dir, partition)
@@ -203,7 +206,7 @@ class PartitionLog:
         closed segment is always complete on disk), and stays the active one if any step fails."""
         if self._active is not None:
             os.fsync(self._active.fileno())
-        path = os.path.join(self.directory, segment_name(base_offset))
+        path = os.path.join(self.directory, segment_name(base_offset, self.stamp))
         new = open(path, "ab", buffering=0)
         try:
             fsync_dir(self.directory)

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 
-from .files import DataDirError, atomic_write
+from .files import JsonFile
 
 SCRAM_FILE = "scram-credentials.json"
 KEYS = ("salt", "stored_key", "server_key")
@@ -18,28 +17,26 @@ KEYS = ("salt", "stored_key", "server_key")
 Entries = dict[str, dict[str, dict | None]]
 
 
-class ScramFile:
-    def __init__(self, data_dir: str) -> None:
-        self.path = os.path.join(data_dir, SCRAM_FILE)
+class ScramFile(JsonFile):
+    name = SCRAM_FILE
+    what = "the SCRAM credential file"
+    remedy = "restore it from a backup (moving it away keeps only sasl.users)"
 
-    def load(self) -> Entries:
-        if not os.path.exists(self.path):
-            return {}
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                users = json.load(f)["users"]
-            for mechanisms in users.values():
-                for entry in mechanisms.values():
-                    if entry is not None:
-                        int(entry["iterations"])
-                        for key in KEYS:
-                            base64.b64decode(entry[key], validate=True)
-            return users
-        except OSError as e:
-            raise DataDirError(f"cannot read the SCRAM credential file {self.path}: {e.strerror}") from None
-        except (ValueError, KeyError, TypeError, AttributeError) as e:  # JSONDecodeError is a ValueError
-            raise DataDirError(f"the SCRAM credential file {self.path} is damaged ({type(e).__name__}: {e}); "
-                               "restore it from a backup (moving it away keeps only sasl.users)") from None
+    @staticmethod
+    def empty() -> Entries:
+        return {}
 
-    def save(self, users: Entries) -> None:
-        atomic_write(self.path, json.dumps({"users": users}, indent=1, sort_keys=True).encode())
+    @staticmethod
+    def decode(data: bytes) -> Entries:
+        users = json.loads(data)["users"]
+        for mechanisms in users.values():
+            for entry in mechanisms.values():
+                if entry is not None:
+                    int(entry["iterations"])
+                    for key in KEYS:
+                        base64.b64decode(entry[key], validate=True)
+        return users
+
+    @staticmethod
+    def encode(users: Entries) -> bytes:
+        return json.dumps({"users": users}, indent=1, sort_keys=True).encode()

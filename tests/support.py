@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import os
 import random
@@ -19,6 +20,15 @@ from protocol.apis import ApiKey
 from protocol.consumer import encode_assignment, encode_subscription
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+async def wait_for(condition, timeout: float = 20.0) -> None:
+    """Poll `condition` on the running event loop until it holds (in-process tests)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline, "condition did not hold in time"
+        await asyncio.sleep(0.01)
 
 
 def free_port() -> int:

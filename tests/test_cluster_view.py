@@ -4,7 +4,6 @@ view of three brokers where this node (1) owns the even partitions and nobody th
 
 from __future__ import annotations
 
-import asyncio
 
 import pytest
 
@@ -17,6 +16,7 @@ from coordinator.settings import Listener, Settings
 from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import RequestHeader, build_request
+from tests.support import wait_for
 
 PARTITIONS = 5
 INTERNAL = Listener("INTERNAL", "10.0.0.1", 9092)  # the listener a request came in on, as advertised
@@ -49,12 +49,6 @@ def group_on(partition: int) -> str:
     return next(g for g in (f"g{i}" for i in range(10_000)) if partition_for(g, PARTITIONS) == partition)
 
 
-async def wait_for(condition, timeout: float = 20.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        assert loop.time() < deadline, "condition did not hold in time"
-        await asyncio.sleep(0.01)
 
 
 @pytest.fixture

@@ -117,8 +117,9 @@ def test_dockerfile_passes_hadolint():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_compose_file_passes_docker_compose_config():
-    r = subprocess.run([tool("docker-compose"), "-f", "docker-compose.yml", "config", "-q"],
+@pytest.mark.parametrize("path", ["docker-compose.yml", "examples/cluster/docker-compose.yml"])
+def test_compose_file_passes_docker_compose_config(path):
+    r = subprocess.run([tool("docker-compose"), "-f", path, "config", "-q"],
                        cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
 
@@ -137,7 +138,8 @@ def test_readme_compose_snippet_passes_docker_compose_config(tmp_path):
 
 def test_every_groupd_variable_set_is_a_setting_groupd_accepts():
     sources = {"Dockerfile": {k: v for k, v in dockerfile_env().items() if k.startswith("GROUPD_")},
-               "docker-compose.yml": groupd_env_in(read("docker-compose.yml"))}
+               "docker-compose.yml": groupd_env_in(read("docker-compose.yml")),
+               "examples/cluster/docker-compose.yml": groupd_env_in(read("examples/cluster/docker-compose.yml"))}
     for i, snippet in enumerate(readme_compose_snippets()):
         sources[f"README snippet {i}"] = groupd_env_in(snippet)
     for where, env in sources.items():

@@ -4,7 +4,6 @@ server."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import threading
@@ -15,14 +14,9 @@ from coordinator import runtime
 from coordinator.outcome import Effect
 from coordinator.runtime import GroupCoordinator
 from coordinator.settings import Settings
+from tests.support import wait_for
 
 
-async def wait_for(condition, timeout: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        assert loop.time() < deadline, "condition did not hold in time"
-        await asyncio.sleep(0.01)
 
 
 @pytest.fixture
@@ -105,10 +99,10 @@ async def test_a_long_load_reports_progress_then_one_final_line(coordinator, mon
     release = threading.Event()
     load = GroupCoordinator._load
 
-    def slow_partition_2(self, p):
+    def slow_partition_2(self, p, *shard_and_ownership):
         if p == 2:
             release.wait(30)  # until the test has seen progress reported
-        return load(self, p)
+        return load(self, p, *shard_and_ownership)
 
     monkeypatch.setattr(runtime, "LOAD_PROGRESS_S", 0.05)
     monkeypatch.setattr(GroupCoordinator, "_load", slow_partition_2)

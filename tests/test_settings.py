@@ -296,3 +296,9 @@ def test_config_show_hides_passwords():
 def test_workers_need_a_port_per_worker_on_every_listener(listeners):
     with pytest.raises(ConfigError, match="workers=2 needs PLAINTEXT://127.0.0.1:.* a fixed port at most 65534"):
         Settings.load(None, env={}, overrides=[f"listeners={listeners}", "workers=2"])
+
+
+def test_workers_and_cluster_mode_are_not_combined():
+    with pytest.raises(ConfigError, match="workers > 1 and cluster.etcd.endpoints cannot be combined"):
+        Settings.load(None, env={}, overrides=["listeners=PLAINTEXT://127.0.0.1:9092", "workers=2",
+                                               "cluster.etcd.endpoints=127.0.0.1:2379"])

@@ -1,0 +1,77 @@
+"""Cluster mode's topic catalog: one JSON document in etcd (`/groupd/topics`, the format of
+topics.json) that every node reads and changes, so they all list the same topics with the same ids.
+
+A change is a compare-and-swap on the document's revision through etcd's JSON gateway: synchronous,
+as the catalog's callers are (a few ms on the loop, bounded by a timeout; topic changes are rare).
+A swap that loses to another node's change applies the same change again on top of it. Other
+nodes' changes arrive with the cluster's poll (`EtcdCluster.follow`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from storage.catalog import CATALOG_FILE, Topic, TopicCatalog, decode_catalog, encode_catalog
+from storage.files import DataDirError
+
+from .etcd_files import EtcdDocument
+
+log = logging.getLogger("groupd")
+
+CATALOG_KEY = "/groupd/topics"
+SWAP_ATTEMPTS = 5  # a change that keeps losing to other nodes' fails after this many
+
+
+class EtcdCatalog(TopicCatalog):
+    def __init__(self, document: EtcdDocument, data_dir: str) -> None:
+        self._document = document
+        self._by_name: dict[str, Topic] = {}
+        self._by_id = {}
+        self.version = self.created_version = 0
+        self.revision = 0  # of the document this node last saw
+        value, revision = document.get()
+        seed = os.path.join(data_dir, CATALOG_FILE)
+        if value is None and os.path.exists(seed):  # a lone node's catalog becomes the cluster's
+            with open(seed, "rb") as f:
+                value = f.read()
+            revision = document.swap(value, 0) or document.get()[1]
+            log.info("topic catalog moved to etcd from=%s", seed)
+        if value is not None:
+            self.follow(value, revision)
+
+    def follow(self, value: bytes, revision: int) -> None:
+        """The document as etcd has it now (at start, and when another node changed it)."""
+        if revision == self.revision:
+            return
+        try:
+            topics = decode_catalog(value)
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise DataDirError(f"the topic catalog in etcd ({CATALOG_KEY}) is damaged: {e!r}") from None
+        self.revision = revision
+        self._follow(topics)
+
+    def _save(self, topics: dict[str, Topic]) -> None:
+        for _ in range(SWAP_ATTEMPTS):
+            revision = self._document.swap(encode_catalog(topics), self.revision)
+            if revision is not None:
+                self.revision = revision
+                self._replace(topics)
+                return
+            before = dict(self._by_name)
+            value, revision = self._document.get()
+            self.follow(value or b'{"topics": []}', revision)
+            topics = _rebase(before, topics, self._by_name)
+        raise DataDirError(f"the topic catalog in etcd ({CATALOG_KEY}) changed {SWAP_ATTEMPTS} times during one change")
+
+
+def _rebase(before: dict[str, Topic], wanted: dict[str, Topic], now: dict[str, Topic]) -> dict[str, Topic]:
+    """`wanted` was `before` changed; the same change applied to `now`, another node's newer catalog
+    (a topic both created keeps the other node's id)."""
+    out = dict(now)
+    for name, topic in wanted.items():
+        if before.get(name) != topic and not (name not in before and name in now):
+            out[name] = topic
+    for name in before.keys() - wanted.keys():
+        out.pop(name, None)
+    return out
