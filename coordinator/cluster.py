@@ -47,6 +47,11 @@ class ClusterView:
         """The node coordinating offsets partition `partition` now; None while nobody does."""
         raise NotImplementedError
 
+    def keeps_shared_state(self) -> bool:
+        """Whether the cluster itself keeps the catalog, ACLs, SCRAM users and group configs (etcd, changed
+        by compare-and-swap from any node), rather than one writer, the controller, on a shared data dir."""
+        return False
+
     def topic_catalog(self, data_dir: str) -> TopicCatalog:
         """Where the node's topics live: the data dir's topics.json; the cluster's own catalog when
         the cluster keeps one (etcd)."""

@@ -91,6 +91,9 @@ class EtcdCluster(ClusterView):
     def owns(self, partition: int) -> bool:
         return partition in self.mine
 
+    def keeps_shared_state(self) -> bool:
+        return True
+
     def topic_catalog(self, data_dir: str) -> EtcdCatalog:
         """The cluster's catalog, in etcd; other nodes' changes arrive with every poll."""
         catalog = EtcdCatalog(EtcdDocument(self.endpoints, CATALOG_KEY, max(self.lease_s / 4, 0.5)), data_dir)

@@ -94,6 +94,12 @@ class Node:
         """Whether this node writes the topic catalog, ACLs, SCRAM users and group configs."""
         return self.cluster.controller_id() == self.node_id
 
+    @property
+    def writes_catalog(self) -> bool:
+        """Whether this node changes the topic catalog itself: the controller, or any node of a cluster
+        that keeps the catalog (etcd); elsewhere CreateTopics and the like answer NOT_CONTROLLER."""
+        return self.is_controller or self.cluster.keeps_shared_state()
+
     def auto_create(self, name: str) -> Topic | None:
         """The new topic; None when the controller is another worker: it is asked to create the topic,
         which the client's next Metadata finds (Kafka's brokers forward an auto-create the same way)."""

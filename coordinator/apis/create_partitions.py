@@ -46,7 +46,7 @@ def _check(node, request: Request, t, duplicated: bool) -> tuple[ErrorCode, str 
 
 def handle(node, request: Request):
     body = request.body
-    if not node.is_controller:  # another worker writes the catalog: the client asks it (Metadata's controller)
+    if not node.writes_catalog:  # another worker writes the catalog: the client asks it (Metadata's controller)
         return build_response(ApiKey.CREATE_PARTITIONS, request.version, {"results": [
             {"name": t.name, "error_code": ErrorCode.not_controller, "error_message": None} for t in body.topics]})
     counts = Counter(t.name for t in body.topics)

@@ -75,7 +75,7 @@ def too_many_partitions(partitions: int, limit: int) -> str:
 
 def handle(node, request: Request):
     body = request.body
-    if not node.is_controller:  # another worker writes the catalog: the client asks it (Metadata's controller)
+    if not node.writes_catalog:  # another worker writes the catalog: the client asks it (Metadata's controller)
         return build_response(ApiKey.CREATE_TOPICS, request.version, {"topics": [
             {"name": t.name, "topic_id": None, "error_code": ErrorCode.not_controller, "error_message": None,
              "num_partitions": -1, "replication_factor": -1, "configs": None, "topic_config_error_code": 0}

@@ -42,7 +42,7 @@ def _delete(node, name: str | None, topic_id, request: Request, cluster: bool) -
 
 def handle(node, request: Request):
     body = request.body
-    if not node.is_controller:  # another worker writes the catalog: the client asks it (Metadata's controller)
+    if not node.writes_catalog:  # another worker writes the catalog: the client asks it (Metadata's controller)
         return build_response(ApiKey.DELETE_TOPICS, request.version, {"responses": [
             {"name": name, "topic_id": topic_id, "error_code": ErrorCode.not_controller, "error_message": None}
             for name, topic_id in ([(t.name, t.topic_id) for t in body.topics] if request.version >= 6
