@@ -58,6 +58,10 @@ def _run_effect(effect, completed) -> None:
     completed(result, None)
 
 
+# Parallel fsyncs on this VM's ext4 (bench note, issue 14): 1 thread ~3.9k/s, 4 ~12k/s, 16 ~31k/s,
+# 32 ~34k/s; beyond 32 nothing more. Each partition has at most one write in flight.
+LOG_WRITE_THREADS = 32
+
 LOAD_PROGRESS_S = 5.0  # how often a load in progress is reported
 
 
@@ -83,6 +87,10 @@ class GroupCoordinator:
         self.writers: list[LogWriter | None] = [None] * self.partitions
         self.runners = [Runner(shard, self, _resolve, now, self._new_ticket, observe.emit) for shard in self.shards]
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="groupd-log")
+        # appends (write + fsync) apart from loads: one thread per partition up to LOG_WRITE_THREADS,
+        # so the fsyncs of many partitions run at once and the disk's journal commits them together
+        self._writes = ThreadPoolExecutor(max_workers=min(self.partitions, LOG_WRITE_THREADS),
+                                          thread_name_prefix="groupd-write")
         # effects too big for a loop turn (regex resolution over a big catalog): one worker, apart
         # from the log's, so they never queue ahead of a write
         self._effects = ThreadPoolExecutor(max_workers=1, thread_name_prefix="groupd-effects")
@@ -140,7 +148,7 @@ class GroupCoordinator:
             log.error("partition load failed partition=%d: %s", p, f.exception())
         else:
             plog, result, seconds = f.result()
-            self.writers[p] = LogWriter(plog, self._executor, self.settings.log_flush_interval_ms == 0,
+            self.writers[p] = LogWriter(plog, self._writes, self.settings.log_flush_interval_ms == 0,
                                         self.settings.offsets_commit_timeout_ms, on_batch=metrics.batch_written,
                                         max_message_bytes=self.settings.message_max_bytes,
                                         on_error=metrics.write_failed)
@@ -281,6 +289,7 @@ class GroupCoordinator:
                 writer.closed = True
                 await asyncio.get_running_loop().run_in_executor(self._executor, writer.plog.close)
         self._executor.shutdown(wait=True)
+        self._writes.shutdown(wait=True)
         if self._compactor is not None:  # a compaction under way finishes (each segment's rewrite is atomic anyway)
             self._compactor.shutdown(wait=True)
         self._effects.shutdown(wait=False, cancel_futures=True)
