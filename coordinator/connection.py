@@ -327,7 +327,7 @@ class Connection(asyncio.Protocol):
         if reply is None:
             self._queue(_NO_REPLY)
         elif isinstance(reply, asyncio.Future):
-            metrics.IN_FLIGHT.inc()
+            metrics.REQUESTS.in_flight += 1
             reply.add_done_callback(lambda f, k=api_key, c=correlation_id, t=started: self._completed(f, k, c, t))
             if request.off_loop:
                 self._answering = True
@@ -406,7 +406,7 @@ class Connection(asyncio.Protocol):
                 self._process()
 
     def _completed(self, fut: asyncio.Future, api_key: int, correlation_id: int, started: float) -> None:
-        metrics.IN_FLIGHT.dec()
+        metrics.REQUESTS.in_flight -= 1
         if fut.cancelled() or self._transport is None:
             return
         try:
