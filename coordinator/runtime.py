@@ -62,6 +62,19 @@ def _run_effect(effect, completed) -> None:
 # 32 ~34k/s; beyond 32 nothing more. Each partition has at most one write in flight.
 LOG_WRITE_THREADS = 32
 
+# The cyclic GC once the log is loaded: what exists then (modules, the loaded groups and offsets) is
+# moved out of its sight, and it runs every GC_YOUNG allocations instead of 700. Requests make
+# little cyclic garbage, but each collection, and every full one, walked the whole heap: a quarter
+# of an OffsetCommit's CPU (bench/request_cost.py: 40 -> 31 µs).
+GC_YOUNG = 20_000
+
+
+def settle_gc() -> None:
+    gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG, older, oldest)
+
+
 LOAD_PROGRESS_S = 5.0  # how often a load in progress is reported
 
 
@@ -174,6 +187,7 @@ class GroupCoordinator:
         if self._pending_loads == 0:
             if self._gc_was_enabled:
                 gc.enable()
+            settle_gc()
             progress = self._tasks.pop("load-progress", None)
             if progress is not None:
                 progress.cancel()
