@@ -53,6 +53,9 @@ class LogWriter:
     def __init__(self, plog: PartitionLog, executor: Executor, fsync_each_batch: bool, timeout_ms: int,
                  on_batch=None, max_message_bytes: int = 1048588, on_error=None) -> None:
         self.plog = plog
+        # the log end readers see (Fetch, ListOffsets of __consumer_offsets): past the last durable
+        # batch (interval mode: the last written), never a batch a failed fsync may still cut
+        self.end_offset = plog.next_offset
         self._executor = executor
         self._fsync = fsync_each_batch
         self._timeout = timeout_ms / 1000
@@ -166,6 +169,7 @@ class LogWriter:
 
     def _durable(self, group: list[Written]) -> None:
         done = time.perf_counter()
+        self.end_offset = group[-1].first_offset + group[-1].records
         for written in group:
             if self._on_batch is not None:
                 self._on_batch(written.records, written.size, done - written.written_at)

@@ -104,6 +104,20 @@ async def test_appends_while_an_fsync_is_in_flight_form_the_next_batch_and_wait_
     assert len(calls) == 2
 
 
+async def test_the_log_end_readers_see_moves_once_a_batch_is_durable(plog, executor):
+    """Fetch and ListOffsets of __consumer_offsets read up to `end_offset`: never records that a
+    failed fsync could still cut."""
+    gate = threading.Event()
+    count_calls(plog, "fsync_active", [], before=lambda: gate.wait(5))
+    writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
+    first = append(writer, [rec(0), rec(1)])
+    await asyncio.sleep(0.05)
+    assert (plog.next_offset, writer.end_offset) == (2, 0), "written, not yet durable"
+    gate.set()
+    assert await first is None
+    assert writer.end_offset == 2
+
+
 async def test_interval_mode_answers_once_written_without_fsync(plog, executor, tmp_path):
     calls = []
     count_calls(plog, "fsync_active", calls)
