@@ -15,6 +15,7 @@ import bisect
 import os
 import weakref
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from prometheus_client import (CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, disable_created_metrics,
@@ -71,14 +72,13 @@ class RequestStats:
 
     def __init__(self) -> None:
         self.in_flight = 0  # requests whose reply is parked
-        self.answered: dict[tuple[int, str], int] = {}  # (api key, error name) → requests
+        self.answered: dict[tuple[int, Any], int] = {}  # (api key, top-level error code or None) → requests
         # per API: a count per bucket (the last one: over the largest bound), and the sum of seconds
         self.buckets = {k: [0] * (len(_LATENCY_BUCKETS) + 1) for k in _API_NAMES}
         self.seconds = dict.fromkeys(_API_NAMES, 0.0)
 
     def done(self, api_key: int, response, seconds: float) -> None:
-        error = getattr(response, "error_code", None)
-        key = (api_key, "none" if error is None else error.name)
+        key = (api_key, getattr(response, "error_code", None))  # named at scrape time: Enum.name is slow
         answered = self.answered
         answered[key] = answered.get(key, 0) + 1
         self.buckets[api_key][bisect.bisect_left(_LATENCY_BUCKETS, seconds)] += 1
@@ -89,8 +89,12 @@ class RequestStats:
                                 "Requests whose reply is parked (held fetches, joins, syncs, writes)", value=self.in_flight)
         requests = CounterMetricFamily("groupd_requests", "Requests answered, by API and top-level error code",
                                        labels=["api", "error"])
-        for (api_key, error), n in sorted(dict(self.answered).items()):  # a copy: the loop counts on meanwhile
-            requests.add_metric([_API_NAMES[api_key], error], n)
+        by_label: dict[tuple[str, str], int] = {}
+        for (api_key, error), n in dict(self.answered).items():  # a copy: the loop counts on meanwhile
+            label = (_API_NAMES[api_key], "none" if error is None else error.name)
+            by_label[label] = by_label.get(label, 0) + n
+        for label, n in sorted(by_label.items()):
+            requests.add_metric(list(label), n)
         yield requests
         latency = HistogramMetricFamily("groupd_request_duration_seconds",
                                         "From a request's arrival to its reply being queued, by API", labels=["api"])
