@@ -23,11 +23,12 @@ import logging
 import struct
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
 
 from protocol import ErrorCode
 
 from storage.log import PartitionLog, encode
+
+from .log_workers import LogWorkers
 from storage.records import Record
 
 # Kafka's DefaultRecordBatch.RECORD_BATCH_OVERHEAD and DefaultRecord.MAX_RECORD_OVERHEAD: a bound
@@ -50,19 +51,19 @@ class Written:
 
 
 class LogWriter:
-    def __init__(self, plog: PartitionLog, executor: Executor, fsync_each_batch: bool, timeout_ms: int,
+    def __init__(self, plog: PartitionLog, workers: LogWorkers, fsync_each_batch: bool, timeout_ms: int,
                  on_batch=None, max_message_bytes: int = 1048588, on_error=None) -> None:
         self.plog = plog
         # the log end readers see (Fetch, ListOffsets of __consumer_offsets): past the last durable
         # batch (interval mode: the last written), never a batch a failed fsync may still cut
         self.end_offset = plog.next_offset
-        self._executor = executor
+        self._workers = workers
         self._fsync = fsync_each_batch
         self._timeout = timeout_ms / 1000
         self._max_bytes = max_message_bytes
         self._pending: list[Append] = []  # appended this loop turn (or waiting for a roll): not yet written
         self._unsynced: list[Written] = []  # written, waiting for the next fsync
-        self._job: Future | None = None  # on the worker: an fsync, or a write that rolls the segment
+        self._job: list[Written] | None = None  # on a worker: an fsync, or a write that rolls the segment
         self._rolling = False
         self._scheduled = False
         self._idle_waiters: list[asyncio.Future] = []
@@ -135,23 +136,14 @@ class LogWriter:
         self._start(self.plog.fsync_active, group, rolling=False)
 
     def _start(self, work: Callable[[], object], group: list[Written], rolling: bool) -> None:
-        loop = asyncio.get_running_loop()
-        timer = loop.call_later(self._timeout, self._timed_out, group)
-        self._rolling = rolling
-        self._job = job = self._executor.submit(work)
+        timer = asyncio.get_running_loop().call_later(self._timeout, self._timed_out, group)
+        self._rolling, self._job = rolling, group
+        self._workers.run(work, lambda error: self._job_done(error, group, timer, rolling))
 
-        def back(f: Future) -> None:  # on the worker thread
-            try:
-                loop.call_soon_threadsafe(self._job_done, f, group, timer, rolling)
-            except RuntimeError:  # the loop is closed: nobody waits for the answer any more
-                pass
-
-        job.add_done_callback(back)
-
-    def _job_done(self, job: Future, group: list[Written], timer: asyncio.TimerHandle, rolling: bool) -> None:
+    def _job_done(self, error: BaseException | None, group: list[Written], timer: asyncio.TimerHandle,
+                  rolling: bool) -> None:
         timer.cancel()
         self._job, self._rolling = None, False
-        error = job.exception()
         if error is None:
             self._durable(group)
         else:

@@ -24,6 +24,7 @@ from storage.log import LoadResult, PartitionLog
 
 from . import metrics, observe
 from .system_clock import mono_ms, now, wall_ms
+from .log_workers import LogWorkers
 from .log_writer import LogWriter
 from .runner import Runner
 from .partitioning import partition_for
@@ -102,8 +103,7 @@ class GroupCoordinator:
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="groupd-log")
         # appends (write + fsync) apart from loads: one thread per partition up to LOG_WRITE_THREADS,
         # so the fsyncs of many partitions run at once and the disk's journal commits them together
-        self._writes = ThreadPoolExecutor(max_workers=min(self.partitions, LOG_WRITE_THREADS),
-                                          thread_name_prefix="groupd-write")
+        self._writes = LogWorkers(min(self.partitions, LOG_WRITE_THREADS))
         # effects too big for a loop turn (regex resolution over a big catalog): one worker, apart
         # from the log's, so they never queue ahead of a write
         self._effects = ThreadPoolExecutor(max_workers=1, thread_name_prefix="groupd-effects")
@@ -303,7 +303,7 @@ class GroupCoordinator:
                 writer.closed = True
                 await asyncio.get_running_loop().run_in_executor(self._executor, writer.plog.close)
         self._executor.shutdown(wait=True)
-        self._writes.shutdown(wait=True)
+        self._writes.shutdown()
         if self._compactor is not None:  # a compaction under way finishes (each segment's rewrite is atomic anyway)
             self._compactor.shutdown(wait=True)
         self._effects.shutdown(wait=False, cancel_futures=True)

@@ -11,10 +11,10 @@ import asyncio
 import errno
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from coordinator.log_workers import LogWorkers
 from coordinator.log_writer import LogWriter
 from protocol import ErrorCode
 from storage.log import PartitionLog, list_segments, partition_dir
@@ -60,8 +60,9 @@ def plog(tmp_path):
 
 @pytest.fixture
 def executor():
-    with ThreadPoolExecutor(2) as pool:
-        yield pool
+    workers = LogWorkers(2)
+    yield workers
+    workers.shutdown()
 
 
 def count_calls(plog, name: str, calls: list, before=None) -> None:
