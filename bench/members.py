@@ -15,6 +15,9 @@ Heartbeat v3 frame (correlation id spliced in), `--depth` in flight, measured li
 rebalance: one group; once Stable, the leader re-joins (the trigger), a follower heartbeats until
 it sees REBALANCE_IN_PROGRESS, then every follower re-joins at once and every member syncs as soon
 as its join reply arrives. Reported: last JoinGroup sent -> last SyncGroup reply received.
+
+form: one group from scratch (server with group.initial.rebalance.delay.ms=0): every member joins
+at once; reported: first JoinGroup sent -> last SyncGroup reply of the generation all settled in.
 """
 
 import argparse
@@ -166,8 +169,8 @@ async def connect(n, port, gate=100, cafile=None):
     return await asyncio.gather(*(one(at) for at in (port if isinstance(port, list) else [port] * n)))
 
 
-async def stabilize(members, timeout):
-    """Settle every member, heartbeat every 0.5 s, re-settle on a rebalance; returns when every
+async def stabilize(members, timeout, heartbeat_s=0.5):
+    """Settle every member, heartbeat every `heartbeat_s`, re-settle on a rebalance; returns when every
     group's members all had a clean heartbeat at one generation. Bounded by timeout."""
     deadline, stop = time.monotonic() + timeout, asyncio.Event()
 
@@ -175,7 +178,7 @@ async def stabilize(members, timeout):
         await m.settle(deadline)
         while not stop.is_set() and time.monotonic() < deadline:
             try:
-                await asyncio.wait_for(stop.wait(), 0.5)
+                await asyncio.wait_for(stop.wait(), heartbeat_s)
             except asyncio.TimeoutError:
                 pass
             if stop.is_set():
@@ -338,9 +341,25 @@ async def run_rebalance(args):
             "setup_replies": setup_replies, "replies": tally()}
 
 
+async def run_form(args):
+    """One group formed from scratch: every member sends JoinGroup at once (re-joining with the id
+    MEMBER_ID_REQUIRED hands out), syncs as soon as its join is answered and re-joins when told to
+    rebalance; members heartbeat every `--heartbeat-ms` once synced (how a member that synced an
+    older generation learns of the next). Run against a server with group.initial.rebalance.delay.ms=0.
+    form_ms: first JoinGroup sent -> the last member's SyncGroup reply of the generation all settled in."""
+    links = await connect(args.members, args.port, cafile=args.tls)
+    group = f"bench-form-{args.members}-{os.getpid()}"
+    members = [Member(group, link) for link in links]
+    t0 = time.perf_counter()
+    await stabilize(members, args.setup_timeout, heartbeat_s=args.heartbeat_ms / 1000)
+    last_sync = max(m.sync_done for m in members)
+    return {"members": args.members, "group": group, "generation": members[0].generation,
+            "form_ms": round(1000 * (last_sync - t0), 1), "replies": tally()}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=("heartbeat", "rebalance"))
+    ap.add_argument("mode", choices=("heartbeat", "rebalance", "form"))
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--members", type=int, default=1000)
     ap.add_argument("--groups", type=int, default=100, help="heartbeat: members are spread over these")
@@ -349,12 +368,13 @@ def main():
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--raw", action="store_true", help="heartbeat: skip join/sync, do not check replies")
     ap.add_argument("--setup-timeout", type=float, default=120.0, help="joining until Stable, s")
+    ap.add_argument("--heartbeat-ms", type=float, default=100.0, help="form: heartbeat interval once synced")
     ap.add_argument("--server-pid", help="the server's pid (workers: each worker's, comma-separated), for its CPU use")
     ap.add_argument("--workers", type=int, default=1, help="heartbeat: the server runs this many workers "
                     "(groupd serve --workers N: ports port..port+N-1)")
     ap.add_argument("--tls", metavar="CAFILE", help="connect over TLS, trusting this CA (an SSL listener)")
     args = ap.parse_args()
-    run_main(run_heartbeat if args.mode == "heartbeat" else run_rebalance, args)
+    run_main({"heartbeat": run_heartbeat, "rebalance": run_rebalance, "form": run_form}[args.mode], args)
 
 
 def run_main(run, args):

@@ -145,6 +145,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--sizes", default="10,100,1000", type=lambda s: [int(x) for x in s.split(",")])
     ap.add_argument("--repeat", type=int, default=3, help="runs per point (median shown)")
+    ap.add_argument("--form-sizes", default="1000", type=lambda s: [int(x) for x in s.split(",") if x],
+                    help="groupd: one group formed from scratch with group.initial.rebalance.delay.ms=0 ('' for none)")
     ap.add_argument("--tansu-repeat", type=int, default=1,
                     help="rebalance runs per size on Tansu (each takes 20-90 s: its join waits)")
     ap.add_argument("--profile", help="also run groupd's heartbeat load once under cProfile, to this file")
@@ -186,6 +188,16 @@ def main() -> None:
                             r.get("srv_rebalance_ms"), r.get("srv_sync_ms"), r.get("setup_generation"),
                             r.get("generation"), r.get("probe_error"), r.get("errors"), r.get("setup_s"),
                             r.get("failed", f"{r['error_sample']} replies: {r['replies']}" if r.get("errors") else "")))
+    form_rows = []
+    for size in args.form_sizes if "groupd" in targets else ():
+        runs = []
+        for _ in range(args.repeat):
+            runs.append(one_run("groupd", "form", ["--members", str(size), "--setup-timeout", "200"], 420, tls=tls,
+                                settings=("group.initial.rebalance.delay.ms=0",)))
+            print(f"  groupd form {size}: {runs[-1].get('form_ms', runs[-1].get('failed'))} ms", file=sys.stderr,
+                  flush=True)
+        r = median(runs, "form_ms")
+        form_rows.append(("groupd", size, r.get("form_ms"), r.get("range"), r.get("generation"), r.get("failed", "")))
     if args.profile:
         one_run("groupd", "heartbeat", hb_extra, 300, profile=os.path.abspath(args.profile), tls=tls)
 
@@ -204,6 +216,11 @@ def main() -> None:
           "last SyncGroup reply; server = groupd's log line for that generation")
     table(("target", "members", "sim ms", "sim ms range", "from trigger ms", "server rebalance_ms",
            "server sync_ms", "gen before", "gen after", "probe err", "errors", "setup s", "note"), rb_rows)
+    if form_rows:
+        print("\nOne group formed from scratch (group.initial.rebalance.delay.ms=0; every member joins at once, "
+              "syncs on its join reply, heartbeats every 100 ms once synced): first JoinGroup sent -> last "
+              "SyncGroup reply of the generation all settled in")
+        table(("target", "members", "form ms", "form ms range", "generation", "note"), form_rows)
     if args.profile:
         show_profile(args.profile)
 

@@ -2,14 +2,17 @@
 
     python bench/storage_bench.py                      # everything (about 6-8 minutes)
     python bench/storage_bench.py --only commit --seconds 3
+    python bench/storage_bench.py --only commit --flush 0 --partitions 1 --connections 100 --echo
     python bench/storage_bench.py --only load --records 100000,1000000
     python bench/storage_bench.py --only compact --compact-mb 300
 
 1. Commit throughput: N raw connections (pipelined depth 1), each committing to its own group
    (OffsetCommit v8, generation -1, so groups spread over the 50 offsets partitions), 1 or 5
    partitions per commit; with `log.flush.interval.ms=0` (fsync per batch) and `=1000` (interval
-   mode). Counted: partitions acknowledged with error 0 per second inside the window, and the
-   server's CPU use. Every reply is checked byte for byte against the first one, decoded.
+   mode). Counted: partitions acknowledged with error 0 per second inside the window, the server's
+   CPU use and its CPU µs per acknowledged commit (load-independent enough to compare builds).
+   Every reply is checked byte for byte against the first one, decoded. `--echo`: the echo server
+   (bench/echo_server.py) measured the same way at each connection count, for the ratio.
 2. Load: a data dir with N distinct committed offsets (N/100 groups x 100 partitions each),
    written directly with `PartitionLog.append` in batches of 2000 records; time from spawning
    `groupd serve` to "offsets log loaded", the server's RSS after load, and (RSS - RSS of an
@@ -104,6 +107,7 @@ async def _committer(port: int, group: str, partitions: int, start: float, end: 
     acked = bad = 0
     while (now := loop.time()) < end:
         got = await roundtrip()
+        out["commits"] += 1
         if loop.time() >= start and now >= start:
             if got == first:
                 acked += partitions
@@ -120,36 +124,88 @@ async def _commit_load(port: int, connections: int, partitions: int, warmup: flo
     loop = asyncio.get_running_loop()
     start = loop.time() + warmup
     end = start + seconds
-    out = {"acked": 0, "bad": 0}
+    out = {"acked": 0, "bad": 0, "commits": 0}
     groups = [f"bench-{connections}-{partitions}-{i}" for i in range(connections)]
     await asyncio.gather(*[_committer(port + partition_for(g, 50) % workers, g, partitions, start, end, out)
                            for g in groups])
     return out
 
 
-def commit_throughput(tmp: str, connections: list[int], seconds: float, warmup: float) -> list[dict]:
+def _runner():
     try:
         import uvloop
-        run = uvloop.run
+        return uvloop.run
     except ImportError:
-        run = asyncio.run
+        return asyncio.run
+
+
+async def _echo_load(port: int, connections: int, warmup: float, seconds: float) -> dict:
+    """The echo server answers any frame: the same closed loop, its replies counted, not checked."""
+    loop = asyncio.get_running_loop()
+    start = loop.time() + warmup
+    end = start + seconds
+    out = {"replies": 0}
+
+    async def one() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        frame = commit_frame("echo", 1)
+        n = 0
+        while (now := loop.time()) < end:
+            writer.write(frame)
+            (size,) = _SIZE.unpack(await reader.readexactly(4))
+            await reader.readexactly(size)
+            if now >= start:
+                n += 1
+        writer.close()
+        out["replies"] += n
+
+    await asyncio.gather(*[one() for _ in range(connections)])
+    return out
+
+
+def echo_throughput(connections: list[int], seconds: float, warmup: float) -> dict[int, float]:
+    """Echo server replies/s at each connection count (the ceiling of this framing here)."""
+    from bench.run_apiversions import free_port, wait_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "bench", "echo_server.py"), "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        wait_port(port, proc)
+        rates = {}
+        for n in connections:
+            rates[n] = _runner()(_echo_load(port, n, warmup, seconds))["replies"] / seconds
+            print(f"  echo connections={n}: {rates[n]:,.0f} replies/s", flush=True)
+        return rates
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def commit_throughput(tmp: str, connections: list[int], seconds: float, warmup: float, flushes=(0, 1000),
+                      partition_counts=(1, 5)) -> list[dict]:
+    run = _runner()
     rows = []
-    for flush in (0, 1000):
+    for flush in flushes:
         data_dir = tempfile.mkdtemp(prefix="commit-", dir=tmp)
         server = GroupdProcess(data_dir, "topics=t:8", f"log.flush.interval.ms={flush}").start()
         try:
             wait_for_line(server, "offsets log loaded", 0)
-            for partitions in (1, 5):
+            for partitions in partition_counts:
                 for n in connections:
                     cpu0, t0 = cpu_seconds(server.proc.pid), time.monotonic()
                     out = run(_commit_load(server.port, n, partitions, warmup, seconds))
-                    cpu = (cpu_seconds(server.proc.pid) - cpu0) / (time.monotonic() - t0)
+                    used = cpu_seconds(server.proc.pid) - cpu0
+                    cpu = used / (time.monotonic() - t0)
+                    # per commit over the whole run (warm-up included): CPU of all commits / all commits
+                    commits = out["commits"] or 1
                     rows.append({"flush.interval.ms": flush, "connections": n, "partitions/commit": partitions,
                                  "partitions/s": out["acked"] / seconds,
                                  "commits/s": out["acked"] / partitions / seconds, "bad replies": out["bad"],
-                                 "server cpu": cpu})
+                                 "server cpu": cpu, "cpu us/commit": used / commits * 1e6})
                     print(f"  flush={flush} connections={n} partitions/commit={partitions}: "
-                          f"{out['acked'] / seconds:,.0f} partitions/s, server cpu {cpu:.0%}", flush=True)
+                          f"{out['acked'] / seconds:,.0f} partitions/s, server cpu {cpu:.0%}, "
+                          f"{used / commits * 1e6:.0f} cpu µs/commit", flush=True)
         finally:
             server.stop()
             shutil.rmtree(data_dir, ignore_errors=True)
@@ -296,6 +352,9 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=5.0, help="measured window per commit point")
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--connections", default="1,10,100")
+    ap.add_argument("--flush", default="0,1000", help="commit: log.flush.interval.ms values")
+    ap.add_argument("--partitions", default="1,5", help="commit: partitions per commit")
+    ap.add_argument("--echo", action="store_true", help="commit: also measure the echo server, for the ratio")
     ap.add_argument("--records", default="100000,1000000")
     ap.add_argument("--compact-mb", type=int, default=300)
     ap.add_argument("--tmp", default=tempfile.gettempdir())
@@ -306,13 +365,18 @@ def main() -> int:
     report = []
     if "commit" in parts:
         print("commit throughput:", flush=True)
-        rows = commit_throughput(args.tmp, [int(x) for x in args.connections.split(",")], args.seconds, args.warmup)
+        conns = [int(x) for x in args.connections.split(",")]
+        echo = echo_throughput(conns, args.seconds, args.warmup) if args.echo else {}
+        rows = commit_throughput(args.tmp, conns, args.seconds, args.warmup,
+                                 [int(x) for x in args.flush.split(",")], [int(x) for x in args.partitions.split(",")])
         report.append("Durable OffsetCommit throughput (partitions acknowledged per second; raw connections, depth 1, "
                       f"each its own group; {args.seconds:g} s window after {args.warmup:g} s warm-up)\n\n" + table(
                           ["log.flush.interval.ms", "connections", "partitions/commit", "partitions/s", "commits/s",
-                           "server CPU"],
+                           "server CPU", "CPU µs/commit", "partitions/s ÷ echo replies/s"],
                           [[r["flush.interval.ms"], r["connections"], r["partitions/commit"], f"{r['partitions/s']:,.0f}",
-                            f"{r['commits/s']:,.0f}", f"{r['server cpu']:.0%}"] for r in rows]))
+                            f"{r['commits/s']:,.0f}", f"{r['server cpu']:.0%}", f"{r['cpu us/commit']:.0f}",
+                            f"{r['partitions/s'] / echo[r['connections']]:.2f}" if r["connections"] in echo else "-"]
+                           for r in rows]))
         assert all(r["bad replies"] == 0 for r in rows), rows
     if "load" in parts:
         print("load time and memory:", flush=True)

@@ -42,6 +42,9 @@ bad_frame_log = LimitedLog(log, "bad-frame")  # one client can send thousands a 
 
 _NO_REPLY = b""
 _MAX_QUEUED = 1024  # replies waiting on one connection before we stop reading from it
+# (api key, version) → (handler, whether the request header is flexible), for each version served:
+# filled as versions are first seen, one lookup per request after that
+_ROUTES: dict[tuple[int, int], tuple[Any, bool]] = {}
 _FRAMES_PER_TURN = 64  # frames one connection may dispatch before yielding the loop to the others
 _TURN_S = 0.005  # ... or handler time, whichever comes first
 
@@ -299,18 +302,22 @@ class Connection(asyncio.Protocol):
                 and self._authenticate(auth, frame):
             return
         api_key, version, correlation_id = codec.peek_header(frame)
-        handler = HANDLERS.get(api_key)
-        if handler is None:
-            return self._reject("unknown_api", f"api key {api_key} is not served")
-        lo, hi = SUPPORTED_VERSIONS[api_key]
-        if not lo <= version <= hi:
-            if api_key == ApiKey.API_VERSIONS:
-                # Clients probe with their newest ApiVersions; answer v0 with the table (KIP-511).
-                return self._queue(codec.encode_response(api_key, correlation_id,
-                                                         unsupported_version_response()))
-            return self._reject("unsupported_version",
-                                f"{ApiKey(api_key).name} v{version} (supported {lo}-{hi})")
-        header, offset = codec.parse_header(frame, codec.is_flexible(api_key, version))
+        route = _ROUTES.get((api_key, version))
+        if route is None:
+            handler = HANDLERS.get(api_key)
+            if handler is None:
+                return self._reject("unknown_api", f"api key {api_key} is not served")
+            lo, hi = SUPPORTED_VERSIONS[api_key]
+            if not lo <= version <= hi:
+                if api_key == ApiKey.API_VERSIONS:
+                    # Clients probe with their newest ApiVersions; answer v0 with the table (KIP-511).
+                    return self._queue(codec.encode_response(api_key, correlation_id,
+                                                             unsupported_version_response()))
+                return self._reject("unsupported_version",
+                                    f"{ApiKey(api_key).name} v{version} (supported {lo}-{hi})")
+            route = _ROUTES[(api_key, version)] = (handler, codec.is_flexible(api_key, version))
+        handler, flexible = route
+        header, offset = codec.parse_header(frame, flexible)
         body = codec.decode_request(api_key, version, frame, offset)
         started = time.perf_counter()
         try:
@@ -327,7 +334,7 @@ class Connection(asyncio.Protocol):
         if reply is None:
             self._queue(_NO_REPLY)
         elif isinstance(reply, asyncio.Future):
-            metrics.IN_FLIGHT.inc()
+            metrics.REQUESTS.in_flight += 1
             reply.add_done_callback(lambda f, k=api_key, c=correlation_id, t=started: self._completed(f, k, c, t))
             if request.off_loop:
                 self._answering = True
@@ -406,7 +413,7 @@ class Connection(asyncio.Protocol):
                 self._process()
 
     def _completed(self, fut: asyncio.Future, api_key: int, correlation_id: int, started: float) -> None:
-        metrics.IN_FLIGHT.dec()
+        metrics.REQUESTS.in_flight -= 1
         if fut.cancelled() or self._transport is None:
             return
         try:

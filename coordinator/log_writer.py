@@ -1,13 +1,19 @@
-"""Group commit for one offsets partition: records from every request that arrives while a write
-is in flight are gathered into the next batch, so one write (and one fsync) serves many requests.
-The write runs on a worker thread; its outcome comes back to the loop as the mapped error code.
+"""Group commit for one offsets partition: the records of every request appended in one loop turn
+are written as one batch, and one fsync covers every batch written before it started.
+
+As Kafka appends, the batch is written on the loop (an unbuffered write to the page cache, one
+syscall); only the fsync runs on a worker thread, and batches written while it runs wait for the
+next one, so a slow disk makes batches bigger, not the loop slower. A write that has to roll the
+segment (fsync the full one, create the next) runs on the worker too, and later batches wait for it.
+In interval mode (`log.flush.interval.ms` > 0) a batch is answered once written.
 
 Each request's records are encoded on their own before they join a batch, so one bad request never
 fails its neighbours: a record that cannot be encoded (a group id over 32,767 bytes) or a request
 over `message.max.bytes` fails alone with RECORD_LIST_TOO_LARGE, which each API maps as Kafka does
 (`Outcome.too_large`). Failures map as Kafka maps coordinator write errors (spec §10.3): a storage
-error → NOT_COORDINATOR, a write slower than `offsets.commit.timeout.ms` → COORDINATOR_NOT_AVAILABLE. A failed batch
-leaves nothing in the segment; the runner reverts what its records applied.
+error → NOT_COORDINATOR, a write slower than `offsets.commit.timeout.ms` → COORDINATOR_NOT_AVAILABLE.
+A failed write or fsync leaves nothing in the segment: it is cut back to the first batch that is not
+durable, and every append from that batch on fails (the runner reverts what their records applied).
 """
 
 from __future__ import annotations
@@ -17,11 +23,12 @@ import logging
 import struct
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor
 
 from protocol import ErrorCode
 
 from storage.log import PartitionLog, encode
+
+from .log_workers import LogWorkers
 from storage.records import Record
 
 # Kafka's DefaultRecordBatch.RECORD_BATCH_OVERHEAD and DefaultRecord.MAX_RECORD_OVERHEAD: a bound
@@ -31,17 +38,34 @@ RECORD_OVERHEAD = 21
 
 log = logging.getLogger("groupd.storage")
 
+Append = tuple[list, Callable, Callable]  # (encoded records, completed, timed_out)
+
+
+class Written:
+    """A batch written to the active segment and not yet durable."""
+    __slots__ = ("appends", "start", "first_offset", "records", "size", "written_at")
+
+    def __init__(self, appends: list[Append], start: int, first_offset: int, records: int, size: int) -> None:
+        self.appends, self.start, self.first_offset = appends, start, first_offset
+        self.records, self.size, self.written_at = records, size, time.perf_counter()
+
 
 class LogWriter:
-    def __init__(self, plog: PartitionLog, executor: Executor, fsync_each_batch: bool, timeout_ms: int,
+    def __init__(self, plog: PartitionLog, workers: LogWorkers, fsync_each_batch: bool, timeout_ms: int,
                  on_batch=None, max_message_bytes: int = 1048588, on_error=None) -> None:
         self.plog = plog
-        self._executor = executor
+        # the log end readers see (Fetch, ListOffsets of __consumer_offsets): past the last durable
+        # batch (interval mode: the last written), never a batch a failed fsync may still cut
+        self.end_offset = plog.next_offset
+        self._workers = workers
         self._fsync = fsync_each_batch
         self._timeout = timeout_ms / 1000
         self._max_bytes = max_message_bytes
-        self._pending: list[tuple[list, Callable, Callable]] = []  # (encoded records, completed, timed_out)
-        self._writing = False
+        self._pending: list[Append] = []  # appended this loop turn (or waiting for a roll): not yet written
+        self._unsynced: list[Written] = []  # written, waiting for the next fsync
+        self._job: list[Written] | None = None  # on a worker: an fsync, or a write that rolls the segment
+        self._rolling = False
+        self._scheduled = False
         self._idle_waiters: list[asyncio.Future] = []
         self._on_batch = on_batch  # (records, bytes, seconds) → None, for metrics
         self._on_error = on_error  # (partition, "failed" | "timed_out") → None, for metrics
@@ -69,59 +93,110 @@ class LogWriter:
             completed(ErrorCode.record_list_too_large)
             return
         self._pending.append((encoded, completed, timed_out))
-        if not self._writing:
-            self._writing = True
+        if not self._scheduled:
+            self._scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)  # gather what the same loop turn appends
 
     def _flush(self) -> None:
-        batch, self._pending = self._pending, []
-        if not batch:
-            self._writing = False
-            self._notify_idle()
+        """Write what was appended as one batch (unless a rolling write is under way: its end calls this)."""
+        self._scheduled = False
+        if not self._pending or self._rolling:
+            self._check_idle()
             return
-        loop = asyncio.get_running_loop()
-        encoded = [pair for pairs, _, _ in batch for pair in pairs]
-        started = time.perf_counter()
-        job = loop.run_in_executor(self._executor, self.plog.append_encoded, encoded, self._fsync)
-        timer = loop.call_later(self._timeout, self._timed_out, batch)
+        appends, self._pending = self._pending, []
+        encoded = [pair for pairs, _, _ in appends for pair in pairs]
+        plog = self.plog
+        first_offset = plog.next_offset
+        try:
+            batch = plog.build(encoded)
+            rolls = not plog.fits(len(batch))
+            start = None if rolls else plog.write(batch, len(encoded))
+        except Exception as e:  # the segment is cut back already: this batch alone fails
+            self._fail(appends, e, len(encoded))
+            self._check_idle()
+            return
+        if rolls:
+            if self._job is not None:  # roll once the fsync in flight is done
+                self._pending = appends + self._pending
+                return
+            written = Written(appends, 0, first_offset, len(encoded), len(batch))
+            self._start(lambda: plog.append_encoded(encoded, self._fsync), [written], rolling=True)
+            return
+        written = Written(appends, start, first_offset, len(encoded), len(batch))
+        if not self._fsync:
+            self._durable([written])
+            self._check_idle()
+            return
+        self._unsynced.append(written)
+        if self._job is None:
+            self._sync()
 
-        def done(f: asyncio.Future) -> None:
-            timer.cancel()
-            error = None
-            if f.exception() is not None:
-                log.error("write failed partition=%d records=%d error=%r", self.plog.partition, len(encoded),
-                          f.exception())
-                if self._on_error is not None:
-                    self._on_error(self.plog.partition, "failed")
-                error = ErrorCode.not_coordinator  # KAFKA_STORAGE_ERROR, as a coordinator reports it
-            elif self._on_batch is not None:
-                self._on_batch(len(encoded), f.result(), time.perf_counter() - started)
-            failed = batch
-            if error is not None:  # what was queued behind a failed write depended on it: it fails too
-                failed, self._pending = batch + self._pending, []
-            for _, completed, _ in failed:
-                completed(error)
+    def _sync(self) -> None:
+        group, self._unsynced = self._unsynced, []
+        self._start(self.plog.fsync_active, group, rolling=False)
+
+    def _start(self, work: Callable[[], object], group: list[Written], rolling: bool) -> None:
+        timer = asyncio.get_running_loop().call_later(self._timeout, self._timed_out, group)
+        self._rolling, self._job = rolling, group
+        self._workers.run(work, lambda error: self._job_done(error, group, timer, rolling))
+
+    def _job_done(self, error: BaseException | None, group: list[Written], timer: asyncio.TimerHandle,
+                  rolling: bool) -> None:
+        timer.cancel()
+        self._job, self._rolling = None, False
+        if error is None:
+            self._durable(group)
+        else:
+            if not rolling:  # a rolling write cut itself back; an fsync's batches are cut here
+                self.plog.cut(group[0].start, group[0].first_offset)
+            # everything written or queued after the failed batches was cut with them, or applied on top of them
+            appends = [a for w in group + self._unsynced for a in w.appends] + self._pending
+            self._unsynced, self._pending = [], []
+            self._fail(appends, error, sum(w.records for w in group))
+        if self._unsynced:
+            self._sync()
+        elif self._pending:
             self._flush()
+        self._check_idle()
 
-        job.add_done_callback(done)
+    def _durable(self, group: list[Written]) -> None:
+        done = time.perf_counter()
+        self.end_offset = group[-1].first_offset + group[-1].records
+        for written in group:
+            if self._on_batch is not None:
+                self._on_batch(written.records, written.size, done - written.written_at)
+            for _, completed, _ in written.appends:
+                completed(None)
 
-    def _timed_out(self, batch) -> None:
+    def _fail(self, appends: list[Append], error: BaseException, records: int) -> None:
+        log.error("write failed partition=%d records=%d error=%r", self.plog.partition, records, error)
+        if self._on_error is not None:
+            self._on_error(self.plog.partition, "failed")
+        for _, completed, _ in appends:
+            completed(ErrorCode.not_coordinator)  # KAFKA_STORAGE_ERROR, as a coordinator reports it
+
+    def _timed_out(self, group: list[Written]) -> None:
         log.error("write timed out partition=%d after %.0f ms", self.plog.partition, self._timeout * 1000)
         if self._on_error is not None:
             self._on_error(self.plog.partition, "timed_out")
-        for _, _, timed_out in batch:
-            timed_out()
+        for written in group:
+            for _, _, timed_out in written.appends:
+                timed_out()
+
+    def _busy(self) -> bool:
+        return self._job is not None or self._scheduled or bool(self._pending or self._unsynced)
 
     def idle(self) -> asyncio.Future | None:
         """None when nothing is being written, else a future for when nothing is."""
-        if not self._writing:
+        if not self._busy():
             return None
         fut = asyncio.get_running_loop().create_future()
         self._idle_waiters.append(fut)
         return fut
 
-    def _notify_idle(self) -> None:
-        waiters, self._idle_waiters = self._idle_waiters, []
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)
+    def _check_idle(self) -> None:
+        if self._idle_waiters and not self._busy():
+            waiters, self._idle_waiters = self._idle_waiters, []
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)

@@ -2,7 +2,8 @@
 `/ready`, coordinator/readiness.py).
 
 Cost stays off the hot path: label children are bound once (here, or lazily the first time a label
-value is seen), a request costs one dictionary lookup, one `inc()` and one `observe()`; everything
+value is seen); a request is counted in plain integers on the loop (`RequestStats`: prometheus_client
+takes a lock per `inc()` and `observe()`, a tenth of a heartbeat) and exposed at scrape time; everything
 that counts state (groups by state, members, offsets, log bytes, per-group series) is computed at
 scrape time by `CoordinatorCollector`, never maintained per request.
 """
@@ -10,14 +11,17 @@ scrape time by `CoordinatorCollector`, never maintained per request.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import os
 import weakref
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from prometheus_client import (CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, disable_created_metrics,
                                generate_latest)
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
 
 from protocol.apis import ApiKey
 from storage.topic_data import plane_for
@@ -57,24 +61,56 @@ def authentication(listener: str, mechanism: str, result: str) -> None:
 
 
 # -- requests ------------------------------------------------------------------------------------
-_REQUESTS = Counter("groupd_requests_total", "Requests answered, by API and top-level error code", ["api", "error"])
-_LATENCY = Histogram("groupd_request_duration_seconds", "From a request's arrival to its reply being queued, by API",
-                     ["api"], buckets=(.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5,
-                                       5, 10, 30, 60, 300))
-IN_FLIGHT = Gauge("groupd_requests_in_flight", "Requests whose reply is parked (held fetches, joins, syncs, writes)")
+_LATENCY_BUCKETS = (.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300)
 _API_NAMES = {int(k): k.name.lower() for k in ApiKey}
-_request_children: dict[tuple[int, str], Counter] = {}
-_latency_children = {k: _LATENCY.labels(name) for k, name in _API_NAMES.items()}
 
 
-def request_done(api_key: int, response, seconds: float) -> None:
-    error = getattr(response, "error_code", None)
-    label = "none" if error is None else error.name
-    child = _request_children.get((api_key, label))
-    if child is None:
-        child = _request_children[(api_key, label)] = _REQUESTS.labels(_API_NAMES[api_key], label)
-    child.inc()
-    _latency_children[api_key].observe(seconds)
+class RequestStats:
+    """groupd_requests_total (by API and top-level error code), groupd_request_duration_seconds
+    (by API) and groupd_requests_in_flight, counted on the loop in plain integers and exposed when
+    Prometheus scrapes."""
+
+    def __init__(self) -> None:
+        self.in_flight = 0  # requests whose reply is parked
+        self.answered: dict[tuple[int, Any], int] = {}  # (api key, top-level error code or None) → requests
+        # per API: a count per bucket (the last one: over the largest bound), and the sum of seconds
+        self.buckets = {k: [0] * (len(_LATENCY_BUCKETS) + 1) for k in _API_NAMES}
+        self.seconds = dict.fromkeys(_API_NAMES, 0.0)
+
+    def done(self, api_key: int, response, seconds: float) -> None:
+        key = (api_key, getattr(response, "error_code", None))  # named at scrape time: Enum.name is slow
+        answered = self.answered
+        answered[key] = answered.get(key, 0) + 1
+        self.buckets[api_key][bisect.bisect_left(_LATENCY_BUCKETS, seconds)] += 1
+        self.seconds[api_key] += seconds
+
+    def collect(self):
+        yield GaugeMetricFamily("groupd_requests_in_flight",
+                                "Requests whose reply is parked (held fetches, joins, syncs, writes)", value=self.in_flight)
+        requests = CounterMetricFamily("groupd_requests", "Requests answered, by API and top-level error code",
+                                       labels=["api", "error"])
+        by_label: dict[tuple[str, str], int] = {}
+        for (api_key, error), n in dict(self.answered).items():  # a copy: the loop counts on meanwhile
+            label = (_API_NAMES[api_key], "none" if error is None else error.name)
+            by_label[label] = by_label.get(label, 0) + n
+        for label, n in sorted(by_label.items()):
+            requests.add_metric(list(label), n)
+        yield requests
+        latency = HistogramMetricFamily("groupd_request_duration_seconds",
+                                        "From a request's arrival to its reply being queued, by API", labels=["api"])
+        for api_key, name in _API_NAMES.items():
+            counts, total, cumulative = list(self.buckets[api_key]), self.seconds[api_key], 0
+            bounds = []
+            for bound, n in zip((*map(floatToGoString, _LATENCY_BUCKETS), "+Inf"), counts):
+                cumulative += n
+                bounds.append((bound, cumulative))
+            latency.add_metric([name], bounds, total)
+        yield latency
+
+
+REQUESTS = RequestStats()
+REGISTRY.register(REQUESTS)
+request_done = REQUESTS.done
 
 
 # -- authorization -------------------------------------------------------------------------------

@@ -23,6 +23,5 @@ def log_range(coordinator, partition: int) -> tuple[int, int] | None:
     writer = coordinator.writers[partition]
     if writer is None:
         return None
-    plog = writer.plog
-    segments = plog.segments
-    return (segments[0][0] if segments else 0), plog.next_offset
+    segments = writer.plog.segments
+    return (segments[0][0] if segments else 0), writer.end_offset

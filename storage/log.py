@@ -224,32 +224,67 @@ class PartitionLog:
         return self.append_encoded(encode(records), fsync)
 
     def append_encoded(self, encoded: list[tuple[bytes, bytes | None]], fsync: bool) -> int:
-        """Write one batch holding the encoded records (key, value); returns its size. On failure the segment is cut
-        back to where it was, so a failed write leaves nothing behind (the file is unbuffered: no
-        part of a failed batch can linger in a buffer and reach the disk with a later write). If
-        the cut itself fails, every later append is refused, as Kafka takes a log dir offline;
-        the next load truncates the torn tail."""
-        if self._broken is not None:
-            raise OSError(f"partition {self.partition}: log is read-only after a failed write ({self._broken})")
-        batch = build_batch(encoded, self.next_offset, int(time.time() * 1000))
-        if self._active_size and self._active_size + len(batch) > self.segment_bytes:
+        """Write one batch holding the encoded records (key, value), rolling the segment first if it
+        is full, and fsync it if asked; returns its size. A failed write or fsync leaves nothing
+        behind (see `write`)."""
+        self._refuse_if_broken()
+        batch = self.build(encoded)
+        if not self.fits(len(batch)):
             self._roll(self.next_offset)
+        start = self.write(batch, len(encoded))
+        if fsync:
+            try:
+                self.fsync_active()
+            except OSError:
+                self.cut(start, self.next_offset - len(encoded))
+                raise
+        return len(batch)
+
+    def build(self, encoded: list[tuple[bytes, bytes | None]]) -> bytes:
+        """The batch of the encoded records (key, value) at the log end."""
+        return build_batch(encoded, self.next_offset, int(time.time() * 1000))
+
+    def fits(self, size: int) -> bool:
+        """Whether a batch of `size` bytes goes in the active segment (else `append_encoded` rolls)."""
+        return not self._active_size or self._active_size + size <= self.segment_bytes
+
+    def write(self, batch: bytes, records: int) -> int:
+        """Append a built batch to the active segment without fsync (a page-cache write); returns
+        the byte where it starts. On failure the segment is cut back to where it was, so a failed
+        write leaves nothing behind (the file is unbuffered: no part of a failed batch can linger in
+        a buffer and reach the disk with a later write)."""
+        self._refuse_if_broken()
         start = self._active_size
         try:
             view = memoryview(batch)
             while view:  # a raw write may be short (e.g. the disk filled up mid-batch)
                 view = view[self._active.write(view):]
-            if fsync:
-                os.fsync(self._active.fileno())
-        except OSError as e:
-            try:
-                self._active.truncate(start)
-            except OSError as cut:
-                self._broken = f"{e}; truncating back to byte {start} failed: {cut}"
+        except OSError:
+            self.cut(start, self.next_offset)
             raise
         self._active_size = start + len(batch)
-        self.next_offset += len(encoded)
-        return len(batch)
+        self.next_offset += records
+        return start
+
+    def _refuse_if_broken(self) -> None:
+        if self._broken is not None:
+            raise OSError(f"partition {self.partition}: log is read-only after a failed write ({self._broken})")
+
+    def fsync_active(self) -> None:
+        """fsync the active segment, raising on failure (a worker thread may call this while the
+        loop writes on: the sync covers at least what was written before it started)."""
+        os.fsync(self._active.fileno())
+
+    def cut(self, position: int, next_offset: int) -> None:
+        """Forget everything from byte `position` of the active segment on (a failed write or
+        fsync: what it covered is not durable). If the cut itself fails, every later append is
+        refused, as Kafka takes a log dir offline; the next load truncates the torn tail."""
+        self.next_offset = next_offset
+        self._active_size = position
+        try:
+            self._active.truncate(position)
+        except OSError as cut:
+            self._broken = f"truncating back to byte {position} failed: {cut}"
 
     def sync(self) -> None:
         """fsync the active segment (interval mode calls this from another thread than appends)."""

@@ -1,5 +1,6 @@
 """`coordinator.log_writer.LogWriter` and `storage.log.PartitionLog` appends, without a server:
-group commit (everything appended in one loop turn is one batch, one fsync), the error mapping of
+group commit (everything appended in one loop turn is one batch; one fsync covers every batch
+written before it started), the error mapping of
 spec §10.3 (storage error → NOT_COORDINATOR, timeout → COORDINATOR_NOT_AVAILABLE), and a failed
 append leaving nothing behind in the segment.
 """
@@ -10,13 +11,13 @@ import asyncio
 import errno
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from coordinator.log_workers import LogWorkers
 from coordinator.log_writer import LogWriter
 from protocol import ErrorCode
-from storage.log import PartitionLog, encode, list_segments, partition_dir
+from storage.log import PartitionLog, list_segments, partition_dir
 from storage.records import OffsetCommitKey, OffsetCommitValue, Record
 from storage.scanner import scan
 
@@ -59,42 +60,93 @@ def plog(tmp_path):
 
 @pytest.fixture
 def executor():
-    with ThreadPoolExecutor(2) as pool:
-        yield pool
+    workers = LogWorkers(2)
+    yield workers
+    workers.shutdown()
+
+
+def count_calls(plog, name: str, calls: list, before=None) -> None:
+    """Record each call of `plog.<name>` in `calls` (after `before()`, when given)."""
+    original = getattr(plog, name)
+
+    def counted(*args):
+        if before is not None:
+            before()
+        calls.append((name, *args))
+        return original(*args)
+
+    setattr(plog, name, counted)
 
 
 async def test_appends_of_one_loop_turn_are_one_batch(plog, executor, tmp_path):
     calls = []
-    original = plog.append_encoded
-
-    def counting_append(records, fsync):
-        calls.append((len(records), fsync))
-        return original(records, fsync)
-
-    plog.append_encoded = counting_append
+    count_calls(plog, "write", calls)
+    count_calls(plog, "fsync_active", calls)
     writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
     results = await asyncio.gather(append(writer, [rec(0)]), append(writer, [rec(1), rec(2)]), append(writer, [rec(3)]))
     assert results == [None, None, None]
-    assert calls == [(4, True)]
+    assert [(c[0], *c[2:]) for c in calls] == [("write", 4), ("fsync_active",)]
     assert batches_on_disk(str(tmp_path)) == [[0, 1, 2, 3]]
 
 
-async def test_appends_while_a_write_is_in_flight_form_the_next_batch(plog, executor, tmp_path):
-    gate = threading.Event()
-    original = plog.append_encoded
-
-    def slow_append(records, fsync):
-        gate.wait(5)
-        return original(records, fsync)
-
-    plog.append_encoded = slow_append
+async def test_appends_while_an_fsync_is_in_flight_form_the_next_batch_and_wait_for_the_next_fsync(
+        plog, executor, tmp_path):
+    gate, calls = threading.Event(), []
+    count_calls(plog, "fsync_active", calls, before=lambda: gate.wait(5))
     writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
     first = append(writer, [rec(0)])
-    await asyncio.sleep(0.05)  # the first batch is being written
+    await asyncio.sleep(0.05)  # the first batch is written, its fsync is under way
     later = [append(writer, [rec(n)]) for n in (1, 2, 3)]
+    await asyncio.sleep(0.05)
+    assert batches_on_disk(str(tmp_path)) == [[0], [1, 2, 3]], "written on the loop while the fsync runs"
+    assert not any(f.done() for f in (first, *later)), "no answer before the fsync"
     gate.set()
     assert await asyncio.gather(first, *later) == [None] * 4
-    assert batches_on_disk(str(tmp_path)) == [[0], [1, 2, 3]]
+    assert len(calls) == 2
+
+
+async def test_the_log_end_readers_see_moves_once_a_batch_is_durable(plog, executor):
+    """Fetch and ListOffsets of __consumer_offsets read up to `end_offset`: never records that a
+    failed fsync could still cut."""
+    gate = threading.Event()
+    count_calls(plog, "fsync_active", [], before=lambda: gate.wait(5))
+    writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
+    first = append(writer, [rec(0), rec(1)])
+    await asyncio.sleep(0.05)
+    assert (plog.next_offset, writer.end_offset) == (2, 0), "written, not yet durable"
+    gate.set()
+    assert await first is None
+    assert writer.end_offset == 2
+
+
+async def test_interval_mode_answers_once_written_without_fsync(plog, executor, tmp_path):
+    calls = []
+    count_calls(plog, "fsync_active", calls)
+    writer = LogWriter(plog, executor, fsync_each_batch=False, timeout_ms=5000)
+    assert await asyncio.gather(append(writer, [rec(0)]), append(writer, [rec(1)])) == [None, None]
+    assert calls == []
+    assert batches_on_disk(str(tmp_path)) == [[0, 1]]
+
+
+async def test_a_batch_that_rolls_the_segment_is_written_after_the_fsync_in_flight(tmp_path, executor):
+    plog = PartitionLog(str(tmp_path), 0, segment_bytes=300)
+    plog.load(lambda record: None)
+    gate = threading.Event()
+    count_calls(plog, "fsync_active", [], before=lambda: gate.wait(5))
+    writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
+    try:
+        first = append(writer, [rec(0), rec(1), rec(2)])
+        await asyncio.sleep(0.05)
+        rolling = append(writer, [rec(3), rec(4), rec(5)])  # over 300 bytes with the first: a new segment
+        await asyncio.sleep(0.05)
+        assert len(plog.segments) == 1, "no roll while the fsync of the active segment runs"
+        gate.set()
+        assert await asyncio.gather(first, rolling) == [None, None]
+        assert [base for base, _ in plog.segments] == [0, 3]
+        assert batches_on_disk(str(tmp_path)) == [[0, 1, 2], [3, 4, 5]]
+    finally:
+        gate.set()
+        plog.close()
 
 
 async def test_storage_error_is_not_coordinator_and_leaves_nothing_behind(plog, executor, tmp_path):
@@ -132,8 +184,7 @@ async def test_storage_error_is_not_coordinator_and_leaves_nothing_behind(plog, 
 
 async def test_write_slower_than_the_commit_timeout_is_coordinator_not_available(plog, executor):
     gate = threading.Event()
-    original = plog.append_encoded
-    plog.append_encoded = lambda records, fsync: (gate.wait(5), original(records, fsync))[1]
+    count_calls(plog, "fsync_active", [], before=lambda: gate.wait(5))
     errors = []
     writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=50,
                        on_error=lambda p, reason: errors.append((p, reason)))
@@ -151,8 +202,7 @@ async def test_write_that_lands_after_its_timeout_is_timed_out_then_completed(pl
     """The request is answered COORDINATOR_NOT_AVAILABLE, but the log gets the records: the writer
     then reports the write complete, so the runner keeps them applied (as after a restart)."""
     gate = threading.Event()
-    original = plog.append_encoded
-    plog.append_encoded = lambda records, fsync: (gate.wait(5), original(records, fsync))[1]
+    count_calls(plog, "fsync_active", [], before=lambda: gate.wait(5))
     loop = asyncio.get_running_loop()
     timed_out, completed = loop.create_future(), loop.create_future()
     writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=50)
@@ -164,22 +214,24 @@ async def test_write_that_lands_after_its_timeout_is_timed_out_then_completed(pl
     assert batches_on_disk(str(tmp_path)) == [[0, 1]]
 
 
-async def test_failed_write_fails_the_appends_queued_behind_it(plog, executor, tmp_path):
-    """The runner applied queued records on top of the failed ones, so they fail with them."""
-    gate = threading.Event()
-    original = plog.append_encoded
+async def test_failed_fsync_fails_every_batch_written_after_the_last_durable_one(plog, executor, tmp_path):
+    """The runner applied the later records on top of the failed ones, so they fail with them; the
+    segment is cut back to the first batch that is not durable, and its offsets are reused."""
+    gate, failed = threading.Event(), []
 
-    def failing_first(records, fsync):
+    def failing_first():
         gate.wait(5)
-        if records[0] == encode([rec(0)])[0]:
+        if not failed:
+            failed.append(True)
             raise OSError(errno.EIO, "I/O error")
-        return original(records, fsync)
 
-    plog.append_encoded = failing_first
+    count_calls(plog, "fsync_active", [], before=failing_first)
     writer = LogWriter(plog, executor, fsync_each_batch=True, timeout_ms=5000)
     first = append(writer, [rec(0)])
-    await asyncio.sleep(0)  # the first batch is in flight
+    await asyncio.sleep(0.05)  # the first batch is written, its fsync in flight
     queued = append(writer, [rec(1)])
+    await asyncio.sleep(0.05)
+    assert batches_on_disk(str(tmp_path)) == [[0], [1]]
     gate.set()
     assert await asyncio.wait_for(first, 5) is ErrorCode.not_coordinator
     assert await asyncio.wait_for(queued, 5) is ErrorCode.not_coordinator
