@@ -71,10 +71,9 @@ def build_batch(encoded: list[tuple[bytes, bytes | None]], base_offset: int, tim
 
 def records_of(batch: DefaultRecordBatch) -> Iterator[tuple[int, Record | None, bytes]]:
     """(offset, record or None when its key type is unknown, raw key) per record."""
-    shared: dict[int, int] = {}  # the batch's timestamps, one object each (a commit's offsets share one)
     for r in batch:
         try:
-            yield r.offset, decode(bytes(r.key), None if r.value is None else bytes(r.value), shared), r.key
+            yield r.offset, decode(bytes(r.key), None if r.value is None else bytes(r.value)), r.key
         except Exception:  # unknown key types (KIP-848, share groups) are skipped by the loader
             yield r.offset, None, r.key
 

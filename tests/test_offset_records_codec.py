@@ -31,6 +31,36 @@ def test_written_values_read_back(value):
     assert decode(encode_key(KEY), encode_value(value)) == Record(KEY, value)
 
 
+FIELDS = [(42, 3, "meta", 1_700_000_000_000, -1), (42, -1, "", 1_700_000_000_000, -1), (2**40, -1, "m", 5, 99),
+          (-1, -1, "ü" * 40_000, 7, -1), (0, 0, "", 0, 0)]
+
+
+@pytest.mark.parametrize("fields", FIELDS)
+def test_an_offset_value_holds_each_field(fields):
+    value = OffsetCommitValue(*fields)
+    assert (value.offset, value.leader_epoch, value.metadata, value.commit_timestamp,
+            value.expire_timestamp) == fields == value.fields()
+
+
+def test_offset_values_are_equal_exactly_when_every_field_is():
+    values = [OffsetCommitValue(*f) for f in FIELDS] + [OffsetCommitValue(42, 3, "meta", 1_700_000_000_000, 1)]
+    assert [a == b for a in values for b in values] == [i == j for i in range(len(values)) for j in range(len(values))]
+    assert hash(OffsetCommitValue(*FIELDS[0])) == hash(OffsetCommitValue(*FIELDS[0]))
+
+
+def test_a_v3_value_read_from_the_log_is_what_its_fields_build():
+    value = OffsetCommitValue(42, 3, "meta", 1_700_000_000_000)
+    assert bytes(decode_value(KEY, encode_value(value))) == bytes(value)
+
+
+@pytest.mark.parametrize("metadata", ["\udc80", "m" * 40_000])
+def test_metadata_the_log_cannot_hold_is_kept_in_memory_and_refused_by_the_encoder(metadata):
+    value = OffsetCommitValue(1, -1, metadata, 2)
+    assert value.metadata == metadata
+    with pytest.raises((UnicodeEncodeError, struct.error)):  # the log writer answers these (log_writer.py)
+        encode_value(value)
+
+
 @pytest.mark.parametrize("data,expected", [
     (struct.pack(">hq", 0, 9) + s16("m") + struct.pack(">q", 11), OffsetCommitValue(9, -1, "m", 11)),
     (struct.pack(">hq", 2, 9) + s16("") + struct.pack(">q", 11), OffsetCommitValue(9, -1, "", 11)),
@@ -96,7 +126,7 @@ def test_a_log_loads_to_the_same_state_as_through_the_field_by_field_reader(tmp_
 
     fast = load()
     monkeypatch.setattr(records, "_offset_key", lambda data: None)
-    monkeypatch.setattr(records, "_offset_value", lambda data, shared: None)
+    monkeypatch.setattr(records, "_offset_value", lambda data: None)
     slow = load()
     assert fast.offsets == slow.offsets and fast.offsets["g1"][("a", 2)] == OffsetCommitValue(5, -1, "", 8, 99)
     assert {g: (group.generation, group.state_name) for g, group in fast.groups.items()} == \
