@@ -437,8 +437,9 @@ def decode_value(key, data: bytes | None):
     return _read_value(key, r)
 
 
-def decode(key: bytes, value: bytes | None) -> Record:
+def decode(key: bytes, value: bytes | None, keys: records.KeyCache | None = None) -> Record:
+    """`keys`: see records.KeyCache (a loader passes one per batch)."""
     if _classic(key):
-        return records.decode(key, value)
+        return records.decode(key, value, keys)
     k = decode_key(key)
     return Record(k, decode_value(k, value))

@@ -26,7 +26,7 @@ from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBat
 
 from .files import fsync_dir
 from .consumer_records import decode, encode_key, encode_value
-from .records import Record
+from .records import KeyCache, Record
 from .scanner import Damage, scan_segments
 
 log = logging.getLogger("groupd.storage")
@@ -71,9 +71,10 @@ def build_batch(encoded: list[tuple[bytes, bytes | None]], base_offset: int, tim
 
 def records_of(batch: DefaultRecordBatch) -> Iterator[tuple[int, Record | None, bytes]]:
     """(offset, record or None when its key type is unknown, raw key) per record."""
+    keys = KeyCache()  # a commit's partitions share their group's and topic's strings
     for r in batch:
         try:
-            yield r.offset, decode(bytes(r.key), None if r.value is None else bytes(r.value)), r.key
+            yield r.offset, decode(bytes(r.key), None if r.value is None else bytes(r.value), keys), r.key
         except Exception:  # unknown key types (KIP-848, share groups) are skipped by the loader
             yield r.offset, None, r.key
 

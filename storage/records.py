@@ -312,6 +312,27 @@ def _offset_key(data: bytes) -> OffsetCommitKey | None:
 _OFFSET_KEY_TYPES = (b"\x00\x01", b"\x00\x00")  # the int16 key types of an offset commit
 
 
+class KeyCache:
+    """The offset keys of a run of records (a loader keeps one per batch): a key with the group
+    and topic of the one before it (the partitions of one commit sit side by side) reuses its
+    strings, and only its partition is read."""
+
+    __slots__ = ("_prefix", "_size", "_group", "_topic")
+
+    def __init__(self) -> None:
+        self._prefix, self._size, self._group, self._topic = b"\xff", -1, "", ""
+
+    def offset_key(self, data: bytes) -> OffsetCommitKey | None:
+        n = len(data)
+        if n == self._size and data.startswith(self._prefix):
+            return OffsetCommitKey(self._group, self._topic, _INT32.unpack_from(data, n - 4)[0])
+        key = _offset_key(data)
+        if key is not None:
+            group_end = 4 + _KEY_HEAD.unpack_from(data)[1]
+            if group_end + 6 + _LENGTH.unpack_from(data, group_end)[0] == n:  # no bytes after the partition
+                self._prefix, self._size, self._group, self._topic = data[:n - 4], n, key.group, key.topic
+        return key
+
 
 def decode_key(data: bytes) -> Key:
     if data[:2] in _OFFSET_KEY_TYPES:  # nearly every record of a log
@@ -379,9 +400,10 @@ def decode_value(key: Key, data: bytes | None) -> Value:
     return GroupMetadataValue(protocol_type, generation, protocol, leader, state_ts, tuple(members))
 
 
-def decode(key: bytes, value: bytes | None) -> Record:
+def decode(key: bytes, value: bytes | None, keys: KeyCache | None = None) -> Record:
+    """`keys`: see KeyCache (a loader passes one per batch)."""
     if key[:2] in _OFFSET_KEY_TYPES:  # the common record straight to its fast paths: a load calls this per record
-        k = _offset_key(key)
+        k = _offset_key(key) if keys is None else keys.offset_key(key)
         if k is not None:
             v = None if value is None else _offset_value(value)
             return Record(k, v if v is not None or value is None else decode_value(k, value))

@@ -131,3 +131,13 @@ def test_a_log_loads_to_the_same_state_as_through_the_field_by_field_reader(tmp_
     assert fast.offsets == slow.offsets and fast.offsets["g1"][("a", 2)] == OffsetCommitValue(5, -1, "", 8, 99)
     assert {g: (group.generation, group.state_name) for g, group in fast.groups.items()} == \
         {g: (group.generation, group.state_name) for g, group in slow.groups.items()}
+
+
+def test_a_key_cache_decodes_each_key_as_the_reader_does():
+    from storage.records import KeyCache
+    keys = [encode_key(OffsetCommitKey(g, t, p)) for g, t, p in [
+        ("g", "t", 0), ("g", "t", 1), ("h", "t", 1), ("g", "u", 1), ("gg", "t", 2), ("g", "tt", 2), ("g", "t", 3)]]
+    past = encode_key(OffsetCommitKey("g", "t", 5))  # then bytes past the partition, which the reader ignores
+    keys[2:2] = [past + b"\x00\x00\x00\x09", past + b"\x00\x00\x00\x07", past]
+    cache = KeyCache()
+    assert [decode(k, None, cache).key for k in keys] == [decode_key(k) for k in keys]
