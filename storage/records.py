@@ -405,7 +405,9 @@ def decode(key: bytes, value: bytes | None, keys: KeyCache | None = None) -> Rec
     if key[:2] in _OFFSET_KEY_TYPES:  # the common record straight to its fast paths: a load calls this per record
         k = _offset_key(key) if keys is None else keys.offset_key(key)
         if k is not None:
-            v = None if value is None else _offset_value(value)
-            return Record(k, v if v is not None or value is None else decode_value(k, value))
+            if value is None:
+                return Record(k, None)
+            v = _v3_value(value) if value[:2] == _VERSION_3 else _offset_value(value)
+            return Record(k, v if v is not None else decode_value(k, value))
     k = decode_key(key)
     return Record(k, decode_value(k, value))
