@@ -29,19 +29,20 @@ class OffsetsStore:
         self._partitions: dict[tuple[str, int], tuple[str, int]] = {}
 
     def apply(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> OffsetCommitValue | None:
-        """Store or delete one offset; the previous value."""
+        """Store or delete one offset; the previous value. (Loading calls this per record.)"""
         group_offsets = self.offsets.get(key.group)
         tp = (key.topic, key.partition)
-        previous = group_offsets.get(tp) if group_offsets is not None else None
         if value is None:
-            if previous is not None:
-                del group_offsets[tp]
-                if not group_offsets:
-                    del self.offsets[key.group]
-        else:
-            if previous is None:
-                tp = self._partitions.setdefault(tp, tp)
-            self.offsets.setdefault(key.group, {})[tp] = value
+            previous = None if group_offsets is None else group_offsets.pop(tp, None)
+            if previous is not None and not group_offsets:
+                del self.offsets[key.group]
+            return previous
+        if group_offsets is None:
+            group_offsets = self.offsets[key.group] = {}
+        previous = group_offsets.get(tp)
+        if previous is None:
+            tp = self._partitions.setdefault(tp, tp)
+        group_offsets[tp] = value
         return previous
 
     # =========================================================================================
