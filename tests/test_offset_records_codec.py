@@ -127,7 +127,19 @@ def test_a_log_loads_to_the_same_state_as_through_the_field_by_field_reader(tmp_
     fast = load()
     monkeypatch.setattr(records, "_offset_key", lambda data: None)
     monkeypatch.setattr(records, "_offset_value", lambda data: None)
+    monkeypatch.setattr(records, "_v3_value", lambda data: None)
+    reads = []
+
+    class CountingReader(records._Reader):
+        __slots__ = ()
+
+        def __init__(self, *args, **kwargs) -> None:
+            reads.append(1)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(records, "_Reader", CountingReader)
     slow = load()
+    assert len(reads) >= 2 * (len(written) - 2)  # every key, and every value but the tombstones, read field by field
     assert fast.offsets == slow.offsets and fast.offsets["g1"][("a", 2)] == OffsetCommitValue(5, -1, "", 8, 99)
     assert {g: (group.generation, group.state_name) for g, group in fast.groups.items()} == \
         {g: (group.generation, group.state_name) for g, group in slow.groups.items()}
