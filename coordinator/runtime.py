@@ -22,7 +22,7 @@ from protocol import ErrorCode
 from storage.compaction import closed_bytes, compact, die_with_parent
 from storage.log import LoadResult, PartitionLog
 
-from . import metrics, observe
+from . import heap, metrics, observe
 from .system_clock import mono_ms, now, wall_ms
 from .log_writer import LogWriter
 from .runner import Runner
@@ -166,6 +166,7 @@ class GroupCoordinator:
         if self._pending_loads == 0:
             if self._gc_was_enabled:
                 gc.enable()
+            heap.trim()  # about 8 bytes per loaded offset of RSS that held only the load's garbage
             progress = self._tasks.pop("load-progress", None)
             if progress is not None:
                 progress.cancel()
