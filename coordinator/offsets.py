@@ -166,9 +166,10 @@ class OffsetsStore:
 
 
 def _expired(group: Group, topic: str, value: OffsetCommitValue, now: int, retention_ms: int) -> bool:
-    base = group.offset_expiry_base(topic, value.commit_timestamp)
+    commit, expire = value.timestamps()
+    base = group.offset_expiry_base(topic, commit)
     if base is None:
         return False
-    if value.expire_timestamp != -1:  # an explicit retention (OffsetCommit v2–v4)
-        return now >= value.expire_timestamp
+    if expire != -1:  # an explicit retention (OffsetCommit v2–v4)
+        return now >= expire
     return now - base >= retention_ms

@@ -38,6 +38,8 @@ _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 _INT64X2 = struct.Struct(">qq")
 _BODY = struct.Struct(">qiH")  # offset, leader epoch, metadata length: the head of a v3 value's body
+_BODY_BARE = struct.Struct(">qiHq")  # ... without metadata, then the commit timestamp: the whole body
+_BARE = _BODY_BARE.size  # 22
 _LONG_METADATA = 0xFFFF  # in the length field: the real length follows as an uint32 (never durable)
 _LENGTH_U = struct.Struct(">H")
 _UINT32 = struct.Struct(">I")
@@ -53,6 +55,8 @@ class OffsetCommitValue(bytes):
 
     def __new__(cls, offset: int, leader_epoch: int, metadata: str, commit_timestamp: int,
                 expire_timestamp: int = -1) -> OffsetCommitValue:
+        if not metadata and expire_timestamp == -1:  # what most commits carry: one pack
+            return bytes.__new__(cls, _BODY_BARE.pack(offset, leader_epoch, 0, commit_timestamp))
         # surrogatepass: a string that UTF-8 refuses is still held (the log writer refuses it, as
         # it refuses metadata past int16, and the write's revert takes it back out of memory)
         m = metadata.encode("utf-8", "surrogatepass")
@@ -82,19 +86,29 @@ class OffsetCommitValue(bytes):
 
     @property
     def metadata(self) -> str:
+        if len(self) == _BARE:
+            return ""
         start, end = self._metadata_span()
         return self[start:end].decode("utf-8", "surrogatepass") if end > start else ""
 
     @property
     def commit_timestamp(self) -> int:
-        if len(self) == 22:  # no metadata, no expire timestamp: most offsets
+        if len(self) == _BARE:  # no metadata, no expire timestamp: most offsets
             return _INT64.unpack_from(self, 14)[0]
         return _INT64.unpack_from(self, self._metadata_span()[1])[0]
 
     @property
     def expire_timestamp(self) -> int:  # -1 = none; only v1 carries it
+        if len(self) == _BARE:
+            return -1
         end = self._metadata_span()[1]
         return _INT64.unpack_from(self, end + 8)[0] if len(self) > end + 8 else -1
+
+    def timestamps(self) -> tuple[int, int]:
+        """(commit timestamp, expire timestamp): what expiry reads of every offset, in one go."""
+        if len(self) == _BARE:
+            return _INT64.unpack_from(self, 14)[0], -1
+        return self.commit_timestamp, self.expire_timestamp
 
     def fields(self) -> tuple[int, int, str, int, int]:
         return self.offset, self.leader_epoch, self.metadata, self.commit_timestamp, self.expire_timestamp
@@ -107,6 +121,19 @@ class OffsetCommitValue(bytes):
 
 
 _value_from_body = functools.partial(bytes.__new__, OffsetCommitValue)
+
+
+def _is_v3_body(value: OffsetCommitValue) -> bool:
+    """Whether a value with metadata is, as it is, a v3 body Kafka reads: no expire timestamp, and
+    metadata that fits an int16 length and is UTF-8 (what surrogatepass kept is not)."""
+    length = _LENGTH_U.unpack_from(value, 12)[0]
+    if len(value) != _BARE + length or length > 0x7FFF:
+        return False
+    try:
+        value[14:14 + length].decode()
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _v3_value(data: bytes) -> OffsetCommitValue | None:
@@ -206,7 +233,7 @@ def encode_value(value: Value) -> bytes | None:
     if value is None:
         return None
     if isinstance(value, OffsetCommitValue):
-        if len(value) == 22:  # v3 without metadata: the value is the body
+        if len(value) == _BARE or _is_v3_body(value):  # the value is the v3 record's body
             return _VERSION_3 + value
         offset, epoch, metadata, commit, expire = value.fields()
         metadata = metadata.encode()  # refuses what UTF-8 cannot hold

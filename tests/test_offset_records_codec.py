@@ -32,7 +32,7 @@ def test_written_values_read_back(value):
 
 
 FIELDS = [(42, 3, "meta", 1_700_000_000_000, -1), (42, -1, "", 1_700_000_000_000, -1), (2**40, -1, "m", 5, 99),
-          (-1, -1, "ü" * 40_000, 7, -1), (0, 0, "", 0, 0)]
+          (-1, -1, "ü" * 40_000, 7, -1), (0, 0, "", 0, 0), (7, 1, "", 9, -1)]
 
 
 @pytest.mark.parametrize("fields", FIELDS)
@@ -40,6 +40,7 @@ def test_an_offset_value_holds_each_field(fields):
     value = OffsetCommitValue(*fields)
     assert (value.offset, value.leader_epoch, value.metadata, value.commit_timestamp,
             value.expire_timestamp) == fields == value.fields()
+    assert value.timestamps() == (fields[3], fields[4])
 
 
 def test_offset_values_are_equal_exactly_when_every_field_is():
@@ -153,3 +154,11 @@ def test_a_key_cache_decodes_each_key_as_the_reader_does():
     keys[2:2] = [past + b"\x00\x00\x00\x09", past + b"\x00\x00\x00\x07", past]
     cache = KeyCache()
     assert [decode(k, None, cache).key for k in keys] == [decode_key(k) for k in keys]
+
+
+@pytest.mark.parametrize("fields", [f for f in FIELDS if f[4] == -1 and len(f[2].encode()) <= 32767])
+def test_a_value_without_expire_timestamp_encodes_as_the_v3_record_the_field_by_field_writer_builds(fields):
+    offset, epoch, metadata, commit, _ = fields
+    m = metadata.encode()
+    assert encode_value(OffsetCommitValue(*fields)) == struct.pack(">hqih", 3, offset, epoch, len(m)) + m + \
+        struct.pack(">q", commit)
