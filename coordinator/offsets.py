@@ -64,7 +64,8 @@ class OffsetsStore:
         reply, accepted = {}, []
         limit = self.metadata_max_bytes
         wall = now.wall
-        expire = wall + req.retention_ms if req.retention_ms != -1 else -1
+        # Kafka adds the two as Java longs: a retention near 2^63 wraps (the value holds int64s)
+        expire = (wall + req.retention_ms + 2**63) % 2**64 - 2**63 if req.retention_ms != -1 else -1
         for topic, partition, offset, epoch, metadata in req.offsets:
             # a string has at most two UTF-16 code units per character: only a long one is measured
             if metadata and 2 * len(metadata) > limit and _utf16_len(metadata) > limit:
