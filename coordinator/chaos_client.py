@@ -6,9 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-import urllib.error
 import urllib.parse
-import urllib.request
 from typing import Any
 
 
@@ -39,6 +37,9 @@ class ChaosClient:
         self.timeout = timeout
 
     def request(self, method: str, path: str, body: dict | None = None) -> Any:
+        import urllib.error  # here: `groupd serve` parses this command's arguments but never sends one
+        import urllib.request
+
         data = None if body is None else json.dumps({k: v for k, v in body.items() if v is not None}).encode()
         headers = {"Content-Type": "application/json"}
         if self.auth:

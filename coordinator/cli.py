@@ -14,7 +14,6 @@ from storage.files import DataDirError
 from storage.log import partition_dir
 
 from . import __version__, admin, admin_acls, chaos_cli
-from .config_show import show
 from .settings import ConfigError, Settings, add_config_arguments
 from .supervisor_link import SupervisorLink
 from .workers import worker_settings
@@ -167,6 +166,8 @@ def _main(argv: list[str] | None) -> int:
         print(f"groupd: configuration error: {e}", file=sys.stderr)
         return 2
     if args.command == "config":
+        from .config_show import show  # and with it PyYAML, which `serve` without a config file never needs
+
         for warning in settings.warnings:
             print(f"groupd: warning: {warning}", file=sys.stderr)
         print(show(settings, args.json))

@@ -10,9 +10,10 @@ import json
 import logging
 import time
 import urllib.parse
-import urllib.request
+from typing import TYPE_CHECKING
 
-import jwt
+if TYPE_CHECKING:
+    import jwt
 
 from .settings import ConfigError, Settings
 
@@ -23,6 +24,10 @@ MIN_ON_DEMAND_S = 10.0  # an unknown kid asks for a refresh at most this often (
 
 def fetch(url: str) -> dict[str, jwt.PyJWK]:
     """kid → key of the JWKS at `url`. Raises OSError or ValueError (one line)."""
+    import urllib.request  # here, as PyJWT: only a server with an OAUTHBEARER listener needs them
+
+    import jwt
+
     if urllib.parse.urlsplit(url).scheme not in ("file", "http", "https"):
         raise ValueError(f"{url} is not a file:, http: or https: URL")
     with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT_S) as response:

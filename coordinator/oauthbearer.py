@@ -10,8 +10,10 @@ import json
 import math
 import re
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import jwt
+if TYPE_CHECKING:
+    import jwt
 
 from .sasl import AuthenticationFailed
 
@@ -49,6 +51,8 @@ class Token:
 
 def validate(token: str, config: OAuthConfig) -> Token:
     """The token's principal and expiry, or InvalidToken: Kafka's ValidatorAccessTokenValidator."""
+    import jwt  # here, not at start-up: PyJWT and cryptography are a tenth of what `serve` imports
+
     try:
         header = jwt.get_unverified_header(token)
     except jwt.PyJWTError as e:

@@ -29,19 +29,20 @@ class OffsetsStore:
         self._partitions: dict[tuple[str, int], tuple[str, int]] = {}
 
     def apply(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> OffsetCommitValue | None:
-        """Store or delete one offset; the previous value."""
+        """Store or delete one offset; the previous value. (Loading calls this per record.)"""
         group_offsets = self.offsets.get(key.group)
         tp = (key.topic, key.partition)
-        previous = group_offsets.get(tp) if group_offsets is not None else None
         if value is None:
-            if previous is not None:
-                del group_offsets[tp]
-                if not group_offsets:
-                    del self.offsets[key.group]
-        else:
-            if previous is None:
-                tp = self._partitions.setdefault(tp, tp)
-            self.offsets.setdefault(key.group, {})[tp] = value
+            previous = None if group_offsets is None else group_offsets.pop(tp, None)
+            if previous is not None and not group_offsets:
+                del self.offsets[key.group]
+            return previous
+        if group_offsets is None:
+            group_offsets = self.offsets[key.group] = {}
+        previous = group_offsets.get(tp)
+        if previous is None:
+            tp = self._partitions.setdefault(tp, tp)
+        group_offsets[tp] = value
         return previous
 
     # =========================================================================================
@@ -63,7 +64,8 @@ class OffsetsStore:
         reply, accepted = {}, []
         limit = self.metadata_max_bytes
         wall = now.wall
-        expire = wall + req.retention_ms if req.retention_ms != -1 else -1
+        # Kafka adds the two as Java longs: a retention near 2^63 wraps (the value holds int64s)
+        expire = (wall + req.retention_ms + 2**63) % 2**64 - 2**63 if req.retention_ms != -1 else -1
         for topic, partition, offset, epoch, metadata in req.offsets:
             # a string has at most two UTF-16 code units per character: only a long one is measured
             if metadata and 2 * len(metadata) > limit and _utf16_len(metadata) > limit:
@@ -165,9 +167,10 @@ class OffsetsStore:
 
 
 def _expired(group: Group, topic: str, value: OffsetCommitValue, now: int, retention_ms: int) -> bool:
-    base = group.offset_expiry_base(topic, value.commit_timestamp)
+    commit, expire = value.timestamps()
+    base = group.offset_expiry_base(topic, commit)
     if base is None:
         return False
-    if value.expire_timestamp != -1:  # an explicit retention (OffsetCommit v2–v4)
-        return now >= value.expire_timestamp
+    if expire != -1:  # an explicit retention (OffsetCommit v2–v4)
+        return now >= expire
     return now - base >= retention_ms

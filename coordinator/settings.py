@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-import yaml
 
 from storage.catalog import legal_topic_name
 
@@ -648,6 +647,8 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _read_yaml(path: str) -> dict[str, Any]:
+    import yaml  # here: only a config file needs it, and `serve` is started without one more often than not
+
     try:
         with open(path, encoding="utf-8") as f:
             data = yaml.safe_load(f)

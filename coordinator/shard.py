@@ -88,12 +88,11 @@ class GroupShard:
         return self._apply[type(record.key)](record.key, record.value)
 
     def _apply_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> list[Record]:
-        undo = []
         if value is not None and key.group not in self.groups:  # offsets alone make a simple (classic) group
             self.groups[key.group] = ClassicGroup(key.group, EMPTY, None)
-            undo.append(Record(GroupMetadataKey(key.group), None))  # reverted last, after the offset
-        undo.append(Record(key, self.store.apply(key, value)))
-        return undo
+            # the group's tombstone is reverted last, after the offset
+            return [Record(GroupMetadataKey(key.group), None), Record(key, self.store.apply(key, value))]
+        return [Record(key, self.store.apply(key, value))]
 
     def _apply_classic_group(self, key: GroupMetadataKey, value: GroupMetadataValue | None) -> list[Record]:
         group = self.groups.get(key.group)

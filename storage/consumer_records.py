@@ -425,9 +425,9 @@ def decode_key(data: bytes) -> records.Key | ConsumerGroupKey:
     return cls(*(r.str() for _ in dataclasses.fields(cls)))
 
 
-def decode_value(key, data: bytes | None, shared: dict[int, int] | None = None):
+def decode_value(key, data: bytes | None):
     if type(key) not in _KEY_TYPES:
-        return records.decode_value(key, data, shared)
+        return records.decode_value(key, data)
     if data is None:
         return None
     r = _Reader(data, flexible=True)
@@ -437,9 +437,9 @@ def decode_value(key, data: bytes | None, shared: dict[int, int] | None = None):
     return _read_value(key, r)
 
 
-def decode(key: bytes, value: bytes | None, shared: dict[int, int] | None = None) -> Record:
-    """`shared`: see records.decode (a loader passes one per batch)."""
-    if _classic(key):
-        return records.decode(key, value, shared)
+def decode(key: bytes, value: bytes | None, keys: records.KeyCache | None = None) -> Record:
+    """`keys`: see records.KeyCache (a loader passes one per batch)."""
+    if key[:1] == b"\x00" and key[1:2] <= b"\x02":  # _classic(key), inline: a load calls this per record
+        return records.decode(key, value, keys)
     k = decode_key(key)
-    return Record(k, decode_value(k, value, shared))
+    return Record(k, decode_value(k, value))

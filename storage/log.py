@@ -26,8 +26,8 @@ from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBat
 
 from .files import fsync_dir
 from .consumer_records import decode, encode_key, encode_value
-from .records import Record
-from .scanner import Damage, scan_segments
+from .records import KeyCache, Record
+from .scanner import Damage, record_count, scan_segments
 
 log = logging.getLogger("groupd.storage")
 
@@ -72,10 +72,10 @@ def build_batch(encoded: list[tuple[bytes, bytes | None]], base_offset: int, tim
 
 def records_of(batch: DefaultRecordBatch) -> Iterator[tuple[int, Record | None, bytes]]:
     """(offset, record or None when its key type is unknown, raw key) per record."""
-    shared: dict[int, int] = {}  # the batch's timestamps, one object each (a commit's offsets share one)
+    keys = KeyCache()  # a commit's partitions share their group's and topic's strings
     for r in batch:
         try:
-            yield r.offset, decode(bytes(r.key), None if r.value is None else bytes(r.value), shared), r.key
+            yield r.offset, decode(bytes(r.key), None if r.value is None else bytes(r.value), keys), r.key
         except Exception:  # unknown key types (KIP-848, share groups) are skipped by the loader
             yield r.offset, None, r.key
 
@@ -166,14 +166,17 @@ class PartitionLog:
         self.segments = list_segments(self.directory)
         result = LoadResult()
         for base, path, data, found, last in scan_segments(self.segments):
+            result.records += sum(record_count(data, b) for b in found.batches)
             del data
             for b in found.batches:
-                for offset, record, _ in records_of(b.batch):
-                    if record is not None:
-                        apply(record)
-                    else:
+                keys = KeyCache()  # records_of's loop without its generator: a load runs it per record
+                for r in b.batch:
+                    try:
+                        record = decode(r.key, r.value, keys)
+                    except Exception:  # unknown key types (KIP-848, share groups) are skipped
                         result.skipped += 1
-                    result.records += 1
+                    else:
+                        apply(record)
                 result.next_offset = max(result.next_offset, b.batch.next_offset)
                 result.bytes += b.size
             for damage in found.corruption(last):

@@ -12,6 +12,7 @@ them with a warning.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import struct
 from typing import Union
 
@@ -19,9 +20,9 @@ OFFSET_COMMIT_KEY_TYPE = 1
 GROUP_METADATA_KEY_TYPE = 2
 
 
-# Record, OffsetCommitKey and OffsetCommitValue are not `frozen` (nothing mutates them; they hash as
-# values): a frozen dataclass sets each field through object.__setattr__, which made building them
-# a fifth of loading a log (one key, value and record per offset).
+# Record and OffsetCommitKey are not `frozen` (nothing mutates them; they hash as values): a frozen
+# dataclass sets each field through object.__setattr__, which made building them a fifth of loading
+# a log (one key, value and record per offset).
 @dataclasses.dataclass(unsafe_hash=True, slots=True)
 class OffsetCommitKey:
     group: str
@@ -29,13 +30,124 @@ class OffsetCommitKey:
     partition: int
 
 
-@dataclasses.dataclass(unsafe_hash=True, slots=True)
-class OffsetCommitValue:
-    offset: int
-    leader_epoch: int  # -1 = none
-    metadata: str
-    commit_timestamp: int
-    expire_timestamp: int = -1  # -1 = none; only v1 carries it
+_KEY_HEAD = struct.Struct(">hh")  # key type, group length
+_V3_HEAD = struct.Struct(">hqih")  # version 3, offset, leader epoch, metadata length
+_V1_HEAD = struct.Struct(">hqh")  # version 1, offset, metadata length
+_LENGTH = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+_INT64X2 = struct.Struct(">qq")
+_BODY = struct.Struct(">qiH")  # offset, leader epoch, metadata length: the head of a v3 value's body
+_BODY_BARE = struct.Struct(">qiHq")  # ... without metadata, then the commit timestamp: the whole body
+_BARE = _BODY_BARE.size  # 22
+_LONG_METADATA = 0xFFFF  # in the length field: the real length follows as an uint32 (never durable)
+_LENGTH_U = struct.Struct(">H")
+_UINT32 = struct.Struct(">I")
+
+
+class OffsetCommitValue(bytes):
+    """A committed offset, held as one bytes object: the body of its v3 value (offset, leader epoch,
+    metadata, commit timestamp), then the expire timestamp when there is one. Memory keeps one per
+    committed offset: 72 bytes, where a slots object with its offset int took 104; and a v3 value
+    read from the log is its own body (`_v3_value`). Equal when every field is equal."""
+
+    __slots__ = ()
+
+    def __new__(cls, offset: int, leader_epoch: int, metadata: str, commit_timestamp: int,
+                expire_timestamp: int = -1) -> OffsetCommitValue:
+        if not metadata and expire_timestamp == -1:  # what most commits carry: one pack
+            return bytes.__new__(cls, _BODY_BARE.pack(offset, leader_epoch, 0, commit_timestamp))
+        # surrogatepass: a string that UTF-8 refuses is still held (the log writer refuses it, as
+        # it refuses metadata past int16, and the write's revert takes it back out of memory)
+        m = metadata.encode("utf-8", "surrogatepass")
+        head = _BODY.pack(offset, leader_epoch, len(m)) if len(m) < _LONG_METADATA else \
+            _BODY.pack(offset, leader_epoch, _LONG_METADATA) + _UINT32.pack(len(m))
+        tail = _INT64.pack(commit_timestamp) if expire_timestamp == -1 else _INT64X2.pack(commit_timestamp,
+                                                                                       expire_timestamp)
+        return bytes.__new__(cls, b"".join((head, m, tail)))
+
+    def __reduce__(self):
+        return _value_from_body, (bytes(self),)
+
+    def _metadata_span(self) -> tuple[int, int]:
+        n = _LENGTH_U.unpack_from(self, 12)[0]
+        if n != _LONG_METADATA:
+            return 14, 14 + n
+        n = _UINT32.unpack_from(self, 14)[0]
+        return 18, 18 + n
+
+    @property
+    def offset(self) -> int:
+        return _INT64.unpack_from(self)[0]
+
+    @property
+    def leader_epoch(self) -> int:  # -1 = none
+        return _INT32.unpack_from(self, 8)[0]
+
+    @property
+    def metadata(self) -> str:
+        if len(self) == _BARE:
+            return ""
+        start, end = self._metadata_span()
+        return self[start:end].decode("utf-8", "surrogatepass") if end > start else ""
+
+    @property
+    def commit_timestamp(self) -> int:
+        if len(self) == _BARE:  # no metadata, no expire timestamp: most offsets
+            return _INT64.unpack_from(self, 14)[0]
+        return _INT64.unpack_from(self, self._metadata_span()[1])[0]
+
+    @property
+    def expire_timestamp(self) -> int:  # -1 = none; only v1 carries it
+        if len(self) == _BARE:
+            return -1
+        end = self._metadata_span()[1]
+        return _INT64.unpack_from(self, end + 8)[0] if len(self) > end + 8 else -1
+
+    def timestamps(self) -> tuple[int, int]:
+        """(commit timestamp, expire timestamp): what expiry reads of every offset, in one go."""
+        if len(self) == _BARE:
+            return _INT64.unpack_from(self, 14)[0], -1
+        return self.commit_timestamp, self.expire_timestamp
+
+    def fields(self) -> tuple[int, int, str, int, int]:
+        return self.offset, self.leader_epoch, self.metadata, self.commit_timestamp, self.expire_timestamp
+
+    def __repr__(self) -> str:
+        return "OffsetCommitValue(offset=%r, leader_epoch=%r, metadata=%r, commit_timestamp=%r, " \
+            "expire_timestamp=%r)" % self.fields()
+
+    __str__ = __repr__
+
+
+_value_from_body = functools.partial(bytes.__new__, OffsetCommitValue)
+
+
+def _is_v3_body(value: OffsetCommitValue) -> bool:
+    """Whether a value with metadata is, as it is, a v3 body Kafka reads: no expire timestamp, and
+    metadata that fits an int16 length and is UTF-8 (what surrogatepass kept is not)."""
+    length = _LENGTH_U.unpack_from(value, 12)[0]
+    if len(value) != _BARE + length or length > 0x7FFF:
+        return False
+    try:
+        value[14:14 + length].decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _v3_value(data: bytes) -> OffsetCommitValue | None:
+    """A v3 value as it is stored: its body (past the version) is the value, when it is exactly
+    one well-formed v3 body (else None: the field-by-field reader decodes or refuses it)."""
+    n = len(data)
+    if n == 24:  # no metadata: what most clients commit
+        return _value_from_body(data[2:]) if data[14:16] == b"\x00\x00" else None
+    if n > 24:
+        length = _LENGTH.unpack_from(data, 14)[0]
+        if 24 + length == n:
+            data[16:16 + length].decode()  # the reader refuses metadata that is not UTF-8
+            return _value_from_body(data[2:])
+    return None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -102,14 +214,6 @@ def _bytes(b: bytes) -> bytes:
     return struct.pack(">i", len(b)) + b
 
 
-_KEY_HEAD = struct.Struct(">hh")  # key type, group length
-_V3_HEAD = struct.Struct(">hqih")  # version 3, offset, leader epoch, metadata length
-_V1_HEAD = struct.Struct(">hqh")  # version 1, offset, metadata length
-_V3_BARE = struct.Struct(">hqihq")  # version 3, offset, leader epoch, metadata length 0, commit timestamp
-_LENGTH = struct.Struct(">h")
-_INT32 = struct.Struct(">i")
-_INT64 = struct.Struct(">q")
-_INT64X2 = struct.Struct(">qq")
 
 
 def encode_key(key: Key) -> bytes:
@@ -122,16 +226,20 @@ def encode_key(key: Key) -> bytes:
     return _KEY_HEAD.pack(GROUP_METADATA_KEY_TYPE, len(group)) + group
 
 
+_VERSION_3 = b"\x00\x03"
+
+
 def encode_value(value: Value) -> bytes | None:
     if value is None:
         return None
     if isinstance(value, OffsetCommitValue):
-        metadata = value.metadata.encode()
-        if value.expire_timestamp != -1:  # v1: offset, metadata, commit ts, expire ts
-            return b"".join((_V1_HEAD.pack(1, value.offset, len(metadata)), metadata,
-                             _INT64X2.pack(value.commit_timestamp, value.expire_timestamp)))
-        return b"".join((_V3_HEAD.pack(3, value.offset, value.leader_epoch, len(metadata)), metadata,
-                         _INT64.pack(value.commit_timestamp)))
+        if len(value) == _BARE or _is_v3_body(value):  # the value is the v3 record's body
+            return _VERSION_3 + value
+        offset, epoch, metadata, commit, expire = value.fields()
+        metadata = metadata.encode()  # refuses what UTF-8 cannot hold
+        if expire != -1:  # v1: offset, metadata, commit ts, expire ts
+            return b"".join((_V1_HEAD.pack(1, offset, len(metadata)), metadata, _INT64X2.pack(commit, expire)))
+        return b"".join((_V3_HEAD.pack(3, offset, epoch, len(metadata)), metadata, _INT64.pack(commit)))
     parts = [struct.pack(">h", 3), _str(value.protocol_type), struct.pack(">i", value.generation),
              _nstr(value.protocol), _nstr(value.leader), struct.pack(">q", value.current_state_timestamp),
              struct.pack(">i", len(value.members))]
@@ -231,6 +339,28 @@ def _offset_key(data: bytes) -> OffsetCommitKey | None:
 _OFFSET_KEY_TYPES = (b"\x00\x01", b"\x00\x00")  # the int16 key types of an offset commit
 
 
+class KeyCache:
+    """The offset keys of a run of records (a loader keeps one per batch): a key with the group
+    and topic of the one before it (the partitions of one commit sit side by side) reuses its
+    strings, and only its partition is read."""
+
+    __slots__ = ("_prefix", "_size", "_group", "_topic")
+
+    def __init__(self) -> None:
+        self._prefix, self._size, self._group, self._topic = b"\xff", -1, "", ""
+
+    def offset_key(self, data: bytes) -> OffsetCommitKey | None:
+        n = len(data)
+        if n == self._size and data.startswith(self._prefix):
+            return OffsetCommitKey(self._group, self._topic, _INT32.unpack_from(data, n - 4)[0])
+        key = _offset_key(data)
+        if key is not None:
+            group_end = 4 + _KEY_HEAD.unpack_from(data)[1]
+            if group_end + 6 + _LENGTH.unpack_from(data, group_end)[0] == n:  # no bytes after the partition
+                self._prefix, self._size, self._group, self._topic = data[:n - 4], n, key.group, key.topic
+        return key
+
+
 def decode_key(data: bytes) -> Key:
     if data[:2] in _OFFSET_KEY_TYPES:  # nearly every record of a log
         key = _offset_key(data)
@@ -245,39 +375,25 @@ def decode_key(data: bytes) -> Key:
     raise UnknownRecordType(key_type)
 
 
-def _offset_value(data: bytes, shared: dict[int, int] | None) -> OffsetCommitValue | None:
-    """The versions Kafka 4 writes (3, and 1 with an expire timestamp) in precompiled unpacks, or
-    None for the field-by-field reader. `shared` hands out one int object per commit timestamp (the
-    partitions of one commit share it; each would cost 32 bytes per offset kept)."""
+def _offset_value(data: bytes) -> OffsetCommitValue | None:
+    """The versions Kafka 4 writes (3, and 1 with an expire timestamp) without the field-by-field
+    reader, or None for it to decode (or to say what is wrong)."""
+    if data[:2] == _VERSION_3:
+        return _v3_value(data)
     n = len(data)
-    if n == 24:  # v3 without metadata, what most clients commit: one unpack
-        version, offset, epoch, length, commit = _V3_BARE.unpack(data)
-        if version == 3 and length == 0:
-            if shared is not None:
-                commit = shared.setdefault(commit, commit)
-            return OffsetCommitValue(offset, epoch, "", commit)
-    if data[:2] == b"\x00\x03" and n >= 24:
-        _, offset, epoch, length = _V3_HEAD.unpack_from(data)
-        if 0 <= length and 24 + length <= n:
-            commit = _INT64.unpack_from(data, 16 + length)[0]
-            if shared is not None:
-                commit = shared.setdefault(commit, commit)
-            return OffsetCommitValue(offset, epoch, data[16:16 + length].decode() if length else "", commit)
-    elif data[:2] == b"\x00\x01" and n >= 28:
+    if data[:2] == b"\x00\x01" and n >= 28:
         _, offset, length = _V1_HEAD.unpack_from(data)
         if 0 <= length and 28 + length <= n:
             commit, expire = _INT64X2.unpack_from(data, 12 + length)
-            if shared is not None:
-                commit, expire = shared.setdefault(commit, commit), shared.setdefault(expire, expire)
             return OffsetCommitValue(offset, -1, data[12:12 + length].decode() if length else "", commit, expire)
     return None
 
 
-def decode_value(key: Key, data: bytes | None, shared: dict[int, int] | None = None) -> Value:
+def decode_value(key: Key, data: bytes | None) -> Value:
     if data is None:
         return None
     if type(key) is OffsetCommitKey:
-        value = _offset_value(data, shared)
+        value = _offset_value(data)
         if value is not None:
             return value
     r = _Reader(data)
@@ -311,12 +427,14 @@ def decode_value(key: Key, data: bytes | None, shared: dict[int, int] | None = N
     return GroupMetadataValue(protocol_type, generation, protocol, leader, state_ts, tuple(members))
 
 
-def decode(key: bytes, value: bytes | None, shared: dict[int, int] | None = None) -> Record:
-    """`shared`: see `_offset_value` (a loader passes one per batch)."""
+def decode(key: bytes, value: bytes | None, keys: KeyCache | None = None) -> Record:
+    """`keys`: see KeyCache (a loader passes one per batch)."""
     if key[:2] in _OFFSET_KEY_TYPES:  # the common record straight to its fast paths: a load calls this per record
-        k = _offset_key(key)
+        k = _offset_key(key) if keys is None else keys.offset_key(key)
         if k is not None:
-            v = None if value is None else _offset_value(value, shared)
-            return Record(k, v if v is not None or value is None else decode_value(k, value, shared))
+            if value is None:
+                return Record(k, None)
+            v = _v3_value(value) if value[:2] == _VERSION_3 else _offset_value(value)
+            return Record(k, v if v is not None else decode_value(k, value))
     k = decode_key(key)
-    return Record(k, decode_value(k, value, shared))
+    return Record(k, decode_value(k, value))

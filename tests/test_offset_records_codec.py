@@ -31,6 +31,37 @@ def test_written_values_read_back(value):
     assert decode(encode_key(KEY), encode_value(value)) == Record(KEY, value)
 
 
+FIELDS = [(42, 3, "meta", 1_700_000_000_000, -1), (42, -1, "", 1_700_000_000_000, -1), (2**40, -1, "m", 5, 99),
+          (-1, -1, "ü" * 40_000, 7, -1), (0, 0, "", 0, 0), (7, 1, "", 9, -1)]
+
+
+@pytest.mark.parametrize("fields", FIELDS)
+def test_an_offset_value_holds_each_field(fields):
+    value = OffsetCommitValue(*fields)
+    assert (value.offset, value.leader_epoch, value.metadata, value.commit_timestamp,
+            value.expire_timestamp) == fields == value.fields()
+    assert value.timestamps() == (fields[3], fields[4])
+
+
+def test_offset_values_are_equal_exactly_when_every_field_is():
+    values = [OffsetCommitValue(*f) for f in FIELDS] + [OffsetCommitValue(42, 3, "meta", 1_700_000_000_000, 1)]
+    assert [a == b for a in values for b in values] == [i == j for i in range(len(values)) for j in range(len(values))]
+    assert hash(OffsetCommitValue(*FIELDS[0])) == hash(OffsetCommitValue(*FIELDS[0]))
+
+
+def test_a_v3_value_read_from_the_log_is_what_its_fields_build():
+    value = OffsetCommitValue(42, 3, "meta", 1_700_000_000_000)
+    assert bytes(decode_value(KEY, encode_value(value))) == bytes(value)
+
+
+@pytest.mark.parametrize("metadata", ["\udc80", "m" * 40_000])
+def test_metadata_the_log_cannot_hold_is_kept_in_memory_and_refused_by_the_encoder(metadata):
+    value = OffsetCommitValue(1, -1, metadata, 2)
+    assert value.metadata == metadata
+    with pytest.raises((UnicodeEncodeError, struct.error)):  # the log writer answers these (log_writer.py)
+        encode_value(value)
+
+
 @pytest.mark.parametrize("data,expected", [
     (struct.pack(">hq", 0, 9) + s16("m") + struct.pack(">q", 11), OffsetCommitValue(9, -1, "m", 11)),
     (struct.pack(">hq", 2, 9) + s16("") + struct.pack(">q", 11), OffsetCommitValue(9, -1, "", 11)),
@@ -96,8 +127,38 @@ def test_a_log_loads_to_the_same_state_as_through_the_field_by_field_reader(tmp_
 
     fast = load()
     monkeypatch.setattr(records, "_offset_key", lambda data: None)
-    monkeypatch.setattr(records, "_offset_value", lambda data, shared: None)
+    monkeypatch.setattr(records, "_offset_value", lambda data: None)
+    monkeypatch.setattr(records, "_v3_value", lambda data: None)
+    reads = []
+
+    class CountingReader(records._Reader):
+        __slots__ = ()
+
+        def __init__(self, *args, **kwargs) -> None:
+            reads.append(1)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(records, "_Reader", CountingReader)
     slow = load()
+    assert len(reads) >= 2 * (len(written) - 2)  # every key, and every value but the tombstones, read field by field
     assert fast.offsets == slow.offsets and fast.offsets["g1"][("a", 2)] == OffsetCommitValue(5, -1, "", 8, 99)
     assert {g: (group.generation, group.state_name) for g, group in fast.groups.items()} == \
         {g: (group.generation, group.state_name) for g, group in slow.groups.items()}
+
+
+def test_a_key_cache_decodes_each_key_as_the_reader_does():
+    from storage.records import KeyCache
+    keys = [encode_key(OffsetCommitKey(g, t, p)) for g, t, p in [
+        ("g", "t", 0), ("g", "t", 1), ("h", "t", 1), ("g", "u", 1), ("gg", "t", 2), ("g", "tt", 2), ("g", "t", 3)]]
+    past = encode_key(OffsetCommitKey("g", "t", 5))  # then bytes past the partition, which the reader ignores
+    keys[2:2] = [past + b"\x00\x00\x00\x09", past + b"\x00\x00\x00\x07", past]
+    cache = KeyCache()
+    assert [decode(k, None, cache).key for k in keys] == [decode_key(k) for k in keys]
+
+
+@pytest.mark.parametrize("fields", [f for f in FIELDS if f[4] == -1 and len(f[2].encode()) <= 32767])
+def test_a_value_without_expire_timestamp_encodes_as_the_v3_record_the_field_by_field_writer_builds(fields):
+    offset, epoch, metadata, commit, _ = fields
+    m = metadata.encode()
+    assert encode_value(OffsetCommitValue(*fields)) == struct.pack(">hqih", 3, offset, epoch, len(m)) + m + \
+        struct.pack(">q", commit)

@@ -131,3 +131,16 @@ def test_log_commands_name_a_missing_data_dir(tmp_path, command):
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert re.fullmatch(rf"groupd: --data-dir {re.escape(str(tmp_path / 'nope'))} is not a directory\n", out.stderr)
     assert out.returncode == 1
+
+
+def test_serve_does_not_import_what_only_oauthbearer_a_config_file_or_the_tests_need():
+    # what `python -m coordinator serve` imports before it serves: PyJWT (with cryptography) only
+    # when an OAUTHBEARER listener fetches its JWKS, PyYAML only for a config file, hypothesis never
+    # (kio registers strategies with it)
+    code = ("import runpy, sys\nsys.argv = ['groupd', '--version']\n"
+            "try:\n    runpy.run_module('coordinator', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "import coordinator.server\n"
+            "print(sorted(m for m in ('jwt', 'yaml', 'hypothesis') if sys.modules.get(m) is not None))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"

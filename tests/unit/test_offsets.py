@@ -92,6 +92,11 @@ def test_commit_with_explicit_retention_sets_the_expire_timestamp(d):
     assert d.written[-1].value.expire_timestamp == d.now + 86_400_000
 
 
+def test_an_explicit_retention_past_int64_wraps_as_kafkas_long_sum_does(d):
+    d.commit("g", [("t", 0, 1)], retention_ms=2**63 - 1, version=2)
+    assert d.written[-1].value.expire_timestamp == d.now + 2**63 - 1 - 2**64
+
+
 def test_commit_with_default_retention_has_no_expire_timestamp(d):
     d.commit("g", [("t", 0, 1)], retention_ms=-1, version=2)
     assert d.written[-1].value.expire_timestamp == -1
