@@ -5,12 +5,22 @@ it holds the same state as before, whatever step the compaction stopped at."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import time
+
+import pytest
+
+from coordinator import readiness
+from coordinator.requests import OffsetCommitRequest
+from coordinator.runtime import GroupCoordinator, PartitionState
+from coordinator.settings import Settings
 
 from storage.owned_compaction import closed_counted_bytes, compact_owned, remove
 from storage.owned_log import OwnedPartitionLog, Ownership, counted_segments, stamped_segments, unlisted_segments
 from storage.records import OffsetCommitKey, OffsetCommitValue, Record
+from tests.support import wait_for
 
 SEGMENT_BYTES = 200  # a few batches per segment
 BEFORE = ((5, 12), (9, None))  # the manifest while owner 9 holds the partition
@@ -132,3 +142,109 @@ def test_tombstones_stay_for_delete_retention_and_the_active_segment_is_not_read
     dropped = compact_owned(directory, BEFORE, active, COMPACTION, now + 7_200_000, 3_600_000)
     assert kept.records_after == dropped.records_after + 1  # the tombstone of partition 0
     assert kept.records_before == active  # every counted offset below the active segment, once
+
+
+# -- the runtime: the owner compacts as a lone node does, and swaps the manifest through its claim --
+
+
+class FakeClaim:
+    """A claim held by `stamp`, with the manifest in memory; `holds` False: lost before the swap."""
+    revisions = iter(range(1000, 10**6))
+
+    def __init__(self, stamp: int, manifest: list, holds: bool = True) -> None:
+        self.stamp, self.manifest, self.holds, self.swaps = stamp, [list(e) for e in manifest], holds, []
+
+    async def ownership(self) -> Ownership:
+        return Ownership(self.stamp, self.counted())
+
+    async def confirm(self, next_offset: int) -> bool:
+        if self.manifest and self.manifest[-1][1] is None:
+            self.manifest[-1][1] = next_offset
+        self.manifest.append([self.stamp, None])
+        return True
+
+    def counted(self):
+        return tuple((s, e) for s, e in self.manifest)
+
+    async def compaction_stamp(self) -> int:
+        return next(self.revisions)
+
+    async def swap(self, counted, stamp: int, end: int) -> bool:
+        self.swaps.append((stamp, end))
+        if not self.holds or self.counted() != counted:
+            return False
+        self.manifest = [[stamp, end], [self.stamp, None]]
+        return True
+
+
+async def commit_many(groups, count: int) -> dict:
+    """`count` commits over a few partitions of one group: the offsets expected back."""
+    from tests.test_partition_moves import commit, group_on
+    g = group_on(0)
+    expected = {}
+    for n in range(count):
+        reply = groups.commit(commit(g, n) if n % 5 == 0 else OffsetCommitRequest(
+            g, -1, "", None, -1, [("t", n % 5, n, -1, None)], 8))
+        if asyncio.isfuture(reply):
+            await reply
+        expected[n % 5] = n
+    return expected
+
+
+def offsets_of(groups) -> dict:
+    from tests.test_partition_moves import group_on
+    return {tp[1]: v.offset for tp, v in groups.shards[0].offsets[group_on(0)].items()}
+
+
+@pytest.fixture
+async def owner(tmp_path, caplog):
+    from tests.test_partition_moves import Movable
+    caplog.set_level(logging.INFO, logger="groupd")
+    view = Movable()
+    settings = Settings.load(None, env={}, overrides=[
+        f"data.dir={tmp_path}", "node.id=1", "offsets.topic.num.partitions=3", "offsets.topic.segment.bytes=400",
+        "min.cleanable.dirty.ratio=0.1", "log.cleaner.backoff.ms=50"])
+    groups = GroupCoordinator(settings, cluster=view)
+    groups.start()
+    await wait_for(lambda: readiness.is_ready(groups))
+    view.owned.add(0)
+    yield groups, view
+    await groups.close()
+
+
+async def test_the_owner_compacts_swaps_the_manifest_and_the_next_owner_loads_every_offset(owner, caplog):
+    groups, view = owner
+    claim = FakeClaim(9, [[0, None]])
+    assert await groups.gain(0, claim) is PartitionState.ACTIVE
+    expected = await commit_many(groups, 60)
+    directory = groups.writers[0].plog.directory
+    await wait_for(lambda: claim.manifest[0][0] >= 1000, timeout=60)  # swapped: the compaction's stamp first
+    await wait_for(lambda: "compacted partition=0" in caplog.text)
+    stamp, end = claim.manifest[0]
+    assert sorted(stamped_segments(directory)) == [9, stamp]  # the old segments of stamp 9 below `end` went
+    assert all(base >= end or i + 1 == len(segments) or segments[i + 1][0] > end
+               for segments in [stamped_segments(directory)[9]] for i, (base, _) in enumerate(segments))
+    end_of_9 = await groups.lose(0)
+    view.owned.discard(0)
+    claim.manifest[-1][1] = end_of_9  # owner 9's clean hand-over
+    assert await groups.gain(0, FakeClaim(2000, claim.manifest)) is PartitionState.ACTIVE
+    assert offsets_of(groups) == expected
+
+
+async def test_a_compaction_whose_claim_was_lost_is_discarded_and_the_listed_segments_stay(owner, caplog):
+    groups, view = owner
+    claim = FakeClaim(9, [[0, None]], holds=False)
+    assert await groups.gain(0, claim) is PartitionState.ACTIVE
+    expected = await commit_many(groups, 60)
+    directory = groups.writers[0].plog.directory
+    listed = {path: open(path, "rb").read() for path in (p for _, p in stamped_segments(directory)[9])}
+    await wait_for(lambda: "compaction discarded partition=0" in caplog.text, timeout=60)
+    assert claim.swaps and claim.manifest == [[0, 0], [9, None]]
+    assert sorted(stamped_segments(directory)) == [9]  # its output removed
+    for path, data in listed.items():
+        with open(path, "rb") as f:
+            assert f.read()[:len(data)] == data  # untouched (the active one may have grown)
+    end_of_9 = await groups.lose(0)
+    claim.manifest[-1][1] = end_of_9
+    assert await groups.gain(0, FakeClaim(2000, claim.manifest)) is PartitionState.ACTIVE
+    assert offsets_of(groups) == expected
