@@ -355,3 +355,57 @@ def test_with_etcd_stopped_no_node_acknowledges_and_both_serve_again_once_it_is_
     error, seen = wait_until(lambda: (f := fetch(at.bootstrap, group))[0] == ErrorCode.none and f, 30, "loaded again")
     assert seen[0] in (1, 2)  # 1 acknowledged; a 2 answered NOT_COORDINATOR may have landed
     assert commit(at.bootstrap, group, {0: 3}) == {0: ErrorCode.none}
+
+
+def test_the_owner_compacts_and_after_a_failover_the_other_node_compacts_and_loads_every_offset(tmp_path, etcd):
+    """Node 2 commits enough to roll small segments and compacts its partition (a manifest swap);
+    killed, node 1 loads it with every offset, commits on, compacts again over node 2's segments and
+    its own, and still reads every offset; the segments no manifest counts are gone."""
+    import json
+
+    from coordinator.partitioning import partition_for
+    from tests.etcd_server import etcd_get
+
+    compacting = ("offsets.topic.segment.bytes=600", "min.cleanable.dirty.ratio=0.2", "log.cleaner.backoff.ms=100",
+                  "log.cleaner.delete.retention.ms=0")
+    data = str(tmp_path / "data")
+    nodes = [cluster_node(data, etcd, n, *SETTINGS, *compacting).start() for n in (1, 2)]
+    try:
+        owner = spread(nodes)
+        group = next(g for g in GROUPS if owner[g] == 2)
+        p = partition_for(group, PARTITIONS)
+        manifest = lambda: json.loads(etcd_get(etcd.endpoint, f"/groupd/manifests/{p}"))
+        claimed = manifest()[-1][0]
+        offsets, sent = {}, iter(range(10**6))
+
+        def commit_on(node, rounds: int) -> None:
+            for n in range(rounds):
+                offsets[n % 4] = next(sent)
+                assert commit(node.bootstrap, group, {n % 4: offsets[n % 4]}) == {n % 4: ErrorCode.none}
+
+        commit_on(nodes[1], 40)
+        wait_until(lambda: f"compacted partition={p} " in nodes[1].log() and manifest()[0][0] > claimed, 30,
+                   "node 2 compacted its partition and swapped the manifest")
+        commit_on(nodes[1], 8)
+        nodes[1].stop(signal.SIGKILL)
+        wait_until(lambda: fetch(nodes[0].bootstrap, group) == (ErrorCode.none, offsets), 60,
+                   "node 1 loaded the partition with every offset")
+        took = manifest()[-1][0]
+        commit_on(nodes[0], 40)
+        wait_until(lambda: manifest()[0][0] > took, 30, "node 1 compacted over node 2's segments and its own")
+        compacted, mine = manifest()
+        assert mine == [took, None]
+        directory = os.path.join(data, f"__consumer_offsets-{p}")
+        stamps = {int(name[:-4].partition("-")[2]) for name in os.listdir(directory) if name.endswith(".log")}
+        assert stamps == {compacted[0], took}  # node 2's segments and the first compaction's went
+        assert fetch(nodes[0].bootstrap, group) == (ErrorCode.none, offsets)
+    finally:
+        for node in nodes:
+            if node.alive():
+                node.stop()
+    restarted = cluster_node(data, etcd, 1, *SETTINGS, *compacting).start()
+    try:
+        wait_until(lambda: fetch(restarted.bootstrap, group) == (ErrorCode.none, offsets), 60,
+                   "a restart loads the compacted partition with every offset")
+    finally:
+        restarted.stop()
