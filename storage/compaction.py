@@ -140,7 +140,7 @@ def clean(data: bytes, batches, latest: dict[bytes, int], horizon: int | None, l
             out.append(data[b.position:b.position + b.size])  # unchanged: the batch as it was
             end = batch.next_offset
         elif survivors:
-            out.append(_rebuild(batch.base_offset, survivors))
+            out.append(_rebuild(batch.base_offset if whole else survivors[0].offset, survivors))
             end = survivors[-1].offset + 1
     if last is not None and end <= last:
         out.append(empty_batch(last))

@@ -24,35 +24,35 @@ class OwnedCompaction(CompactionResult):
     written: list[str] = dataclasses.field(default_factory=list)  # the new stamp's segments
 
 
-def counted_closed(directory: str, counted, active_base: int) -> list[tuple[str, int, int | None]]:
-    """(path, lo, hi) of the segments a compaction reads: what the manifest `counted` counts below
+def counted_closed(directory: str, counted, active_base: int) -> list[tuple[int, str, int, int]]:
+    """(base, path, lo, hi) of the segments a compaction reads: what the manifest `counted` counts below
     `active_base` (the owner's active segment, which may hold records not durable yet)."""
     out = []
     for lo, hi, segments in counted_segments(directory, counted):
         hi = active_base if hi is None else min(hi, active_base)
-        out.extend((path, lo, hi) for base, path in segments if base < hi and lo < hi)
+        out.extend((base, path, lo, hi) for base, path in segments if base < hi and lo < hi)
     return out
 
 
 def closed_counted_bytes(directory: str, counted, active_base: int) -> int:
     """Bytes in the segments a compaction would read (the dirty ratio's whole)."""
-    return sum(os.path.getsize(path) for path, _, _ in counted_closed(directory, counted, active_base))
+    return sum(os.path.getsize(path) for _, path, _, _ in counted_closed(directory, counted, active_base))
 
 
 def compact_owned(directory: str, counted, active_base: int, stamp: int, now_ms: int,
                   delete_retention_ms: int) -> OwnedCompaction:
     """Write the compacted records that `counted` counts below `active_base` as segments of `stamp`,
-    one per segment read (fsynced, then the directory); returns what it wrote. A segment holding
+    one per segment read, under its name (fsynced, then the directory); returns what it wrote. A segment holding
     corrupt bytes stops it before anything is written (`groupd log repair` first)."""
     inputs = counted_closed(directory, counted, active_base)
     result = OwnedCompaction(end=active_base)
-    result.segments_corrupt = sum(read_closed(path)[2] for path, _, _ in inputs)
+    result.segments_corrupt = sum(read_closed(path)[2] for _, path, _, _ in inputs)
     if result.segments_corrupt:
         return result
-    latest = latest_offsets(inputs)
+    latest = latest_offsets(input[1:] for input in inputs)
     horizon = now_ms - delete_retention_ms
     try:
-        for path, lo, hi in inputs:
+        for base, path, lo, hi in inputs:
             data, batches, _ = read_closed(path)
             out, total, kept = clean(data, batches, latest, horizon, lo, hi)
             result.records_before += total
@@ -61,8 +61,8 @@ def compact_owned(directory: str, counted, active_base: int, stamp: int, now_ms:
             del data
             if not out:
                 continue  # nothing it holds counts
-            first = int.from_bytes(out[0][:8], "big", signed=True)
-            written = os.path.join(directory, segment_name(first, stamp))
+            # named where its counted offsets begin, as the segment it replaces: the segments chain
+            written = os.path.join(directory, segment_name(max(base, lo), stamp))
             result.written.append(written)
             write_synced(written, b"".join(out))
             result.bytes_after += os.path.getsize(written)

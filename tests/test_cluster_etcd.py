@@ -364,6 +364,7 @@ def test_the_owner_compacts_and_after_a_failover_the_other_node_compacts_and_loa
     import json
 
     from coordinator.partitioning import partition_for
+    from storage import inspect
     from tests.etcd_server import etcd_get
 
     compacting = ("offsets.topic.segment.bytes=600", "min.cleanable.dirty.ratio=0.2", "log.cleaner.backoff.ms=100",
@@ -409,3 +410,5 @@ def test_the_owner_compacts_and_after_a_failover_the_other_node_compacts_and_loa
                    "a restart loads the compacted partition with every offset")
     finally:
         restarted.stop()
+    lines, ok = inspect.verify(data)  # `groupd log verify`: every stamp's segments chain
+    assert ok and f"partition {p:>3}: OK" in "\n".join(lines), lines

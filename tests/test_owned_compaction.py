@@ -6,6 +6,7 @@ it holds the same state as before, whatever step the compaction stopped at."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import time
@@ -17,6 +18,7 @@ from coordinator.requests import OffsetCommitRequest
 from coordinator.runtime import GroupCoordinator, PartitionState
 from coordinator.settings import Settings
 
+from storage import inspect
 from storage.owned_compaction import closed_counted_bytes, compact_owned, remove
 from storage.owned_log import OwnedPartitionLog, Ownership, counted_segments, stamped_segments, unlisted_segments
 from storage.records import OffsetCommitKey, OffsetCommitValue, Record
@@ -84,6 +86,13 @@ def test_loading_after_compaction_gives_the_state_before_and_the_old_segments_go
     remove(old)
     assert state(directory, Ownership(21, after)) == expected
     assert sorted(stamped_segments(directory)) == [9, COMPACTION, 21]
+    # `groupd log verify/dump` read each stamp's segments as a chain of its own, and say so
+    lines, ok = inspect.verify(os.path.dirname(directory))
+    assert ok and len(lines) == 1 and f"stamps={COMPACTION},9,21 (cluster mode" in lines[0], lines
+    dumped = [json.loads(line) for line in inspect.dump(os.path.dirname(directory), 0)]
+    assert {line["stamp"] for line in dumped} == {COMPACTION, 9}
+    assert [line["log_offset"] for line in dumped if line["stamp"] == COMPACTION] == sorted(
+        line["log_offset"] for line in dumped if line["stamp"] == COMPACTION)
     # the next compaction reads the first one's output and owner 9's segments from `active` on
     owner.append([rec(1, 999)], fsync=True)
     owner._roll(owner.next_offset)
