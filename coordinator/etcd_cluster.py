@@ -277,14 +277,21 @@ class EtcdCluster(ClusterView):
             success=[tx.put(_key("compactions", p), str(stamp).encode(), lease=self.lease)], failure=[])
         return responses[0].response_put.header.revision if ok else None
 
-    async def _swap(self, p: int, stamp: int, manifest: list, compacted: list) -> bool:
-        """The manifest becomes `compacted` if it is still `manifest` and this claim holds."""
+    async def _swap(self, p: int, stamp: int, manifest: list, compacted: list) -> tuple[bool, list | None]:
+        """The manifest becomes `compacted` if it is still `manifest` and this claim holds: (True,
+        compacted). Else (False, the manifest as etcd has it if this claim still holds, else None):
+        a swap whose answer was lost may have taken effect."""
         tx = self.client.transactions
-        ok, _ = await self.client.transaction(
+        ok, responses = await self.client.transaction(
             compare=[tx.create(_key("owners", p)) == stamp,
                      tx.value(_key("manifests", p)) == json.dumps(manifest).encode()],
-            success=[tx.put(_key("manifests", p), json.dumps(compacted).encode())], failure=[])
-        return ok
+            success=[tx.put(_key("manifests", p), json.dumps(compacted).encode())],
+            failure=[tx.get(_key("owners", p)), tx.get(_key("manifests", p))])
+        if ok:
+            return True, compacted
+        owner, current = responses
+        held = bool(owner) and owner[0][1].create_revision == stamp and bool(current)
+        return False, json.loads(current[0][0]) if held else None
 
     async def _release(self, p: int) -> None:
         """Hand `p` over: stop serving it (in-flight writes finish), end this stamp in the manifest
@@ -377,12 +384,13 @@ class _Claim:
         return await self.cluster._compaction_stamp(self.p, self.stamp)
 
     async def swap(self, counted: tuple, stamp: int, end: int) -> bool:
-        compacted = [[stamp, end], [self.stamp, None]]
-        if self.cluster.mine.get(self.p) != self.stamp or not await self.cluster._swap(
-                self.p, self.stamp, [list(e) for e in counted], compacted):
+        if self.cluster.mine.get(self.p) != self.stamp:
             return False
-        self.manifest = compacted
-        return True
+        ok, current = await self.cluster._swap(self.p, self.stamp, [list(e) for e in counted],
+                                               [[stamp, end], [self.stamp, None]])
+        if current is not None and current[-1] == [self.stamp, None]:
+            self.manifest = current  # after a swap whose answer was lost, the next one starts from etcd's
+        return ok
 
 
 def _new_cluster_id() -> bytes:

@@ -21,7 +21,8 @@ from protocol import ErrorCode
 
 from storage.compaction import closed_bytes, compact, die_with_parent
 from storage.log import LoadResult, PartitionLog
-from storage.owned_compaction import closed_counted_bytes, compact_owned, remove
+from storage.files import remove_files
+from storage.owned_compaction import closed_counted_bytes, compact_owned
 from storage.owned_log import OwnedPartitionLog, Ownership, unlisted_segments
 
 from . import heap, metrics, observe
@@ -406,9 +407,10 @@ class GroupCoordinator:
             return result
         # an unknown outcome raises: both the output and the old segments stay, the next owner's load sorts them
         if self.writers[p] is writer and await claim.swap(counted, stamp, result.end):
-            await loop.run_in_executor(self._executor, remove, unlisted_segments(directory, claim.counted(), stamp))
+            await loop.run_in_executor(self._executor, remove_files,
+                                       unlisted_segments(directory, claim.counted(), stamp))
             return result
-        await loop.run_in_executor(self._executor, remove, result.written)
+        await loop.run_in_executor(self._executor, remove_files, result.written)
         log.info("compaction discarded partition=%d stamp=%d: the claim no longer holds", p, stamp)
         return None
 

@@ -13,7 +13,7 @@ import dataclasses
 import os
 
 from .compaction import CompactionResult, clean, latest_offsets, read_closed, write_synced
-from .files import fsync_dir
+from .files import fsync_dir, remove_files
 from .log import segment_name
 from .owned_log import counted_segments
 
@@ -69,17 +69,6 @@ def compact_owned(directory: str, counted, active_base: int, stamp: int, now_ms:
             result.segments_cleaned += 1
         fsync_dir(directory)
     except BaseException:
-        remove(result.written)
+        remove_files(result.written)
         raise
     return result
-
-
-def remove(paths: list[str]) -> None:
-    """Delete segment files (those already gone are skipped) and fsync their directories."""
-    for path in paths:
-        try:
-            os.remove(path)
-        except FileNotFoundError:
-            pass
-    for directory in {os.path.dirname(path) for path in paths}:
-        fsync_dir(directory)

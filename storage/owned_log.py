@@ -15,6 +15,7 @@ import logging
 import os
 from dataclasses import dataclass
 
+from .files import remove_files
 from .log import SEGMENT_SUFFIX, LoadResult, PartitionLog, records_of
 from .scanner import scan_segments
 
@@ -24,8 +25,8 @@ log = logging.getLogger("groupd.storage")
 @dataclass(frozen=True)
 class Ownership:
     """This owner's `stamp` (the etcd revision of its claim) and `counted`, the manifest: the earlier
-    owners' stamps in order, each with the offset its segments count up to (None: all that is on
-    disk, for the one this claim deposed)."""
+    owners' (and compactions') stamps in order, each with the offset its segments count up to (None:
+    all that is on disk, for the one this claim deposed)."""
     stamp: int
     counted: tuple[tuple[int, int | None], ...] = ()
 
@@ -91,10 +92,11 @@ class OwnedPartitionLog(PartitionLog):
         """Replay the records the manifest counts; first delete the segments no manifest will count
         again (`unlisted_segments`: a crashed compaction's output, its inputs once replaced)."""
         os.makedirs(self.directory, exist_ok=True)
-        for path in unlisted_segments(self.directory, self.ownership.counted, self.stamp):
-            os.remove(path)
-            log.info("partition %d: removed a segment the manifest no longer counts: %s", self.partition,
-                     os.path.basename(path))
+        unlisted = unlisted_segments(self.directory, self.ownership.counted, self.stamp)
+        if unlisted:
+            remove_files(unlisted)
+            log.info("partition %d: removed %d segments the manifest no longer counts: %s", self.partition,
+                     len(unlisted), " ".join(sorted(map(os.path.basename, unlisted))))
         result = LoadResult()
         for lo, hi, segments in counted_segments(self.directory, self.ownership.counted):
             for _, path, _, found, last in scan_segments(segments):

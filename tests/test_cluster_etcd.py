@@ -412,3 +412,40 @@ def test_the_owner_compacts_and_after_a_failover_the_other_node_compacts_and_loa
         restarted.stop()
     lines, ok = inspect.verify(data)  # `groupd log verify`: every stamp's segments chain
     assert ok and f"partition {p:>3}: OK" in "\n".join(lines), lines
+
+
+async def test_a_compactions_manifest_swap_holds_only_while_the_claim_and_the_manifest_do(etcd, tmp_path):
+    """The etcd side of a compaction, on a real etcd: its stamp is taken only under the claim; the
+    swap fails on a changed manifest (then the claim learns etcd's, as after a swap whose answer was
+    lost) and once the claim is gone (then nothing is learnt)."""
+    import json
+
+    from coordinator.etcd_cluster import EtcdCluster, _Claim, _key
+    from coordinator.settings import Settings
+
+    settings = Settings.load(None, env={}, overrides=[f"data.dir={tmp_path}", "node.id=1",
+                                                      f"cluster.etcd.endpoints={etcd.endpoint}"])
+    cluster = EtcdCluster(settings)
+    await cluster.connect()
+    try:
+        client = cluster.client
+        cluster.lease = await client.lease(30)
+        stamp = (await client.put(_key("owners", 0), b"1", lease=cluster.lease)).header.revision
+        cluster.mine[0] = stamp
+        claim = _Claim(cluster, 0, stamp, [[0, None]])
+        assert await claim.confirm(7)
+        compaction = await claim.compaction_stamp()
+        assert compaction > stamp
+        assert await claim.swap(claim.counted(), compaction, 5)
+        assert json.loads((await client.get(_key("manifests", 0))).value) == [[compaction, 5], [stamp, None]]
+        assert not await claim.swap(((0, 7), (stamp, None)), compaction + 1, 6)  # not the manifest any more
+        assert claim.counted() == ((compaction, 5), (stamp, None))
+        await client.put(_key("manifests", 0), json.dumps([[compaction, 6], [stamp, None]]).encode())
+        assert not await claim.swap(((compaction, 5), (stamp, None)), compaction + 2, 6)
+        assert claim.counted() == ((compaction, 6), (stamp, None))  # etcd's, learnt from the failed swap
+        await client.delete(_key("owners", 0))
+        assert not await claim.swap(claim.counted(), compaction + 3, 6)  # the claim is gone
+        assert claim.counted() == ((compaction, 6), (stamp, None))
+        assert await claim.compaction_stamp() is None
+    finally:
+        await client.close()

@@ -19,7 +19,8 @@ from coordinator.runtime import GroupCoordinator, PartitionState
 from coordinator.settings import Settings
 
 from storage import inspect
-from storage.owned_compaction import closed_counted_bytes, compact_owned, remove
+from storage.files import remove_files
+from storage.owned_compaction import closed_counted_bytes, compact_owned
 from storage.owned_log import OwnedPartitionLog, Ownership, counted_segments, stamped_segments, unlisted_segments
 from storage.records import OffsetCommitKey, OffsetCommitValue, Record
 from tests.support import wait_for
@@ -83,7 +84,7 @@ def test_loading_after_compaction_gives_the_state_before_and_the_old_segments_go
     after = ((COMPACTION, active), (9, None))  # the manifest once owner 9's swap succeeded
     old = unlisted_segments(directory, after, COMPACTION)
     assert old and not set(old) & set(result.written) and owner.segments[-1][1] not in old
-    remove(old)
+    remove_files(old)
     assert state(directory, Ownership(21, after)) == expected
     assert sorted(stamped_segments(directory)) == [9, COMPACTION, 21]
     # `groupd log verify/dump` read each stamp's segments as a chain of its own, and say so
@@ -99,7 +100,7 @@ def test_loading_after_compaction_gives_the_state_before_and_the_old_segments_go
     assert closed_counted_bytes(directory, after, owner.segments[-1][0]) > 0
     again = compact_owned(directory, after, owner.segments[-1][0], 30, int(time.time() * 1000), 0)
     then = ((30, owner.segments[-1][0]), (9, None))
-    remove(unlisted_segments(directory, then, 30))
+    remove_files(unlisted_segments(directory, then, 30))
     owner.close()
     assert again.records_before > again.records_after
     seen, next_offset = state(directory, Ownership(31, then))
@@ -114,7 +115,7 @@ def test_a_deposed_owners_compaction_changes_nothing_that_counts(tmp_path):
     listed = {path: open(path, "rb").read() for _, _, segments in counted_segments(directory, BEFORE)
               for _, path in segments}
     result = compact_owned(directory, BEFORE, owner.segments[-1][0], COMPACTION, int(time.time() * 1000), 0)
-    remove(result.written)
+    remove_files(result.written)
     assert result.written and not any(os.path.exists(path) for path in result.written)
     assert {path: open(path, "rb").read() for path in listed} == listed
     assert state(directory, Ownership(21, BEFORE)) == expected
@@ -147,7 +148,7 @@ def test_tombstones_stay_for_delete_retention_and_the_active_segment_is_not_read
     active = owner.segments[-1][0]
     now = int(time.time() * 1000)
     kept = compact_owned(directory, BEFORE, active, COMPACTION, now, 3_600_000)
-    remove(kept.written)
+    remove_files(kept.written)
     dropped = compact_owned(directory, BEFORE, active, COMPACTION, now + 7_200_000, 3_600_000)
     assert kept.records_after == dropped.records_after + 1  # the tombstone of partition 0
     assert kept.records_before == active  # every counted offset below the active segment, once
