@@ -25,8 +25,8 @@ class OwnedCompaction(CompactionResult):
 
 
 def counted_closed(directory: str, counted, active_base: int) -> list[tuple[int, str, int, int]]:
-    """(base, path, lo, hi) of the segments a compaction reads: what the manifest `counted` counts below
-    `active_base` (the owner's active segment, which may hold records not durable yet)."""
+    """(base, path, lo, hi) of the segments a compaction reads: what the manifest `counted` counts
+    below `active_base` (the owner's active segment, which may hold records not durable yet)."""
     out = []
     for lo, hi, segments in counted_segments(directory, counted):
         hi = active_base if hi is None else min(hi, active_base)
@@ -42,14 +42,14 @@ def closed_counted_bytes(directory: str, counted, active_base: int) -> int:
 def compact_owned(directory: str, counted, active_base: int, stamp: int, now_ms: int,
                   delete_retention_ms: int) -> OwnedCompaction:
     """Write the compacted records that `counted` counts below `active_base` as segments of `stamp`,
-    one per segment read, under its name (fsynced, then the directory); returns what it wrote. A segment holding
-    corrupt bytes stops it before anything is written (`groupd log repair` first)."""
+    one per segment read, under its name (fsynced, then the directory); returns what it wrote. A
+    segment holding corrupt bytes stops it before anything is written (`groupd log repair` first)."""
     inputs = counted_closed(directory, counted, active_base)
     result = OwnedCompaction(end=active_base)
     result.segments_corrupt = sum(read_closed(path)[2] for _, path, _, _ in inputs)
     if result.segments_corrupt:
         return result
-    latest = latest_offsets(input[1:] for input in inputs)
+    latest = latest_offsets((path, lo, hi) for _, path, lo, hi in inputs)
     horizon = now_ms - delete_retention_ms
     try:
         for base, path, lo, hi in inputs:

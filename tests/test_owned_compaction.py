@@ -31,7 +31,8 @@ COMPACTION = 12  # the stamp of owner 9's compaction output
 
 
 def rec(partition: int, offset: int | None) -> Record:
-    return Record(OffsetCommitKey("g", "t", partition), None if offset is None else OffsetCommitValue(offset, -1, "", 1))
+    value = None if offset is None else OffsetCommitValue(offset, -1, "", 1)
+    return Record(OffsetCommitKey("g", "t", partition), value)
 
 
 def state(directory: str, ownership: Ownership) -> tuple[dict, int]:
