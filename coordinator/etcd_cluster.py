@@ -1,8 +1,9 @@
 """Cluster mode: the nodes and the ownership of every offsets partition, kept in etcd under each node's
 lease, and this node's `ClusterView` of them; it tells the runtime what to `gain` and `lose`.
 
-Keys (under `/groupd/`): `nodes/<id>` the node's advertised listeners and `owners/<p>` the owner's
-node id, both bound to the node's lease; `manifests/<p>` the stamps whose segments count
+Keys (under `/groupd/`): `nodes/<id>` the node's advertised listeners, `owners/<p>` the owner's
+node id and `compactions/<p>` (whose revisions stamp compactions' output), all bound to the node's
+lease; `manifests/<p>` the stamps whose segments count
 (storage/owned_log.py `Ownership`), `cluster.id`, and the shared documents (`topics`, `acls.json`,
 `scram-credentials.json`, `group_configs.json`: coordinator/etcd_catalog.py, coordinator/etcd_files.py),
 without a lease.
@@ -255,17 +256,42 @@ class EtcdCluster(ClusterView):
             del self.mine[p]  # a failed load gives the partition up (another node, or this one later, retries)
             await self._delete_owner(p, stamp)
 
-    async def _confirm(self, p: int, stamp: int, manifest: list, next_offset: int) -> bool:
+    async def _confirm(self, p: int, stamp: int, manifest: list, next_offset: int) -> list | None:
         """The manifest now ends the deposed owner's stamp at `next_offset` and counts this one's;
-        only while this node still holds `owners/<p>` with this claim."""
+        only while this node still holds `owners/<p>` with this claim. The new manifest, or None."""
         closed = [list(e) for e in manifest]
         if closed and closed[-1][1] is None:
             closed[-1][1] = next_offset
+        confirmed = closed + [[stamp, None]]
         tx = self.client.transactions
         ok, _ = await self.client.transaction(
             compare=[tx.create(_key("owners", p)) == stamp],
-            success=[tx.put(_key("manifests", p), json.dumps(closed + [[stamp, None]]).encode())], failure=[])
-        return ok
+            success=[tx.put(_key("manifests", p), json.dumps(confirmed).encode())], failure=[])
+        return confirmed if ok else None
+
+    async def _compaction_stamp(self, p: int, stamp: int) -> int | None:
+        """A revision of etcd's for a compaction's output, while this claim holds (None if not)."""
+        tx = self.client.transactions
+        ok, responses = await self.client.transaction(
+            compare=[tx.create(_key("owners", p)) == stamp],
+            success=[tx.put(_key("compactions", p), str(stamp).encode(), lease=self.lease)], failure=[])
+        return responses[0].response_put.header.revision if ok else None
+
+    async def _swap(self, p: int, stamp: int, manifest: list, compacted: list) -> tuple[bool, list | None]:
+        """The manifest becomes `compacted` if it is still `manifest` and this claim holds: (True,
+        compacted). Else (False, the manifest as etcd has it if this claim still holds, else None):
+        a swap whose answer was lost may have taken effect."""
+        tx = self.client.transactions
+        ok, responses = await self.client.transaction(
+            compare=[tx.create(_key("owners", p)) == stamp,
+                     tx.value(_key("manifests", p)) == json.dumps(manifest).encode()],
+            success=[tx.put(_key("manifests", p), json.dumps(compacted).encode())],
+            failure=[tx.get(_key("owners", p)), tx.get(_key("manifests", p))])
+        if ok:
+            return True, compacted
+        owner, current = responses
+        held = bool(owner) and owner[0][1].create_revision == stamp and bool(current)
+        return False, json.loads(current[0][0]) if held else None
 
     async def _release(self, p: int) -> None:
         """Hand `p` over: stop serving it (in-flight writes finish), end this stamp in the manifest
@@ -342,8 +368,29 @@ class _Claim:
         return Ownership(self.stamp, tuple((s, e) for s, e in self.manifest))
 
     async def confirm(self, next_offset: int) -> bool:
-        return self.cluster.mine.get(self.p) == self.stamp and await self.cluster._confirm(
-            self.p, self.stamp, self.manifest, next_offset)
+        if self.cluster.mine.get(self.p) != self.stamp:
+            return False
+        confirmed = await self.cluster._confirm(self.p, self.stamp, self.manifest, next_offset)
+        if confirmed is not None:
+            self.manifest = confirmed
+        return confirmed is not None
+
+    def counted(self) -> tuple[tuple[int, int | None], ...]:
+        return tuple((s, e) for s, e in self.manifest)
+
+    async def compaction_stamp(self) -> int | None:
+        if self.cluster.mine.get(self.p) != self.stamp:
+            return None
+        return await self.cluster._compaction_stamp(self.p, self.stamp)
+
+    async def swap(self, counted: tuple, stamp: int, end: int) -> bool:
+        if self.cluster.mine.get(self.p) != self.stamp:
+            return False
+        ok, current = await self.cluster._swap(self.p, self.stamp, [list(e) for e in counted],
+                                               [[stamp, end], [self.stamp, None]])
+        if current is not None and current[-1] == [self.stamp, None]:
+            self.manifest = current  # after a swap whose answer was lost, the next one starts from etcd's
+        return ok
 
 
 def _new_cluster_id() -> bytes:

@@ -21,7 +21,9 @@ from protocol import ErrorCode
 
 from storage.compaction import closed_bytes, compact, die_with_parent
 from storage.log import LoadResult, PartitionLog
-from storage.owned_log import OwnedPartitionLog, Ownership
+from storage.files import remove_files
+from storage.owned_compaction import closed_counted_bytes, compact_owned
+from storage.owned_log import OwnedPartitionLog, Ownership, unlisted_segments
 
 from . import heap, metrics, observe
 from .system_clock import mono_ms, now, wall_ms
@@ -101,6 +103,16 @@ class Claim(Protocol):
     async def confirm(self, next_offset: int) -> bool:
         """Record that this owner's records start at `next_offset`; False if the claim is lost."""
 
+    def counted(self) -> tuple[tuple[int, int | None], ...]:
+        """The manifest as this owner last wrote it (its own stamp last, open)."""
+
+    async def compaction_stamp(self) -> int | None:
+        """A fresh stamp for a compaction's output, taken while the claim holds; None if it is lost."""
+
+    async def swap(self, counted: tuple, stamp: int, end: int) -> bool:
+        """Replace the manifest `counted` by `[[stamp, end], [own stamp, None]]`, only while the claim
+        holds and the manifest is still `counted`; False if not (raises if the outcome is unknown)."""
+
 
 class GroupCoordinator:
     def __init__(self, settings, group_configs: dict | None = None, cluster: ClusterView | None = None) -> None:
@@ -112,6 +124,7 @@ class GroupCoordinator:
         self.states = [PartitionState.LOADING] * self.partitions
         self._partition_cache: dict[str, int] = {}
         self.writers: list[LogWriter | None] = [None] * self.partitions
+        self._claims: list[Claim | None] = [None] * self.partitions  # cluster mode: the claim each partition is held by
         self.runners = [self._new_runner(shard) for shard in self.shards]
         # bumped by every gain and lose: a load that finishes after its partition moved again is dropped
         self._epochs = [0] * self.partitions
@@ -219,6 +232,7 @@ class GroupCoordinator:
                 log.warning("partition claim not confirmed partition=%d: %r", p, e)
                 held = False
         if held or (job.exception() is not None and self._epochs[p] == epoch):
+            self._claims[p] = claim
             self._open(p, job)
             return self.states[p]
         if job.exception() is None:  # lost while loading, or the claim no longer holds
@@ -243,6 +257,7 @@ class GroupCoordinator:
         self.shards[p] = self._new_shard(p)
         self.runners[p] = self._new_runner(self.shards[p])
         self.writers[p] = None
+        self._claims[p] = None
         runner.cancel_timers()
         if fenced:
             runner.abandon(ErrorCode.not_coordinator)
@@ -351,35 +366,70 @@ class GroupCoordinator:
         backoff = self.settings.log_cleaner_backoff_ms / 1000
         loop = asyncio.get_running_loop()
         for p, writer in enumerate(self.writers):
-            if writer is None or writer.closed or writer.plog.stamp:
-                continue  # cluster mode: the segments belong to several owners (README "Cluster mode")
-            closed = closed_bytes(writer.plog.directory)
+            if writer is None or writer.closed:
+                continue
+            closed = self._closed_bytes(p, writer)
             if closed and (closed - self._clean_bytes[p]) / closed >= self.settings.min_cleanable_dirty_ratio:
                 started = time.perf_counter()
                 if self._compactor is None:
                     self._compactor = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
                                                           initializer=die_with_parent)
-                job = loop.run_in_executor(self._compactor, compact, writer.plog.directory, wall_ms(),
-                                           self.settings.log_cleaner_delete_retention_ms)
-                job.add_done_callback(lambda f, p=p: self._compacted(p, f, started))
+                if writer.plog.stamp:
+                    job = asyncio.ensure_future(self._compact_owned(p, writer, self._claims[p]))
+                else:
+                    job = loop.run_in_executor(self._compactor, compact, writer.plog.directory, wall_ms(),
+                                               self.settings.log_cleaner_delete_retention_ms)
+                job.add_done_callback(lambda f, p=p, writer=writer: self._compacted(p, writer, f, started))
                 return
         self._schedule("compact", backoff, self._maybe_compact)
 
-    def _compacted(self, p: int, f: asyncio.Future, started: float) -> None:
+    def _closed_bytes(self, p: int, writer: LogWriter) -> int:
+        """Bytes compaction would read: the closed segments (cluster mode: those the manifest counts)."""
+        if not writer.plog.stamp:
+            return closed_bytes(writer.plog.directory)
+        claim = self._claims[p]
+        return 0 if claim is None else closed_counted_bytes(writer.plog.directory, claim.counted(),
+                                                            writer.plog.segments[-1][0])
+
+    async def _compact_owned(self, p: int, writer: LogWriter, claim: Claim):
+        """Cluster mode (storage/owned_compaction.py): compact into segments of a fresh stamp, swap
+        the manifest while the claim holds, then remove what it no longer counts; if the swap fails
+        (the claim was lost), remove the output instead. None if the claim was lost before it began."""
+        loop = asyncio.get_running_loop()
+        stamp = await claim.compaction_stamp()
+        if stamp is None:
+            return None
+        counted, directory = claim.counted(), writer.plog.directory
+        result = await loop.run_in_executor(self._compactor, compact_owned, directory, counted,
+                                            writer.plog.segments[-1][0], stamp, wall_ms(),
+                                            self.settings.log_cleaner_delete_retention_ms)
+        if not result.written:
+            return result
+        # an unknown outcome raises: both the output and the old segments stay, the next owner's load sorts them
+        if self.writers[p] is writer and await claim.swap(counted, stamp, result.end):
+            await loop.run_in_executor(self._executor, remove_files,
+                                       unlisted_segments(directory, claim.counted(), stamp))
+            return result
+        await loop.run_in_executor(self._executor, remove_files, result.written)
+        log.info("compaction discarded partition=%d stamp=%d: the claim no longer holds", p, stamp)
+        return None
+
+    def _compacted(self, p: int, writer: LogWriter, f: asyncio.Future, started: float) -> None:
         # the next dirty partition, if any; after a failure, not before the backoff
         backoff = self.settings.log_cleaner_backoff_ms / 1000
         try:
-            self._clean_bytes[p] = closed_bytes(self.writers[p].plog.directory)  # a failure is not retried at once
+            self._clean_bytes[p] = self._closed_bytes(p, writer)  # a failure is not retried at once
             if isinstance(f.exception(), BrokenProcessPool):  # the process died: the next compaction starts one
                 self._compactor = None
             if f.exception() is not None:
                 raise f.exception()
             result = f.result()
-            metrics.COMPACTIONS.inc()
-            metrics.COMPACTION_RECLAIMED.inc(result.reclaimed)
-            log.info("compacted partition=%d segments=%d records=%d->%d bytes=%d->%d corrupt_segments=%d ms=%d", p,
-                     result.segments_cleaned, result.records_before, result.records_after, result.bytes_before,
-                     result.bytes_after, result.segments_corrupt, (time.perf_counter() - started) * 1000)
+            if result is not None:
+                metrics.COMPACTIONS.inc()
+                metrics.COMPACTION_RECLAIMED.inc(result.reclaimed)
+                log.info("compacted partition=%d segments=%d records=%d->%d bytes=%d->%d corrupt_segments=%d ms=%d",
+                         p, result.segments_cleaned, result.records_before, result.records_after, result.bytes_before,
+                         result.bytes_after, result.segments_corrupt, (time.perf_counter() - started) * 1000)
         except Exception as e:
             self._task_failed(("compact", p), e)
             self._schedule("compact", backoff, self._maybe_compact)

@@ -74,38 +74,17 @@ def compact(directory: str, now_ms: int, delete_retention_ms: int, crash_after: 
     if len(segments) < 2:
         return result
     closed = [path for _, path in segments[:-1]]
-    latest: dict[bytes, int] = {}
-    for path in closed:
-        for b in _read_closed(path)[1]:
-            for r in b.batch:
-                latest[bytes(r.key)] = r.offset
+    latest = latest_offsets((path, 0, None) for path in closed)
     horizon = now_ms - delete_retention_ms
     for path in closed:
-        data, batches, corrupt = _read_closed(path)
+        data, batches, corrupt = read_closed(path)
         if corrupt:
             # left as it is, bad bytes included, for `groupd log repair` (which keeps a copy); the
             # tombstones after it stay, since dropping one could uncover an older value kept here
             result.segments_corrupt += 1
             horizon = None
             continue
-        kept, total, out, end = 0, 0, [], 0
-        for b in batches:
-            batch = b.batch
-            records = list(batch)  # a batch can be iterated only once
-            survivors = [r for r in records if latest[bytes(r.key)] == r.offset
-                         and not (r.value is None and horizon is not None and batch.max_timestamp < horizon)]
-            total += len(records)
-            kept += len(survivors)
-            if len(survivors) == len(records):
-                out.append(data[b.position:b.position + b.size])  # unchanged: the batch as it was
-                end = batch.next_offset
-            elif survivors:
-                out.append(_rebuild(batch.base_offset, survivors))
-                end = survivors[-1].offset + 1
-        if batches and end < batches[-1].next_offset:
-            # Kafka keeps an empty batch header for the last offset (`writeEmptyHeader`): each
-            # segment still ends where the next one begins, so a lost segment shows as a gap
-            out.append(empty_batch(batches[-1].next_offset - 1))
+        out, total, kept = clean(data, batches, latest, horizon, 0, None)
         size = len(data)
         del data, batches
         result.records_before += total
@@ -116,9 +95,9 @@ def compact(directory: str, now_ms: int, delete_retention_ms: int, crash_after: 
             continue
         cleaned = b"".join(out)
         if crash_after is not None and result.segments_cleaned >= crash_after:
-            _write(path + CLEANED_SUFFIX, cleaned)
+            write_synced(path + CLEANED_SUFFIX, cleaned)
             raise RuntimeError("injected crash before rename")
-        _write(path + CLEANED_SUFFIX, cleaned)
+        write_synced(path + CLEANED_SUFFIX, cleaned)
         os.replace(path + CLEANED_SUFFIX, path)
         fsync_dir(directory)
         result.bytes_after += len(cleaned)
@@ -126,7 +105,49 @@ def compact(directory: str, now_ms: int, delete_retention_ms: int, crash_after: 
     return result
 
 
-def _read_closed(path: str):
+def latest_offsets(inputs) -> dict[bytes, int]:
+    """key → its latest offset over `inputs`, (path, lo, hi): a segment's records in [lo, hi) (hi
+    None: no bound)."""
+    latest: dict[bytes, int] = {}
+    for path, lo, hi in inputs:
+        for b in read_closed(path)[1]:
+            for r in b.batch:
+                if lo <= r.offset and (hi is None or r.offset < hi):
+                    latest[bytes(r.key)] = r.offset
+    return latest
+
+
+def clean(data: bytes, batches, latest: dict[bytes, int], horizon: int | None, lo: int,
+          hi: int | None) -> tuple[list[bytes], int, int]:
+    """The batches of one segment's records in [lo, hi) that survive (the latest value per key; a
+    tombstone only while its batch is newer than `horizon`), as (batches, records, records kept).
+    A batch wholly kept is copied as it was, and the last offset is kept in an empty batch header
+    when its records go, as Kafka's cleaner does (`writeEmptyHeader`): each segment still ends
+    where the next one begins, so a lost segment shows as a gap."""
+    kept, total, out, end, last = 0, 0, [], 0, None
+    for b in batches:
+        batch = b.batch
+        whole = lo <= batch.base_offset and (hi is None or batch.next_offset <= hi)
+        records = [r for r in batch if whole or (lo <= r.offset and (hi is None or r.offset < hi))]
+        if not whole and not records:
+            continue
+        last = batch.next_offset - 1 if whole else records[-1].offset
+        survivors = [r for r in records if latest[bytes(r.key)] == r.offset
+                     and not (r.value is None and horizon is not None and batch.max_timestamp < horizon)]
+        total += len(records)
+        kept += len(survivors)
+        if whole and len(survivors) == len(records):
+            out.append(data[b.position:b.position + b.size])  # unchanged: the batch as it was
+            end = batch.next_offset
+        elif survivors:
+            out.append(_rebuild(batch.base_offset if whole else survivors[0].offset, survivors))
+            end = survivors[-1].offset + 1
+    if last is not None and end <= last:
+        out.append(empty_batch(last))
+    return out, total, kept
+
+
+def read_closed(path: str):
     """(data, valid batches, whether it holds corrupt bytes) of a closed segment."""
     with open(path, "rb") as f:
         data = f.read()
@@ -151,7 +172,7 @@ def empty_batch(offset: int) -> bytes:
     return _rebuild(offset, [])
 
 
-def _write(path: str, data: bytes) -> None:
+def write_synced(path: str, data: bytes) -> None:
     with open(path, "wb") as f:
         f.write(data)
         f.flush()

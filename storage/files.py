@@ -83,6 +83,18 @@ def fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
+def remove_files(paths: list[str]) -> None:
+    """Delete files (one already gone is skipped: two owners may clean the same ones) and fsync
+    their directories."""
+    for path in paths:
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+    for directory in {os.path.dirname(path) for path in paths}:
+        fsync_dir(directory)
+
+
 def prepare_data_dir(data_dir: str) -> None:
     """Create `data_dir` if needed and check that this process can write there."""
     if os.path.exists(data_dir) and not os.path.isdir(data_dir):

@@ -1,6 +1,8 @@
 """Reading a data directory without a server: `groupd log dump` (every record decoded, like
 kafka-dump-log --offsets-decoder) and `groupd log verify` (every batch's CRC, and the chain of
-offsets across batches and segments, per partition)."""
+offsets across batches and segments, per partition). On a cluster-mode dir each stamp's segments
+(storage/owned_log.py) are read as a chain of their own; which of them count, up to which offset, is
+the manifest in etcd, which these tools do not read."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from collections.abc import Iterator
 
 from protocol.consumer import BadConsumerProtocol, decode_assignment, decode_subscription
 
-from .log import list_segments, partition_dir, records_of
+from .log import partition_dir, records_of
+from .owned_log import stamped_segments
 from .records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 from .scanner import OffsetChain, record_count, scan_segments
 
@@ -23,6 +26,12 @@ def partitions(data_dir: str) -> list[int]:
     prefix = "__consumer_offsets-"
     return sorted(int(name[len(prefix):]) for name in os.listdir(data_dir)
                   if name.startswith(prefix) and name[len(prefix):].isdigit())
+
+
+def _by_stamp(data_dir: str, p: int) -> list[tuple[int, list[tuple[int, str]]]]:
+    """(stamp, its segments) of partition `p`, in offset order (a lone node's: stamp 0 alone)."""
+    stamped = stamped_segments(partition_dir(data_dir, p))
+    return sorted(stamped.items(), key=lambda item: (item[1][0][0], item[0]))
 
 
 def _bytes(b: bytes) -> str:
@@ -102,9 +111,11 @@ def dump(data_dir: str, partition: int | None = None, group: str | None = None) 
     """One JSON line per record: its place in the log (`log_partition`, `log_offset`), the batch
     timestamp, and the decoded key/value (`"tombstone": true` for a null value); a line with
     `"error"` where bytes were skipped (corrupt, or a torn tail). With `group`, only that group's
-    records (and no damage lines)."""
-    for p in [partition] if partition is not None else partitions(data_dir):
-        for base, path, data, found, last in scan_segments(list_segments(partition_dir(data_dir, p))):
+    records (and no damage lines). In cluster mode each line has the `stamp` of its segment."""
+    for p, stamp, segments in ((p, stamp, segments) for p in ([partition] if partition is not None
+                                                              else partitions(data_dir))
+                               for stamp, segments in _by_stamp(data_dir, p)):
+        for base, path, data, found, last in scan_segments(segments):
             skipped = sorted(found.damage + ([found.tail] if found.tail else []), key=lambda d: d.position)
             if group is not None:
                 skipped = []
@@ -115,6 +126,8 @@ def dump(data_dir: str, partition: int | None = None, group: str | None = None) 
                     if group is not None and (record is None or _group_of(record.key) != group):
                         continue
                     line = {"log_partition": p, "log_offset": offset, "timestamp": b.batch.max_timestamp}
+                    if stamp:
+                        line["stamp"] = stamp
                     if record is None:
                         line.update(type="unknown", key=_bytes(bytes(raw_key)))
                     else:
@@ -137,26 +150,31 @@ def verify(data_dir: str) -> tuple[list[str], bool]:
     """A report line per partition with data, and whether every batch checked out."""
     lines, ok = [], True
     for p in partitions(data_dir):
-        segments = list_segments(partition_dir(data_dir, p))
+        stamps = _by_stamp(data_dir, p)
+        segments = [segment for _, of_stamp in stamps for segment in of_stamp]
         batches = records = size = 0
-        problems, chain = [], OffsetChain()
-        for base, path, data, found, last in scan_segments(segments):
-            name = os.path.basename(path)
-            batches += len(found.batches)
-            records += sum(record_count(data, b) for b in found.batches)
-            size += len(data)
-            for d in found.corruption(last):
-                where = "active segment" if last else "closed segment"
-                frames = "?" if d.batches is None else d.batches
-                problems.append(f"{name} byte {d.position}: {d.reason} [CORRUPT {where}: {d.size} bytes, "
-                                f"{frames} batches skipped]")
-            torn = found.torn_tail(last)
-            if torn is not None:
-                problems.append(f"{name} byte {torn.position}: {torn.reason} [torn tail (truncated at next start)]")
-            problems += chain.add(base, path, found)
+        problems = []
+        for _, of_stamp in stamps:
+            chain = OffsetChain()  # each stamp's segments chain on their own
+            for base, path, data, found, last in scan_segments(of_stamp):
+                name = os.path.basename(path)
+                batches += len(found.batches)
+                records += sum(record_count(data, b) for b in found.batches)
+                size += len(data)
+                for d in found.corruption(last):
+                    where = "active segment" if last else "closed segment"
+                    frames = "?" if d.batches is None else d.batches
+                    problems.append(f"{name} byte {d.position}: {d.reason} [CORRUPT {where}: {d.size} bytes, "
+                                    f"{frames} batches skipped]")
+                torn = found.torn_tail(last)
+                if torn is not None:
+                    problems.append(f"{name} byte {torn.position}: {torn.reason} [torn tail (truncated at next start)]")
+                problems += chain.add(base, path, found)
         if segments and (batches or problems):
             status = "OK" if not problems else "ERROR"
             ok = ok and not problems
+            cluster = (f" stamps={','.join(str(stamp) for stamp, _ in stamps)} (cluster mode: which count, up to "
+                       f"which offset, is /groupd/manifests/{p} in etcd)" if any(stamp for stamp, _ in stamps) else "")
             lines.append(f"partition {p:>3}: {status} segments={len(segments)} batches={batches} "
-                         f"records={records} bytes={size}" + "".join(f"\n    {x}" for x in problems))
+                         f"records={records} bytes={size}{cluster}" + "".join(f"\n    {x}" for x in problems))
     return lines, ok

@@ -355,3 +355,97 @@ def test_with_etcd_stopped_no_node_acknowledges_and_both_serve_again_once_it_is_
     error, seen = wait_until(lambda: (f := fetch(at.bootstrap, group))[0] == ErrorCode.none and f, 30, "loaded again")
     assert seen[0] in (1, 2)  # 1 acknowledged; a 2 answered NOT_COORDINATOR may have landed
     assert commit(at.bootstrap, group, {0: 3}) == {0: ErrorCode.none}
+
+
+def test_the_owner_compacts_and_after_a_failover_the_other_node_compacts_and_loads_every_offset(tmp_path, etcd):
+    """Node 2 commits enough to roll small segments and compacts its partition (a manifest swap);
+    killed, node 1 loads it with every offset, commits on, compacts again over node 2's segments and
+    its own, and still reads every offset; the segments no manifest counts are gone."""
+    import json
+
+    from coordinator.partitioning import partition_for
+    from storage import inspect
+    from tests.etcd_server import etcd_get
+
+    compacting = ("offsets.topic.segment.bytes=600", "min.cleanable.dirty.ratio=0.2", "log.cleaner.backoff.ms=100",
+                  "log.cleaner.delete.retention.ms=0")
+    data = str(tmp_path / "data")
+    nodes = [cluster_node(data, etcd, n, *SETTINGS, *compacting).start() for n in (1, 2)]
+    try:
+        owner = spread(nodes)
+        group = next(g for g in GROUPS if owner[g] == 2)
+        p = partition_for(group, PARTITIONS)
+        manifest = lambda: json.loads(etcd_get(etcd.endpoint, f"/groupd/manifests/{p}"))
+        claimed = manifest()[-1][0]
+        offsets, sent = {}, iter(range(10**6))
+
+        def commit_on(node, rounds: int) -> None:
+            for n in range(rounds):
+                offsets[n % 4] = next(sent)
+                assert commit(node.bootstrap, group, {n % 4: offsets[n % 4]}) == {n % 4: ErrorCode.none}
+
+        commit_on(nodes[1], 40)
+        wait_until(lambda: f"compacted partition={p} " in nodes[1].log() and manifest()[0][0] > claimed, 30,
+                   "node 2 compacted its partition and swapped the manifest")
+        commit_on(nodes[1], 8)
+        nodes[1].stop(signal.SIGKILL)
+        wait_until(lambda: fetch(nodes[0].bootstrap, group) == (ErrorCode.none, offsets), 60,
+                   "node 1 loaded the partition with every offset")
+        took = manifest()[-1][0]
+        commit_on(nodes[0], 40)
+        wait_until(lambda: manifest()[0][0] > took, 30, "node 1 compacted over node 2's segments and its own")
+        compacted, mine = manifest()
+        assert mine == [took, None]
+        directory = os.path.join(data, f"__consumer_offsets-{p}")
+        stamps = {int(name[:-4].partition("-")[2]) for name in os.listdir(directory) if name.endswith(".log")}
+        assert stamps == {compacted[0], took}  # node 2's segments and the first compaction's went
+        assert fetch(nodes[0].bootstrap, group) == (ErrorCode.none, offsets)
+    finally:
+        for node in nodes:
+            if node.alive():
+                node.stop()
+    restarted = cluster_node(data, etcd, 1, *SETTINGS, *compacting).start()
+    try:
+        wait_until(lambda: fetch(restarted.bootstrap, group) == (ErrorCode.none, offsets), 60,
+                   "a restart loads the compacted partition with every offset")
+    finally:
+        restarted.stop()
+    lines, ok = inspect.verify(data)  # `groupd log verify`: every stamp's segments chain
+    assert ok and f"partition {p:>3}: OK" in "\n".join(lines), lines
+
+
+async def test_a_compactions_manifest_swap_holds_only_while_the_claim_and_the_manifest_do(etcd, tmp_path):
+    """The etcd side of a compaction, on a real etcd: its stamp is taken only under the claim; the
+    swap fails on a changed manifest (then the claim learns etcd's, as after a swap whose answer was
+    lost) and once the claim is gone (then nothing is learnt)."""
+    import json
+
+    from coordinator.etcd_cluster import EtcdCluster, _Claim, _key
+    from coordinator.settings import Settings
+
+    settings = Settings.load(None, env={}, overrides=[f"data.dir={tmp_path}", "node.id=1",
+                                                      f"cluster.etcd.endpoints={etcd.endpoint}"])
+    cluster = EtcdCluster(settings)
+    await cluster.connect()
+    try:
+        client = cluster.client
+        cluster.lease = await client.lease(30)
+        stamp = (await client.put(_key("owners", 0), b"1", lease=cluster.lease)).header.revision
+        cluster.mine[0] = stamp
+        claim = _Claim(cluster, 0, stamp, [[0, None]])
+        assert await claim.confirm(7)
+        compaction = await claim.compaction_stamp()
+        assert compaction > stamp
+        assert await claim.swap(claim.counted(), compaction, 5)
+        assert json.loads((await client.get(_key("manifests", 0))).value) == [[compaction, 5], [stamp, None]]
+        assert not await claim.swap(((0, 7), (stamp, None)), compaction + 1, 6)  # not the manifest any more
+        assert claim.counted() == ((compaction, 5), (stamp, None))
+        await client.put(_key("manifests", 0), json.dumps([[compaction, 6], [stamp, None]]).encode())
+        assert not await claim.swap(((compaction, 5), (stamp, None)), compaction + 2, 6)
+        assert claim.counted() == ((compaction, 6), (stamp, None))  # etcd's, learnt from the failed swap
+        await client.delete(_key("owners", 0))
+        assert not await claim.swap(claim.counted(), compaction + 3, 6)  # the claim is gone
+        assert claim.counted() == ((compaction, 6), (stamp, None))
+        assert await claim.compaction_stamp() is None
+    finally:
+        await client.close()
