@@ -71,6 +71,15 @@ def commit(bootstrap: str, group: str, offsets: dict[int, int]) -> dict[int, Err
     return {p.partition_index: p.error_code for t in r.topics for p in t.partitions}
 
 
+def commit_once_loaded(bootstrap: str, group: str, offsets: dict[int, int]) -> dict[int, ErrorCode]:
+    """`commit`, retried while the coordinator answers COORDINATOR_LOAD_IN_PROGRESS (a node names its
+    partitions in FindCoordinator before it has loaded them), as a client retries; then its answer."""
+    def settled():
+        answer = commit(bootstrap, group, offsets)
+        return None if ErrorCode.coordinator_load_in_progress in answer.values() else answer
+    return wait_until(settled, 60, f"the coordinator of {group} loaded its partition")
+
+
 def fetch(bootstrap: str, group: str):
     """(group error, {partition: offset}) as `bootstrap` answers OffsetFetch v8."""
     with AdminConnection(bootstrap, "cluster-test") as c:
@@ -159,7 +168,7 @@ def test_a_node_cut_off_from_etcd_stops_acknowledging_and_its_partitions_move_to
         owner = spread(nodes)
         group = next(g for g in GROUPS if owner[g] == 2)
         p = partition_for(group, PARTITIONS)
-        assert commit(nodes[1].bootstrap, group, {0: 7}) == {0: ErrorCode.none}
+        assert commit_once_loaded(nodes[1].bootstrap, group, {0: 7}) == {0: ErrorCode.none}
         deposed = json.loads(etcd_get(etcd.endpoint, f"/groupd/manifests/{p}"))[-1]
 
         proxy.cut()
@@ -244,7 +253,9 @@ def test_a_crash_loop_across_two_nodes_loses_no_acknowledged_commit(nodes):
         nodes[victim].start()
     owner = spread(nodes)
     for group, offset in acked.items():
-        assert fetch(nodes[owner[group] - 1].bootstrap, group)[1][0] >= offset
+        error, seen = wait_until(lambda: (f := fetch(nodes[owner[group] - 1].bootstrap, group))[0] == ErrorCode.none
+                                 and f, 30, "the owner serves every group")
+        assert seen[0] >= offset
 
 
 def test_every_node_sees_the_same_topic_catalog(nodes, etcd):
@@ -342,7 +353,7 @@ def test_with_etcd_stopped_no_node_acknowledges_and_both_serve_again_once_it_is_
     owner = spread(nodes)
     group = GROUPS[0]
     at = nodes[owner[group] - 1]
-    assert commit(at.bootstrap, group, {0: 1}) == {0: ErrorCode.none}
+    assert commit_once_loaded(at.bootstrap, group, {0: 1}) == {0: ErrorCode.none}
     etcd.pause()  # SIGSTOP: no renewal, no claim, for anyone
     try:
         wait_until(lambda: all(commit(nodes[owner[g] - 1].bootstrap, g, {0: 2}) == {0: ErrorCode.not_coordinator}
