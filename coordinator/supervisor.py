@@ -22,6 +22,7 @@ from . import metrics_merge, readiness
 from .controller_writes import UNAVAILABLE
 from .metrics import EXPOSITION_MAX_CONNECTIONS
 from .settings import Settings
+from .supervisor_link import MESSAGE_LIMIT
 
 log = logging.getLogger("groupd")
 
@@ -104,7 +105,7 @@ class Supervisor:
         theirs.close()
         w.started, w.starts = time.monotonic(), w.starts + 1
         w.serving, w.ready, w.metrics = False, False, None
-        reader, w.writer = await asyncio.open_unix_connection(sock=ours)
+        reader, w.writer = await asyncio.open_unix_connection(sock=ours, limit=MESSAGE_LIMIT)
         log.info("worker started worker=%d node.id=%d pid=%d", w.index, w.node_id, w.proc.pid)
         self._spawn(self._read(w, reader))
         self._spawn(self._watch(w, w.proc))

@@ -13,6 +13,10 @@ from storage.topic_data import plane_for
 
 from . import controller_writes, readiness
 from .settings import Settings
+
+# one message per line, each side's reader bound: a forwarded write (a CreateAcls of thousands of
+# bindings) or its answer is as large as the request allowed, far over asyncio's 64 KiB default
+MESSAGE_LIMIT = 1 << 30
 from .shared_files import SharedFiles
 from .workers import WorkerView
 
@@ -42,7 +46,8 @@ class SupervisorLink:
 
     async def start(self, node, on_lost: Callable[[], None]) -> None:
         """Connect, before the worker listens: a write it takes goes to the controller from the start."""
-        reader, self._writer = await asyncio.open_unix_connection(sock=socket.socket(fileno=self._fd))
+        reader, self._writer = await asyncio.open_unix_connection(sock=socket.socket(fileno=self._fd),
+                                                                  limit=MESSAGE_LIMIT)
         self._spawn(self._read(reader, node, on_lost))
 
     def serving(self, node, metrics_url: str | None) -> None:

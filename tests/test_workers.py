@@ -13,7 +13,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
@@ -265,7 +264,7 @@ def test_acls_scram_users_and_group_configs_sent_to_any_worker_are_written_by_th
     answers once it wrote them, and then serves them itself."""
     from kafka.admin import ACL, ACLOperation, ACLPermissionType, KafkaAdminClient, ResourcePattern, ResourceType
 
-    from tests.authz import READ, TOPIC, acl, create_acls
+    from tests.authz import LITERAL, READ, TOPIC, acl, create_acls
     from tests.test_acls_wire import ANY_FILTER
     from tests.test_scram_users import credentials, upsertion
 
@@ -301,9 +300,18 @@ def test_acls_scram_users_and_group_configs_sent_to_any_worker_are_written_by_th
                     {"name": "consumer.heartbeat.interval.ms", "config_operation": 0, "value": "6000"}]}],
                 "validate_only": False})
             assert configs.responses[0].error_code is ErrorCode.none
+        # a write whose forwarded form and answer are each far over a stream reader's default 64 KiB line
+        many = [acl(TOPIC, f"bulk-{i:04d}-" + "x" * 100, READ) for i in range(1000)]
+        assert create_acls(at(s, 1), *many) == [ErrorCode.none] * 1000
+        with WireClient(at(s, 1)) as w:
+            deleted = w.request(ApiKey.DELETE_ACLS, 3, {"filters": [
+                {**ANY_FILTER, "resource_type_filter": TOPIC, "resource_name_filter": c["resource_name"],
+                 "pattern_type_filter": LITERAL} for c in many]})
+            assert [len(r.matching_acls) for r in deleted.filter_results] == [1] * 1000
+        assert create_acls(at(s, 1), acl(TOPIC, "after-bulk", READ)) == [ErrorCode.none]  # the link still works
         with WireClient(at(s, 0)) as w:
             assert credentials(w, "alice") == {"alice": [(2, 4096)]}
-            assert described(0) == {"read-me", "mine"}
+            assert described(0) == {"read-me", "mine", "after-bulk"}
             group_configs = w.request(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [{
                 "resource_type": 32, "resource_name": "cfg", "configuration_keys": ["consumer.heartbeat.interval.ms"]}],
                 "include_synonyms": False, "include_documentation": False}).results[0]
