@@ -9,7 +9,7 @@ package. Entry points:
     groupd analytics run --data-dir D --out OUT [--master URL] [--since TIME] [--until TIME]
     groupd analytics report --tables OUT [--out FILE]     (HTML, from the tables; no Spark)
 
-    from analytics.source import register
+    from groupd.analytics.source import register
     register(spark)
     spark.read.format("groupd_offsets").load("/var/lib/groupd/data")
 

@@ -24,11 +24,11 @@ import os
 import struct
 from collections.abc import Iterator
 
-from protocol.consumer import BadConsumerProtocol, assigned_partitions, subscribed_topics
-from storage.inspect import partitions as offsets_partitions
-from storage.log import list_segments, partition_dir
-from storage.scanner import scan
-from storage.records import (GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, decode_key,
+from groupd.protocol.consumer import BadConsumerProtocol, assigned_partitions, subscribed_topics
+from groupd.storage.inspect import partitions as offsets_partitions
+from groupd.storage.log import list_segments, partition_dir
+from groupd.storage.scanner import scan
+from groupd.storage.records import (GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, decode_key,
                              decode_value)
 
 # record kinds

@@ -1,7 +1,7 @@
 """`groupd_offsets`: a Spark Python Data Source (pyspark 4, `pyspark.sql.datasource`) over a
 groupd data directory.
 
-    from analytics.source import register
+    from groupd.analytics.source import register
     register(spark)
     records = spark.read.format("groupd_offsets").load("/var/lib/groupd/data")
 

@@ -27,9 +27,9 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from protocol.consumer import encode_assignment, encode_subscription  # noqa: E402
-from storage.log import PartitionLog  # noqa: E402
-from storage.records import (GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey,  # noqa: E402
+from groupd.protocol.consumer import encode_assignment, encode_subscription  # noqa: E402
+from groupd.storage.log import PartitionLog  # noqa: E402
+from groupd.storage.records import (GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey,  # noqa: E402
                              OffsetCommitValue, Record)
 
 
@@ -68,8 +68,8 @@ def build_log(data_dir: str, records: int, partitions: int, groups: int, segment
 
 def python_decode_rate(data_dir: str) -> tuple[int, float]:
     """The same decode as the data source, in this one process, without Spark (one core)."""
-    from analytics.segments import list_data_dir, read_segment
-    from analytics.source import arrow_batches
+    from groupd.analytics.segments import list_data_dir, read_segment
+    from groupd.analytics.source import arrow_batches
 
     start = time.monotonic()
     n = sum(b.num_rows for s in list_data_dir(data_dir) for b in arrow_batches(read_segment(s)))
@@ -168,7 +168,7 @@ def main() -> int:
     try:
         written, seconds = build_log(data_dir, args.records, args.partitions, args.groups, args.segment_bytes)
         size = sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(data_dir) for f in files)
-        from analytics.segments import list_data_dir
+        from groupd.analytics.segments import list_data_dir
 
         result.update(records=written, log_bytes=size, segments=len(list_data_dir(data_dir)),
                       write_seconds=round(seconds, 2))
@@ -179,7 +179,7 @@ def main() -> int:
         result.update(python_decode_seconds=round(seconds, 2), python_decode_rps=round(n / seconds))
         print(f"decode without Spark (1 process): {n / seconds:,.0f} records/s ({seconds:.1f}s)", flush=True)
 
-        from analytics import pipeline, session
+        from groupd.analytics import pipeline, session
 
         start = time.monotonic()
         spark = session.build("local[2]", app_name="groupd-analytics-bench")

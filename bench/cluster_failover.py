@@ -28,7 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from protocol import ErrorCode  # noqa: E402
+from groupd.protocol import ErrorCode  # noqa: E402
 from tests.etcd_server import EtcdServer, cluster_node, coordinators  # noqa: E402
 from tests.harness import wait_until  # noqa: E402
 from tests.test_cluster_etcd import commit, fetch  # noqa: E402

@@ -13,8 +13,8 @@ from pathlib import Path
 ROOT = Path.cwd()  # the checkout to measure
 sys.path.insert(0, str(ROOT))
 
-from protocol.apis import ApiKey  # noqa: E402
-from protocol.codec import decode_request, is_flexible, parse_header  # noqa: E402
+from groupd.protocol.apis import ApiKey  # noqa: E402
+from groupd.protocol.codec import decode_request, is_flexible, parse_header  # noqa: E402
 
 
 def main() -> None:

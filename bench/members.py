@@ -38,9 +38,9 @@ sys.path.insert(0, os.path.dirname(BENCH))  # the repo root: protocol.codec, pro
 from echo_server import install_loop_policy  # noqa: E402
 from kafka_requests import request_type  # noqa: E402
 from loadgen import Conn, Stats, _proc_cpu_s  # noqa: E402
-from coordinator.partitioning import partition_for  # noqa: E402
-from protocol.codec import RequestHeader, build_request, decode_response, encode_request  # noqa: E402
-from protocol.consumer import encode_assignment, encode_subscription  # noqa: E402
+from groupd.coordinator.partitioning import partition_for  # noqa: E402
+from groupd.protocol.codec import RequestHeader, build_request, decode_response, encode_request  # noqa: E402
+from groupd.protocol.consumer import encode_assignment, encode_subscription  # noqa: E402
 
 JOIN, SYNC, HEARTBEAT = 11, 14, 12  # api keys; versions 5, 3, 3 (none flexible)
 MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID = 79, 27, 22, 25

@@ -32,13 +32,13 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 sys.modules.setdefault("hypothesis", None)  # as coordinator/__main__.py: kio's strategies are not needed
 
-from coordinator.connection import Connection, RequestMemory  # noqa: E402
-from coordinator.node import Node  # noqa: E402
-from coordinator.security import endpoints  # noqa: E402
-from coordinator.settings import Settings  # noqa: E402
-from protocol.apis import ApiKey  # noqa: E402
-from protocol.codec import RequestHeader, build_request, decode_response, encode_request  # noqa: E402
-from protocol.consumer import encode_subscription  # noqa: E402
+from groupd.coordinator.connection import Connection, RequestMemory  # noqa: E402
+from groupd.coordinator.node import Node  # noqa: E402
+from groupd.coordinator.security import endpoints  # noqa: E402
+from groupd.coordinator.settings import Settings  # noqa: E402
+from groupd.protocol.apis import ApiKey  # noqa: E402
+from groupd.protocol.codec import RequestHeader, build_request, decode_response, encode_request  # noqa: E402
+from groupd.protocol.consumer import encode_subscription  # noqa: E402
 
 _SIZE = struct.Struct(">i")
 

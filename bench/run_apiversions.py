@@ -2,7 +2,7 @@
 
     python bench/run_apiversions.py [--seconds 5] [--warmup 1] [--connections 1,100,1000]
 
-Starts bench/echo_server.py and `python -m coordinator serve` (from the repo root) on free ports,
+Starts bench/echo_server.py and `python -m groupd.coordinator serve` (from the repo root) on free ports,
 runs bench/loadgen.py against each at every connection count, and prints one table. The load
 generator, the server under test and the kernel share the same cores, so read the numbers as a
 pair (echo = the ceiling of this framing on this machine) rather than as absolutes.
@@ -53,7 +53,7 @@ def start_echo(port, log, _tmp):
 
 def start_groupd(port, log, tmp):
     listener = f"PLAINTEXT://127.0.0.1:{port}"
-    cmd = [PYTHON, "-m", "coordinator", "serve", "--set", f"listeners={listener}",
+    cmd = [PYTHON, "-m", "groupd.coordinator", "serve", "--set", f"listeners={listener}",
            "--set", f"advertised.listeners={listener}", "--set", f"data.dir={tmp}"]
     return subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
 

@@ -57,7 +57,7 @@ def server_cmd(name, port, tmp, profile=None, settings=(), tls=None):
     if tls:
         settings = (*settings, f"ssl.keystore.location={tls.server_keystore}")
     prof = ["-m", "cProfile", "-o", profile] if profile else []
-    return [PYTHON, *prof, "-m", "coordinator", "serve", "--set", f"listeners={listener}",
+    return [PYTHON, *prof, "-m", "groupd.coordinator", "serve", "--set", f"listeners={listener}",
             "--set", f"advertised.listeners={listener}", "--set", f"data.dir={tmp}/data",
             "--set", f"group.initial.rebalance.delay.ms={SETUP_DELAY_MS}",
             "--set", "group.min.session.timeout.ms=1000", "--set", "log.level=info",

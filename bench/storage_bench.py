@@ -43,12 +43,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from coordinator.partitioning import partition_for  # noqa: E402
-from protocol import ErrorCode  # noqa: E402
-from protocol.apis import ApiKey  # noqa: E402
-from protocol.codec import RequestHeader, build_request, decode_response, encode_request  # noqa: E402
-from storage.log import PartitionLog  # noqa: E402
-from storage.records import OffsetCommitKey, OffsetCommitValue, Record  # noqa: E402
+from groupd.coordinator.partitioning import partition_for  # noqa: E402
+from groupd.protocol import ErrorCode  # noqa: E402
+from groupd.protocol.apis import ApiKey  # noqa: E402
+from groupd.protocol.codec import RequestHeader, build_request, decode_response, encode_request  # noqa: E402
+from groupd.storage.log import PartitionLog  # noqa: E402
+from groupd.storage.records import OffsetCommitKey, OffsetCommitValue, Record  # noqa: E402
 from tests.support import GroupdProcess  # noqa: E402
 
 _SIZE = struct.Struct(">i")

@@ -7,10 +7,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Iterable
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from storage.acls import AclFile
-from storage.files import DataDirError
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.storage.acls import AclFile
+from groupd.storage.files import DataDirError
 
 from . import metrics
 from .acls import (CLUSTER_NAME, AclBinding, AclFilter, AclOperation, AclPermission, Authorizer, PatternType,

@@ -26,10 +26,10 @@ from collections.abc import Callable, Iterable, Mapping
 from itertools import count
 from typing import Any
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import RequestHeader, build_request, decode_response, encode_request
-from protocol.consumer import BadConsumerProtocol, assigned_partitions
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import RequestHeader, build_request, decode_response, encode_request
+from groupd.protocol.consumer import BadConsumerProtocol, assigned_partitions
 
 from .offset_reset import Partition, PlanError, clamp, parse_datetime, parse_duration, parse_topics, read_csv, to_csv
 from .settings import ConfigError, Settings, add_config_arguments

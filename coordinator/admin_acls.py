@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from protocol.apis import ApiKey
+from groupd.protocol.apis import ApiKey
 
 from .acls import CLUSTER_NAME, AclOperation, AclPermission, PatternType, ResourceType
 from .admin import AdminConnection, _check, common, report, table

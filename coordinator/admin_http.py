@@ -22,7 +22,7 @@ import logging
 from typing import Any
 from urllib.parse import urlsplit
 
-from protocol import ErrorCode
+from groupd.protocol import ErrorCode
 
 from .chaos import Chaos, FaultError
 from .sasl import Users

@@ -12,8 +12,8 @@ import dataclasses
 import enum
 import struct
 
-from protocol import ErrorCode, codec
-from protocol.apis import ApiKey
+from groupd.protocol import ErrorCode, codec
+from groupd.protocol.apis import ApiKey
 
 from .apis import SUPPORTED_VERSIONS, sasl_authenticate, sasl_handshake
 from .oauthbearer import OAuthBearerServer, OAuthConfig

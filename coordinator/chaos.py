@@ -13,14 +13,14 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import build_response
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
 
 from . import metrics
 from .apis import forward
-from .classic.replies import join_reply, sync_reply
-from .consumer.machine import error_reply
+from groupd.coordinator.classic.replies import join_reply, sync_reply
+from groupd.coordinator.consumer.machine import error_reply
 
 if TYPE_CHECKING:
     from .apis import Handler, Request

@@ -10,8 +10,8 @@ import os
 import signal
 import sys
 
-from storage.files import DataDirError
-from storage.log import partition_dir
+from groupd.storage.files import DataDirError
+from groupd.storage.log import partition_dir
 
 from . import __version__, admin, admin_acls, chaos_cli
 from .settings import ConfigError, Settings, add_config_arguments
@@ -74,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _log_command(args) -> int:
-    from storage import inspect
+    from groupd.storage import inspect
 
     if not os.path.isdir(args.data_dir):
         return _fail(f"--data-dir {args.data_dir} is not a directory")
@@ -93,9 +93,9 @@ def _log_command(args) -> int:
 
 
 def _repair(data_dir: str, partition: int | None) -> int:
-    from storage.files import DataDirLock
-    from storage.inspect import partitions
-    from storage.repair import repair_partition
+    from groupd.storage.files import DataDirLock
+    from groupd.storage.inspect import partitions
+    from groupd.storage.repair import repair_partition
 
     lock = DataDirLock(data_dir).acquire("groupd log repair")  # never under a running server
     try:
@@ -110,7 +110,7 @@ def _repair(data_dir: str, partition: int | None) -> int:
 
 def _worker(given: str, settings: Settings) -> SupervisorLink:
     """`--worker INDEX:FD`: this process is worker INDEX of the supervisor at the other end of FD."""
-    from storage.compaction import die_with_parent
+    from groupd.storage.compaction import die_with_parent
 
     die_with_parent(signal.SIGTERM)  # a supervisor killed with -9 takes its workers along (each drains)
     index, fd = (int(x) for x in given.split(":"))
@@ -149,7 +149,7 @@ def _main(argv: list[str] | None) -> int:
     if args.command == "log":
         return _log_command(args)
     if args.command == "analytics":
-        from analytics.cli import report_command, run_command  # pyspark only when asked for
+        from groupd.analytics.cli import report_command, run_command  # pyspark only when asked for
 
         return (report_command if args.analytics_command == "report" else run_command)(args)
     if args.command in admin.COMMANDS:

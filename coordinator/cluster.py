@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from storage.catalog import TopicCatalog
-from storage.files import JsonFile
+from groupd.storage.catalog import TopicCatalog
+from groupd.storage.files import JsonFile
 
 from .settings import Listener
 

@@ -20,15 +20,15 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from protocol import codec
-from protocol.apis import ApiKey
-from protocol.codec import MalformedRequest
-from protocol.framing import FrameReader, FrameTooLarge
+from groupd.protocol import codec
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import MalformedRequest
+from groupd.protocol.framing import FrameReader, FrameTooLarge
 
 from . import chaos, metrics
 from .log_limit import LimitedLog
 from .apis import HANDLERS, SUPPORTED_VERSIONS, Request
-from .apis.api_versions import unsupported_version_response
+from groupd.coordinator.apis.api_versions import unsupported_version_response
 from .authenticator import Action, Authenticator, State, Step
 from .security import authenticated, authentication_failed
 from .tls import ANONYMOUS, certificate_principal

@@ -12,7 +12,7 @@ import dataclasses
 from types import SimpleNamespace
 from typing import Any, Callable
 
-from protocol import ErrorCode
+from groupd.protocol import ErrorCode
 
 from .access import acl_binding, acl_row
 from .acls import AclFilter

@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 import os
 
-from storage.catalog import CATALOG_FILE, Topic, TopicCatalog, decode_catalog, encode_catalog
-from storage.files import DataDirError
+from groupd.storage.catalog import CATALOG_FILE, Topic, TopicCatalog, decode_catalog, encode_catalog
+from groupd.storage.files import DataDirError
 
 from .etcd_files import EtcdDocument
 

@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Sequence
 
-from storage.owned_log import Ownership
+from groupd.storage.owned_log import Ownership
 
 from .cluster import Broker, ClusterError, ClusterView
 from .etcd_catalog import CATALOG_KEY, EtcdCatalog

@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from storage.files import DataDirError, JsonFile
+from groupd.storage.files import DataDirError, JsonFile
 
 log = logging.getLogger("groupd")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from protocol import ErrorCode
+from groupd.protocol import ErrorCode
 
 
 def static_member_error(static_members: dict[str, str], instance_id: str | None, member_id: str) -> ErrorCode | None:

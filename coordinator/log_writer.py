@@ -24,12 +24,12 @@ import struct
 import time
 from collections.abc import Callable
 
-from protocol import ErrorCode
+from groupd.protocol import ErrorCode
 
-from storage.log import PartitionLog, encode
+from groupd.storage.log import PartitionLog, encode
 
 from .log_workers import LogWorkers
-from storage.records import Record
+from groupd.storage.records import Record
 
 # Kafka's DefaultRecordBatch.RECORD_BATCH_OVERHEAD and DefaultRecord.MAX_RECORD_OVERHEAD: a bound
 # on the batch one request's records make, checked against message.max.bytes

@@ -23,8 +23,8 @@ from prometheus_client import (CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Hi
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
 
-from protocol.apis import ApiKey
-from storage.topic_data import plane_for
+from groupd.protocol.apis import ApiKey
+from groupd.storage.topic_data import plane_for
 
 from . import readiness
 from .listen import Listener

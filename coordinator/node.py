@@ -8,11 +8,11 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from storage.catalog import Topic, load_cluster_id
-from storage.files import LOCK_FILE, DataDirLock, node_lock_file, prepare_data_dir
-from storage.acls import AclFile
-from storage.group_configs import GroupConfigsFile, GroupConfigStore
-from storage.scram import ScramFile
+from groupd.storage.catalog import Topic, load_cluster_id
+from groupd.storage.files import LOCK_FILE, DataDirLock, node_lock_file, prepare_data_dir
+from groupd.storage.acls import AclFile
+from groupd.storage.group_configs import GroupConfigsFile, GroupConfigStore
+from groupd.storage.scram import ScramFile
 
 from .access import Access
 from . import offsets_topic

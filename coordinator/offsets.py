@@ -4,9 +4,9 @@ retention (spec §7, §8, §9.4, §11). It asks a group only through the `Group`
 
 from __future__ import annotations
 
-from protocol import ErrorCode
+from groupd.protocol import ErrorCode
 
-from storage.records import OffsetCommitKey, OffsetCommitValue, Record
+from groupd.storage.records import OffsetCommitKey, OffsetCommitValue, Record
 
 from .clock import Now
 from .group import Group

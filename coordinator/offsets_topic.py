@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 
-from storage.catalog import Topic
+from groupd.storage.catalog import Topic
 
 NAME = "__consumer_offsets"
 INVALID_APPEND = f"Cannot append to internal topic {NAME}"  # Kafka's ReplicaManager message

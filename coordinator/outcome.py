@@ -8,9 +8,9 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from protocol import ErrorCode
+from groupd.protocol import ErrorCode
 
-from storage.records import Record
+from groupd.storage.records import Record
 
 from .clock import Now
 

@@ -1,6 +1,6 @@
 """groupd embedded in a pytest suite (registered through the `pytest11` entry point): the fixtures
 `groupd_server` (a fresh server per test) and `groupd_server_session` (one for the session), each a
-`GroupdServer` — `python -m coordinator serve` in a subprocess on free loopback ports, with test-friendly
+`GroupdServer` — `python -m groupd.coordinator serve` in a subprocess on free loopback ports, with test-friendly
 settings and the admin endpoint on, so a test can inject faults. Fixtures are opt-in by name; a suite
 changes the settings by overriding the `groupd_settings` fixture (session scope)."""
 
@@ -65,7 +65,7 @@ class GroupdServer:
             self.admin_url = f"http://127.0.0.1:{admin_port}"
             settings = {**self.settings, "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
                         "admin.listener": self.admin_url, "data.dir": self.data_dir}
-            args = [sys.executable, "-m", "coordinator", "serve"]
+            args = [sys.executable, "-m", "groupd.coordinator", "serve"]
             for key, value in settings.items():
                 args += ["--set", f"{key}={value}"]
             with open(self.log_path, "ab") as log:

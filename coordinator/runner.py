@@ -15,9 +15,9 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from protocol import ErrorCode
+from groupd.protocol import ErrorCode
 
-from storage.records import Record
+from groupd.storage.records import Record
 
 TIMED_OUT = ErrorCode.coordinator_not_available  # REQUEST_TIMED_OUT, as a coordinator maps it
 

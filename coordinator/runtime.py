@@ -17,13 +17,13 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
 
-from protocol import ErrorCode
+from groupd.protocol import ErrorCode
 
-from storage.compaction import closed_bytes, compact, die_with_parent
-from storage.log import LoadResult, PartitionLog
-from storage.files import remove_files
-from storage.owned_compaction import closed_counted_bytes, compact_owned
-from storage.owned_log import OwnedPartitionLog, Ownership, unlisted_segments
+from groupd.storage.compaction import closed_bytes, compact, die_with_parent
+from groupd.storage.log import LoadResult, PartitionLog
+from groupd.storage.files import remove_files
+from groupd.storage.owned_compaction import closed_counted_bytes, compact_owned
+from groupd.storage.owned_log import OwnedPartitionLog, Ownership, unlisted_segments
 
 from . import heap, metrics, observe
 from .system_clock import mono_ms, now, wall_ms
@@ -32,10 +32,10 @@ from .log_writer import LogWriter
 from .runner import Runner
 from .partitioning import partition_for
 from .cluster import ClusterView, SingleNode
-from .classic.replies import join_reply, sync_reply
-from .classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
+from groupd.coordinator.classic.replies import join_reply, sync_reply
+from groupd.coordinator.classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
 from .outcome import Outcome
-from .consumer.machine import ConsumerHeartbeatRequest, TopicsImage, error_reply
+from groupd.coordinator.consumer.machine import ConsumerHeartbeatRequest, TopicsImage, error_reply
 from .requests import OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest
 from .shard import GroupSettings, GroupShard
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import base64
 import dataclasses
 
-from protocol import ErrorCode
-from storage.scram import Entries, ScramFile
+from groupd.protocol import ErrorCode
+from groupd.storage.scram import Entries, ScramFile
 
 from .etcd_files import save_change
 from .sasl import Users

@@ -9,7 +9,7 @@ import signal
 import time
 from typing import TYPE_CHECKING
 
-from storage.topic_data import plane_for
+from groupd.storage.topic_data import plane_for
 
 from . import metrics, readiness
 from .access import tick_denial_logs

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 
-from storage.catalog import legal_topic_name
+from groupd.storage.catalog import legal_topic_name
 
 from .acls import parse_super_users
 

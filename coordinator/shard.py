@@ -11,19 +11,19 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from protocol import ErrorCode
+from groupd.protocol import ErrorCode
 
-from storage.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, Record
+from groupd.storage.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, Record
 
-from .classic.group import EMPTY, ClassicGroup
-from .classic.machine import ClassicMachine
-from .classic.replies import join_reply
-from .classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
-from storage.consumer_records import ConsumerGroupKey
+from groupd.coordinator.classic.group import EMPTY, ClassicGroup
+from groupd.coordinator.classic.machine import ClassicMachine
+from groupd.coordinator.classic.replies import join_reply
+from groupd.coordinator.classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
+from groupd.storage.consumer_records import ConsumerGroupKey
 
-from .consumer.classic_members import ClassicMembers
-from .consumer.group import ConsumerGroup, ConsumerRecords
-from .consumer.machine import ConsumerHeartbeatRequest, ConsumerMachine, ConsumerSettings, TopicsImage
+from groupd.coordinator.consumer.classic_members import ClassicMembers
+from groupd.coordinator.consumer.group import ConsumerGroup, ConsumerRecords
+from groupd.coordinator.consumer.machine import ConsumerHeartbeatRequest, ConsumerMachine, ConsumerSettings, TopicsImage
 from . import events as ev
 from .clock import Now
 from .group import Group

@@ -8,10 +8,10 @@ import logging
 import os
 from collections.abc import Callable
 
-from storage.acls import ACLS_FILE
-from storage.catalog import CATALOG_FILE
-from storage.group_configs import GROUP_CONFIGS_FILE
-from storage.scram import SCRAM_FILE
+from groupd.storage.acls import ACLS_FILE
+from groupd.storage.catalog import CATALOG_FILE
+from groupd.storage.group_configs import GROUP_CONFIGS_FILE
+from groupd.storage.scram import SCRAM_FILE
 
 log = logging.getLogger("groupd")
 

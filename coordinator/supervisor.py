@@ -15,8 +15,8 @@ import sys
 import time
 from urllib.parse import urlsplit
 
-from storage.catalog import load_cluster_id
-from storage.files import DataDirLock, prepare_data_dir
+from groupd.storage.catalog import load_cluster_id
+from groupd.storage.files import DataDirLock, prepare_data_dir
 
 from . import metrics_merge, readiness
 from .controller_writes import UNAVAILABLE
@@ -100,7 +100,7 @@ class Supervisor:
 
     async def _start(self, w: Worker) -> None:
         ours, theirs = socket.socketpair()
-        args = [sys.executable, "-m", "coordinator", *self.worker_args, "--worker", f"{w.index}:{theirs.fileno()}"]
+        args = [sys.executable, "-m", "groupd.coordinator", *self.worker_args, "--worker", f"{w.index}:{theirs.fileno()}"]
         w.proc = await asyncio.create_subprocess_exec(*args, pass_fds=(theirs.fileno(),))
         theirs.close()
         w.started, w.starts = time.monotonic(), w.starts + 1

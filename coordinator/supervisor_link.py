@@ -9,7 +9,7 @@ import socket
 import uuid
 from typing import Callable
 
-from storage.topic_data import plane_for
+from groupd.storage.topic_data import plane_for
 
 from . import controller_writes, readiness
 from .settings import Settings

@@ -14,7 +14,7 @@ import re
 import uuid
 from collections.abc import Iterator
 
-from protocol.consumer import BadConsumerProtocol, decode_assignment, decode_subscription
+from groupd.protocol.consumer import BadConsumerProtocol, decode_assignment, decode_subscription
 
 from .log import partition_dir, records_of
 from .owned_log import stamped_segments

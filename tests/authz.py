@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.apis import ApiKey
-from tests.support import GroupdProcess, WireClient
+from groupd.protocol.apis import ApiKey
+from .support import GroupdProcess, WireClient
 
 ANONYMOUS = "User:ANONYMOUS"
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"

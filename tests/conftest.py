@@ -1,7 +1,7 @@
 import pytest
 
-from tests.harness import ClientProcess, stack_available
-from tests.support import GroupdProcess, groupd_fixture
+from .harness import ClientProcess, stack_available
+from .support import GroupdProcess, groupd_fixture
 
 
 # one server per test module, with a few declared topics

@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from coordinator.admin import AdminConnection
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from tests.support import GroupdProcess, free_port
+from groupd.coordinator.admin import AdminConnection
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from .support import GroupdProcess, free_port
 
 LEASE_MS = 2000  # short, so that a dead node's partitions move within seconds
 

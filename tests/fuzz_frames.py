@@ -14,9 +14,9 @@ import struct
 import time
 from collections.abc import Callable, Iterator
 
-from protocol.apis import ApiKey
-from protocol.codec import is_flexible, parse_header
-from tests.support import WireClient
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import is_flexible, parse_header
+from .support import WireClient
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden", "requests.json")
 _HUGE = [struct.pack(">i", v) for v in (0x7FFFFFF0, -2, 0x00FFFFFF, 0x10000000)] + \

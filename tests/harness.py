@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from tests.support import ROOT
+from .support import ROOT
 
 CLIENTS_DIR = os.environ.get("KAFKA_TEST_CLIENTS", os.path.expanduser("~/.cache/groupd-clients"))
 PYTHON_TOOL = os.path.join(ROOT, "tests", "clients", "python", "client_tool.py")

@@ -15,7 +15,7 @@ import urllib.request
 
 import yaml
 
-from tests.support import ROOT, free_port
+from .support import ROOT, free_port
 
 CONFIG_DIR = os.path.join(ROOT, "config")
 

@@ -14,10 +14,10 @@ import time
 
 import pytest
 
-from coordinator.admin import AdminConnection
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.consumer import encode_assignment, encode_subscription
+from groupd.coordinator.admin import AdminConnection
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.consumer import encode_assignment, encode_subscription
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -70,7 +70,7 @@ class GroupdProcess:
 
     def start(self, timeout: float = 20.0) -> GroupdProcess:
         os.makedirs(self.data_dir, exist_ok=True)
-        args = [sys.executable, "-m", "coordinator", "serve",
+        args = [sys.executable, "-m", "groupd.coordinator", "serve",
                 "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                 "--set", f"data.dir={self.data_dir}",
                 "--set", "metrics.listener="]  # off unless a test asks for it (ports would collide)

@@ -7,11 +7,11 @@ import os
 
 import pytest
 
-from coordinator.access import Access
-from coordinator.acls import AclBinding, AclFilter, AclOperation, AclPermission, PatternType, ResourceType
-from coordinator.settings import Settings
-from storage.acls import ACLS_FILE
-from storage.files import DataDirError
+from groupd.coordinator.access import Access
+from groupd.coordinator.acls import AclBinding, AclFilter, AclOperation, AclPermission, PatternType, ResourceType
+from groupd.coordinator.settings import Settings
+from groupd.storage.acls import ACLS_FILE
+from groupd.storage.files import DataDirError
 
 HOST = "/127.0.0.1"
 

@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
                                    ResourcePatternType, ResourceType)
 
-from tests.authz import ANONYMOUS, client_config, start_secured
+from .authz import ANONYMOUS, client_config, start_secured
 
 WAIT_S = 60  # generous: two cores shared by many test runs
 

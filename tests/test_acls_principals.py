@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from tests.authz import GROUP, PREFIXED, READ, TOPIC, acl, authorizer_settings
-from tests.support import GroupdProcess, WireClient, free_port, join_and_sync
-from tests.test_acls_wire import commit, join
-from tests.test_security_wire import plain_login
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from .authz import GROUP, PREFIXED, READ, TOPIC, acl, authorizer_settings
+from .support import GroupdProcess, WireClient, free_port, join_and_sync
+from .test_acls_wire import commit, join
+from .test_security_wire import plain_login
 
 E = ErrorCode
 USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}

@@ -15,11 +15,11 @@ import uuid
 
 import pytest
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from tests.authz import (ALLOW, ALTER, ALTER_CONFIGS, ANONYMOUS, ANY, CLUSTER, CREATE, DELETE, DENY, DESCRIBE, GROUP, LITERAL, MATCH,
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from .authz import (ALLOW, ALTER, ALTER_CONFIGS, ANONYMOUS, ANY, CLUSTER, CREATE, DELETE, DENY, DESCRIBE, GROUP, LITERAL, MATCH,
                          PREFIXED, READ, TOPIC, WRITE, acl, connect, create_acls, start_secured)
-from tests.support import ROOT, GroupdProcess, WireClient, free_port, join_and_sync
+from .support import ROOT, GroupdProcess, WireClient, free_port, join_and_sync
 
 E = ErrorCode
 MINUTE = datetime.timedelta(minutes=1)
@@ -479,7 +479,7 @@ def test_cli_adds_lists_and_removes_acls(tmp_path):
     s = start_secured(str(tmp_path), super_users=(ANONYMOUS,))
 
     def groupd(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "coordinator", "acls", *args, "--bootstrap", s.bootstrap],
+        return subprocess.run([sys.executable, "-m", "groupd.coordinator", "acls", *args, "--bootstrap", s.bootstrap],
                               cwd=ROOT, capture_output=True, text=True, timeout=60)
 
     try:

@@ -15,12 +15,12 @@ import time
 
 import pytest
 
-from coordinator.admin import LAG_FOOTNOTE, AdminError, resolve_bootstrap, split_bootstrap
-from coordinator.settings import ConfigError
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from tests.harness import ClientProcess, wait_until
-from tests.support import ROOT, GroupdProcess, WireClient, free_port, groupd_fixture
+from groupd.coordinator.admin import LAG_FOOTNOTE, AdminError, resolve_bootstrap, split_bootstrap
+from groupd.coordinator.settings import ConfigError
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from .harness import ClientProcess, wait_until
+from .support import ROOT, GroupdProcess, WireClient, free_port, groupd_fixture
 
 T4 = {f"t4-{p}" for p in range(4)}
 
@@ -46,9 +46,9 @@ def members():
 
 
 def groupd(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    """The real CLI, `python -m coordinator ARGS`, with no GROUPD_* variables unless given."""
+    """The real CLI, `python -m groupd.coordinator ARGS`, with no GROUPD_* variables unless given."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("GROUPD_")}
-    return subprocess.run([sys.executable, "-m", "coordinator", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "groupd.coordinator", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout, env={**clean, **(env or {})})
 
 
@@ -182,7 +182,7 @@ def test_offsets_reset_refuses_a_live_group_and_works_once_it_is_empty(server, m
 def test_earliest_and_lag_come_from_the_records_plane_when_it_is_on(tmp_path):
     """With records kept (and the oldest dropped by retention), --to-earliest commits the earliest
     offset ListOffsets reports, not 0, and describe shows the real log-end offset and lag."""
-    from coordinator.settings import KEYS_BY_NAME
+    from groupd.coordinator.settings import KEYS_BY_NAME
     if "records.plane" not in KEYS_BY_NAME:
         pytest.skip("no records plane in this build")
     from confluent_kafka import Producer

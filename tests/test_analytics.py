@@ -23,17 +23,17 @@ import pyarrow.parquet as pq
 import pyspark  # noqa: F401 — the `spark` extra is part of the test install; a missing one is an error
 import pytest
 
-from analytics import SOURCE_NAME, TABLES, cli as analytics_cli, pipeline, segments
-from analytics.source import SCHEMA, GroupdOffsetsDataSource
-from coordinator.cli import main as groupd_main
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from storage import compaction, inspect
-from storage.log import PartitionLog, list_segments, partition_dir
-from storage.records import (GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey,
+from groupd.analytics import SOURCE_NAME, TABLES, cli as analytics_cli, pipeline, segments
+from groupd.analytics.source import SCHEMA, GroupdOffsetsDataSource
+from groupd.coordinator.cli import main as groupd_main
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.storage import compaction, inspect
+from groupd.storage.log import PartitionLog, list_segments, partition_dir
+from groupd.storage.records import (GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey,
                              OffsetCommitValue, Record)
-from tests.harness import ClientProcess, wait_until
-from tests.support import ROOT, GroupdProcess, WireClient
+from .harness import ClientProcess, wait_until
+from .support import ROOT, GroupdProcess, WireClient
 
 # the first test also pays for the scenario and the CLI run (about 45 s on an idle 2-core machine)
 pytestmark = pytest.mark.timeout(600)
@@ -189,7 +189,7 @@ def scenario(tmp_path_factory):
     facts["server_log"] = server.log()
 
     out = str(root / "tables")
-    groupd = [sys.executable, "-m", "coordinator"]  # `groupd`, from this checkout (cwd)
+    groupd = [sys.executable, "-m", "groupd.coordinator"]  # `groupd`, from this checkout (cwd)
     start = time.monotonic()
     run = subprocess.run([*groupd, "analytics", "run", "--data-dir", data_dir, "--out", out, "--master", "local[2]",
                           "--conf", "spark.sql.shuffle.partitions=2"],
@@ -390,7 +390,7 @@ def test_report_renders_in_headless_chromium(scenario, tmp_path):
     colours of the an-status partitions (OK, STALLED, STOPPED), each over a visible area."""
     from PIL import Image
 
-    from analytics.report import GENERATION_COLOURS, STATUS_COLOURS
+    from groupd.analytics.report import GENERATION_COLOURS, STATUS_COLOURS
 
     chromium = shutil.which("chromium")
     assert chromium, "Debian's chromium is installed by .ci/install-clients"
@@ -418,7 +418,7 @@ def test_report_renders_in_headless_chromium(scenario, tmp_path):
 
 @pytest.fixture(scope="module")
 def spark():  # first used after the scenario's tests, so after the CLI's JVM has exited
-    from analytics import session
+    from groupd.analytics import session
 
     s = session.build("local[2]", app_name="groupd-tests",
                       conf={"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "1g"})

@@ -12,10 +12,10 @@ import urllib.request
 import pytest
 from confluent_kafka import Producer
 
-from coordinator.pytest_plugin import GroupdServer, free_port
-from protocol.apis import ApiKey
-from tests.harness import wait_until
-from tests.support import WireClient
+from groupd.coordinator.pytest_plugin import GroupdServer, free_port
+from groupd.protocol.apis import ApiKey
+from .harness import wait_until
+from .support import WireClient
 
 pytestmark = pytest.mark.clients
 

@@ -8,12 +8,12 @@ import socket
 
 import pytest
 
-from coordinator.chaos_client import ChaosClient, ChaosError
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from tests.harness import wait_until
-from tests.support import GroupdProcess, WireClient, free_port, join_and_sync
-from tests.test_admin_cli import groupd
+from groupd.coordinator.chaos_client import ChaosClient, ChaosError
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from .harness import wait_until
+from .support import GroupdProcess, WireClient, free_port, join_and_sync
+from .test_admin_cli import groupd
 
 E = ErrorCode
 

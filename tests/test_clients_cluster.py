@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.support import established_peers
+from .support import established_peers
 
 pytestmark = pytest.mark.clients
 IDLE_S = 6
@@ -42,8 +42,8 @@ def test_kcat_produces_and_consumes_with_the_default_settings(groupd):
 def test_java_admin_lists_consumer_offsets_only_when_asked_for_internal_topics(groupd):
     import os
 
-    from tests.harness import CLIENTS_DIR, stack_available
-    from tests.support import ROOT
+    from .harness import CLIENTS_DIR, stack_available
+    from .support import ROOT
 
     why = stack_available("java")
     if why:
@@ -59,7 +59,7 @@ def test_java_admin_lists_consumer_offsets_only_when_asked_for_internal_topics(g
 
 
 def test_kcat_reads_the_offsets_log_from_consumer_offsets(groupd):
-    from coordinator.partitioning import partition_for
+    from groupd.coordinator.partitioning import partition_for
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": groupd.bootstrap, "group.id": "kcat-reads-this", "enable.auto.commit": False})
@@ -182,7 +182,7 @@ def test_aiokafka_consumer_with_manual_assignment_idles_quietly(groupd, caplog):
 def test_other_stacks_with_manual_assignment_idle_quietly(groupd, stack):
     """Java: assign() + empty fetches. KafkaJS has no assign(): it polls metadata and offsets
     through its admin client. platformatic: a group-less Consumer.fetch() loop."""
-    from tests.harness import ClientProcess, stack_available
+    from .harness import ClientProcess, stack_available
 
     why = stack_available(stack)
     if why:

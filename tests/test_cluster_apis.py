@@ -8,10 +8,10 @@ import uuid
 
 import pytest
 
-from protocol import ErrorCode
-from coordinator.apis import SUPPORTED_VERSIONS
-from protocol.apis import ApiKey
-from tests.support import WireClient, groupd_fixture
+from groupd.protocol import ErrorCode
+from groupd.coordinator.apis import SUPPORTED_VERSIONS
+from groupd.protocol.apis import ApiKey
+from .support import WireClient, groupd_fixture
 
 E = ErrorCode
 WAIT_100MS = datetime.timedelta(milliseconds=100)
@@ -47,7 +47,7 @@ def test_api_versions_newer_than_ours_gets_v0_error_35_and_the_table(groupd):
                                                       "client_software_version": "1"})
         frame = frame[:6] + (99).to_bytes(2, "big") + frame[8:]  # claim ApiVersions v99
         c.send_raw(frame)
-        from protocol.codec import decode_response
+        from groupd.protocol.codec import decode_response
         got, r = decode_response(ApiKey.API_VERSIONS, 0, c.read_frame())
     assert got == cid and r.error_code is E.unsupported_version
     assert {k.api_key for k in r.api_keys} == set(SUPPORTED_VERSIONS)
@@ -188,7 +188,7 @@ def test_consumer_offsets_refuses_produce_and_lists_its_log_offsets(start_groupd
                 {"partition_index": 3, "timestamp": -1, "current_leader_epoch": -1}]}]})
     assert (p.error_code, p.error_message) == (E.invalid_topic_exception, "Cannot append to internal topic "
                                                                            "__consumer_offsets")
-    from coordinator.partitioning import partition_for
+    from groupd.coordinator.partitioning import partition_for
     answers = [(q.partition_index, q.error_code, q.offset) for q in r.topics[0].partitions]
     expected = [(i, E.none, 0 if ts == -2 else 3 if i == partition_for("g", 3) else 0)
                 for i in range(3) for ts in (-2, -1)]
@@ -197,9 +197,9 @@ def test_consumer_offsets_refuses_produce_and_lists_its_log_offsets(start_groupd
 
 @pytest.mark.parametrize("plane", ["memory", "none"])
 def test_consumer_offsets_fetch_serves_the_offsets_log_batches(start_groupd, plane):
-    from storage.log import records_of
-    from storage.topic_data.batches import iter_batches
-    from coordinator.partitioning import partition_for
+    from groupd.storage.log import records_of
+    from groupd.storage.topic_data.batches import iter_batches
+    from groupd.coordinator.partitioning import partition_for
 
     server = start_groupd("offsets.topic.num.partitions=3", "topics=t:1", f"records.plane={plane}")
     p = partition_for("g", 3)

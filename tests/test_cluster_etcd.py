@@ -13,11 +13,11 @@ import time
 
 import pytest
 
-from coordinator.admin import AdminConnection
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from tests.etcd_server import EtcdServer, cluster_node, coordinators
-from tests.harness import wait_until
+from groupd.coordinator.admin import AdminConnection
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from .etcd_server import EtcdServer, cluster_node, coordinators
+from .harness import wait_until
 
 pytestmark = pytest.mark.clients
 
@@ -158,8 +158,8 @@ def stamped(data: str, partition: int) -> dict[str, int]:
 def test_a_node_cut_off_from_etcd_stops_acknowledging_and_its_partitions_move_to_new_segments(tmp_path, etcd):
     import json
 
-    from coordinator.partitioning import partition_for
-    from tests.etcd_server import Proxy, etcd_get
+    from groupd.coordinator.partitioning import partition_for
+    from .etcd_server import Proxy, etcd_get
 
     data = str(tmp_path / "data")
     proxy = Proxy(etcd.port)
@@ -260,7 +260,7 @@ def test_a_crash_loop_across_two_nodes_loses_no_acknowledged_commit(nodes):
 
 def test_every_node_sees_the_same_topic_catalog(nodes, etcd):
     """Topics live in etcd: one created on one node is listed, with its id, by the other."""
-    from tests.etcd_server import etcd_get
+    from .etcd_server import etcd_get
 
     def topics(bootstrap: str) -> dict:
         with AdminConnection(bootstrap, "cluster-test") as c:
@@ -282,7 +282,7 @@ def test_every_node_sees_the_same_topic_catalog(nodes, etcd):
 
 
 def test_a_catalog_change_that_loses_the_race_is_applied_on_top_of_the_winner(etcd, tmp_path):
-    from coordinator.etcd_catalog import CATALOG_KEY, EtcdCatalog, EtcdDocument
+    from groupd.coordinator.etcd_catalog import CATALOG_KEY, EtcdCatalog, EtcdDocument
 
     one, two, three = (EtcdCatalog(EtcdDocument([etcd.endpoint], CATALOG_KEY, 5), str(tmp_path)) for _ in range(3))
     one.create("x", 1)
@@ -296,7 +296,7 @@ def test_a_catalog_change_that_loses_the_race_is_applied_on_top_of_the_winner(et
 
 
 def test_acls_scram_credentials_and_group_configs_changed_on_one_node_hold_on_the_other(tmp_path, etcd):
-    from tests.authz import ANONYMOUS, DENY, GROUP, READ, acl, authorizer_settings, create_acls
+    from .authz import ANONYMOUS, DENY, GROUP, READ, acl, authorizer_settings, create_acls
 
     pair = two_nodes(tmp_path, etcd, *authorizer_settings(allow_everyone=True))
     nodes = next(pair)
@@ -374,9 +374,9 @@ def test_the_owner_compacts_and_after_a_failover_the_other_node_compacts_and_loa
     its own, and still reads every offset; the segments no manifest counts are gone."""
     import json
 
-    from coordinator.partitioning import partition_for
-    from storage import inspect
-    from tests.etcd_server import etcd_get
+    from groupd.coordinator.partitioning import partition_for
+    from groupd.storage import inspect
+    from .etcd_server import etcd_get
 
     compacting = ("offsets.topic.segment.bytes=600", "min.cleanable.dirty.ratio=0.2", "log.cleaner.backoff.ms=100",
                   "log.cleaner.delete.retention.ms=0")
@@ -431,8 +431,8 @@ async def test_a_compactions_manifest_swap_holds_only_while_the_claim_and_the_ma
     lost) and once the claim is gone (then nothing is learnt)."""
     import json
 
-    from coordinator.etcd_cluster import EtcdCluster, _Claim, _key
-    from coordinator.settings import Settings
+    from groupd.coordinator.etcd_cluster import EtcdCluster, _Claim, _key
+    from groupd.coordinator.settings import Settings
 
     settings = Settings.load(None, env={}, overrides=[f"data.dir={tmp_path}", "node.id=1",
                                                       f"cluster.etcd.endpoints={etcd.endpoint}"])

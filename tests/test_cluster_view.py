@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator import readiness
-from coordinator.apis import Request, find_coordinator, metadata
-from coordinator.cluster import Broker, ClusterView
-from coordinator.node import Node
-from coordinator.partitioning import partition_for
-from coordinator.settings import Listener, Settings
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import RequestHeader, build_request
-from tests.support import wait_for
+from groupd.coordinator import readiness
+from groupd.coordinator.apis import Request, find_coordinator, metadata
+from groupd.coordinator.cluster import Broker, ClusterView
+from groupd.coordinator.node import Node
+from groupd.coordinator.partitioning import partition_for
+from groupd.coordinator.settings import Listener, Settings
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import RequestHeader, build_request
+from .support import wait_for
 
 PARTITIONS = 5
 INTERNAL = Listener("INTERNAL", "10.0.0.1", 9092)  # the listener a request came in on, as advertised

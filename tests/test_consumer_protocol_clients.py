@@ -11,9 +11,9 @@ import pytest
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, ConsumerGroupType
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from coordinator import admin as groupd_admin
-from tests.harness import ClientProcess, wait_until
-from tests.support import GroupdProcess
+from groupd.coordinator import admin as groupd_admin
+from .harness import ClientProcess, wait_until
+from .support import GroupdProcess
 
 pytestmark = pytest.mark.clients
 

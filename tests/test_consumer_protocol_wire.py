@@ -12,11 +12,11 @@ import uuid
 
 import pytest
 
-from coordinator.apis.consumer_group_heartbeat import _answer, _response
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import Encoded, encode_response
-from tests.support import ROOT, GroupdProcess, WireClient, groupd_fixture
+from groupd.coordinator.apis.consumer_group_heartbeat import _answer, _response
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import Encoded, encode_response
+from .support import ROOT, GroupdProcess, WireClient, groupd_fixture
 
 
 server = groupd_fixture("topics=t3:3")
@@ -131,7 +131,7 @@ def test_metadata_below_v12_answers_by_name_whatever_topic_id_comes_with_it(serv
 def test_groupd_groups_describe_prints_epochs_and_current_and_target_assignments(server):
     with WireClient(server.bootstrap) as c:
         join(c, "wire-cli", "m-1")
-    out = subprocess.run([sys.executable, "-m", "coordinator", "groups", "describe", "wire-cli",
+    out = subprocess.run([sys.executable, "-m", "groupd.coordinator", "groups", "describe", "wire-cli",
                           "--bootstrap", server.bootstrap], cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()

@@ -17,8 +17,8 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage import records
-from storage.consumer_records import (
+from groupd.storage import records
+from groupd.storage.consumer_records import (
     ClassicMemberMetadata,
     ClassicProtocol,
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -46,9 +46,9 @@ from storage.consumer_records import (
     encode_value,
     topic_partitions,
 )
-from storage.log import PartitionLog, partition_dir, records_of
-from storage.scanner import scan
-from storage.records import CorruptRecord, OffsetCommitKey, OffsetCommitValue, Record, UnknownRecordType
+from groupd.storage.log import PartitionLog, partition_dir, records_of
+from groupd.storage.scanner import scan
+from groupd.storage.records import CorruptRecord, OffsetCommitKey, OffsetCommitValue, Record, UnknownRecordType
 
 
 def hexbytes(*fields: str) -> bytes:

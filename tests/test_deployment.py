@@ -27,10 +27,10 @@ import urllib.request
 import pytest
 import yaml
 
-from coordinator.admin import AdminError, describe_group
-from coordinator.settings import KEYS, ConfigError, Settings, env_var
-from tests.harness import wait_until
-from tests.support import ROOT, free_port
+from groupd.coordinator.admin import AdminError, describe_group
+from groupd.coordinator.settings import KEYS, ConfigError, Settings, env_var
+from .harness import wait_until
+from .support import ROOT, free_port
 
 KNOWN = {env_var(k.name) for k in KEYS}
 

@@ -7,13 +7,13 @@ import os
 import subprocess
 import sys
 
-from tests.support import ROOT
+from .support import ROOT
 
 
 def test_the_example_suite_passes_with_the_plugin():
-    # `-p no:groupd` then `-p coordinator.pytest_plugin`: the plugin by module whether or not the installed
+    # `-p no:groupd` then `-p groupd.coordinator.pytest_plugin`: the plugin by module whether or not the installed
     # package already registers it through its pytest11 entry point
-    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:groupd", "-p", "coordinator.pytest_plugin",
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:groupd", "-p", "groupd.coordinator.pytest_plugin",
                         "-q", "-p", "no:cacheprovider", os.path.join("examples", "rebalance_app")],
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
@@ -22,8 +22,8 @@ def test_the_example_suite_passes_with_the_plugin():
 
 def test_the_plugin_is_registered_and_its_fixtures_are_opt_in():
     with open(os.path.join(ROOT, "pyproject.toml")) as f:
-        assert 'groupd = "coordinator.pytest_plugin"' in f.read()
-    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:groupd", "-p", "coordinator.pytest_plugin",
+        assert 'groupd = "groupd.coordinator.pytest_plugin"' in f.read()
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:groupd", "-p", "groupd.coordinator.pytest_plugin",
                         "--fixtures", "-q", "-p", "no:cacheprovider", os.path.join("tests", "unit", "test_clock.py")],
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr

@@ -4,9 +4,9 @@ import struct
 
 import pytest
 
-from protocol import codec
-from protocol.codec import MalformedRequest, RequestHeader
-from protocol.framing import FrameReader, FrameTooLarge
+from groupd.protocol import codec
+from groupd.protocol.codec import MalformedRequest, RequestHeader
+from groupd.protocol.framing import FrameReader, FrameTooLarge
 
 
 def framed(payload: bytes) -> bytes:
@@ -72,7 +72,7 @@ def test_build_ignores_fields_of_other_versions_and_requires_the_rest():
     (18, 3, {"error_code": 0, "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 4}]}),  # header v0
 ])
 def test_cached_encoding_is_byte_identical(api_key, version, values):
-    from protocol import ErrorCode
+    from groupd.protocol import ErrorCode
 
     response = codec.build_response(api_key, version, {**values, "error_code": ErrorCode(values["error_code"])})
     assert codec.encode_response(api_key, 77, codec.Encoded(response)) == codec.encode_response(api_key, 77, response)
@@ -80,8 +80,8 @@ def test_cached_encoding_is_byte_identical(api_key, version, values):
 
 @pytest.mark.parametrize("version", range(2, 10))
 def test_offset_commit_response_written_directly_is_byte_identical_to_kio(version):
-    from coordinator.apis.offset_commit import _response
-    from protocol import ErrorCode
+    from groupd.coordinator.apis.offset_commit import _response
+    from groupd.protocol import ErrorCode
 
     # a name and a partition list past one varint byte (flexible versions), non-ASCII, every error kind
     order = [("t", [0, 1, 2]), ("tøpic-" + "x" * 200, list(range(130))), ("", [])]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fuzz_frames import Mutator, corpus, fresh_client_seconds, rss_mb, send_burst
-from tests.support import GroupdProcess
+from .fuzz_frames import Mutator, corpus, fresh_client_seconds, rss_mb, send_burst
+from .support import GroupdProcess
 
 SEED = 20261123
 BURSTS = 10

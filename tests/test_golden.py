@@ -34,12 +34,12 @@ from kafka.protocol import producer as kp_producer
 from kafka.protocol import sasl as kp_sasl
 from kafka.protocol.api_message import ApiMessage
 
-from coordinator.apis import SUPPORTED_VERSIONS
-from coordinator.apis.api_versions import unsupported_version_response
-from coordinator.apis.produce import MESSAGE as PRODUCE_REFUSAL
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import (MalformedRequest, RequestHeader, build_response, decode_request,
+from groupd.coordinator.apis import SUPPORTED_VERSIONS
+from groupd.coordinator.apis.api_versions import unsupported_version_response
+from groupd.coordinator.apis.produce import MESSAGE as PRODUCE_REFUSAL
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import (MalformedRequest, RequestHeader, build_response, decode_request,
                             encode_request, encode_response, is_flexible, parse_header, peek_header)
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -11,9 +11,9 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from tests.support import WireClient, groupd_fixture
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from .support import WireClient, groupd_fixture
 
 pytestmark = pytest.mark.clients
 

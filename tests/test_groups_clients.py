@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from tests.harness import ClientProcess, wait_until
-from tests.support import WireClient, groupd_fixture
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from .harness import ClientProcess, wait_until
+from .support import WireClient, groupd_fixture
 
 pytestmark = pytest.mark.clients
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import kio.serial._serialize as kio_serialize
 import pytest
 
-from protocol.apis import ApiKey
-from protocol.codec import (MalformedRequest, decode_request, encode_request, is_flexible,
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import (MalformedRequest, decode_request, encode_request, is_flexible,
                             parse_header)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,7 +37,7 @@ def test_issue_frame_listgroups_types_filter_of_2_32_minus_2_is_malformed():
 
 _MUTATE_EVERY_OFFSET = textwrap.dedent("""
     import json, re
-    from protocol.codec import MalformedRequest, decode_request, is_flexible, parse_header
+    from groupd.protocol.codec import MalformedRequest, decode_request, is_flexible, parse_header
 
     def peak_mb():
         # VmHWM is this process's own peak; ru_maxrss would carry the parent's (pytest's) across exec.
@@ -156,9 +156,9 @@ def test_a_null_the_schema_forbids_is_malformed_never_a_none(case):
 
 
 def test_metadata_v10_with_a_null_topic_name_answers_invalid_request():
-    from coordinator.apis import metadata
-    from protocol import ErrorCode
-    from protocol.codec import build_request, encode_response
+    from groupd.coordinator.apis import metadata
+    from groupd.protocol import ErrorCode
+    from groupd.protocol.codec import build_request, encode_response
 
     body = build_request(3, 10, {"topics": [{"name": None, "topic_id": None}],
                                  "allow_auto_topic_creation": True,
@@ -171,7 +171,7 @@ def test_metadata_v10_with_a_null_topic_name_answers_invalid_request():
 
 
 def _walk_outcome(walk, frame: bytes, offset: int):
-    from protocol.bounds import BadBody
+    from groupd.protocol.bounds import BadBody
 
     strips: list = []
     try:
@@ -184,8 +184,8 @@ def test_the_compiled_walk_decides_every_mutated_golden_body_as_the_step_tree_do
     """The walk compiled for speed (one function per request version) against the plan it was
     compiled from: same end position and tag edits, or the same rejection, on every golden body cut
     short or with any byte replaced by a one-byte length, a null, a long varint or a huge count."""
-    from protocol.bounds import _entity_step, _Source
-    from protocol.codec import request_class
+    from groupd.protocol.bounds import _entity_step, _Source
+    from groupd.protocol.codec import request_class
 
     replacements = [b"\x00", b"\x01", b"\x7f", b"\x80", b"\xff\xff", b"\xff\xff\xff\xff\x0f"]
     compared = 0
@@ -203,9 +203,9 @@ def test_the_compiled_walk_decides_every_mutated_golden_body_as_the_step_tree_do
 
 
 def test_a_walk_compiles_for_every_request_version_served():
-    from coordinator.apis import SUPPORTED_VERSIONS
-    from protocol.bounds import body_checker
-    from protocol.codec import request_class
+    from groupd.coordinator.apis import SUPPORTED_VERSIONS
+    from groupd.protocol.bounds import body_checker
+    from groupd.protocol.codec import request_class
 
     for api, (lo, hi) in SUPPORTED_VERSIONS.items():
         for version in range(lo, hi + 1):

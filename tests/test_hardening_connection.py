@@ -16,12 +16,12 @@ import urllib.request
 
 import pytest
 
-from coordinator.log_limit import LimitedLog
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import decode_response
-from tests.harness import wait_until
-from tests.support import GroupdProcess, WireClient, established_peers, free_port
+from groupd.coordinator.log_limit import LimitedLog
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import decode_response
+from .harness import wait_until
+from .support import GroupdProcess, WireClient, established_peers, free_port
 
 BIG = 240 * 1024  # member metadata and assignment: a DescribeGroups answer of ~480 KB
 PARTITIONS = 20000

@@ -8,10 +8,10 @@ import urllib.request
 
 import pytest
 
-from protocol.apis import ApiKey
-from tests.harness import ClientProcess
-from tests.prometheus import Prometheus
-from tests.support import WireClient, commit_offsets, free_port
+from groupd.protocol.apis import ApiKey
+from .harness import ClientProcess
+from .prometheus import Prometheus
+from .support import WireClient, commit_offsets, free_port
 
 pytestmark = pytest.mark.clients
 

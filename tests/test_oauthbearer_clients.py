@@ -19,10 +19,10 @@ from confluent_kafka import Consumer
 from kafka import KafkaConsumer
 from kafka.net.sasl.oauth import AbstractTokenProvider
 
-from tests import certs as test_certs
-from tests import oauth
-from tests.harness import CLIENTS_DIR
-from tests.support import GroupdProcess, free_port
+from . import certs as test_certs
+from . import oauth
+from .harness import CLIENTS_DIR
+from .support import GroupdProcess, free_port
 
 SIGNER = oauth.Signer("idp-1")
 

@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from tests import oauth
-from tests.support import GroupdProcess, WireClient, free_port
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from . import oauth
+from .support import GroupdProcess, WireClient, free_port
 
 INVALID_TOKEN = b'{"status":"invalid_token"}'
 K1, K2 = oauth.Signer("k1"), oauth.Signer("k2", kind="EC")

@@ -15,8 +15,8 @@ import urllib.request
 import pytest
 import yaml
 
-from tests.prometheus import CONFIG_DIR, Prometheus
-from tests.support import ROOT, commit_offsets, free_port
+from .prometheus import CONFIG_DIR, Prometheus
+from .support import ROOT, commit_offsets, free_port
 
 RULES = os.path.join(CONFIG_DIR, "prometheus-rules.yml")
 DASHBOARD = os.path.join(CONFIG_DIR, "grafana", "dashboards", "groupd.json")

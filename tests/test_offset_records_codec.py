@@ -5,8 +5,8 @@ import struct
 
 import pytest
 
-from storage.consumer_records import decode, decode_key
-from storage.records import (CorruptRecord, GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record, _Reader,
+from groupd.storage.consumer_records import decode, decode_key
+from groupd.storage.records import (CorruptRecord, GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record, _Reader,
                              decode_value, encode_key, encode_value)
 
 
@@ -103,10 +103,10 @@ def test_reader_agrees_with_fast_key_path():
 
 
 def test_a_log_loads_to_the_same_state_as_through_the_field_by_field_reader(tmp_path, monkeypatch):
-    from coordinator.shard import GroupSettings, GroupShard
-    from storage import records
-    from storage.log import PartitionLog
-    from storage.records import GroupMetadataValue
+    from groupd.coordinator.shard import GroupSettings, GroupShard
+    from groupd.storage import records
+    from groupd.storage.log import PartitionLog
+    from groupd.storage.records import GroupMetadataValue
 
     written = [Record(OffsetCommitKey(f"g{g}", t, p), OffsetCommitValue(g * 100 + p, p - 1, "m" * (p % 2), 7 + g))
                for g in range(3) for t in ("a", "bé") for p in range(4)]
@@ -147,7 +147,7 @@ def test_a_log_loads_to_the_same_state_as_through_the_field_by_field_reader(tmp_
 
 
 def test_a_key_cache_decodes_each_key_as_the_reader_does():
-    from storage.records import KeyCache
+    from groupd.storage.records import KeyCache
     keys = [encode_key(OffsetCommitKey(g, t, p)) for g, t, p in [
         ("g", "t", 0), ("g", "t", 1), ("h", "t", 1), ("g", "u", 1), ("gg", "t", 2), ("g", "tt", 2), ("g", "t", 3)]]
     past = encode_key(OffsetCommitKey("g", "t", 5))  # then bytes past the partition, which the reader ignores

@@ -13,17 +13,17 @@ import time
 
 import pytest
 
-from coordinator import readiness
-from coordinator.requests import OffsetCommitRequest
-from coordinator.runtime import GroupCoordinator, PartitionState
-from coordinator.settings import Settings
+from groupd.coordinator import readiness
+from groupd.coordinator.requests import OffsetCommitRequest
+from groupd.coordinator.runtime import GroupCoordinator, PartitionState
+from groupd.coordinator.settings import Settings
 
-from storage import inspect
-from storage.files import remove_files
-from storage.owned_compaction import closed_counted_bytes, compact_owned
-from storage.owned_log import OwnedPartitionLog, Ownership, counted_segments, stamped_segments, unlisted_segments
-from storage.records import OffsetCommitKey, OffsetCommitValue, Record
-from tests.support import wait_for
+from groupd.storage import inspect
+from groupd.storage.files import remove_files
+from groupd.storage.owned_compaction import closed_counted_bytes, compact_owned
+from groupd.storage.owned_log import OwnedPartitionLog, Ownership, counted_segments, stamped_segments, unlisted_segments
+from groupd.storage.records import OffsetCommitKey, OffsetCommitValue, Record
+from .support import wait_for
 
 SEGMENT_BYTES = 200  # a few batches per segment
 BEFORE = ((5, 12), (9, None))  # the manifest while owner 9 holds the partition
@@ -190,7 +190,7 @@ class FakeClaim:
 
 async def commit_many(groups, count: int) -> dict:
     """`count` commits over a few partitions of one group: the offsets expected back."""
-    from tests.test_partition_moves import commit, group_on
+    from .test_partition_moves import commit, group_on
     g = group_on(0)
     expected = {}
     for n in range(count):
@@ -203,13 +203,13 @@ async def commit_many(groups, count: int) -> dict:
 
 
 def offsets_of(groups) -> dict:
-    from tests.test_partition_moves import group_on
+    from .test_partition_moves import group_on
     return {tp[1]: v.offset for tp, v in groups.shards[0].offsets[group_on(0)].items()}
 
 
 @pytest.fixture
 async def owner(tmp_path, caplog):
-    from tests.test_partition_moves import Movable
+    from .test_partition_moves import Movable
     caplog.set_level(logging.INFO, logger="groupd")
     view = Movable()
     settings = Settings.load(None, env={}, overrides=[

@@ -10,18 +10,18 @@ import threading
 
 import pytest
 
-from coordinator import readiness
-from coordinator.classic.requests import JoinRequest
-from coordinator.cluster import SingleNode
-from coordinator.partitioning import partition_for
-from coordinator.requests import OffsetCommitRequest, OffsetFetchRequest
-from coordinator.runtime import GroupCoordinator, PartitionState
-from coordinator.settings import Settings
-from protocol import ErrorCode
-from storage.log import PartitionLog
-from storage.owned_log import OwnedPartitionLog, Ownership, stamped_segments
-from storage.records import OffsetCommitKey, OffsetCommitValue, Record
-from tests.support import wait_for
+from groupd.coordinator import readiness
+from groupd.coordinator.classic.requests import JoinRequest
+from groupd.coordinator.cluster import SingleNode
+from groupd.coordinator.partitioning import partition_for
+from groupd.coordinator.requests import OffsetCommitRequest, OffsetFetchRequest
+from groupd.coordinator.runtime import GroupCoordinator, PartitionState
+from groupd.coordinator.settings import Settings
+from groupd.protocol import ErrorCode
+from groupd.storage.log import PartitionLog
+from groupd.storage.owned_log import OwnedPartitionLog, Ownership, stamped_segments
+from groupd.storage.records import OffsetCommitKey, OffsetCommitValue, Record
+from .support import wait_for
 
 PARTITIONS = 3
 
@@ -160,7 +160,7 @@ def test_only_the_manifests_stamps_count_up_to_their_end(tmp_path):
 
 
 def test_rendezvous_spreads_partitions_and_a_joining_node_takes_only_what_it_wins():
-    from coordinator.etcd_cluster import rendezvous
+    from groupd.coordinator.etcd_cluster import rendezvous
 
     before = {p: rendezvous(p, [1, 2]) for p in range(50)}
     after = {p: rendezvous(p, [1, 2, 3]) for p in range(50)}

@@ -11,7 +11,7 @@ import sys
 import urllib.error
 import urllib.request
 
-from tests.support import ROOT, GroupdProcess, free_port
+from .support import ROOT, GroupdProcess, free_port
 
 
 def get(url: str) -> tuple[int, dict]:
@@ -23,7 +23,7 @@ def get(url: str) -> tuple[int, dict]:
 
 
 def health(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "coordinator", "health", "--bootstrap", bootstrap, *args],
+    return subprocess.run([sys.executable, "-m", "groupd.coordinator", "health", "--bootstrap", bootstrap, *args],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
 
 

@@ -12,9 +12,9 @@ import struct
 
 import pytest
 
-from storage.log import build_batch, encode, records_of
-from storage.scanner import scan
-from storage.records import (
+from groupd.storage.log import build_batch, encode, records_of
+from groupd.storage.scanner import scan
+from groupd.storage.records import (
     CorruptRecord,
     GroupMetadataKey,
     GroupMetadataValue,

@@ -13,15 +13,15 @@ import uuid
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from protocol import ErrorCode as E
-from coordinator.apis import SUPPORTED_VERSIONS
-from protocol.apis import ApiKey
-from protocol.codec import decode_response
-from storage.topic_data.batches import BatchError, iter_batches, split
-from storage.topic_data.log import TopicPartitionLog
-from storage.topic_data.plane import MemoryPlane
-from tests.harness import wait_until
-from tests.support import WireClient, groupd_fixture
+from groupd.protocol import ErrorCode as E
+from groupd.coordinator.apis import SUPPORTED_VERSIONS
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import decode_response
+from groupd.storage.topic_data.batches import BatchError, iter_batches, split
+from groupd.storage.topic_data.log import TopicPartitionLog
+from groupd.storage.topic_data.plane import MemoryPlane
+from .harness import wait_until
+from .support import WireClient, groupd_fixture
 
 NOW = 1_800_000_000_000
 MS = datetime.timedelta(milliseconds=1)

@@ -10,11 +10,11 @@ import threading
 
 import pytest
 
-from coordinator import runtime
-from coordinator.outcome import Effect
-from coordinator.runtime import GroupCoordinator
-from coordinator.settings import Settings
-from tests.support import wait_for
+from groupd.coordinator import runtime
+from groupd.coordinator.outcome import Effect
+from groupd.coordinator.runtime import GroupCoordinator
+from groupd.coordinator.settings import Settings
+from .support import wait_for
 
 
 
@@ -116,8 +116,8 @@ async def test_a_long_load_reports_progress_then_one_final_line(coordinator, mon
 
 
 async def test_compaction_runs_in_a_process_of_its_own(tmp_path, coordinator, caplog):
-    from storage.log import PartitionLog
-    from storage.records import OffsetCommitKey, OffsetCommitValue, Record
+    from groupd.storage.log import PartitionLog
+    from groupd.storage.records import OffsetCommitKey, OffsetCommitValue, Record
 
     plog = PartitionLog(str(tmp_path), 0, 1024)  # small segments: every rewrite of the key closes some
     plog.load(lambda record: None)
@@ -142,7 +142,7 @@ def test_a_compaction_process_dies_with_its_server(tmp_path):
     script.write_text(
         "import multiprocessing, os, sys\n"
         "from concurrent.futures import ProcessPoolExecutor\n"
-        "from storage.compaction import die_with_parent\n"
+        "from groupd.storage.compaction import die_with_parent\n"
         "if __name__ == '__main__':\n"
         "    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context('spawn'), initializer=die_with_parent)\n"
         "    print(pool.submit(os.getpid).result(), flush=True)\n"

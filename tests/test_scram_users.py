@@ -16,10 +16,10 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
                                    UserScramCredentialUpsertion)
 from kafka.net.sasl.scram import ScramClient
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from tests.authz import authorizer_settings
-from tests.support import GroupdProcess, WireClient, free_port
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from .authz import authorizer_settings
+from .support import GroupdProcess, WireClient, free_port
 
 SHA256, SHA512 = 1, 2
 ADMIN = ("admin", "admin-secret")

@@ -11,9 +11,9 @@ import urllib.request
 
 import pytest
 
-from tests import certs as test_certs
-from tests.harness import ClientProcess, wait_until
-from tests.support import GroupdProcess, free_port
+from . import certs as test_certs
+from .harness import ClientProcess, wait_until
+from .support import GroupdProcess, free_port
 
 pytestmark = pytest.mark.clients
 

@@ -11,10 +11,10 @@ import urllib.request
 
 import pytest
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from tests import certs as test_certs
-from tests.support import GroupdProcess, WireClient, free_port
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from . import certs as test_certs
+from .support import GroupdProcess, WireClient, free_port
 
 
 @pytest.fixture(scope="module")

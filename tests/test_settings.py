@@ -9,8 +9,8 @@ import sys
 import pytest
 import yaml
 
-from coordinator.settings import KEYS, ConfigError, Settings, attribute, env_var
-from tests.support import ROOT
+from groupd.coordinator.settings import KEYS, ConfigError, Settings, attribute, env_var
+from .support import ROOT
 
 
 def load(tmp_path, file_values=None, env=None, overrides=()):
@@ -61,7 +61,7 @@ def test_unknown_groupd_variable_is_a_warning_naming_it(tmp_path):
 
 
 def test_server_starts_with_an_unknown_groupd_variable_and_logs_it_once(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "coordinator", "config", "show"], cwd=ROOT, capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "groupd.coordinator", "config", "show"], cwd=ROOT, capture_output=True,
                          text=True, timeout=30, env={**os.environ, "GROUPD_SERVICE_PORT": "9092"})
     assert out.returncode == 0, out.stderr
     assert out.stderr.count("GROUPD_SERVICE_PORT") == 1 and "warning" in out.stderr
@@ -106,7 +106,7 @@ def test_default_yaml_documents_every_key_with_its_default():
 
 
 def test_cli_exits_2_with_the_message(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--set", "node.id=-5"],
+    out = subprocess.run([sys.executable, "-m", "groupd.coordinator", "serve", "--set", "node.id=-5"],
                          cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert out.returncode == 2
     assert "node.id='-5'" in out.stderr and "expected an integer" in out.stderr
@@ -114,7 +114,7 @@ def test_cli_exits_2_with_the_message(tmp_path):
 
 def config_show(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("GROUPD_")}
-    return subprocess.run([sys.executable, "-m", "coordinator", "config", "show", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "groupd.coordinator", "config", "show", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=30, env={**clean, **(env or {})})
 
 
@@ -276,7 +276,7 @@ def test_bad_security_values_name_what_is_allowed(tmp_path, key, value, expected
 
 
 def test_a_keystore_that_does_not_load_is_a_one_line_start_up_error(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--set", "listeners=SSL://127.0.0.1:0",
+    out = subprocess.run([sys.executable, "-m", "groupd.coordinator", "serve", "--set", "listeners=SSL://127.0.0.1:0",
                           "--set", f"ssl.keystore.location={tmp_path / 'missing.pem'}",
                           "--set", f"data.dir={tmp_path / 'data'}", "--set", "metrics.listener="],
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -285,7 +285,7 @@ def test_a_keystore_that_does_not_load_is_a_one_line_start_up_error(tmp_path):
 
 
 def test_config_show_hides_passwords():
-    out = subprocess.run([sys.executable, "-m", "coordinator", "config", "show", "--set", "sasl.users=alice:s3cret",
+    out = subprocess.run([sys.executable, "-m", "groupd.coordinator", "config", "show", "--set", "sasl.users=alice:s3cret",
                           "--set", "ssl.key.password=k3y"], cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     assert "s3cret" not in out.stdout and "k3y" not in out.stdout

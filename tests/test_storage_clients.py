@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from protocol.apis import ApiKey
-from tests.harness import ClientProcess, wait_until
-from tests.support import GroupdProcess, WireClient, groupd_fixture
+from groupd.protocol.apis import ApiKey
+from .harness import ClientProcess, wait_until
+from .support import GroupdProcess, WireClient, groupd_fixture
 
 pytestmark = pytest.mark.clients
 

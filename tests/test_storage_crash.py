@@ -13,7 +13,7 @@ import importlib.util
 import os
 import sys
 
-from tests.support import ROOT
+from .support import ROOT
 
 
 def _crash_loop():

@@ -22,10 +22,10 @@ import time
 
 import pytest
 
-from coordinator.partitioning import partition_for
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from tests.support import ROOT, GroupdProcess, WireClient, join_and_sync
+from groupd.coordinator.partitioning import partition_for
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from .support import ROOT, GroupdProcess, WireClient, join_and_sync
 
 E = ErrorCode
 GROUP, MEMBER_GROUP = "disk-full", "disk-full-members"
@@ -88,7 +88,7 @@ def fill(path: str) -> None:
 
 
 def dump_offsets(data_dir: str, group: str) -> list[int]:
-    out = subprocess.run([sys.executable, "-m", "coordinator", "log", "dump", "--data-dir", data_dir,
+    out = subprocess.run([sys.executable, "-m", "groupd.coordinator", "log", "dump", "--data-dir", data_dir,
                           "--partition", str(partition_for(group, 50))],
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -160,7 +160,7 @@ def test_full_disk_fails_commits_cleanly_and_recovers_when_space_is_freed(tmpfs,
     finally:
         assert server.stop() == 0, server.log()
 
-    verify = subprocess.run([sys.executable, "-m", "coordinator", "log", "verify", "--data-dir", data_dir],
+    verify = subprocess.run([sys.executable, "-m", "groupd.coordinator", "log", "verify", "--data-dir", data_dir],
                             cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert verify.returncode == 0, verify.stdout
     in_log = dump_offsets(data_dir, GROUP)

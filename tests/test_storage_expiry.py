@@ -12,10 +12,10 @@ import subprocess
 import sys
 import time
 
-from coordinator.partitioning import partition_for
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from tests.support import ROOT, GroupdProcess, WireClient
+from groupd.coordinator.partitioning import partition_for
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from .support import ROOT, GroupdProcess, WireClient
 
 E = ErrorCode
 SHORT, KEPT = "expiry-short", "expiry-kept"
@@ -45,7 +45,7 @@ def listed(c: WireClient) -> set[str]:
 
 
 def dump(data_dir: str, group: str) -> list[dict]:
-    out = subprocess.run([sys.executable, "-m", "coordinator", "log", "dump", "--data-dir", data_dir,
+    out = subprocess.run([sys.executable, "-m", "groupd.coordinator", "log", "dump", "--data-dir", data_dir,
                           "--partition", str(partition_for(group, 50))],
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

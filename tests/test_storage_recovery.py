@@ -29,15 +29,15 @@ import time
 
 import pytest
 
-from coordinator.partitioning import partition_for
-from coordinator.shard import GroupSettings, GroupShard
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from storage.compaction import compact
-from storage.log import CLEANED_SUFFIX, PartitionLog, list_segments, partition_dir
-from storage.records import OffsetCommitKey, OffsetCommitValue, Record
-from storage.scanner import scan
-from tests.support import ROOT, GroupdProcess, WireClient, join_and_sync
+from groupd.coordinator.partitioning import partition_for
+from groupd.coordinator.shard import GroupSettings, GroupShard
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.storage.compaction import compact
+from groupd.storage.log import CLEANED_SUFFIX, PartitionLog, list_segments, partition_dir
+from groupd.storage.records import OffsetCommitKey, OffsetCommitValue, Record
+from groupd.storage.scanner import scan
+from .support import ROOT, GroupdProcess, WireClient, join_and_sync
 
 E = ErrorCode
 SEGMENT_BYTES = 2048
@@ -76,7 +76,7 @@ def heartbeat(c: WireClient, group: str, member_id: str, generation: int) -> Err
 
 
 def groupd_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "coordinator", *args], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "groupd.coordinator", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=60)
 
 

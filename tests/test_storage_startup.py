@@ -1,4 +1,4 @@
-"""Start-up against the data directory and the network, through the real `python -m coordinator
+"""Start-up against the data directory and the network, through the real `python -m groupd.coordinator
 serve` process: one server per data directory (Kafka's `<data dir>/.lock`), and every start-up
 failure a user can cause (a damaged `topics.json` or `meta.properties`, a data dir that is a file or
 not writable, a port in use) ends in one line naming the file or port and what to do, a non-zero
@@ -16,13 +16,13 @@ import tempfile
 
 import pytest
 
-from storage.log import PartitionLog
-from storage.records import OffsetCommitKey, OffsetCommitValue, Record
-from tests.support import ROOT, GroupdProcess, free_port
+from groupd.storage.log import PartitionLog
+from groupd.storage.records import OffsetCommitKey, OffsetCommitValue, Record
+from .support import ROOT, GroupdProcess, free_port
 
 def serve(data_dir: str, port: int | None = None) -> subprocess.CompletedProcess:
     """`groupd serve` expected to fail at start-up (the timeout catches one that serves instead)."""
-    args = [sys.executable, "-m", "coordinator", "serve", "--set", f"data.dir={data_dir}",
+    args = [sys.executable, "-m", "groupd.coordinator", "serve", "--set", f"data.dir={data_dir}",
             "--set", f"listeners=PLAINTEXT://127.0.0.1:{port or free_port()}", "--set", "metrics.listener="]
     return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=60)
 
@@ -119,7 +119,7 @@ def test_log_dump_into_head_ends_quietly(tmp_path):
         log.append([Record(OffsetCommitKey("g", f"topic-{j}", i), OffsetCommitValue(i, -1, "m" * 50, 1)) for j in range(20)],
                    fsync=False)
     log.close()
-    out = subprocess.run(f"{sys.executable} -m coordinator log dump --data-dir {tmp_path} | head -n 2", shell=True,
+    out = subprocess.run(f"{sys.executable} -m groupd.coordinator log dump --data-dir {tmp_path} | head -n 2", shell=True,
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert len(out.stdout.splitlines()) == 2
     assert out.stderr == "", out.stderr
@@ -127,19 +127,19 @@ def test_log_dump_into_head_ends_quietly(tmp_path):
 
 @pytest.mark.parametrize("command", ["dump", "verify", "repair"])
 def test_log_commands_name_a_missing_data_dir(tmp_path, command):
-    out = subprocess.run([sys.executable, "-m", "coordinator", "log", command, "--data-dir", str(tmp_path / "nope")],
+    out = subprocess.run([sys.executable, "-m", "groupd.coordinator", "log", command, "--data-dir", str(tmp_path / "nope")],
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert re.fullmatch(rf"groupd: --data-dir {re.escape(str(tmp_path / 'nope'))} is not a directory\n", out.stderr)
     assert out.returncode == 1
 
 
 def test_serve_does_not_import_what_only_oauthbearer_a_config_file_or_the_tests_need():
-    # what `python -m coordinator serve` imports before it serves: PyJWT (with cryptography) only
+    # what `python -m groupd.coordinator serve` imports before it serves: PyJWT (with cryptography) only
     # when an OAUTHBEARER listener fetches its JWKS, PyYAML only for a config file, hypothesis never
     # (kio registers strategies with it)
     code = ("import runpy, sys\nsys.argv = ['groupd', '--version']\n"
-            "try:\n    runpy.run_module('coordinator', run_name='__main__')\nexcept SystemExit:\n    pass\n"
-            "import coordinator.server\n"
+            "try:\n    runpy.run_module('groupd.coordinator', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "import groupd.coordinator.server\n"
             "print(sorted(m for m in ('jwt', 'yaml', 'hypothesis') if sys.modules.get(m) is not None))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -14,12 +14,12 @@ import threading
 
 import pytest
 
-from coordinator.log_workers import LogWorkers
-from coordinator.log_writer import LogWriter
-from protocol import ErrorCode
-from storage.log import PartitionLog, list_segments, partition_dir
-from storage.records import OffsetCommitKey, OffsetCommitValue, Record
-from storage.scanner import scan
+from groupd.coordinator.log_workers import LogWorkers
+from groupd.coordinator.log_writer import LogWriter
+from groupd.protocol import ErrorCode
+from groupd.storage.log import PartitionLog, list_segments, partition_dir
+from groupd.storage.records import OffsetCommitKey, OffsetCommitValue, Record
+from groupd.storage.scanner import scan
 
 
 def rec(n: int) -> Record:

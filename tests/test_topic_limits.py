@@ -11,9 +11,9 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from tests.support import WireClient, groupd_fixture
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from .support import WireClient, groupd_fixture
 
 E = ErrorCode
 LIMIT = 100
@@ -85,7 +85,7 @@ def test_wire_create_partitions_to_the_int32_maximum_is_refused(server):
 
 
 def test_settings_above_the_limit_are_a_configuration_error():
-    from coordinator.settings import ConfigError, Settings
+    from groupd.coordinator.settings import ConfigError, Settings
 
     with pytest.raises(ConfigError, match=r"num.partitions asks for 20 partitions, more than topic.max.partitions \(10\)"):
         Settings.load(env={}, overrides=["topic.max.partitions=10", "num.partitions=20"])

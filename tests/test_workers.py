@@ -17,11 +17,11 @@ import urllib.request
 
 import pytest
 
-from coordinator.partitioning import partition_for
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from tests.harness import wait_until
-from tests.support import ROOT, GroupdProcess, WireClient, commit_offsets, free_port, free_ports
+from groupd.coordinator.partitioning import partition_for
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from .harness import wait_until
+from .support import ROOT, GroupdProcess, WireClient, commit_offsets, free_port, free_ports
 
 PARTITIONS = 50
 
@@ -198,7 +198,7 @@ def test_a_killed_worker_is_restarted_and_its_offsets_are_intact(server, metrics
 
 def test_the_data_dir_refuses_a_second_supervisor_and_a_lone_server(server):
     for extra in (["--set", "workers=2"], []):
-        done = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--set", f"data.dir={server.data_dir}",
+        done = subprocess.run([sys.executable, "-m", "groupd.coordinator", "serve", "--set", f"data.dir={server.data_dir}",
                                "--set", f"listeners=PLAINTEXT://127.0.0.1:{free_ports(2)}", "--set",
                                "metrics.listener=", *extra], cwd=ROOT, capture_output=True, text=True, timeout=60)
         assert done.returncode == 1, done.stderr
@@ -224,7 +224,7 @@ def test_sigterm_drains_every_worker_and_exits_zero_with_their_commits_kept(tmp_
 
 
 def test_the_admin_commands_find_each_groups_coordinator_and_each_partitions_leader(server):
-    from coordinator import admin
+    from groupd.coordinator import admin
 
     groups = [group_on(0, "adm"), group_on(1, "adm")]
     for g in groups:
@@ -264,9 +264,9 @@ def test_acls_scram_users_and_group_configs_sent_to_any_worker_are_written_by_th
     answers once it wrote them, and then serves them itself."""
     from kafka.admin import ACL, ACLOperation, ACLPermissionType, KafkaAdminClient, ResourcePattern, ResourceType
 
-    from tests.authz import LITERAL, READ, TOPIC, acl, create_acls
-    from tests.test_acls_wire import ANY_FILTER
-    from tests.test_scram_users import credentials, upsertion
+    from .authz import LITERAL, READ, TOPIC, acl, create_acls
+    from .test_acls_wire import ANY_FILTER
+    from .test_scram_users import credentials, upsertion
 
     s = start_workers(str(tmp_path), "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                       "allow.everyone.if.no.acl.found=true")

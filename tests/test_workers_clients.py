@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from protocol import ErrorCode
-from tests.harness import wait_until
-from tests.test_workers import at, find, group_on, start_workers, worker_pid
+from groupd.protocol import ErrorCode
+from .harness import wait_until
+from .test_workers import at, find, group_on, start_workers, worker_pid
 
 pytestmark = pytest.mark.clients
 
@@ -143,7 +143,7 @@ def test_groups_on_both_workers_consume_commit_and_survive_a_killed_worker(serve
 
 
 def test_java_consumers_commit_at_the_worker_that_owns_their_group(server, clients):
-    from coordinator import admin
+    from groupd.coordinator import admin
 
     produce(server.bootstrap, RECORDS)
     groups = [group_on(w, "java") for w in (0, 1)]

@@ -4,11 +4,11 @@ in the same batch succeeds. A real server, two pipelined requests on one connect
 
 from __future__ import annotations
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import decode_response
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import decode_response
 
-from tests.support import WireClient
+from .support import WireClient
 
 
 def commit_request(c: WireClient, group: str, offset: int) -> tuple[int, bytes]:

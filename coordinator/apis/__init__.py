@@ -12,14 +12,14 @@ import dataclasses
 import datetime
 from typing import TYPE_CHECKING, Any, Callable
 
-from protocol.apis import ApiKey
-from protocol.codec import Encoded, RequestHeader
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import Encoded, RequestHeader
 
-from ..tls import ANONYMOUS  # the principal of a connection nobody authenticated
+from groupd.coordinator.tls import ANONYMOUS  # the principal of a connection nobody authenticated
 
 if TYPE_CHECKING:
-    from ..node import Node
-    from ..settings import Listener
+    from groupd.coordinator.node import Node
+    from groupd.coordinator.settings import Listener
 
 
 @dataclasses.dataclass(slots=True)

@@ -6,9 +6,9 @@ their defaults). As IncrementalAlterConfigs, only GROUP resources hold configs h
 
 from __future__ import annotations
 
-from protocol.apis import ApiKey
+from groupd.protocol.apis import ApiKey
 
-from ..group_config import replaced
+from groupd.coordinator.group_config import replaced
 from . import Request
 from .incremental_alter_configs import alter_each
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import logging
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import build_response
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
 
-from ..access import authorized
-from ..acls import CLUSTER_NAME, AclOperation, ResourceType
-from .. import controller_writes
-from ..scram_users import Result
+from groupd.coordinator.access import authorized
+from groupd.coordinator.acls import CLUSTER_NAME, AclOperation, ResourceType
+from groupd.coordinator import controller_writes
+from groupd.coordinator.scram_users import Result
 from . import Request, respond
 
 KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS

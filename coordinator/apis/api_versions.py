@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import Encoded, build_response
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import Encoded, build_response
 
 from . import Request
 

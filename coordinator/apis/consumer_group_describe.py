@@ -7,12 +7,12 @@ INVALID_GROUP_ID. Partitions are listed with their topic names; topics no longer
 
 from __future__ import annotations
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import build_response
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
 
-from ..access import authorized
-from ..acls import AclOperation, ResourceType
+from groupd.coordinator.access import authorized
+from groupd.coordinator.acls import AclOperation, ResourceType
 from . import Request
 from .consumer_group_heartbeat import topics_image
 from .describe_groups import OMITTED, group_operations

@@ -10,13 +10,13 @@ from __future__ import annotations
 import datetime
 import functools
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import Encoded, build_response
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import Encoded, build_response
 
-from ..consumer.machine import ConsumerHeartbeatRequest, TopicsImage, error_reply
-from ..access import authorized
-from ..acls import AclOperation, ResourceType
+from groupd.coordinator.consumer.machine import ConsumerHeartbeatRequest, TopicsImage, error_reply
+from groupd.coordinator.access import authorized
+from groupd.coordinator.acls import AclOperation, ResourceType
 from . import Request, ms, respond
 
 KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT

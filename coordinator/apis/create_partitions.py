@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections import Counter
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import build_response
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
 
-from ..access import authorized
-from ..acls import AclOperation, ResourceType
+from groupd.coordinator.access import authorized
+from groupd.coordinator.acls import AclOperation, ResourceType
 from . import Request
 from .create_topics import too_many_partitions
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from collections import Counter
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import build_response
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
 
-from storage.catalog import legal_topic_name
+from groupd.storage.catalog import legal_topic_name
 
-from ..access import authorized
-from ..acls import CLUSTER_NAME, AclOperation, ResourceType
+from groupd.coordinator.access import authorized
+from groupd.coordinator.acls import CLUSTER_NAME, AclOperation, ResourceType
 from . import Request
 
 KEY = ApiKey.CREATE_TOPICS

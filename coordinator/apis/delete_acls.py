@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import logging
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import build_response
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
 
-from .. import controller_writes
-from ..access import acl_binding
-from ..acls import AclOperation
+from groupd.coordinator import controller_writes
+from groupd.coordinator.access import acl_binding
+from groupd.coordinator.acls import AclOperation
 from . import Request, respond
 from .describe_acls import acl_filter, refused
 

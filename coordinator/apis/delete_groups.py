@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 
-from protocol.apis import ApiKey
-from protocol.codec import build_response
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
 
-from protocol import ErrorCode
+from groupd.protocol import ErrorCode
 
-from ..access import authorized
-from ..acls import AclOperation, ResourceType
+from groupd.coordinator.access import authorized
+from groupd.coordinator.acls import AclOperation, ResourceType
 from . import Request, respond
 
 KEY = ApiKey.DELETE_GROUPS

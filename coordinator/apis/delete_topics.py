@@ -6,12 +6,12 @@ v4 is flexible; v5 adds error messages; v6 names topics by name or id (`topics[]
 
 from __future__ import annotations
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import build_response
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
 
-from ..access import authorized
-from ..acls import CLUSTER_NAME, AclOperation, ResourceType
+from groupd.coordinator.access import authorized
+from groupd.coordinator.acls import CLUSTER_NAME, AclOperation, ResourceType
 from . import Request
 
 KEY = ApiKey.DELETE_TOPICS

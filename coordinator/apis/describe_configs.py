@@ -9,13 +9,13 @@ list (an unknown topic: UNKNOWN_TOPIC_OR_PARTITION).
 
 from __future__ import annotations
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import build_response
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
 
-from ..access import config_resource_denied
-from ..acls import AclOperation
-from ..group_config import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS, NAMES, defaults
+from groupd.coordinator.access import config_resource_denied
+from groupd.coordinator.acls import AclOperation
+from groupd.coordinator.group_config import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS, NAMES, defaults
 from . import Request
 from .incremental_alter_configs import BROKER, GROUP, TOPIC
 

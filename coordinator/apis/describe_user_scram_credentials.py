@@ -8,12 +8,12 @@ CLUSTER_AUTHORIZATION_FAILED and one such result per requested user (with an emp
 
 from __future__ import annotations
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import build_response
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
 
-from ..access import authorized
-from ..acls import CLUSTER_NAME, AclOperation, ResourceType
+from groupd.coordinator.access import authorized
+from groupd.coordinator.acls import CLUSTER_NAME, AclOperation, ResourceType
 from . import Request
 
 KEY = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS

@@ -33,15 +33,15 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import build_response
-from storage.log import read_batches
-from storage.topic_data import plane_for
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
+from groupd.storage.log import read_batches
+from groupd.storage.topic_data import plane_for
 
-from ..access import authorized
-from ..acls import CLUSTER_NAME, AclOperation, ResourceType
-from ..offsets_topic import log_range
+from groupd.coordinator.access import authorized
+from groupd.coordinator.acls import CLUSTER_NAME, AclOperation, ResourceType
+from groupd.coordinator.offsets_topic import log_range
 from . import Request
 
 KEY = ApiKey.FETCH

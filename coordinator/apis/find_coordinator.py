@@ -9,13 +9,13 @@ transactions and share groups have no coordinator here.
 
 from __future__ import annotations
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import build_response
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
 
-from ..access import authorized
-from ..acls import AclOperation, ResourceType
-from ..cluster import address
+from groupd.coordinator.access import authorized
+from groupd.coordinator.acls import AclOperation, ResourceType
+from groupd.coordinator.cluster import address
 from . import Request
 
 GROUP, TRANSACTION, SHARE = 0, 1, 2

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from functools import cache
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import Encoded, build_response
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import Encoded, build_response
 
-from ..access import authorized
-from ..acls import AclOperation, ResourceType
-from ..classic.requests import HeartbeatRequest
+from groupd.coordinator.access import authorized
+from groupd.coordinator.acls import AclOperation, ResourceType
+from groupd.coordinator.classic.requests import HeartbeatRequest
 from . import Request
 
 KEY = ApiKey.HEARTBEAT

@@ -13,14 +13,14 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Mapping
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import build_response
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
 
-from ..access import config_resource_denied
-from ..acls import AclOperation
-from ..group_config import ConfigError, incrementally_altered, validate
-from .. import controller_writes
+from groupd.coordinator.access import config_resource_denied
+from groupd.coordinator.acls import AclOperation
+from groupd.coordinator.group_config import ConfigError, incrementally_altered, validate
+from groupd.coordinator import controller_writes
 from . import Request, respond, respond_all
 
 KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS

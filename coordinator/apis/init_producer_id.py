@@ -24,13 +24,13 @@ until their timeout; UNSUPPORTED_VERSION wrongly blames the request's version.
 
 from __future__ import annotations
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import build_response
-from storage.topic_data import producer_ids_for
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
+from groupd.storage.topic_data import producer_ids_for
 
-from ..access import authorized, denied
-from ..acls import CLUSTER_NAME, AclOperation, ResourceType
+from groupd.coordinator.access import authorized, denied
+from groupd.coordinator.acls import CLUSTER_NAME, AclOperation, ResourceType
 from . import Request
 
 KEY = ApiKey.INIT_PRODUCER_ID

@@ -9,14 +9,14 @@ SkipAssignment (KIP-814: a static leader re-joining a Stable group keeps the old
 
 from __future__ import annotations
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import build_response
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
 
-from ..access import authorized
-from ..acls import AclOperation, ResourceType
-from ..classic.replies import join_reply
-from ..classic.requests import JoinRequest
+from groupd.coordinator.access import authorized
+from groupd.coordinator.acls import AclOperation, ResourceType
+from groupd.coordinator.classic.replies import join_reply
+from groupd.coordinator.classic.requests import JoinRequest
 from . import Request, ms, respond
 from .consumer_group_heartbeat import topics_image
 

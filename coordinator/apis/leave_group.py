@@ -8,13 +8,13 @@ v0–v2 carry one member id and answer with a single top-level error.
 
 from __future__ import annotations
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import build_response
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
 
-from ..access import authorized
-from ..acls import AclOperation, ResourceType
-from ..classic.requests import LeaveRequest
+from groupd.coordinator.access import authorized
+from groupd.coordinator.acls import AclOperation, ResourceType
+from groupd.coordinator.classic.requests import LeaveRequest
 from . import Request, respond
 
 KEY = ApiKey.LEAVE_GROUP

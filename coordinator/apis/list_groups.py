@@ -7,12 +7,12 @@ Filters compare case-insensitively after trimming; an unknown value matches noth
 
 from __future__ import annotations
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import build_response
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
 
-from ..access import authorized
-from ..acls import CLUSTER_NAME, AclOperation, ResourceType
+from groupd.coordinator.access import authorized
+from groupd.coordinator.acls import CLUSTER_NAME, AclOperation, ResourceType
 from . import Request
 
 KEY = ApiKey.LIST_GROUPS

@@ -21,14 +21,14 @@ loaded is LEADER_NOT_AVAILABLE (retriable).
 
 from __future__ import annotations
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import build_response
-from storage.topic_data import plane_for
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
+from groupd.storage.topic_data import plane_for
 
-from ..access import authorized
-from ..acls import AclOperation, ResourceType
-from ..offsets_topic import log_range
+from groupd.coordinator.access import authorized
+from groupd.coordinator.acls import AclOperation, ResourceType
+from groupd.coordinator.offsets_topic import log_range
 from . import Request
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5

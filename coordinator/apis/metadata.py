@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import uuid
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import build_response
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
 
-from storage.catalog import legal_topic_name
+from groupd.storage.catalog import legal_topic_name
 
-from ..access import authorized, authorized_operations
-from ..acls import CLUSTER_NAME, AclOperation, ResourceType
-from ..cluster import broker_entries
+from groupd.coordinator.access import authorized, authorized_operations
+from groupd.coordinator.acls import CLUSTER_NAME, AclOperation, ResourceType
+from groupd.coordinator.cluster import broker_entries
 from . import Request
 
 KEY = ApiKey.METADATA

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import struct
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.bounds import encode_uvarint
-from protocol.codec import Encoded
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.bounds import encode_uvarint
+from groupd.protocol.codec import Encoded
 
-from ..access import authorized
-from ..acls import AclOperation, ResourceType
-from ..requests import OffsetCommitRequest
+from groupd.coordinator.access import authorized
+from groupd.coordinator.acls import AclOperation, ResourceType
+from groupd.coordinator.requests import OffsetCommitRequest
 from . import Request, ms, respond
 
 KEY = ApiKey.OFFSET_COMMIT

@@ -7,13 +7,13 @@ UNKNOWN_TOPIC_OR_PARTITION; a group-level error replaces the topic list.
 
 from __future__ import annotations
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import build_response
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
 
-from ..access import authorized
-from ..acls import AclOperation, ResourceType
-from ..requests import OffsetDeleteRequest
+from groupd.coordinator.access import authorized
+from groupd.coordinator.acls import AclOperation, ResourceType
+from groupd.coordinator.requests import OffsetDeleteRequest
 from . import Request, respond
 
 KEY = ApiKey.OFFSET_DELETE

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import asyncio
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import build_response
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
 
-from ..requests import OffsetFetchRequest
-from ..access import authorized
-from ..acls import AclOperation, ResourceType
+from groupd.coordinator.requests import OffsetFetchRequest
+from groupd.coordinator.access import authorized
+from groupd.coordinator.acls import AclOperation, ResourceType
 from . import LARGE_ANSWER_ROWS, Request, answer_off_loop, respond
 
 KEY = ApiKey.OFFSET_FETCH

@@ -24,16 +24,16 @@ from __future__ import annotations
 
 import logging
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import build_response
-from storage.topic_data import plane_for
-from storage.topic_data.plane import TRANSACTIONS_UNSUPPORTED
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
+from groupd.storage.topic_data import plane_for
+from groupd.storage.topic_data.plane import TRANSACTIONS_UNSUPPORTED
 
-from ..access import authorized
-from ..acls import AclOperation, ResourceType
-from ..offsets_topic import INVALID_APPEND
-from ..system_clock import wall_ms
+from groupd.coordinator.access import authorized
+from groupd.coordinator.acls import AclOperation, ResourceType
+from groupd.coordinator.offsets_topic import INVALID_APPEND
+from groupd.coordinator.system_clock import wall_ms
 from . import Request
 
 KEY = ApiKey.PRODUCE

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import datetime
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import build_response
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
 
 from . import Request
 

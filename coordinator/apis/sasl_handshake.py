@@ -9,9 +9,9 @@ re-authenticate now) is answered ILLEGAL_SASL_STATE with no mechanisms, and the 
 
 from __future__ import annotations
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import build_response
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
 
 from . import Request
 

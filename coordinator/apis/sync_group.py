@@ -10,14 +10,14 @@ assignment is durable.
 
 from __future__ import annotations
 
-from protocol import ErrorCode
-from protocol.apis import ApiKey
-from protocol.codec import build_response
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
 
-from ..access import authorized
-from ..acls import AclOperation, ResourceType
-from ..classic.replies import sync_reply
-from ..classic.requests import SyncRequest
+from groupd.coordinator.access import authorized
+from groupd.coordinator.acls import AclOperation, ResourceType
+from groupd.coordinator.classic.replies import sync_reply
+from groupd.coordinator.classic.requests import SyncRequest
 from . import Request, respond
 from .consumer_group_heartbeat import topics_image
 

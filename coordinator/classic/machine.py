@@ -19,13 +19,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from protocol import ErrorCode
+from groupd.protocol import ErrorCode
 
-from storage.records import GroupMetadataKey, GroupMetadataValue, Record
+from groupd.storage.records import GroupMetadataKey, GroupMetadataValue, Record
 
-from .. import events as ev
-from ..clock import Now
-from ..outcome import Outcome
+from groupd.coordinator import events as ev
+from groupd.coordinator.clock import Now
+from groupd.coordinator.outcome import Outcome
 from .group import (
     COMPLETING_REBALANCE,
     EMPTY,

@@ -3,7 +3,7 @@ into the version-specific messages."""
 
 from __future__ import annotations
 
-from protocol import ErrorCode
+from groupd.protocol import ErrorCode
 
 
 def join_reply(error: ErrorCode, member_id: str = "", generation: int = -1, protocol_type=None,

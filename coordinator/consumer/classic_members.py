@@ -6,16 +6,16 @@ Heartbeat tells them to re-join while they have a reconciliation to do. Sans-IO.
 
 from __future__ import annotations
 
-from protocol import ErrorCode
-from protocol.consumer import BadConsumerProtocol, decode_subscription, encode_assignment
-from storage.consumer_records import ClassicMemberMetadata, ClassicProtocol
+from groupd.protocol import ErrorCode
+from groupd.protocol.consumer import BadConsumerProtocol, decode_subscription, encode_assignment
+from groupd.storage.consumer_records import ClassicMemberMetadata, ClassicProtocol
 
-from .. import events as ev
-from ..classic.replies import join_reply, sync_reply
-from ..classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
-from ..clock import Now
-from ..group import static_member_error
-from ..outcome import Outcome, reply_when_written
+from groupd.coordinator import events as ev
+from groupd.coordinator.classic.replies import join_reply, sync_reply
+from groupd.coordinator.classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
+from groupd.coordinator.clock import Now
+from groupd.coordinator.group import static_member_error
+from groupd.coordinator.outcome import Outcome, reply_when_written
 from .group import ConsumerGroup, ConsumerMember
 from .machine import ConsumerHeartbeatRequest, ConsumerMachine, TopicsImage
 from .migration import can_downgrade, downgrade_records

@@ -12,8 +12,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from protocol import ErrorCode
-from storage.consumer_records import (
+from groupd.protocol import ErrorCode
+from groupd.storage.consumer_records import (
     ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -32,7 +32,7 @@ from storage.consumer_records import (
     assignment_of,
     topic_partitions,
 )
-from storage.records import GroupMetadataKey, Record
+from groupd.storage.records import GroupMetadataKey, Record
 
 from .assignors import TopicPartitions
 from .reconciliation import NEW_MEMBER, MemberAssignment, MemberState

@@ -17,8 +17,8 @@ import dataclasses
 import uuid
 from collections.abc import Callable, Mapping
 
-from protocol import ErrorCode
-from storage.consumer_records import (
+from groupd.protocol import ErrorCode
+from groupd.storage.consumer_records import (
     ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
@@ -33,12 +33,12 @@ from storage.consumer_records import (
     TopicMetadata as TopicMetadataRecord,
     topic_partitions,
 )
-from storage.records import GroupMetadataKey, Record
+from groupd.storage.records import GroupMetadataKey, Record
 
-from .. import events as ev
-from ..clock import Now
-from ..group_config import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS
-from ..outcome import Effect, Outcome, reply_when_written
+from groupd.coordinator import events as ev
+from groupd.coordinator.clock import Now
+from groupd.coordinator.group_config import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS
+from groupd.coordinator.outcome import Effect, Outcome, reply_when_written
 from .assignors import ASSIGNORS, PartitionAssignorError, TopicMetadata
 from .group import (
     LEAVE_GROUP_MEMBER_EPOCH,

@@ -6,8 +6,8 @@ its generation and its last assignment, and back. Sans-IO.
 
 from __future__ import annotations
 
-from protocol.consumer import BadConsumerProtocol, decode_assignment, decode_subscription, encode_assignment
-from storage.consumer_records import (
+from groupd.protocol.consumer import BadConsumerProtocol, decode_assignment, decode_subscription, encode_assignment
+from groupd.storage.consumer_records import (
     ClassicMemberMetadata,
     ClassicProtocol,
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -21,9 +21,9 @@ from storage.consumer_records import (
     ConsumerGroupTargetAssignmentMetadataValue,
     topic_partitions,
 )
-from storage.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, Record
+from groupd.storage.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, Record
 
-from ..classic.group import ClassicGroup
+from groupd.coordinator.classic.group import ClassicGroup
 from .group import ConsumerGroup, ConsumerMember, ConsumerRecords, current_value
 from .reconciliation import MemberAssignment, MemberState
 

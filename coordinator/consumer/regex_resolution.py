@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from storage.consumer_records import ConsumerGroupRegularExpressionKey, ConsumerGroupRegularExpressionValue
-from storage.records import Record
+from groupd.storage.consumer_records import ConsumerGroupRegularExpressionKey, ConsumerGroupRegularExpressionValue
+from groupd.storage.records import Record
 
 from .group import ConsumerGroup
 from .topic_regex import compile_topic_regex

@@ -11,14 +11,14 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
-from storage.consumer_records import (
+from groupd.storage.consumer_records import (
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
     topic_partitions,
 )
-from storage.records import Record
+from groupd.storage.records import Record
 
 from .assignors import Assignor, GroupAssignment, MemberSubscription, TopicMetadata, TopicPartitions
 

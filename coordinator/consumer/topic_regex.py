@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 import re2
 
-from protocol import ErrorCode
+from groupd.protocol import ErrorCode
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # a bad pattern is the client's error, answered as such, not a log line

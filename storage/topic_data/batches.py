@@ -17,7 +17,7 @@ from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
 from aiokafka.record.default_records import DefaultRecordBatch
 from aiokafka.record.memory_records import MemoryRecords
 
-from protocol import ErrorCode
+from groupd.protocol import ErrorCode
 
 HEADER_SIZE = 61  # the v2 batch header, up to and including the record count
 LOG_OVERHEAD = 12  # baseOffset + batchLength: bytes outside `batchLength`

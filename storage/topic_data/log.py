@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 from collections import deque
 
-from protocol import ErrorCode
+from groupd.protocol import ErrorCode
 
 from .batches import ProducedBatch, BatchError, first_record_at_or_after, record_with_max_timestamp
 

@@ -18,7 +18,7 @@ import heapq
 import itertools
 from collections.abc import Callable, Iterable
 
-from protocol import ErrorCode
+from groupd.protocol import ErrorCode
 
 from .batches import BatchError, split
 from .log import TopicPartitionLog

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conformance import kafka_python, librdkafka
-from tests.conformance.common import finding_problem, read_allowlist, read_findings, select, tail
-from tests.conformance.report import SUITES
+from . import kafka_python, librdkafka
+from .common import finding_problem, read_allowlist, read_findings, select, tail
+from .report import SUITES
 
 pytestmark = pytest.mark.clients
 

@@ -60,10 +60,10 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
 from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion  # noqa: E402
 from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 
-from protocol import ErrorCode  # noqa: E402
-from coordinator.apis import SUPPORTED_VERSIONS  # noqa: E402
-from protocol.apis import ApiKey  # noqa: E402
-from protocol.codec import build_response, decode_response, encode_response  # noqa: E402
+from groupd.protocol import ErrorCode  # noqa: E402
+from groupd.coordinator.apis import SUPPORTED_VERSIONS  # noqa: E402
+from groupd.protocol.apis import ApiKey  # noqa: E402
+from groupd.protocol.codec import build_response, decode_response, encode_response  # noqa: E402
 from tests.support import GroupdProcess  # noqa: E402
 from tests.test_golden import (ASSIGNMENT, GROUP, MEMBER, RESPONSE_CORRELATION_ID,  # noqa: E402
                                SUBSCRIPTION, case_id, check_against_kafka_python, encoded_response,

@@ -1,6 +1,6 @@
 import pytest
 
-from coordinator.shard import GroupSettings
+from groupd.coordinator.shard import GroupSettings
 
 from .driver import Driver, FakeClock
 

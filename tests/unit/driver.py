@@ -9,14 +9,14 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from coordinator.clock import Now
-from coordinator.classic.group import EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup
-from coordinator.runner import Runner
-from coordinator.classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
-from coordinator.requests import OffsetCommitRequest, OffsetDeleteRequest
-from coordinator.shard import GroupSettings, GroupShard
-from protocol import ErrorCode
-from storage.records import Record
+from groupd.coordinator.clock import Now
+from groupd.coordinator.classic.group import EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup
+from groupd.coordinator.runner import Runner
+from groupd.coordinator.classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
+from groupd.coordinator.requests import OffsetCommitRequest, OffsetDeleteRequest
+from groupd.coordinator.shard import GroupSettings, GroupShard
+from groupd.protocol import ErrorCode
+from groupd.storage.records import Record
 
 E = ErrorCode
 START = 1_000_000  # the fake wall clock starts here, so timestamps are never 0 by accident

@@ -2,9 +2,9 @@
 
 import pytest
 
-from coordinator.classic.group import COMPLETING_REBALANCE, EMPTY
-from protocol.consumer import encode_subscription
-from storage.records import GroupMetadataKey, OffsetCommitKey, Record
+from groupd.coordinator.classic.group import COMPLETING_REBALANCE, EMPTY
+from groupd.protocol.consumer import encode_subscription
+from groupd.storage.records import GroupMetadataKey, OffsetCommitKey, Record
 
 from .driver import E, assignment_of, completing_group, empty_group, preparing_group, stable_group
 

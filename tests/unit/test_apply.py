@@ -1,9 +1,9 @@
 """Spec §12.6 and style §2: `apply(record)` is the one path by which durable state changes, for
 log loading and live writes alike."""
 
-from coordinator.clock import Now
-from coordinator.classic.group import EMPTY, PREPARING_REBALANCE, STABLE
-from storage.records import (
+from groupd.coordinator.clock import Now
+from groupd.coordinator.classic.group import EMPTY, PREPARING_REBALANCE, STABLE
+from groupd.storage.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -12,7 +12,7 @@ from storage.records import (
     Record,
 )
 
-from protocol.consumer import encode_subscription
+from groupd.protocol.consumer import encode_subscription
 
 from .driver import Driver, stable_group
 

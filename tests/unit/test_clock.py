@@ -1,8 +1,8 @@
 """Deadlines run on the monotonic clock, the timestamps Kafka's records store on the wall clock: a
 wall-clock step neither expires sessions nor delays them (issue 11 item 5)."""
 
-from coordinator.classic.group import STABLE
-from storage.records import GroupMetadataKey
+from groupd.coordinator.classic.group import STABLE
+from groupd.storage.records import GroupMetadataKey
 
 from .driver import Driver, E, FakeClock, stable_group
 

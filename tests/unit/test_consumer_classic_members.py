@@ -4,12 +4,12 @@ scenario the written records are replayed into a fresh partition and must rebuil
 
 import pytest
 
-from coordinator.consumer.reconciliation import MemberState
-from coordinator.shard import GroupSettings
-from protocol import ErrorCode
-from protocol.consumer import assigned_partitions, encode_subscription
-from tests.unit.driver import Driver
-from tests.unit.test_consumer_heartbeat import FOO, TOPICS, assert_replay_matches, group, hb, join, owned
+from groupd.coordinator.consumer.reconciliation import MemberState
+from groupd.coordinator.shard import GroupSettings
+from groupd.protocol import ErrorCode
+from groupd.protocol.consumer import assigned_partitions, encode_subscription
+from .driver import Driver
+from .test_consumer_heartbeat import FOO, TOPICS, assert_replay_matches, group, hb, join, owned
 
 E = ErrorCode
 

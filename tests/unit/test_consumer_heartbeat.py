@@ -5,14 +5,14 @@ import uuid
 
 import pytest
 
-from coordinator.consumer.group import ConsumerGroup
-from coordinator.consumer.machine import ConsumerHeartbeatRequest, ConsumerSettings, TopicsImage
-from coordinator.consumer.reconciliation import MemberState
-from coordinator.shard import GroupSettings
-from protocol import ErrorCode
-from storage.catalog import Topic
-from storage.consumer_records import ConsumerGroupMetadataKey
-from tests.unit.driver import Driver
+from groupd.coordinator.consumer.group import ConsumerGroup
+from groupd.coordinator.consumer.machine import ConsumerHeartbeatRequest, ConsumerSettings, TopicsImage
+from groupd.coordinator.consumer.reconciliation import MemberState
+from groupd.coordinator.shard import GroupSettings
+from groupd.protocol import ErrorCode
+from groupd.storage.catalog import Topic
+from groupd.storage.consumer_records import ConsumerGroupMetadataKey
+from .driver import Driver
 
 E = ErrorCode
 FOO = uuid.UUID(int=1)
@@ -246,8 +246,8 @@ def test_a_reloaded_partition_keeps_epochs_and_arms_the_timers_again(d):
 
 
 def test_metrics_count_consumer_groups_by_type_and_state_and_unreconciled_members(d):
-    from coordinator.metrics import CoordinatorCollector
-    from coordinator.runtime import PartitionState
+    from groupd.coordinator.metrics import CoordinatorCollector
+    from groupd.coordinator.runtime import PartitionState
 
     d.consumer_heartbeat(join("a"), TOPICS)
     d.consumer_heartbeat(join("b"), TOPICS)  # b's partitions are still a's: both differ from their target

@@ -3,16 +3,16 @@ consumer group when a consumer-protocol member joins; replayed records rebuild t
 
 import pytest
 
-from coordinator.classic.group import ClassicGroup
-from coordinator.consumer.group import ConsumerGroup
-from coordinator.consumer.reconciliation import MemberState
-from coordinator.shard import GroupSettings
-from protocol import ErrorCode
-from protocol.consumer import assigned_partitions, encode_assignment, encode_subscription
-from storage.records import GroupMetadataKey
-from tests.unit.driver import Driver, completing_group
-from tests.unit.test_consumer_classic_members import classic_join
-from tests.unit.test_consumer_heartbeat import FOO, TOPICS, assert_replay_matches, hb, join, owned
+from groupd.coordinator.classic.group import ClassicGroup
+from groupd.coordinator.consumer.group import ConsumerGroup
+from groupd.coordinator.consumer.reconciliation import MemberState
+from groupd.coordinator.shard import GroupSettings
+from groupd.protocol import ErrorCode
+from groupd.protocol.consumer import assigned_partitions, encode_assignment, encode_subscription
+from groupd.storage.records import GroupMetadataKey
+from .driver import Driver, completing_group
+from .test_consumer_classic_members import classic_join
+from .test_consumer_heartbeat import FOO, TOPICS, assert_replay_matches, hb, join, owned
 
 E = ErrorCode
 SUBSCRIBED = (("range", encode_subscription(["foo"])),)
@@ -200,7 +200,7 @@ def test_a_failed_downgrade_write_leaves_the_consumer_group():
 def test_each_conversion_is_one_log_line_and_counted_by_direction(caplog):
     from prometheus_client import REGISTRY
 
-    from coordinator import observe
+    from groupd.coordinator import observe
 
     def count(direction):
         return REGISTRY.get_sample_value("groupd_group_conversions_total", {"direction": direction}) or 0

@@ -5,8 +5,8 @@ import uuid
 
 import pytest
 
-from coordinator.consumer.assignors import MemberSubscription, TopicMetadata, uniform
-from coordinator.consumer.reconciliation import (
+from groupd.coordinator.consumer.assignors import MemberSubscription, TopicMetadata, uniform
+from groupd.coordinator.consumer.reconciliation import (
     NEW_MEMBER,
     FencedMemberEpoch,
     MemberAssignment,

@@ -5,15 +5,15 @@ last consumer-protocol static member leaving with -2 vs -1; duplicates fenced as
 
 import pytest
 
-from coordinator.classic.group import ClassicGroup
-from coordinator.consumer.group import ConsumerGroup
-from coordinator.shard import GroupSettings
-from protocol import ErrorCode
-from protocol.consumer import assigned_partitions, encode_subscription
-from tests.unit.driver import Driver
-from tests.unit.test_consumer_classic_members import classic_join
-from tests.unit.test_consumer_heartbeat import FOO, TOPICS, assert_replay_matches, hb, join, owned
-from tests.unit.test_consumer_migration import classic_group
+from groupd.coordinator.classic.group import ClassicGroup
+from groupd.coordinator.consumer.group import ConsumerGroup
+from groupd.coordinator.shard import GroupSettings
+from groupd.protocol import ErrorCode
+from groupd.protocol.consumer import assigned_partitions, encode_subscription
+from .driver import Driver
+from .test_consumer_classic_members import classic_join
+from .test_consumer_heartbeat import FOO, TOPICS, assert_replay_matches, hb, join, owned
+from .test_consumer_migration import classic_group
 
 E = ErrorCode
 

@@ -5,20 +5,20 @@ import uuid
 
 import pytest
 
-from coordinator.consumer.assignors import PartitionAssignorError, TopicMetadata, range_assignor, uniform
-from coordinator.consumer.target_assignment import (
+from groupd.coordinator.consumer.assignors import PartitionAssignorError, TopicMetadata, range_assignor, uniform
+from groupd.coordinator.consumer.target_assignment import (
     TargetMember,
     build_target_assignment,
     preferred_assignor,
 )
-from storage.consumer_records import (
+from groupd.storage.consumer_records import (
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
     TopicPartitions,
 )
-from storage.records import Record
+from groupd.storage.records import Record
 
 FOO, BAR = uuid.UUID(int=1), uuid.UUID(int=2)
 TOPICS = {FOO: TopicMetadata(FOO, "foo", 4), BAR: TopicMetadata(BAR, "bar", 2)}

@@ -4,12 +4,12 @@ import re
 
 import pytest
 
-from coordinator.consumer.topic_regex import (
+from groupd.coordinator.consumer.topic_regex import (
     COMPILE_CACHE_SIZE,
     InvalidRegularExpression,
     compile_topic_regex,
 )
-from protocol import ErrorCode
+from groupd.protocol import ErrorCode
 
 
 def test_the_whole_topic_name_must_match():

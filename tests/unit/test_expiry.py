@@ -5,10 +5,10 @@ deletion (§11.4), and replaying the written tombstones into a fresh shard.
 
 import pytest
 
-from coordinator.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
-from coordinator.shard import GroupShard
-from protocol.consumer import encode_subscription
-from storage.records import (
+from groupd.coordinator.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
+from groupd.coordinator.shard import GroupShard
+from groupd.protocol.consumer import encode_subscription
+from groupd.storage.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,

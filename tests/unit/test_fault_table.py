@@ -3,9 +3,9 @@ counts and durations retire it, and the names operators type."""
 
 import pytest
 
-from coordinator.chaos import GROUP_APIS, FaultError, FaultTable, api_named, error_named, groups_of
-from protocol import ErrorCode
-from protocol.apis import ApiKey
+from groupd.coordinator.chaos import GROUP_APIS, FaultError, FaultTable, api_named, error_named, groups_of
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
 
 A, E = ApiKey, ErrorCode
 

@@ -2,9 +2,9 @@
 expiry take the transitions a join and a session timer take, write through the one mutation path, and
 leave a log that replays to the same state."""
 
-from coordinator.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE
+from groupd.coordinator.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE
 
-from coordinator.shard import GroupSettings
+from groupd.coordinator.shard import GroupSettings
 
 from .driver import Driver, E, empty_group, stable_group
 from .test_consumer_heartbeat import TOPICS, assert_replay_matches, group, hb, join, owned

@@ -4,17 +4,17 @@ consumer machine answering the next heartbeat with the group's interval and armi
 
 import pytest
 
-from coordinator.consumer.machine import ConsumerSettings
-from coordinator.group_config import (APPEND, DELETE, SET, SUBTRACT, ConfigError, incrementally_altered, replaced,
+from groupd.coordinator.consumer.machine import ConsumerSettings
+from groupd.coordinator.group_config import (APPEND, DELETE, SET, SUBTRACT, ConfigError, incrementally_altered, replaced,
                                       validate)
-from coordinator.settings import Settings
-from coordinator.shard import GroupSettings
-from protocol import ErrorCode
-from storage.files import DataDirError
-from storage.group_configs import GroupConfigStore
-from tests.unit.driver import Driver
-from tests.unit.test_consumer_classic_members import classic_member
-from tests.unit.test_consumer_heartbeat import TOPICS, hb, join
+from groupd.coordinator.settings import Settings
+from groupd.coordinator.shard import GroupSettings
+from groupd.protocol import ErrorCode
+from groupd.storage.files import DataDirError
+from groupd.storage.group_configs import GroupConfigStore
+from .driver import Driver
+from .test_consumer_classic_members import classic_member
+from .test_consumer_heartbeat import TOPICS, hb, join
 
 E = ErrorCode
 SESSION, HEARTBEAT = "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"

@@ -3,9 +3,9 @@ initial-rebalance delay, join completion, protocol vote and leader election."""
 
 import pytest
 
-from coordinator.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
-from coordinator.shard import GroupSettings
-from storage.records import GroupMetadataKey, GroupMetadataValue
+from groupd.coordinator.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
+from groupd.coordinator.shard import GroupSettings
+from groupd.storage.records import GroupMetadataKey, GroupMetadataValue
 
 from .driver import (
     E,

@@ -1,8 +1,8 @@
 """Spec §6: LeaveGroup — one result per identity, removal by instance id, pending ids, and what
 the departures do to the group. (The v0–v2 single-error collapse is the API module's concern.)"""
 
-from coordinator.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
-from storage.records import GroupMetadataKey, GroupMetadataValue
+from groupd.coordinator.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
+from groupd.storage.records import GroupMetadataKey, GroupMetadataValue
 
 from .driver import E, preparing_group, stable_group
 

@@ -5,12 +5,12 @@ import base64
 import json
 import uuid
 
-from protocol.consumer import encode_assignment, encode_subscription
-from storage.consumer_records import (ClassicMemberMetadata, ClassicProtocol, ConsumerGroupCurrentMemberAssignmentKey,
+from groupd.protocol.consumer import encode_assignment, encode_subscription
+from groupd.storage.consumer_records import (ClassicMemberMetadata, ClassicProtocol, ConsumerGroupCurrentMemberAssignmentKey,
                                       ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupMemberMetadataKey,
                                       ConsumerGroupMemberMetadataValue, TopicPartitions)
-from storage.inspect import describe
-from storage.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, Record
+from groupd.storage.inspect import describe
+from groupd.storage.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, Record
 
 
 def group_metadata(protocol_type: str, subscription: bytes, assignment: bytes) -> Record:

@@ -4,12 +4,12 @@ checks against a fixed clock (the exchange reads no clock of its own)."""
 import jwt
 import pytest
 
-from coordinator.authenticator import Action, Authenticator
-from coordinator.oauthbearer import INVALID_TOKEN, InvalidToken, OAuthBearerServer, OAuthConfig, validate
-from coordinator.sasl import AuthenticationFailed
-from protocol.apis import ApiKey
+from groupd.coordinator.authenticator import Action, Authenticator
+from groupd.coordinator.oauthbearer import INVALID_TOKEN, InvalidToken, OAuthBearerServer, OAuthConfig, validate
+from groupd.coordinator.sasl import AuthenticationFailed
+from groupd.protocol.apis import ApiKey
 from tests import oauth
-from tests.unit.test_sasl import frame
+from .test_sasl import frame
 
 SIGNER = oauth.Signer("k1")
 NOW = 1_900_000_000.0

@@ -5,7 +5,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from coordinator.offset_reset import (PlanError, Scope, clamp, parse_datetime, parse_duration, parse_topics,
+from groupd.coordinator.offset_reset import (PlanError, Scope, clamp, parse_datetime, parse_duration, parse_topics,
                                       read_csv, to_csv)
 
 

@@ -3,8 +3,8 @@ OffsetFetch."""
 
 import pytest
 
-from coordinator.classic.group import EMPTY, STABLE
-from storage.records import OffsetCommitKey, OffsetCommitValue, Record
+from groupd.coordinator.classic.group import EMPTY, STABLE
+from groupd.storage.records import OffsetCommitKey, OffsetCommitValue, Record
 
 from .driver import E, completing_group, preparing_group, stable_group
 

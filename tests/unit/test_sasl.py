@@ -7,14 +7,14 @@ import struct
 import pytest
 from kafka.net.sasl.scram import ScramClient
 
-from coordinator.apis import SUPPORTED_VERSIONS
-from coordinator.authenticator import Action, Authenticator, State
-from coordinator.sasl import AuthenticationFailed, PlainServer, ScramMechanism, Users
-from coordinator.scram import ScramError, ScramServer, derive
-from coordinator.tls import certificate_principal
-from protocol import ErrorCode, codec
-from protocol.apis import ApiKey
-from protocol.codec import RequestHeader
+from groupd.coordinator.apis import SUPPORTED_VERSIONS
+from groupd.coordinator.authenticator import Action, Authenticator, State
+from groupd.coordinator.sasl import AuthenticationFailed, PlainServer, ScramMechanism, Users
+from groupd.coordinator.scram import ScramError, ScramServer, derive
+from groupd.coordinator.tls import certificate_principal
+from groupd.protocol import ErrorCode, codec
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import RequestHeader
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 USERS = Users({"alice": "alice-secret", "a,b=c": "pw"}, MECHANISMS)

@@ -4,8 +4,8 @@ valid identities so that the state column decides."""
 
 import pytest
 
-from coordinator.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
-from storage.records import OffsetCommitKey
+from groupd.coordinator.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
+from groupd.storage.records import OffsetCommitKey
 
 from .driver import (
     E,

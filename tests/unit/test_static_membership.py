@@ -3,8 +3,8 @@ member id in place of its old one, in each group state."""
 
 import pytest
 
-from coordinator.classic.group import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
-from storage.records import GroupMetadataKey
+from groupd.coordinator.classic.group import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
+from groupd.storage.records import GroupMetadataKey
 
 from .driver import E, assignment_of, completing_group, stable_group
 

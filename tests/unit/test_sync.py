@@ -3,8 +3,8 @@ answered, followers parked, and the sync timer."""
 
 import pytest
 
-from coordinator.classic.group import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
-from storage.records import GroupMetadataKey
+from groupd.coordinator.classic.group import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
+from groupd.storage.records import GroupMetadataKey
 
 from .driver import E, completing_group, stable_group
 

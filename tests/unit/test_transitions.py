@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from coordinator.classic.group import (
+from groupd.coordinator.classic.group import (
     COMPLETING_REBALANCE,
     EMPTY,
     PREPARING_REBALANCE,
@@ -12,7 +12,7 @@ from coordinator.classic.group import (
     ClassicGroup,
     GroupState,
 )
-from storage.records import GroupMetadataKey, GroupMetadataValue
+from groupd.storage.records import GroupMetadataKey, GroupMetadataValue
 
 from .driver import E, assignment_of, completing_group, new_member, stable_group, static_member
 
