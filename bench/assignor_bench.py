@@ -21,7 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # this checkout's code, not the editable install's
     sys.path.insert(0, ROOT)
 
-from groupd.coordinator.consumer.assignors import ASSIGNORS, MemberSubscription, TopicMetadata  # noqa: E402
+from groupd.coordinator.core.consumer.assignors import ASSIGNORS, MemberSubscription, TopicMetadata  # noqa: E402
 
 
 def _best(fn, repeat: int) -> tuple[float, object]:

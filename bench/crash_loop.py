@@ -38,7 +38,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from groupd.coordinator.partitioning import partition_for  # noqa: E402
+from groupd.coordinator.core.partitioning import partition_for  # noqa: E402
 from groupd.protocol import ErrorCode  # noqa: E402
 from groupd.protocol.apis import ApiKey  # noqa: E402
 from tests.support import GroupdProcess, WireClient, free_port  # noqa: E402

@@ -34,7 +34,7 @@ from groupd.protocol.consumer import BadConsumerProtocol, assigned_partitions
 from .offset_reset import Partition, PlanError, clamp, parse_datetime, parse_duration, parse_topics, read_csv, to_csv
 from .settings import ConfigError, Settings, add_config_arguments
 from .offsets_topic import NAME as OFFSETS_TOPIC
-from .partitioning import partition_for
+from groupd.coordinator.core.partitioning import partition_for
 
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
 COMMANDS = ("groups", "offsets", "health")
@@ -577,7 +577,7 @@ def _describable(conn: AdminConnection, groups: list[str], unloaded: tuple[Error
 
 
 def probe_groups(partitions: int) -> list[str]:
-    """A group id for each offsets partition (the partition's own hash: coordinator/partitioning.py)."""
+    """A group id for each offsets partition (the partition's own hash: coordinator/core/partitioning.py)."""
     found: dict[int, str] = {}
     i = 0
     while len(found) < partitions:

@@ -19,8 +19,8 @@ from groupd.protocol.codec import build_response
 
 from . import metrics
 from .apis import forward
-from groupd.coordinator.classic.replies import join_reply, sync_reply
-from groupd.coordinator.consumer.machine import error_reply
+from groupd.coordinator.core.classic.replies import join_reply, sync_reply
+from groupd.coordinator.core.consumer.machine import error_reply
 
 if TYPE_CHECKING:
     from .apis import Handler, Request

@@ -1,4 +1,4 @@
-"""The shell's side of the core's events (coordinator/events.py): each becomes the log line and the
+"""The shell's side of the core's events (coordinator/core/events.py): each becomes the log line and the
 metrics it always was. Dispatch is by type, so a new event without a handler fails loudly (KeyError
 in tests) instead of silently dropping a metric."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from . import events as ev
+from .core import events as ev
 from . import metrics as m
 
 log = logging.getLogger("groupd.group")

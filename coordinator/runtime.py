@@ -1,5 +1,5 @@
 """The asyncio shell around the sans-IO shards: it routes a group to its shard and hands each
-outcome to that partition's `Runner` (coordinator/runner.py: append and apply, then release the
+outcome to that partition's `Runner` (coordinator/core/runner.py: append and apply, then release the
 reply once durable or revert), plugging in the partition's log writer and the loop's timers.
 """
 
@@ -29,15 +29,15 @@ from . import heap, metrics, observe
 from .system_clock import mono_ms, now, wall_ms
 from .log_workers import LogWorkers
 from .log_writer import LogWriter
-from .runner import Runner
-from .partitioning import partition_for
+from groupd.coordinator.core.runner import Runner
+from groupd.coordinator.core.partitioning import partition_for
 from .cluster import ClusterView, SingleNode
-from groupd.coordinator.classic.replies import join_reply, sync_reply
-from groupd.coordinator.classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
-from .outcome import Outcome
-from groupd.coordinator.consumer.machine import ConsumerHeartbeatRequest, TopicsImage, error_reply
-from .requests import OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest
-from .shard import GroupSettings, GroupShard
+from groupd.coordinator.core.classic.replies import join_reply, sync_reply
+from groupd.coordinator.core.classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
+from groupd.coordinator.core.outcome import Outcome
+from groupd.coordinator.core.consumer.machine import ConsumerHeartbeatRequest, TopicsImage, error_reply
+from groupd.coordinator.core.requests import OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest
+from groupd.coordinator.core.partition import GroupSettings, GroupShard
 
 log = logging.getLogger("groupd")
 

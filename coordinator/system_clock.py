@@ -1,10 +1,10 @@
-"""The shell's clock port: the system's wall and monotonic clocks, in ms (coordinator/clock.py)."""
+"""The shell's clock port: the system's wall and monotonic clocks, in ms (coordinator/core/clock.py)."""
 
 from __future__ import annotations
 
 from time import monotonic_ns, time_ns
 
-from .clock import Now
+from groupd.coordinator.core.clock import Now
 
 
 def wall_ms() -> int:

@@ -180,7 +180,7 @@ class ConsumerGroupTargetAssignmentMemberValue:
 class ConsumerGroupCurrentMemberAssignmentValue:
     member_epoch: int
     previous_member_epoch: int
-    state: int  # MemberState's int8 value (coordinator.consumer.reconciliation)
+    state: int  # MemberState's int8 value (groupd.coordinator.core.consumer.reconciliation)
     assigned_partitions: tuple[TopicPartitions, ...]
     partitions_pending_revocation: tuple[TopicPartitions, ...]
 

@@ -188,7 +188,7 @@ def test_consumer_offsets_refuses_produce_and_lists_its_log_offsets(start_groupd
                 {"partition_index": 3, "timestamp": -1, "current_leader_epoch": -1}]}]})
     assert (p.error_code, p.error_message) == (E.invalid_topic_exception, "Cannot append to internal topic "
                                                                            "__consumer_offsets")
-    from groupd.coordinator.partitioning import partition_for
+    from groupd.coordinator.core.partitioning import partition_for
     answers = [(q.partition_index, q.error_code, q.offset) for q in r.topics[0].partitions]
     expected = [(i, E.none, 0 if ts == -2 else 3 if i == partition_for("g", 3) else 0)
                 for i in range(3) for ts in (-2, -1)]
@@ -199,7 +199,7 @@ def test_consumer_offsets_refuses_produce_and_lists_its_log_offsets(start_groupd
 def test_consumer_offsets_fetch_serves_the_offsets_log_batches(start_groupd, plane):
     from groupd.storage.log import records_of
     from groupd.storage.topic_data.batches import iter_batches
-    from groupd.coordinator.partitioning import partition_for
+    from groupd.coordinator.core.partitioning import partition_for
 
     server = start_groupd("offsets.topic.num.partitions=3", "topics=t:1", f"records.plane={plane}")
     p = partition_for("g", 3)

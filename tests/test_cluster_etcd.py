@@ -158,7 +158,7 @@ def stamped(data: str, partition: int) -> dict[str, int]:
 def test_a_node_cut_off_from_etcd_stops_acknowledging_and_its_partitions_move_to_new_segments(tmp_path, etcd):
     import json
 
-    from groupd.coordinator.partitioning import partition_for
+    from groupd.coordinator.core.partitioning import partition_for
     from .etcd_server import Proxy, etcd_get
 
     data = str(tmp_path / "data")
@@ -374,7 +374,7 @@ def test_the_owner_compacts_and_after_a_failover_the_other_node_compacts_and_loa
     its own, and still reads every offset; the segments no manifest counts are gone."""
     import json
 
-    from groupd.coordinator.partitioning import partition_for
+    from groupd.coordinator.core.partitioning import partition_for
     from groupd.storage import inspect
     from .etcd_server import etcd_get
 

@@ -11,7 +11,7 @@ from groupd.coordinator import readiness
 from groupd.coordinator.apis import Request, find_coordinator, metadata
 from groupd.coordinator.cluster import Broker, ClusterView
 from groupd.coordinator.node import Node
-from groupd.coordinator.partitioning import partition_for
+from groupd.coordinator.core.partitioning import partition_for
 from groupd.coordinator.settings import Listener, Settings
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey

@@ -103,7 +103,7 @@ def test_reader_agrees_with_fast_key_path():
 
 
 def test_a_log_loads_to_the_same_state_as_through_the_field_by_field_reader(tmp_path, monkeypatch):
-    from groupd.coordinator.shard import GroupSettings, GroupShard
+    from groupd.coordinator.core.partition import GroupSettings, GroupShard
     from groupd.storage import records
     from groupd.storage.log import PartitionLog
     from groupd.storage.records import GroupMetadataValue

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from groupd.coordinator import readiness
-from groupd.coordinator.requests import OffsetCommitRequest
+from groupd.coordinator.core.requests import OffsetCommitRequest
 from groupd.coordinator.runtime import GroupCoordinator, PartitionState
 from groupd.coordinator.settings import Settings
 

@@ -11,10 +11,10 @@ import threading
 import pytest
 
 from groupd.coordinator import readiness
-from groupd.coordinator.classic.requests import JoinRequest
+from groupd.coordinator.core.classic.requests import JoinRequest
 from groupd.coordinator.cluster import SingleNode
-from groupd.coordinator.partitioning import partition_for
-from groupd.coordinator.requests import OffsetCommitRequest, OffsetFetchRequest
+from groupd.coordinator.core.partitioning import partition_for
+from groupd.coordinator.core.requests import OffsetCommitRequest, OffsetFetchRequest
 from groupd.coordinator.runtime import GroupCoordinator, PartitionState
 from groupd.coordinator.settings import Settings
 from groupd.protocol import ErrorCode

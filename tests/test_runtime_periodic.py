@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from groupd.coordinator import runtime
-from groupd.coordinator.outcome import Effect
+from groupd.coordinator.core.outcome import Effect
 from groupd.coordinator.runtime import GroupCoordinator
 from groupd.coordinator.settings import Settings
 from .support import wait_for

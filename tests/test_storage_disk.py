@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from groupd.coordinator.partitioning import partition_for
+from groupd.coordinator.core.partitioning import partition_for
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from .support import ROOT, GroupdProcess, WireClient, join_and_sync

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from groupd.coordinator.partitioning import partition_for
+from groupd.coordinator.core.partitioning import partition_for
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from .support import ROOT, GroupdProcess, WireClient

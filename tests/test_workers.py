@@ -17,7 +17,7 @@ import urllib.request
 
 import pytest
 
-from groupd.coordinator.partitioning import partition_for
+from groupd.coordinator.core.partitioning import partition_for
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from .harness import wait_until

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from groupd.protocol.apis import ApiKey
 
-from groupd.coordinator.group_config import replaced
+from groupd.coordinator.core.group_config import replaced
 from . import Request
 from .incremental_alter_configs import alter_each
 

@@ -14,7 +14,7 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import Encoded, build_response
 
-from groupd.coordinator.consumer.machine import ConsumerHeartbeatRequest, TopicsImage, error_reply
+from groupd.coordinator.core.consumer.machine import ConsumerHeartbeatRequest, TopicsImage, error_reply
 from groupd.coordinator.access import authorized
 from groupd.coordinator.acls import AclOperation, ResourceType
 from . import Request, ms, respond

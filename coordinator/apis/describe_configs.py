@@ -15,7 +15,7 @@ from groupd.protocol.codec import build_response
 
 from groupd.coordinator.access import config_resource_denied
 from groupd.coordinator.acls import AclOperation
-from groupd.coordinator.group_config import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS, NAMES, defaults
+from groupd.coordinator.core.group_config import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS, NAMES, defaults
 from . import Request
 from .incremental_alter_configs import BROKER, GROUP, TOPIC
 

@@ -14,7 +14,7 @@ from groupd.protocol.codec import Encoded, build_response
 
 from groupd.coordinator.access import authorized
 from groupd.coordinator.acls import AclOperation, ResourceType
-from groupd.coordinator.classic.requests import HeartbeatRequest
+from groupd.coordinator.core.classic.requests import HeartbeatRequest
 from . import Request
 
 KEY = ApiKey.HEARTBEAT

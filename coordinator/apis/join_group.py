@@ -15,8 +15,8 @@ from groupd.protocol.codec import build_response
 
 from groupd.coordinator.access import authorized
 from groupd.coordinator.acls import AclOperation, ResourceType
-from groupd.coordinator.classic.replies import join_reply
-from groupd.coordinator.classic.requests import JoinRequest
+from groupd.coordinator.core.classic.replies import join_reply
+from groupd.coordinator.core.classic.requests import JoinRequest
 from . import Request, ms, respond
 from .consumer_group_heartbeat import topics_image
 

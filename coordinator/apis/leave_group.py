@@ -14,7 +14,7 @@ from groupd.protocol.codec import build_response
 
 from groupd.coordinator.access import authorized
 from groupd.coordinator.acls import AclOperation, ResourceType
-from groupd.coordinator.classic.requests import LeaveRequest
+from groupd.coordinator.core.classic.requests import LeaveRequest
 from . import Request, respond
 
 KEY = ApiKey.LEAVE_GROUP

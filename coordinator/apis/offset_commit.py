@@ -21,7 +21,7 @@ from groupd.protocol.codec import Encoded
 
 from groupd.coordinator.access import authorized
 from groupd.coordinator.acls import AclOperation, ResourceType
-from groupd.coordinator.requests import OffsetCommitRequest
+from groupd.coordinator.core.requests import OffsetCommitRequest
 from . import Request, ms, respond
 
 KEY = ApiKey.OFFSET_COMMIT

@@ -13,7 +13,7 @@ from groupd.protocol.codec import build_response
 
 from groupd.coordinator.access import authorized
 from groupd.coordinator.acls import AclOperation, ResourceType
-from groupd.coordinator.requests import OffsetDeleteRequest
+from groupd.coordinator.core.requests import OffsetDeleteRequest
 from . import Request, respond
 
 KEY = ApiKey.OFFSET_DELETE

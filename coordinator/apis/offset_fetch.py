@@ -24,7 +24,7 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.requests import OffsetFetchRequest
+from groupd.coordinator.core.requests import OffsetFetchRequest
 from groupd.coordinator.access import authorized
 from groupd.coordinator.acls import AclOperation, ResourceType
 from . import LARGE_ANSWER_ROWS, Request, answer_off_loop, respond

@@ -16,8 +16,8 @@ from groupd.protocol.codec import build_response
 
 from groupd.coordinator.access import authorized
 from groupd.coordinator.acls import AclOperation, ResourceType
-from groupd.coordinator.classic.replies import sync_reply
-from groupd.coordinator.classic.requests import SyncRequest
+from groupd.coordinator.core.classic.replies import sync_reply
+from groupd.coordinator.core.classic.requests import SyncRequest
 from . import Request, respond
 from .consumer_group_heartbeat import topics_image
 

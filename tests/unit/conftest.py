@@ -1,6 +1,6 @@
 import pytest
 
-from groupd.coordinator.shard import GroupSettings
+from groupd.coordinator.core.partition import GroupSettings
 
 from .driver import Driver, FakeClock
 

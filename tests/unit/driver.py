@@ -1,5 +1,5 @@
 """A fake clock and a test driver around one `GroupShard`: every `Outcome` goes through the same
-`Runner` the server uses (coordinator/runner.py), with a fake log and fake timers plugged in, so
+`Runner` the server uses (coordinator/core/runner.py), with a fake log and fake timers plugged in, so
 time, write failures and writes held in flight are under the test's control. No sockets, no sleeps,
 no event loop.
 """
@@ -9,12 +9,12 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from groupd.coordinator.clock import Now
-from groupd.coordinator.classic.group import EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup
-from groupd.coordinator.runner import Runner
-from groupd.coordinator.classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
-from groupd.coordinator.requests import OffsetCommitRequest, OffsetDeleteRequest
-from groupd.coordinator.shard import GroupSettings, GroupShard
+from groupd.coordinator.core.clock import Now
+from groupd.coordinator.core.classic.group import EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup
+from groupd.coordinator.core.runner import Runner
+from groupd.coordinator.core.classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
+from groupd.coordinator.core.requests import OffsetCommitRequest, OffsetDeleteRequest
+from groupd.coordinator.core.partition import GroupSettings, GroupShard
 from groupd.protocol import ErrorCode
 from groupd.storage.records import Record
 
@@ -229,7 +229,7 @@ class Driver:
         return self._op(None, lambda t: self.shard.commit(req, self.clock.read()))
 
     def consumer_heartbeat(self, req, topics) -> dict | None:
-        """A ConsumerGroupHeartbeat (coordinator.consumer.machine) against the topics image `topics`."""
+        """A ConsumerGroupHeartbeat (groupd.coordinator.core.consumer.machine) against the topics image `topics`."""
         return self._op(None, lambda t: self.shard.consumer_heartbeat(req, topics, self.clock.read()))
 
     def fetch(self, group_id: str, topics=None):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from groupd.coordinator.classic.group import COMPLETING_REBALANCE, EMPTY
+from groupd.coordinator.core.classic.group import COMPLETING_REBALANCE, EMPTY
 from groupd.protocol.consumer import encode_subscription
 from groupd.storage.records import GroupMetadataKey, OffsetCommitKey, Record
 

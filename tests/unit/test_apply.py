@@ -1,8 +1,8 @@
 """Spec §12.6 and style §2: `apply(record)` is the one path by which durable state changes, for
 log loading and live writes alike."""
 
-from groupd.coordinator.clock import Now
-from groupd.coordinator.classic.group import EMPTY, PREPARING_REBALANCE, STABLE
+from groupd.coordinator.core.clock import Now
+from groupd.coordinator.core.classic.group import EMPTY, PREPARING_REBALANCE, STABLE
 from groupd.storage.records import (
     GroupMetadataKey,
     GroupMetadataValue,

@@ -1,7 +1,7 @@
 """Deadlines run on the monotonic clock, the timestamps Kafka's records store on the wall clock: a
 wall-clock step neither expires sessions nor delays them (issue 11 item 5)."""
 
-from groupd.coordinator.classic.group import STABLE
+from groupd.coordinator.core.classic.group import STABLE
 from groupd.storage.records import GroupMetadataKey
 
 from .driver import Driver, E, FakeClock, stable_group

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from groupd.coordinator.consumer.assignors import (
+from groupd.coordinator.core.consumer.assignors import (
     ASSIGNORS,
     DEFAULT_ASSIGNOR,
     MemberSubscription,

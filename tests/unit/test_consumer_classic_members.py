@@ -4,8 +4,8 @@ scenario the written records are replayed into a fresh partition and must rebuil
 
 import pytest
 
-from groupd.coordinator.consumer.reconciliation import MemberState
-from groupd.coordinator.shard import GroupSettings
+from groupd.coordinator.core.consumer.reconciliation import MemberState
+from groupd.coordinator.core.partition import GroupSettings
 from groupd.protocol import ErrorCode
 from groupd.protocol.consumer import assigned_partitions, encode_subscription
 from .driver import Driver

@@ -5,10 +5,10 @@ import uuid
 
 import pytest
 
-from groupd.coordinator.consumer.group import ConsumerGroup
-from groupd.coordinator.consumer.machine import ConsumerHeartbeatRequest, ConsumerSettings, TopicsImage
-from groupd.coordinator.consumer.reconciliation import MemberState
-from groupd.coordinator.shard import GroupSettings
+from groupd.coordinator.core.consumer.group import ConsumerGroup
+from groupd.coordinator.core.consumer.machine import ConsumerHeartbeatRequest, ConsumerSettings, TopicsImage
+from groupd.coordinator.core.consumer.reconciliation import MemberState
+from groupd.coordinator.core.partition import GroupSettings
 from groupd.protocol import ErrorCode
 from groupd.storage.catalog import Topic
 from groupd.storage.consumer_records import ConsumerGroupMetadataKey

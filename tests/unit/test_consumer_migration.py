@@ -3,10 +3,10 @@ consumer group when a consumer-protocol member joins; replayed records rebuild t
 
 import pytest
 
-from groupd.coordinator.classic.group import ClassicGroup
-from groupd.coordinator.consumer.group import ConsumerGroup
-from groupd.coordinator.consumer.reconciliation import MemberState
-from groupd.coordinator.shard import GroupSettings
+from groupd.coordinator.core.classic.group import ClassicGroup
+from groupd.coordinator.core.consumer.group import ConsumerGroup
+from groupd.coordinator.core.consumer.reconciliation import MemberState
+from groupd.coordinator.core.partition import GroupSettings
 from groupd.protocol import ErrorCode
 from groupd.protocol.consumer import assigned_partitions, encode_assignment, encode_subscription
 from groupd.storage.records import GroupMetadataKey

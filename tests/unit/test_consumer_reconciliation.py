@@ -5,8 +5,8 @@ import uuid
 
 import pytest
 
-from groupd.coordinator.consumer.assignors import MemberSubscription, TopicMetadata, uniform
-from groupd.coordinator.consumer.reconciliation import (
+from groupd.coordinator.core.consumer.assignors import MemberSubscription, TopicMetadata, uniform
+from groupd.coordinator.core.consumer.reconciliation import (
     NEW_MEMBER,
     FencedMemberEpoch,
     MemberAssignment,

@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
-from groupd.coordinator.consumer.machine import ConsumerHeartbeatRequest, ConsumerSettings, TopicsImage
-from groupd.coordinator.shard import GroupSettings
+from groupd.coordinator.core.consumer.machine import ConsumerHeartbeatRequest, ConsumerSettings, TopicsImage
+from groupd.coordinator.core.partition import GroupSettings
 from groupd.protocol import ErrorCode
 from groupd.storage.catalog import Topic
 from groupd.storage.consumer_records import ConsumerGroupMetadataKey, ConsumerGroupRegularExpressionKey
@@ -150,7 +150,7 @@ def test_a_result_for_a_deleted_group_writes_nothing(d):
 
 
 def test_a_failed_resolution_is_reported_and_retried_on_a_later_heartbeat(d, monkeypatch):
-    import groupd.coordinator.consumer.regex_resolution as regex_resolution
+    import groupd.coordinator.core.consumer.regex_resolution as regex_resolution
 
     def broken(regex):
         raise RuntimeError("boom")
@@ -179,7 +179,7 @@ def test_a_failed_write_of_the_result_reverts_it_and_the_next_heartbeat_asks_aga
 
 
 def test_a_heartbeat_that_fails_after_asking_for_a_resolution_does_not_block_the_next_one(d, monkeypatch):
-    import groupd.coordinator.consumer.machine as machine
+    import groupd.coordinator.core.consumer.machine as machine
 
     def failing(*args, **kwargs):
         raise machine.PartitionAssignorError("boom")

@@ -5,9 +5,9 @@ last consumer-protocol static member leaving with -2 vs -1; duplicates fenced as
 
 import pytest
 
-from groupd.coordinator.classic.group import ClassicGroup
-from groupd.coordinator.consumer.group import ConsumerGroup
-from groupd.coordinator.shard import GroupSettings
+from groupd.coordinator.core.classic.group import ClassicGroup
+from groupd.coordinator.core.consumer.group import ConsumerGroup
+from groupd.coordinator.core.partition import GroupSettings
 from groupd.protocol import ErrorCode
 from groupd.protocol.consumer import assigned_partitions, encode_subscription
 from .driver import Driver

@@ -5,8 +5,8 @@ import uuid
 
 import pytest
 
-from groupd.coordinator.consumer.assignors import PartitionAssignorError, TopicMetadata, range_assignor, uniform
-from groupd.coordinator.consumer.target_assignment import (
+from groupd.coordinator.core.consumer.assignors import PartitionAssignorError, TopicMetadata, range_assignor, uniform
+from groupd.coordinator.core.consumer.target_assignment import (
     TargetMember,
     build_target_assignment,
     preferred_assignor,

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from groupd.coordinator.consumer.topic_regex import (
+from groupd.coordinator.core.consumer.topic_regex import (
     COMPILE_CACHE_SIZE,
     InvalidRegularExpression,
     compile_topic_regex,

@@ -5,8 +5,8 @@ deletion (§11.4), and replaying the written tombstones into a fresh shard.
 
 import pytest
 
-from groupd.coordinator.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
-from groupd.coordinator.shard import GroupShard
+from groupd.coordinator.core.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
+from groupd.coordinator.core.partition import GroupShard
 from groupd.protocol.consumer import encode_subscription
 from groupd.storage.records import (
     GroupMetadataKey,

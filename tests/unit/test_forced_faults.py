@@ -1,10 +1,10 @@
-"""Fault injection's two core operations (coordinator/shard.py): an operator's rebalance and session
+"""Fault injection's two core operations (coordinator/core/partition.py): an operator's rebalance and session
 expiry take the transitions a join and a session timer take, write through the one mutation path, and
 leave a log that replays to the same state."""
 
-from groupd.coordinator.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE
+from groupd.coordinator.core.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE
 
-from groupd.coordinator.shard import GroupSettings
+from groupd.coordinator.core.partition import GroupSettings
 
 from .driver import Driver, E, empty_group, stable_group
 from .test_consumer_heartbeat import TOPICS, assert_replay_matches, group, hb, join, owned

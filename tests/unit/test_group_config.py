@@ -4,11 +4,11 @@ consumer machine answering the next heartbeat with the group's interval and armi
 
 import pytest
 
-from groupd.coordinator.consumer.machine import ConsumerSettings
-from groupd.coordinator.group_config import (APPEND, DELETE, SET, SUBTRACT, ConfigError, incrementally_altered, replaced,
+from groupd.coordinator.core.consumer.machine import ConsumerSettings
+from groupd.coordinator.core.group_config import (APPEND, DELETE, SET, SUBTRACT, ConfigError, incrementally_altered, replaced,
                                       validate)
 from groupd.coordinator.settings import Settings
-from groupd.coordinator.shard import GroupSettings
+from groupd.coordinator.core.partition import GroupSettings
 from groupd.protocol import ErrorCode
 from groupd.storage.files import DataDirError
 from groupd.storage.group_configs import GroupConfigStore

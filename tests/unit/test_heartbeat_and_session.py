@@ -2,7 +2,7 @@
 a heartbeat only moves the member's deadline; the armed timer fires, sees the later deadline and
 re-arms."""
 
-from groupd.coordinator.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
+from groupd.coordinator.core.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 
 from .driver import E, completing_group, preparing_group, stable_group
 

@@ -3,8 +3,8 @@ initial-rebalance delay, join completion, protocol vote and leader election."""
 
 import pytest
 
-from groupd.coordinator.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
-from groupd.coordinator.shard import GroupSettings
+from groupd.coordinator.core.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
+from groupd.coordinator.core.partition import GroupSettings
 from groupd.storage.records import GroupMetadataKey, GroupMetadataValue
 
 from .driver import (

@@ -1,7 +1,7 @@
 """Spec §6: LeaveGroup — one result per identity, removal by instance id, pending ids, and what
 the departures do to the group. (The v0–v2 single-error collapse is the API module's concern.)"""
 
-from groupd.coordinator.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
+from groupd.coordinator.core.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 from groupd.storage.records import GroupMetadataKey, GroupMetadataValue
 
 from .driver import E, preparing_group, stable_group

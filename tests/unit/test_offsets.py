@@ -3,7 +3,7 @@ OffsetFetch."""
 
 import pytest
 
-from groupd.coordinator.classic.group import EMPTY, STABLE
+from groupd.coordinator.core.classic.group import EMPTY, STABLE
 from groupd.storage.records import OffsetCommitKey, OffsetCommitValue, Record
 
 from .driver import E, completing_group, preparing_group, stable_group

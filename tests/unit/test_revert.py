@@ -3,7 +3,7 @@ a failed write reverts what they applied, and every later in-flight write of the
 a write that times out stays applied. The conftest checks after each scenario that a replay of the
 log equals memory."""
 
-from groupd.coordinator.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
+from groupd.coordinator.core.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 from groupd.protocol import ErrorCode
 
 from .driver import completing_group, empty_group, stable_group

@@ -4,7 +4,7 @@ valid identities so that the state column decides."""
 
 import pytest
 
-from groupd.coordinator.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
+from groupd.coordinator.core.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 from groupd.storage.records import OffsetCommitKey
 
 from .driver import (

@@ -3,7 +3,7 @@ member id in place of its old one, in each group state."""
 
 import pytest
 
-from groupd.coordinator.classic.group import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
+from groupd.coordinator.core.classic.group import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
 from groupd.storage.records import GroupMetadataKey
 
 from .driver import E, assignment_of, completing_group, stable_group

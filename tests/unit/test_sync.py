@@ -3,7 +3,7 @@ answered, followers parked, and the sync timer."""
 
 import pytest
 
-from groupd.coordinator.classic.group import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
+from groupd.coordinator.core.classic.group import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
 from groupd.storage.records import GroupMetadataKey
 
 from .driver import E, completing_group, stable_group

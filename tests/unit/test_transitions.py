@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from groupd.coordinator.classic.group import (
+from groupd.coordinator.core.classic.group import (
     COMPLETING_REBALANCE,
     EMPTY,
     PREPARING_REBALANCE,

@@ -113,7 +113,7 @@ class OffsetsExpired:
     groups: int
 
 
-# -- consumer groups (KIP-848, coordinator/consumer/machine.py) ----------------------------------
+# -- consumer groups (KIP-848, coordinator/core/consumer/machine.py) ----------------------------------
 
 @_event
 class ConsumerGroupEpochBumped:

@@ -23,7 +23,7 @@ from groupd.storage.consumer_records import (
 )
 from groupd.storage.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, Record
 
-from groupd.coordinator.classic.group import ClassicGroup
+from groupd.coordinator.core.classic.group import ClassicGroup
 from .group import ConsumerGroup, ConsumerMember, ConsumerRecords, current_value
 from .reconciliation import MemberAssignment, MemberState
 

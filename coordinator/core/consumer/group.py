@@ -157,7 +157,7 @@ class ConsumerGroup:
                    if {t: ps for t, ps in m.assignment.assigned_partitions.items() if ps}
                    != {t: ps for t, ps in self.target_of(m.member_id).items() if ps})
 
-    # -- the Group interface (coordinator/group.py) ---------------------------------------------
+    # -- the Group interface (coordinator/core/group.py) ---------------------------------------------
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
                                version: int = 9) -> ErrorCode | None:

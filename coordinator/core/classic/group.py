@@ -1,6 +1,6 @@
 """A classic group and its members (spec §1–§2): plain data and the small rules that only read or
 adjust one group, including what the partition and the offsets store ask of every group type
-(coordinator/group.py). No I/O, no clock: time comes in as `now` (ms), timers go out as deadlines.
+(coordinator/core/group.py). No I/O, no clock: time comes in as `now` (ms), timers go out as deadlines.
 
 There is no Dead state: Kafka marks a removed group object Dead for the threads that still hold
 it; here one loop owns every group and a removed group is simply gone from its partition.
@@ -22,7 +22,7 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.consumer import BadConsumerProtocol, subscribed_topics
 from groupd.storage.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, Record
 
-from groupd.coordinator.group import static_member_error
+from groupd.coordinator.core.group import static_member_error
 from .replies import join_reply, sync_reply
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000  # Kafka's CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS
@@ -240,7 +240,7 @@ class ClassicGroup:
         return [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                  "metadata": m.metadata(self.protocol_name)} for m in self.members.values()]
 
-    # -- what the partition, the offsets store and admin ask of a group (coordinator/group.py) --
+    # -- what the partition, the offsets store and admin ask of a group (coordinator/core/group.py) --
 
     type = "classic"
 

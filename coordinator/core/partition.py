@@ -1,7 +1,7 @@
 """One offsets partition: the registry of its groups (of any type), their committed offsets, and
 the one `apply` by which durable state changes, for log loading, live writes (applied when the
 runner appends them) and reverts alike. Operations are routed to the group type's machine
-(coordinator/classic/), the offsets store (coordinator/offsets.py) or the admin operations here.
+(coordinator/core/classic/), the offsets store (coordinator/core/offsets.py) or the admin operations here.
 Sans-IO: time comes in as `now`, records and replies go out in an `Outcome`.
 """
 
@@ -15,15 +15,15 @@ from groupd.protocol import ErrorCode
 
 from groupd.storage.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, Record
 
-from groupd.coordinator.classic.group import EMPTY, ClassicGroup
-from groupd.coordinator.classic.machine import ClassicMachine
-from groupd.coordinator.classic.replies import join_reply
-from groupd.coordinator.classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
+from groupd.coordinator.core.classic.group import EMPTY, ClassicGroup
+from groupd.coordinator.core.classic.machine import ClassicMachine
+from groupd.coordinator.core.classic.replies import join_reply
+from groupd.coordinator.core.classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
 from groupd.storage.consumer_records import ConsumerGroupKey
 
-from groupd.coordinator.consumer.classic_members import ClassicMembers
-from groupd.coordinator.consumer.group import ConsumerGroup, ConsumerRecords
-from groupd.coordinator.consumer.machine import ConsumerHeartbeatRequest, ConsumerMachine, ConsumerSettings, TopicsImage
+from groupd.coordinator.core.consumer.classic_members import ClassicMembers
+from groupd.coordinator.core.consumer.group import ConsumerGroup, ConsumerRecords
+from groupd.coordinator.core.consumer.machine import ConsumerHeartbeatRequest, ConsumerMachine, ConsumerSettings, TopicsImage
 from . import events as ev
 from .clock import Now
 from .group import Group
@@ -63,7 +63,7 @@ class GroupShard:
         self.settings = settings
         self.groups: dict[str, Group] = {}
         self.store = OffsetsStore(self.groups, settings.offset_metadata_max_bytes)
-        self.events: list = []  # what happened (coordinator/events.py); the runner hands them to the shell
+        self.events: list = []  # what happened (coordinator/core/events.py); the runner hands them to the shell
         self.classic = ClassicMachine(self.groups, settings, new_member_id, self.events)
         self.consumer = ConsumerMachine(self.groups, settings.consumer,
                                         new_consumer_member_id or (lambda: new_member_id("consumer")), self.events,
@@ -138,7 +138,7 @@ class GroupShard:
         return self.classic.on_timer(key, now)
 
     # =========================================================================================
-    # the consumer protocol (coordinator/consumer/machine.py)
+    # the consumer protocol (coordinator/core/consumer/machine.py)
 
     def consumer_heartbeat(self, req: ConsumerHeartbeatRequest, topics: TopicsImage, now: Now) -> Outcome:
         return self.consumer.heartbeat(req, topics, now)
@@ -147,7 +147,7 @@ class GroupShard:
         return self.consumer.describe(group_id, topics)
 
     # =========================================================================================
-    # the classic protocol (coordinator/classic/machine.py)
+    # the classic protocol (coordinator/core/classic/machine.py)
 
     # A classic request for a consumer group (spec §7.3): a JoinGroup replaces an empty consumer
     # group; a live one serves classic members beside consumer-protocol ones.
@@ -188,7 +188,7 @@ class GroupShard:
         return topics or self.consumer.topics or TopicsImage(-1, {}, {})
 
     # =========================================================================================
-    # offsets (coordinator/offsets.py)
+    # offsets (coordinator/core/offsets.py)
 
     def commit(self, req: OffsetCommitRequest, now: Now) -> Outcome:
         out = self.store.commit(req, now)

@@ -1,6 +1,6 @@
 """The classic group state machine (spec §3–§6): JoinGroup, SyncGroup, Heartbeat, LeaveGroup and
 the session, join and sync timers, on the classic groups of one partition. Sans-IO: each operation
-takes the request and `now` (coordinator/clock.py) and returns an `Outcome`; nothing here awaits, sleeps or reads a
+takes the request and `now` (coordinator/core/clock.py) and returns an `Outcome`; nothing here awaits, sleeps or reads a
 clock. Over 500 lines because it is one state machine: the join, sync and timer paths call into
 the same rebalance steps, and splitting them would scatter the transitions spec §2 tabulates.
 
@@ -23,9 +23,9 @@ from groupd.protocol import ErrorCode
 
 from groupd.storage.records import GroupMetadataKey, GroupMetadataValue, Record
 
-from groupd.coordinator import events as ev
-from groupd.coordinator.clock import Now
-from groupd.coordinator.outcome import Outcome
+from groupd.coordinator.core import events as ev
+from groupd.coordinator.core.clock import Now
+from groupd.coordinator.core.outcome import Outcome
 from .group import (
     COMPLETING_REBALANCE,
     EMPTY,
@@ -49,7 +49,7 @@ class ClassicMachine:
         self.groups = groups  # the partition's registry, shared with every group type
         self.settings = settings
         self.new_member_id = new_member_id  # prefix → "<prefix>-<uuid>"
-        self.events = events  # the partition's list of what happened (coordinator/events.py)
+        self.events = events  # the partition's list of what happened (coordinator/core/events.py)
 
     def on_loaded(self, out: Outcome, group: ClassicGroup, now: Now) -> None:
         """The partition has replayed its log: start every member's session timer, and force a

@@ -1,4 +1,4 @@
-"""What every group operation hands back to the runner (coordinator/runner.py): records to append
+"""What every group operation hands back to the runner (coordinator/core/runner.py): records to append
 (applied when appended), the reply (released once they are durable), parked replies now due, and
 deadlines to arm."""
 

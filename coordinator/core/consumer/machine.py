@@ -2,7 +2,7 @@
 joins, regular heartbeats, -1/-2 leaves, static membership — and the session and rebalance timers,
 over the consumer groups of one partition; ConsumerGroupDescribe reads. Sans-IO: each operation
 takes the request, a snapshot of topic metadata and `now`, and returns an `Outcome` whose records
-the partition applies when the runner appends them (coordinator/consumer/group.py). Over 500 lines
+the partition applies when the runner appends them (coordinator/core/consumer/group.py). Over 500 lines
 because a heartbeat is one ordered pass (spec §5: validate, find the member, update it, bump the
 group epoch, compute the target, reconcile, answer) that joins, leaves and timers share; the pure steps
 live beside it (assignors.py, target_assignment.py, reconciliation.py, migration.py, regex_resolution.py).
@@ -35,10 +35,10 @@ from groupd.storage.consumer_records import (
 )
 from groupd.storage.records import GroupMetadataKey, Record
 
-from groupd.coordinator import events as ev
-from groupd.coordinator.clock import Now
-from groupd.coordinator.group_config import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS
-from groupd.coordinator.outcome import Effect, Outcome, reply_when_written
+from groupd.coordinator.core import events as ev
+from groupd.coordinator.core.clock import Now
+from groupd.coordinator.core.group_config import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS
+from groupd.coordinator.core.outcome import Effect, Outcome, reply_when_written
 from .assignors import ASSIGNORS, PartitionAssignorError, TopicMetadata
 from .group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -90,7 +90,7 @@ class ConsumerSettings:
     classic_max_size: int = 2147483647  # group.max.size: a downgraded group must fit
     regex_refresh_interval_ms: int = 600000  # group.consumer.regex.refresh.interval.ms
     regex_min_refresh_interval_ms: int = 10000  # Kafka's REGEX_BATCH_REFRESH_MIN_INTERVAL_MS (a constant)
-    # per-group overrides (coordinator/group_config.py): group id → name → value; the shell keeps it current
+    # per-group overrides (coordinator/core/group_config.py): group id → name → value; the shell keeps it current
     group_configs: Mapping[str, Mapping[str, int]] = dataclasses.field(default_factory=dict)
 
 

@@ -1,6 +1,6 @@
 """Committed offsets of one partition's groups: OffsetCommit, OffsetFetch, OffsetDelete and
 retention (spec §7, §8, §9.4, §11). It asks a group only through the `Group` interface
-(coordinator/group.py), so every group type shares it."""
+(coordinator/core/group.py), so every group type shares it."""
 
 from __future__ import annotations
 
