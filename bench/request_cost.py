@@ -34,7 +34,7 @@ sys.modules.setdefault("hypothesis", None)  # as coordinator/__main__.py: kio's 
 
 from groupd.coordinator.connection import Connection, RequestMemory  # noqa: E402
 from groupd.coordinator.node import Node  # noqa: E402
-from groupd.coordinator.security import endpoints  # noqa: E402
+from groupd.coordinator.security.listeners import endpoints  # noqa: E402
 from groupd.coordinator.settings import Settings  # noqa: E402
 from groupd.protocol.apis import ApiKey  # noqa: E402
 from groupd.protocol.codec import RequestHeader, build_request, decode_response, encode_request  # noqa: E402

@@ -9,7 +9,7 @@ from typing import Any
 
 from groupd.protocol.apis import ApiKey
 
-from .acls import CLUSTER_NAME, AclOperation, AclPermission, PatternType, ResourceType
+from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, AclPermission, PatternType, ResourceType
 from .admin import AdminConnection, _check, common, report, table
 
 ACLS_V = 3

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 from groupd.protocol import ErrorCode
 
 from .chaos import Chaos, FaultError
-from .sasl import Users
+from groupd.coordinator.security.sasl import Users
 
 log = logging.getLogger("groupd.admin")
 

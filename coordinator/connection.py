@@ -29,13 +29,13 @@ from . import chaos, metrics
 from .log_limit import LimitedLog
 from .apis import HANDLERS, SUPPORTED_VERSIONS, Request
 from groupd.coordinator.apis.api_versions import unsupported_version_response
-from .authenticator import Action, Authenticator, State, Step
-from .security import authenticated, authentication_failed
-from .tls import ANONYMOUS, certificate_principal
+from groupd.coordinator.security.authenticator import Action, Authenticator, State, Step
+from groupd.coordinator.security.listeners import authenticated, authentication_failed
+from groupd.coordinator.security.tls import ANONYMOUS, certificate_principal
 
 if TYPE_CHECKING:
     from .node import Node
-    from .security import Endpoint
+    from groupd.coordinator.security.listeners import Endpoint
 
 log = logging.getLogger("groupd.connection")
 bad_frame_log = LimitedLog(log, "bad-frame")  # one client can send thousands a second

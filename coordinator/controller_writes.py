@@ -14,8 +14,8 @@ from typing import Any, Callable
 
 from groupd.protocol import ErrorCode
 
-from .access import acl_binding, acl_row
-from .acls import AclFilter
+from groupd.coordinator.security.authorizer import acl_binding, acl_row
+from groupd.coordinator.security.acls import AclFilter
 
 UNAVAILABLE = {"unavailable": True}
 

@@ -14,14 +14,14 @@ from groupd.storage.acls import AclFile
 from groupd.storage.group_configs import GroupConfigsFile, GroupConfigStore
 from groupd.storage.scram import ScramFile
 
-from .access import Access
+from groupd.coordinator.security.authorizer import Access
 from . import offsets_topic
 from .chaos import FaultTable
 from .cluster import ClusterView, SingleNode
 from .etcd_files import save_change
 from .runtime import GroupCoordinator
-from .sasl import Users
-from .scram_users import ScramUsers
+from groupd.coordinator.security.sasl import Users
+from groupd.coordinator.security.scram_users import ScramUsers
 from .settings import Settings
 
 log = logging.getLogger("groupd")
@@ -42,7 +42,7 @@ class Node:
                                 else LOCK_FILE).acquire("groupd serve")
         self.cluster_id = self.cluster.cluster_id or load_cluster_id(settings.data_dir, settings.node_id)
         self.catalog = self.cluster.topic_catalog(settings.data_dir)
-        # ACL authorization, on when authorizer.class.name is set (coordinator/access.py). In cluster
+        # ACL authorization, on when authorizer.class.name is set (coordinator/security/authorizer.py). In cluster
         # mode the ACLs, the SCRAM credentials and the group configs live in etcd (cluster.shared_file)
         self.access = Access(settings, self.cluster.shared_file(
             AclFile(settings.data_dir), lambda rows: self.access.follow(rows))) \

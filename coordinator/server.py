@@ -12,19 +12,19 @@ from typing import TYPE_CHECKING
 from groupd.storage.topic_data import plane_for
 
 from . import metrics, readiness
-from .access import tick_denial_logs
+from groupd.coordinator.security.authorizer import tick_denial_logs
 from .admin_http import AdminEndpoint
 from .chaos import Chaos
 from .connection import Connection, RequestMemory, bad_frame_log
 from .listen import Listener, accept_log
 from .node import Node
-from .sasl import Users
-from .security import Endpoint, authentication_failed, endpoints, failure_log, oauth_jwks
+from groupd.coordinator.security.sasl import Users
+from groupd.coordinator.security.listeners import Endpoint, authentication_failed, endpoints, failure_log, oauth_jwks
 from .settings import Settings
 from .shared_files import CHECK_INTERVAL_S, SharedFiles
 from .supervisor_link import SupervisorLink
 from .workers import producer_id_block
-from .tls_transport import TlsTransport
+from groupd.coordinator.security.tls_transport import TlsTransport
 from .system_clock import wall_ms
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from groupd.storage.catalog import legal_topic_name
 
-from .acls import parse_super_users
+from groupd.coordinator.security.acls import parse_super_users
 
 
 class ConfigError(Exception):

@@ -1,4 +1,4 @@
-"""The ACL file in the data dir (storage/acls.py, coordinator/access.py): every change is on disk
+"""The ACL file in the data dir (storage/acls.py, coordinator/security/authorizer.py): every change is on disk
 before it applies, a failed or torn write keeps the previous set, a damaged file stops start-up."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from groupd.coordinator.access import Access
-from groupd.coordinator.acls import AclBinding, AclFilter, AclOperation, AclPermission, PatternType, ResourceType
+from groupd.coordinator.security.authorizer import Access
+from groupd.coordinator.security.acls import AclBinding, AclFilter, AclOperation, AclPermission, PatternType, ResourceType
 from groupd.coordinator.settings import Settings
 from groupd.storage.acls import ACLS_FILE
 from groupd.storage.files import DataDirError

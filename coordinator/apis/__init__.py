@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import Encoded, RequestHeader
 
-from groupd.coordinator.tls import ANONYMOUS  # the principal of a connection nobody authenticated
+from groupd.coordinator.security.tls import ANONYMOUS  # the principal of a connection nobody authenticated
 
 if TYPE_CHECKING:
     from groupd.coordinator.node import Node

@@ -2,7 +2,7 @@
 
 Deletions by (user, mechanism) and upsertions carrying the salt and SaltedPassword the admin client
 computed (the server derives StoredKey and ServerKey and keeps only those). One result per user, as
-coordinator/scram_users.py validates them; valid changes are stored in the data dir and apply to the
+coordinator/security/scram_users.py validates them; valid changes are stored in the data dir and apply to the
 next SCRAM login on every listener. Needs ALTER on the cluster: else every user named gets
 CLUSTER_AUTHORIZATION_FAILED (sorted by name, as Kafka).
 """
@@ -15,10 +15,10 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.access import authorized
-from groupd.coordinator.acls import CLUSTER_NAME, AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
+from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from groupd.coordinator import controller_writes
-from groupd.coordinator.scram_users import Result
+from groupd.coordinator.security.scram_users import Result
 from . import Request, respond
 
 KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS

@@ -15,8 +15,8 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import Encoded, build_response
 
 from groupd.coordinator.core.consumer.machine import ConsumerHeartbeatRequest, TopicsImage, error_reply
-from groupd.coordinator.access import authorized
-from groupd.coordinator.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
+from groupd.coordinator.security.acls import AclOperation, ResourceType
 from . import Request, ms, respond
 
 KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT

@@ -17,8 +17,8 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
 from groupd.coordinator import controller_writes
-from groupd.coordinator.access import acl_row
-from groupd.coordinator.acls import AclBinding, AclOperation
+from groupd.coordinator.security.authorizer import acl_row
+from groupd.coordinator.security.acls import AclBinding, AclOperation
 from . import Request, respond
 from .describe_acls import refused
 

@@ -20,8 +20,8 @@ from groupd.protocol.codec import build_response
 
 from groupd.storage.catalog import legal_topic_name
 
-from groupd.coordinator.access import authorized
-from groupd.coordinator.acls import CLUSTER_NAME, AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
+from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from . import Request
 
 KEY = ApiKey.CREATE_TOPICS

@@ -16,8 +16,8 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
 from groupd.coordinator import controller_writes
-from groupd.coordinator.access import acl_binding
-from groupd.coordinator.acls import AclOperation
+from groupd.coordinator.security.authorizer import acl_binding
+from groupd.coordinator.security.acls import AclOperation
 from . import Request, respond
 from .describe_acls import acl_filter, refused
 

@@ -14,8 +14,8 @@ from groupd.protocol.codec import build_response
 
 from groupd.protocol import ErrorCode
 
-from groupd.coordinator.access import authorized
-from groupd.coordinator.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
+from groupd.coordinator.security.acls import AclOperation, ResourceType
 from . import Request, respond
 
 KEY = ApiKey.DELETE_GROUPS

@@ -12,8 +12,8 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.access import authorized
-from groupd.coordinator.acls import CLUSTER_NAME, AclFilter, AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
+from groupd.coordinator.security.acls import CLUSTER_NAME, AclFilter, AclOperation, ResourceType
 from . import Request
 
 KEY = ApiKey.DESCRIBE_ACLS

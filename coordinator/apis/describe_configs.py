@@ -13,8 +13,8 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.access import config_resource_denied
-from groupd.coordinator.acls import AclOperation
+from groupd.coordinator.security.authorizer import config_resource_denied
+from groupd.coordinator.security.acls import AclOperation
 from groupd.coordinator.core.group_config import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS, NAMES, defaults
 from . import Request
 from .incremental_alter_configs import BROKER, GROUP, TOPIC

@@ -12,8 +12,8 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.access import authorized, authorized_operations
-from groupd.coordinator.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized, authorized_operations
+from groupd.coordinator.security.acls import AclOperation, ResourceType
 from . import LARGE_ANSWER_ROWS, Request, answer_off_loop
 
 KEY = ApiKey.DESCRIBE_GROUPS

@@ -17,8 +17,8 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.access import config_resource_denied
-from groupd.coordinator.acls import AclOperation
+from groupd.coordinator.security.authorizer import config_resource_denied
+from groupd.coordinator.security.acls import AclOperation
 from groupd.coordinator.core.group_config import ConfigError, incrementally_altered, validate
 from groupd.coordinator import controller_writes
 from . import Request, respond, respond_all

@@ -29,8 +29,8 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 from groupd.storage.topic_data import producer_ids_for
 
-from groupd.coordinator.access import authorized, denied
-from groupd.coordinator.acls import CLUSTER_NAME, AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized, denied
+from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from . import Request
 
 KEY = ApiKey.INIT_PRODUCER_ID

@@ -12,8 +12,8 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.access import authorized
-from groupd.coordinator.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
+from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.core.classic.requests import LeaveRequest
 from . import Request, respond
 

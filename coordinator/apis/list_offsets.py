@@ -26,8 +26,8 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 from groupd.storage.topic_data import plane_for
 
-from groupd.coordinator.access import authorized
-from groupd.coordinator.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
+from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.offsets_topic import log_range
 from . import Request
 

@@ -25,8 +25,8 @@ from groupd.protocol.codec import build_response
 
 from groupd.storage.catalog import legal_topic_name
 
-from groupd.coordinator.access import authorized, authorized_operations
-from groupd.coordinator.acls import CLUSTER_NAME, AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized, authorized_operations
+from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from groupd.coordinator.cluster import broker_entries
 from . import Request
 

@@ -19,8 +19,8 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.bounds import encode_uvarint
 from groupd.protocol.codec import Encoded
 
-from groupd.coordinator.access import authorized
-from groupd.coordinator.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
+from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.core.requests import OffsetCommitRequest
 from . import Request, ms, respond
 

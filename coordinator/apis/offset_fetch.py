@@ -25,8 +25,8 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
 from groupd.coordinator.core.requests import OffsetFetchRequest
-from groupd.coordinator.access import authorized
-from groupd.coordinator.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
+from groupd.coordinator.security.acls import AclOperation, ResourceType
 from . import LARGE_ANSWER_ROWS, Request, answer_off_loop, respond
 
 KEY = ApiKey.OFFSET_FETCH

@@ -30,8 +30,8 @@ from groupd.protocol.codec import build_response
 from groupd.storage.topic_data import plane_for
 from groupd.storage.topic_data.plane import TRANSACTIONS_UNSUPPORTED
 
-from groupd.coordinator.access import authorized
-from groupd.coordinator.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
+from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.offsets_topic import INVALID_APPEND
 from groupd.coordinator.system_clock import wall_ms
 from . import Request

@@ -1,7 +1,7 @@
 """SaslAuthenticate (36), v0–v2.
 
 v1 adds SessionLifetimeMs (KIP-368: how long the session lasts, 0 = no expiry) to the response;
-v2 is flexible. The exchange itself is run by coordinator/authenticator.py; a SaslAuthenticate
+v2 is flexible. The exchange itself is run by coordinator/security/authenticator.py; a SaslAuthenticate
 that gets here (no exchange in progress) is answered ILLEGAL_SASL_STATE, connection open.
 """
 

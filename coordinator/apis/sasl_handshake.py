@@ -2,7 +2,7 @@
 
 The two versions have the same bytes; the version says how the SASL tokens that follow travel:
 v0 as bare length-prefixed frames, v1 inside SaslAuthenticate requests. On a SASL listener the
-exchange is run by coordinator/authenticator.py before any request reaches a handler; a handshake
+exchange is run by coordinator/security/authenticator.py before any request reaches a handler; a handshake
 that gets here (a PLAINTEXT or SSL listener, or a SASL connection that has authenticated and may not
 re-authenticate now) is answered ILLEGAL_SASL_STATE with no mechanisms, and the connection stays open.
 """

@@ -2,7 +2,7 @@
 
 import pytest
 
-from groupd.coordinator.acls import (AclBinding, AclFilter, AclOperation as Op, AclPermission as Perm, Authorizer,
+from groupd.coordinator.security.acls import (AclBinding, AclFilter, AclOperation as Op, AclPermission as Perm, Authorizer,
                               PatternType as Pat, ResourceType as Res, parse_super_users)
 
 ALICE, BOB, CAROL = "User:alice", "User:bob", "User:carol"

@@ -4,9 +4,9 @@ checks against a fixed clock (the exchange reads no clock of its own)."""
 import jwt
 import pytest
 
-from groupd.coordinator.authenticator import Action, Authenticator
-from groupd.coordinator.oauthbearer import INVALID_TOKEN, InvalidToken, OAuthBearerServer, OAuthConfig, validate
-from groupd.coordinator.sasl import AuthenticationFailed
+from groupd.coordinator.security.authenticator import Action, Authenticator
+from groupd.coordinator.security.oauthbearer import INVALID_TOKEN, InvalidToken, OAuthBearerServer, OAuthConfig, validate
+from groupd.coordinator.security.sasl import AuthenticationFailed
 from groupd.protocol.apis import ApiKey
 from tests import oauth
 from .test_sasl import frame

@@ -1,5 +1,5 @@
 """SASL as the server runs it, without sockets: SCRAM (RFC 5802/7677) and PLAIN (RFC 4616) with
-Kafka's checks and messages, and the per-connection exchange of coordinator/authenticator.py."""
+Kafka's checks and messages, and the per-connection exchange of coordinator/security/authenticator.py."""
 
 import base64
 import struct
@@ -8,10 +8,10 @@ import pytest
 from kafka.net.sasl.scram import ScramClient
 
 from groupd.coordinator.apis import SUPPORTED_VERSIONS
-from groupd.coordinator.authenticator import Action, Authenticator, State
-from groupd.coordinator.sasl import AuthenticationFailed, PlainServer, ScramMechanism, Users
-from groupd.coordinator.scram import ScramError, ScramServer, derive
-from groupd.coordinator.tls import certificate_principal
+from groupd.coordinator.security.authenticator import Action, Authenticator, State
+from groupd.coordinator.security.sasl import AuthenticationFailed, PlainServer, ScramMechanism, Users
+from groupd.coordinator.security.scram import ScramError, ScramServer, derive
+from groupd.coordinator.security.tls import certificate_principal
 from groupd.protocol import ErrorCode, codec
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import RequestHeader

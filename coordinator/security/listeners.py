@@ -10,12 +10,12 @@ import socket
 import ssl
 import time
 
-from . import metrics
+from groupd.coordinator import metrics
 from .jwks import Jwks
-from .log_limit import LimitedLog
+from groupd.coordinator.log_limit import LimitedLog
 from .oauthbearer import OAuthConfig
 from .sasl import Users
-from .settings import Listener, Settings
+from groupd.coordinator.settings import Listener, Settings
 from .tls import server_context
 
 log = logging.getLogger("groupd.security")

@@ -15,7 +15,7 @@ import struct
 from groupd.protocol import ErrorCode, codec
 from groupd.protocol.apis import ApiKey
 
-from .apis import SUPPORTED_VERSIONS, sasl_authenticate, sasl_handshake
+from groupd.coordinator.apis import SUPPORTED_VERSIONS, sasl_authenticate, sasl_handshake
 from .oauthbearer import OAuthBearerServer, OAuthConfig
 from .sasl import AuthenticationFailed, Users, new_exchange
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ssl
 
-from .settings import ConfigError, Settings
+from groupd.coordinator.settings import ConfigError, Settings
 
 ANONYMOUS = "User:ANONYMOUS"
 

@@ -10,7 +10,7 @@ import dataclasses
 from groupd.protocol import ErrorCode
 from groupd.storage.scram import Entries, ScramFile
 
-from .etcd_files import save_change
+from groupd.coordinator.etcd_files import save_change
 from .sasl import Users
 from .scram import ITERATIONS, MAX_ITERATIONS, MECHANISM_CODES, ScramCredential, from_salted_password
 

@@ -24,7 +24,7 @@ class AuthenticationFailed(Exception):
 
 class Users:
     """The credentials of `sasl.users`, derived once at start-up, and the SCRAM credentials that
-    AlterUserScramCredentials sets (coordinator/scram_users.py), which every listener sees at once."""
+    AlterUserScramCredentials sets (coordinator/security/scram_users.py), which every listener sees at once."""
 
     def __init__(self, users: Mapping[str, str], mechanisms: Iterable[str]) -> None:
         mechanisms = tuple(mechanisms)

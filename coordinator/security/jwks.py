@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import jwt
 
-from .settings import ConfigError, Settings
+from groupd.coordinator.settings import ConfigError, Settings
 
 log = logging.getLogger("groupd.security")
 FETCH_TIMEOUT_S = 10

@@ -12,15 +12,15 @@ from groupd.protocol.apis import ApiKey
 from groupd.storage.acls import AclFile
 from groupd.storage.files import DataDirError
 
-from . import metrics
+from groupd.coordinator import metrics
 from .acls import (CLUSTER_NAME, AclBinding, AclFilter, AclOperation, AclPermission, Authorizer, PatternType,
                    ResourceType)
-from .etcd_files import save_change
-from .log_limit import LimitedLog
+from groupd.coordinator.etcd_files import save_change
+from groupd.coordinator.log_limit import LimitedLog
 
 if TYPE_CHECKING:
-    from .apis import Request
-    from .settings import Settings
+    from groupd.coordinator.apis import Request
+    from groupd.coordinator.settings import Settings
 
 log = logging.getLogger("groupd.authorizer")
 
