@@ -16,7 +16,7 @@ from groupd.storage.log import partition_dir
 from . import __version__, admin, admin_acls, chaos_cli
 from .settings import ConfigError, Settings, add_config_arguments
 from .supervisor_link import SupervisorLink
-from .workers import worker_settings
+from groupd.coordinator.cluster.workers import worker_settings
 
 
 class _Parser(argparse.ArgumentParser):
@@ -179,7 +179,7 @@ def _main(argv: list[str] | None) -> int:
     if worker is None:
         for warning in settings.warnings:  # a worker's are its supervisor's
             logging.getLogger("groupd").warning("%s", warning)
-    from .cluster import ClusterError
+    from groupd.coordinator.cluster.view import ClusterError
 
     try:
         if worker is None and settings.workers > 1:

@@ -17,8 +17,8 @@ from groupd.storage.scram import ScramFile
 from groupd.coordinator.security.authorizer import Access
 from . import offsets_topic
 from .chaos import FaultTable
-from .cluster import ClusterView, SingleNode
-from .etcd_files import save_change
+from groupd.coordinator.cluster.view import ClusterView, SingleNode
+from groupd.coordinator.cluster.etcd.files import save_change
 from .runtime import GroupCoordinator
 from groupd.coordinator.security.sasl import Users
 from groupd.coordinator.security.scram_users import ScramUsers
@@ -65,7 +65,7 @@ class Node:
         # log-end offsets of the data partitions other workers lead, for the lag metrics
         self.log_ends_elsewhere: dict[tuple[Any, int], int] = {}
         # a worker that is not the controller: its link to the controller, which makes the writes of
-        # the shared files (coordinator/controller_writes.py) and auto-creates (coordinator/supervisor_link.py)
+        # the shared files (coordinator/cluster/controller_writes.py) and auto-creates (coordinator/supervisor_link.py)
         self.controller: Any = None
         self._held: dict[asyncio.TimerHandle, tuple[asyncio.Future, Any]] = {}
         self.closing = False
@@ -126,7 +126,7 @@ class Node:
                     self.group_configs.follow)
 
     def group_configs_altered(self, group_id: str, configs: dict[str, int], request: Any) -> None:
-        """The group's overrides are `configs` now (written by the controller: coordinator/controller_writes.py)."""
+        """The group's overrides are `configs` now (written by the controller: coordinator/cluster/controller_writes.py)."""
         log.info("group configs altered group=%s configs=%s client=%s host=%s", group_id,
                  ",".join(f"{k}={v}" for k, v in sorted(configs.items())) or "(defaults)",
                  request.header.client_id, request.client_host)

@@ -31,7 +31,7 @@ from .log_workers import LogWorkers
 from .log_writer import LogWriter
 from groupd.coordinator.core.runner import Runner
 from groupd.coordinator.core.partitioning import partition_for
-from .cluster import ClusterView, SingleNode
+from groupd.coordinator.cluster.view import ClusterView, SingleNode
 from groupd.coordinator.core.classic.replies import join_reply, sync_reply
 from groupd.coordinator.core.classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
 from groupd.coordinator.core.outcome import Outcome
@@ -91,11 +91,11 @@ class PartitionState(enum.Enum):
     LOADING = "loading"
     ACTIVE = "active"
     FAILED = "failed"
-    UNOWNED = "unowned"  # another node coordinates it (coordinator/cluster.py)
+    UNOWNED = "unowned"  # another node coordinates it (coordinator/cluster/view.py)
 
 
 class Claim(Protocol):
-    """Cluster mode's side of `GroupCoordinator.gain` (coordinator/etcd_cluster.py)."""
+    """Cluster mode's side of `GroupCoordinator.gain` (coordinator/cluster/etcd/cluster.py)."""
 
     async def ownership(self) -> Ownership:
         """The segments that count (after waiting out a deposed owner's lease if need be)."""

@@ -21,14 +21,14 @@ from .node import Node
 from groupd.coordinator.security.sasl import Users
 from groupd.coordinator.security.listeners import Endpoint, authentication_failed, endpoints, failure_log, oauth_jwks
 from .settings import Settings
-from .shared_files import CHECK_INTERVAL_S, SharedFiles
+from groupd.coordinator.cluster.shared_files import CHECK_INTERVAL_S, SharedFiles
 from .supervisor_link import SupervisorLink
-from .workers import producer_id_block
+from groupd.coordinator.cluster.workers import producer_id_block
 from groupd.coordinator.security.tls_transport import TlsTransport
 from .system_clock import wall_ms
 
 if TYPE_CHECKING:
-    from .etcd_cluster import EtcdCluster
+    from groupd.coordinator.cluster.etcd.cluster import EtcdCluster
 
 log = logging.getLogger("groupd")
 
@@ -48,7 +48,7 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 class Server:
     def __init__(self, settings: Settings, worker: SupervisorLink | None = None) -> None:
         self.settings = settings
-        self.worker = worker  # worker i of N under a supervisor (coordinator/workers.py), else None
+        self.worker = worker  # worker i of N under a supervisor (coordinator/cluster/workers.py), else None
         self.node: Node | None = None
         self.cluster: EtcdCluster | None = None
         self.connections: set[Connection] = set()
@@ -67,7 +67,7 @@ class Server:
         # one Users for every SASL listener and the SCRAM admin APIs (coordinator/security.endpoints)
         users = next((e.users for e in self.endpoints if e.users is not None), None)
         if self.settings.cluster_etcd_endpoints:  # cluster mode: etcd says who owns what
-            from .etcd_cluster import EtcdCluster  # its client only where it is used
+            from groupd.coordinator.cluster.etcd.cluster import EtcdCluster  # its client only where it is used
 
             self.cluster = EtcdCluster(self.settings)
             await self.cluster.connect()

@@ -1,5 +1,5 @@
 """`groupd serve --workers N`: the supervisor process. It holds the data dir's `.lock`, starts N worker
-processes (`groupd serve ... --worker i:fd`, coordinator/workers.py), restarts one that exits (with a
+processes (`groupd serve ... --worker i:fd`, coordinator/cluster/workers.py), restarts one that exits (with a
 backoff; the others are told it is down meanwhile), relays auto-creates to the controller (worker 0),
 serves the merged metrics and `/ready` on `metrics.listener`, and on SIGTERM/SIGINT drains every
 worker and exits 0."""
@@ -19,7 +19,7 @@ from groupd.storage.catalog import load_cluster_id
 from groupd.storage.files import DataDirLock, prepare_data_dir
 
 from . import metrics_merge, readiness
-from .controller_writes import UNAVAILABLE
+from groupd.coordinator.cluster.controller_writes import UNAVAILABLE
 from .metrics import EXPOSITION_MAX_CONNECTIONS
 from .settings import Settings
 from .supervisor_link import MESSAGE_LIMIT

@@ -11,20 +11,21 @@ from typing import Callable
 
 from groupd.storage.topic_data import plane_for
 
-from . import controller_writes, readiness
+from .cluster import controller_writes
+from . import readiness
 from .settings import Settings
 
 # one message per line, each side's reader bound: a forwarded write (a CreateAcls of thousands of
 # bindings) or its answer is as large as the request allowed, far over asyncio's 64 KiB default
 MESSAGE_LIMIT = 1 << 30
-from .shared_files import SharedFiles
-from .workers import WorkerView
+from groupd.coordinator.cluster.shared_files import SharedFiles
+from groupd.coordinator.cluster.workers import WorkerView
 
 
 class SupervisorLink:
     """The worker's end of its socket to the supervisor, one JSON object per line. Up: `serving` once
     it listens, `ready` once every owned partition is loaded (with the worker's private metrics
-    address), `log_ends` of the data partitions it leads (every LOG_ENDS_S), `create_topic` (an auto-create) and `call` (a write of coordinator/controller_writes.py)
+    address), `log_ends` of the data partitions it leads (every LOG_ENDS_S), `create_topic` (an auto-create) and `call` (a write of coordinator/cluster/controller_writes.py)
     for the controller, and from the controller the `reply` to a call. Down: `down` (the workers not
     serving now), the other workers' `log_ends`, to the controller `create_topic` and `call`, to the caller the `reply`. The
     supervisor gone (EOF) stops the worker."""

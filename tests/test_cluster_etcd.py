@@ -282,7 +282,7 @@ def test_every_node_sees_the_same_topic_catalog(nodes, etcd):
 
 
 def test_a_catalog_change_that_loses_the_race_is_applied_on_top_of_the_winner(etcd, tmp_path):
-    from groupd.coordinator.etcd_catalog import CATALOG_KEY, EtcdCatalog, EtcdDocument
+    from groupd.coordinator.cluster.etcd.catalog import CATALOG_KEY, EtcdCatalog, EtcdDocument
 
     one, two, three = (EtcdCatalog(EtcdDocument([etcd.endpoint], CATALOG_KEY, 5), str(tmp_path)) for _ in range(3))
     one.create("x", 1)
@@ -431,7 +431,7 @@ async def test_a_compactions_manifest_swap_holds_only_while_the_claim_and_the_ma
     lost) and once the claim is gone (then nothing is learnt)."""
     import json
 
-    from groupd.coordinator.etcd_cluster import EtcdCluster, _Claim, _key
+    from groupd.coordinator.cluster.etcd.cluster import EtcdCluster, _Claim, _key
     from groupd.coordinator.settings import Settings
 
     settings = Settings.load(None, env={}, overrides=[f"data.dir={tmp_path}", "node.id=1",

@@ -1,4 +1,4 @@
-"""The node's view of the cluster (coordinator/cluster.py) decides what Metadata and FindCoordinator
+"""The node's view of the cluster (coordinator/cluster/view.py) decides what Metadata and FindCoordinator
 answer and which offsets partitions the runtime loads: a Node on a real event loop, in process, with a
 view of three brokers where this node (1) owns the even partitions and nobody the last one."""
 
@@ -9,7 +9,7 @@ import pytest
 
 from groupd.coordinator import readiness
 from groupd.coordinator.apis import Request, find_coordinator, metadata
-from groupd.coordinator.cluster import Broker, ClusterView
+from groupd.coordinator.cluster.view import Broker, ClusterView
 from groupd.coordinator.node import Node
 from groupd.coordinator.core.partitioning import partition_for
 from groupd.coordinator.settings import Listener, Settings

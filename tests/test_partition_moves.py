@@ -12,7 +12,7 @@ import pytest
 
 from groupd.coordinator import readiness
 from groupd.coordinator.core.classic.requests import JoinRequest
-from groupd.coordinator.cluster import SingleNode
+from groupd.coordinator.cluster.view import SingleNode
 from groupd.coordinator.core.partitioning import partition_for
 from groupd.coordinator.core.requests import OffsetCommitRequest, OffsetFetchRequest
 from groupd.coordinator.runtime import GroupCoordinator, PartitionState
@@ -160,7 +160,7 @@ def test_only_the_manifests_stamps_count_up_to_their_end(tmp_path):
 
 
 def test_rendezvous_spreads_partitions_and_a_joining_node_takes_only_what_it_wins():
-    from groupd.coordinator.etcd_cluster import rendezvous
+    from groupd.coordinator.cluster.etcd.cluster import rendezvous
 
     before = {p: rendezvous(p, [1, 2]) for p in range(50)}
     after = {p: rendezvous(p, [1, 2, 3]) for p in range(50)}

@@ -17,7 +17,7 @@ from groupd.protocol.codec import build_response
 
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from groupd.coordinator import controller_writes
+from groupd.coordinator.cluster import controller_writes
 from groupd.coordinator.security.scram_users import Result
 from . import Request, respond
 

@@ -16,7 +16,7 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator import controller_writes
+from groupd.coordinator.cluster import controller_writes
 from groupd.coordinator.security.authorizer import acl_row
 from groupd.coordinator.security.acls import AclBinding, AclOperation
 from . import Request, respond

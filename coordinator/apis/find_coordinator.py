@@ -2,7 +2,7 @@
 
 v1 adds the key type and error message; v3 is flexible; v4 batches keys (CoordinatorKeys in,
 Coordinators[] out); v5/v6 change only error semantics. A group's coordinator is the node owning its
-offsets partition in the node's view of the cluster (coordinator/cluster.py), at its address on the
+offsets partition in the node's view of the cluster (coordinator/cluster/view.py), at its address on the
 listener the request came in on (COORDINATOR_NOT_AVAILABLE while nobody owns the partition);
 transactions and share groups have no coordinator here.
 """
@@ -15,7 +15,7 @@ from groupd.protocol.codec import build_response
 
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import AclOperation, ResourceType
-from groupd.coordinator.cluster import address
+from groupd.coordinator.cluster.view import address
 from . import Request
 
 GROUP, TRANSACTION, SHARE = 0, 1, 2

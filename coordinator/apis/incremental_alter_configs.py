@@ -20,7 +20,7 @@ from groupd.protocol.codec import build_response
 from groupd.coordinator.security.authorizer import config_resource_denied
 from groupd.coordinator.security.acls import AclOperation
 from groupd.coordinator.core.group_config import ConfigError, incrementally_altered, validate
-from groupd.coordinator import controller_writes
+from groupd.coordinator.cluster import controller_writes
 from . import Request, respond, respond_all
 
 KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS

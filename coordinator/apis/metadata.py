@@ -7,7 +7,7 @@ topic ids, answered from v12 as Kafka does (a topic may be asked for by id alone
 over the name, which the Java client sends as "" with an id).
 
 The brokers, the controller and each partition's leader come from the node's view of the cluster
-(coordinator/cluster.py; a lone node is all three); leader epoch -1, so no client tries to validate
+(coordinator/cluster/view.py; a lone node is all three); leader epoch -1, so no client tries to validate
 positions. An offsets partition's leader is its coordinator (LEADER_NOT_AVAILABLE while none). `__consumer_offsets` is listed among all topics and
 answered by name or id as Kafka does, as an internal topic (coordinator/offsets_topic.py); it is
 never auto-created into the catalog. Requested topics that do not exist are created when
@@ -27,7 +27,7 @@ from groupd.storage.catalog import legal_topic_name
 
 from groupd.coordinator.security.authorizer import authorized, authorized_operations
 from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from groupd.coordinator.cluster import broker_entries
+from groupd.coordinator.cluster.view import broker_entries
 from . import Request
 
 KEY = ApiKey.METADATA

@@ -15,7 +15,7 @@ from groupd.storage.files import DataDirError
 from groupd.coordinator import metrics
 from .acls import (CLUSTER_NAME, AclBinding, AclFilter, AclOperation, AclPermission, Authorizer, PatternType,
                    ResourceType)
-from groupd.coordinator.etcd_files import save_change
+from groupd.coordinator.cluster.etcd.files import save_change
 from groupd.coordinator.log_limit import LimitedLog
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ class Access:
 
     def __init__(self, settings: Settings, store=None) -> None:
         self._settings = settings
-        self._file = store or AclFile(settings.data_dir)  # cluster mode: the ACLs in etcd (coordinator/etcd_files.py)
+        self._file = store or AclFile(settings.data_dir)  # cluster mode: the ACLs in etcd (coordinator/cluster/etcd/files.py)
         self.reload()
 
     def reload(self) -> None:

@@ -10,7 +10,7 @@ import dataclasses
 from groupd.protocol import ErrorCode
 from groupd.storage.scram import Entries, ScramFile
 
-from groupd.coordinator.etcd_files import save_change
+from groupd.coordinator.cluster.etcd.files import save_change
 from .sasl import Users
 from .scram import ITERATIONS, MAX_ITERATIONS, MECHANISM_CODES, ScramCredential, from_salted_password
 
@@ -42,7 +42,7 @@ class ScramUsers:
 
     def __init__(self, data_dir: str, users: Users, store=None) -> None:
         self.users = users
-        self._file = store or ScramFile(data_dir)  # cluster mode: the credentials in etcd (coordinator/etcd_files.py)
+        self._file = store or ScramFile(data_dir)  # cluster mode: the credentials in etcd (coordinator/cluster/etcd/files.py)
         self.reload()
 
     def reload(self) -> None:

@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 from groupd.storage.catalog import TopicCatalog
 from groupd.storage.files import JsonFile
 
-from .settings import Listener
+from groupd.coordinator.settings import Listener
 
 
 class ClusterError(Exception):

@@ -15,7 +15,7 @@ import os
 from groupd.storage.catalog import CATALOG_FILE, Topic, TopicCatalog, decode_catalog, encode_catalog
 from groupd.storage.files import DataDirError
 
-from .etcd_files import EtcdDocument
+from .files import EtcdDocument
 
 log = logging.getLogger("groupd")
 

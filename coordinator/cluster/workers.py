@@ -9,8 +9,8 @@ import dataclasses
 from typing import Sequence
 from urllib.parse import urlsplit
 
-from .cluster import Broker, ClusterView
-from .settings import Listener, Settings
+from .view import Broker, ClusterView
+from groupd.coordinator.settings import Listener, Settings
 
 
 def shifted(listeners: Sequence[Listener], by: int) -> tuple[Listener, ...]:

@@ -5,7 +5,7 @@ Keys (under `/groupd/`): `nodes/<id>` the node's advertised listeners, `owners/<
 node id and `compactions/<p>` (whose revisions stamp compactions' output), all bound to the node's
 lease; `manifests/<p>` the stamps whose segments count
 (storage/owned_log.py `Ownership`), `cluster.id`, and the shared documents (`topics`, `acls.json`,
-`scram-credentials.json`, `group_configs.json`: coordinator/etcd_catalog.py, coordinator/etcd_files.py),
+`scram-credentials.json`, `group_configs.json`: coordinator/cluster/etcd/catalog.py, coordinator/cluster/etcd/files.py),
 without a lease.
 README "Cluster mode" says what this guarantees and why.
 """
@@ -24,10 +24,10 @@ from collections.abc import Sequence
 
 from groupd.storage.owned_log import Ownership
 
-from .cluster import Broker, ClusterError, ClusterView
-from .etcd_catalog import CATALOG_KEY, EtcdCatalog
-from .etcd_files import EtcdDocument, EtcdFile
-from .runtime import PartitionState
+from groupd.coordinator.cluster.view import Broker, ClusterError, ClusterView
+from .catalog import CATALOG_KEY, EtcdCatalog
+from .files import EtcdDocument, EtcdFile
+from groupd.coordinator.runtime import PartitionState
 
 log = logging.getLogger("groupd")
 

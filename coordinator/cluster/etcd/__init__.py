@@ -1,0 +1,1 @@
+"""Cluster mode through etcd: leases and claims, the topic catalog, shared documents."""
