@@ -17,7 +17,7 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from . import metrics
+from .observability import metrics
 from .apis import forward
 from groupd.coordinator.core.classic.replies import join_reply, sync_reply
 from groupd.coordinator.core.consumer.machine import error_reply

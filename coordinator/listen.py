@@ -9,8 +9,8 @@ import logging
 import socket
 from collections.abc import Callable
 
-from . import metrics
-from .log_limit import LimitedLog
+from .observability import metrics
+from groupd.coordinator.observability.log_limit import LimitedLog
 
 log = logging.getLogger("groupd")
 accept_log = LimitedLog(log, "accept-failed", per_interval=5)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from groupd.storage.topic_data import plane_for
 
-from . import metrics, readiness
+from .observability import metrics, readiness
 from groupd.coordinator.security.authorizer import tick_denial_logs
 from .admin_http import AdminEndpoint
 from .chaos import Chaos

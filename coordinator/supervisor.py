@@ -18,9 +18,9 @@ from urllib.parse import urlsplit
 from groupd.storage.catalog import load_cluster_id
 from groupd.storage.files import DataDirLock, prepare_data_dir
 
-from . import metrics_merge, readiness
+from .observability import merge as metrics_merge, readiness
 from groupd.coordinator.cluster.controller_writes import UNAVAILABLE
-from .metrics import EXPOSITION_MAX_CONNECTIONS
+from groupd.coordinator.observability.metrics import EXPOSITION_MAX_CONNECTIONS
 from .settings import Settings
 from .supervisor_link import MESSAGE_LIMIT
 

@@ -12,7 +12,7 @@ from typing import Callable
 from groupd.storage.topic_data import plane_for
 
 from .cluster import controller_writes
-from . import readiness
+from .observability import readiness
 from .settings import Settings
 
 # one message per line, each side's reader bound: a forwarded write (a CreateAcls of thousands of

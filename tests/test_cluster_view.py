@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from groupd.coordinator import readiness
+from groupd.coordinator.observability import readiness
 from groupd.coordinator.apis import Request, find_coordinator, metadata
 from groupd.coordinator.cluster.view import Broker, ClusterView
 from groupd.coordinator.node import Node

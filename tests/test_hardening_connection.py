@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from groupd.coordinator.log_limit import LimitedLog
+from groupd.coordinator.observability.log_limit import LimitedLog
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import decode_response

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from groupd.coordinator import readiness
+from groupd.coordinator.observability import readiness
 from groupd.coordinator.core.requests import OffsetCommitRequest
 from groupd.coordinator.runtime import GroupCoordinator, PartitionState
 from groupd.coordinator.settings import Settings

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from groupd.coordinator import readiness
+from groupd.coordinator.observability import readiness
 from groupd.coordinator.core.classic.requests import JoinRequest
 from groupd.coordinator.cluster.view import SingleNode
 from groupd.coordinator.core.partitioning import partition_for

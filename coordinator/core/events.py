@@ -1,5 +1,5 @@
 """What happened in the core, as typed events: the partition appends them to its `events` list and
-the shell (coordinator/observe.py) turns each into its log line and metrics, dispatching by type."""
+the shell (coordinator/observability/observe.py) turns each into its log line and metrics, dispatching by type."""
 
 from __future__ import annotations
 

@@ -12,11 +12,11 @@ from groupd.protocol.apis import ApiKey
 from groupd.storage.acls import AclFile
 from groupd.storage.files import DataDirError
 
-from groupd.coordinator import metrics
+from groupd.coordinator.observability import metrics
 from .acls import (CLUSTER_NAME, AclBinding, AclFilter, AclOperation, AclPermission, Authorizer, PatternType,
                    ResourceType)
 from groupd.coordinator.cluster.etcd.files import save_change
-from groupd.coordinator.log_limit import LimitedLog
+from groupd.coordinator.observability.log_limit import LimitedLog
 
 if TYPE_CHECKING:
     from groupd.coordinator.apis import Request

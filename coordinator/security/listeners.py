@@ -10,9 +10,9 @@ import socket
 import ssl
 import time
 
-from groupd.coordinator import metrics
+from groupd.coordinator.observability import metrics
 from .jwks import Jwks
-from groupd.coordinator.log_limit import LimitedLog
+from groupd.coordinator.observability.log_limit import LimitedLog
 from .oauthbearer import OAuthConfig
 from .sasl import Users
 from groupd.coordinator.settings import Listener, Settings

@@ -200,7 +200,7 @@ def test_a_failed_downgrade_write_leaves_the_consumer_group():
 def test_each_conversion_is_one_log_line_and_counted_by_direction(caplog):
     from prometheus_client import REGISTRY
 
-    from groupd.coordinator import observe
+    from groupd.coordinator.observability import observe
 
     def count(direction):
         return REGISTRY.get_sample_value("groupd_group_conversions_total", {"direction": direction}) or 0

@@ -5,7 +5,8 @@ import ast
 import dataclasses
 import pathlib
 
-from groupd.coordinator import events, observe
+from groupd.coordinator import events
+from groupd.coordinator.observability import observe
 
 COORDINATOR = pathlib.Path(__file__).resolve().parents[2] / "coordinator"
 CORE_MODULES = ["clock.py", "events.py", "group.py", "group_config.py", "offsets.py", "outcome.py", "partitioning.py",

@@ -1,8 +1,8 @@
 """Worker i of N on one host (coordinator/cluster/workers.py): its settings and its view of the cluster, and
-the supervisor's merge of the workers' metrics (coordinator/metrics_merge.py)."""
+the supervisor's merge of the workers' metrics (coordinator/observability/merge.py)."""
 
 from groupd.coordinator.cluster.view import broker_entries
-from groupd.coordinator.metrics_merge import merge
+from groupd.coordinator.observability.merge import merge
 from groupd.coordinator.settings import Listener, Settings
 from groupd.coordinator.cluster.workers import WorkerView, producer_id_block, worker_settings
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from .core import events as ev
+from groupd.coordinator.core import events as ev
 from . import metrics as m
 
 log = logging.getLogger("groupd.group")

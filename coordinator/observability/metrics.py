@@ -1,5 +1,5 @@
 """groupd's Prometheus series, served on `metrics.listener` (which also answers `/healthz` and
-`/ready`, coordinator/readiness.py).
+`/ready`, coordinator/observability/readiness.py).
 
 Cost stays off the hot path: label children are bound once (here, or lazily the first time a label
 value is seen); a request is counted in plain integers on the loop (`RequestStats`: prometheus_client
@@ -27,8 +27,8 @@ from groupd.protocol.apis import ApiKey
 from groupd.storage.topic_data import plane_for
 
 from . import readiness
-from .listen import Listener
-from .system_clock import wall_ms
+from groupd.coordinator.listen import Listener
+from groupd.coordinator.system_clock import wall_ms
 
 disable_created_metrics()  # `_created` series double the exposition and no dashboard uses them
 
@@ -128,7 +128,7 @@ def authorization_denied(api_key: int, resource_type: str) -> None:
     child.inc()
 
 
-# -- groups (the core's events, counted by coordinator/observe.py) --------------------------------------------------------
+# -- groups (the core's events, counted by coordinator/observability/observe.py) --------------------------------------------------------
 REBALANCES_STARTED = Counter("groupd_rebalances_started_total", "Rebalances started, by reason", ["reason"])
 REBALANCES_COMPLETED = Counter("groupd_rebalances_completed_total",
                                 "Rebalances completed, by the state they ended in (Stable, or Empty)", ["state"])
