@@ -1,6 +1,6 @@
 """Fault injection: the table of armed faults (an API answered with Kafka's error, or held back, for
 a count of requests or a while), the connection's hook that applies them before a request is handled,
-and the operations the admin endpoint (coordinator/admin_http.py) runs. An injected error is answered
+and the operations the admin endpoint (coordinator/server/admin_http.py) runs. An injected error is answered
 *instead of* handling the request, so a fault never half-applies anything durable."""
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from groupd.coordinator.core.consumer.machine import error_reply
 
 if TYPE_CHECKING:
     from .apis import Handler, Request
-    from .connection import Connection
-    from .node import Node
+    from groupd.coordinator.server.connection import Connection
+    from groupd.coordinator.server.node import Node
 
 log = logging.getLogger("groupd.chaos")
 

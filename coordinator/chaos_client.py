@@ -1,4 +1,4 @@
-"""The client side of the admin endpoint's fault injection (coordinator/admin_http.py): what
+"""The client side of the admin endpoint's fault injection (coordinator/server/admin_http.py): what
 `groupd chaos ...` and the pytest plugin's server helpers call. Blocking, standard library only."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from groupd.storage.log import partition_dir
 
 from . import __version__, admin, admin_acls, chaos_cli
 from .settings import ConfigError, Settings, add_config_arguments
-from .supervisor_link import SupervisorLink
+from groupd.coordinator.server.supervisor_link import SupervisorLink
 from groupd.coordinator.cluster.workers import worker_settings
 
 
@@ -183,10 +183,10 @@ def _main(argv: list[str] | None) -> int:
 
     try:
         if worker is None and settings.workers > 1:
-            from . import supervisor
+            from .server import supervisor
 
             return supervisor.run(settings, _worker_args(args))
-        from .server import run
+        from groupd.coordinator.server.server import run
 
         run(worker_settings(settings, worker.index) if worker else settings, worker)
     except ClusterError as e:

@@ -10,7 +10,7 @@ import pytest
 from groupd.coordinator.observability import readiness
 from groupd.coordinator.apis import Request, find_coordinator, metadata
 from groupd.coordinator.cluster.view import Broker, ClusterView
-from groupd.coordinator.node import Node
+from groupd.coordinator.server.node import Node
 from groupd.coordinator.core.partitioning import partition_for
 from groupd.coordinator.settings import Listener, Settings
 from groupd.protocol import ErrorCode

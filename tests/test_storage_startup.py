@@ -139,7 +139,7 @@ def test_serve_does_not_import_what_only_oauthbearer_a_config_file_or_the_tests_
     # (kio registers strategies with it)
     code = ("import runpy, sys\nsys.argv = ['groupd', '--version']\n"
             "try:\n    runpy.run_module('groupd.coordinator', run_name='__main__')\nexcept SystemExit:\n    pass\n"
-            "import groupd.coordinator.server\n"
+            "import groupd.coordinator.server.server\n"
             "print(sorted(m for m in ('jwt', 'yaml', 'hypothesis') if sys.modules.get(m) is not None))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -18,7 +18,7 @@ from groupd.protocol.codec import Encoded, RequestHeader
 from groupd.coordinator.security.tls import ANONYMOUS  # the principal of a connection nobody authenticated
 
 if TYPE_CHECKING:
-    from groupd.coordinator.node import Node
+    from groupd.coordinator.server.node import Node
     from groupd.coordinator.settings import Listener
 
 

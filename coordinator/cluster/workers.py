@@ -1,7 +1,7 @@
 """Worker i of N on one host (`groupd serve --workers N`): its settings (node.id + i, every listener's
 port + i) and its view of the cluster: every worker a broker, offsets partition p and data partition p
 served by worker p mod N, worker 0 the controller. Static: only liveness changes, as the supervisor
-reports workers down and up (coordinator/supervisor.py, through coordinator/supervisor_link.py)."""
+reports workers down and up (coordinator/server/supervisor.py, through coordinator/server/supervisor_link.py)."""
 
 from __future__ import annotations
 

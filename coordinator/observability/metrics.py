@@ -27,7 +27,7 @@ from groupd.protocol.apis import ApiKey
 from groupd.storage.topic_data import plane_for
 
 from . import readiness
-from groupd.coordinator.listen import Listener
+from groupd.coordinator.server.listen import Listener
 from groupd.coordinator.system_clock import wall_ms
 
 disable_created_metrics()  # `_created` series double the exposition and no dashboard uses them

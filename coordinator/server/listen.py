@@ -9,7 +9,7 @@ import logging
 import socket
 from collections.abc import Callable
 
-from .observability import metrics
+from groupd.coordinator.observability import metrics
 from groupd.coordinator.observability.log_limit import LimitedLog
 
 log = logging.getLogger("groupd")

@@ -25,10 +25,10 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import MalformedRequest
 from groupd.protocol.framing import FrameReader, FrameTooLarge
 
-from . import chaos
-from .observability import metrics
+from groupd.coordinator import chaos
+from groupd.coordinator.observability import metrics
 from groupd.coordinator.observability.log_limit import LimitedLog
-from .apis import HANDLERS, SUPPORTED_VERSIONS, Request
+from groupd.coordinator.apis import HANDLERS, SUPPORTED_VERSIONS, Request
 from groupd.coordinator.apis.api_versions import unsupported_version_response
 from groupd.coordinator.security.authenticator import Action, Authenticator, State, Step
 from groupd.coordinator.security.listeners import authenticated, authentication_failed

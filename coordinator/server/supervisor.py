@@ -18,10 +18,10 @@ from urllib.parse import urlsplit
 from groupd.storage.catalog import load_cluster_id
 from groupd.storage.files import DataDirLock, prepare_data_dir
 
-from .observability import merge as metrics_merge, readiness
+from groupd.coordinator.observability import merge as metrics_merge, readiness
 from groupd.coordinator.cluster.controller_writes import UNAVAILABLE
 from groupd.coordinator.observability.metrics import EXPOSITION_MAX_CONNECTIONS
-from .settings import Settings
+from groupd.coordinator.settings import Settings
 from .supervisor_link import MESSAGE_LIMIT
 
 log = logging.getLogger("groupd")

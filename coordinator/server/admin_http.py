@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from groupd.protocol import ErrorCode
 
-from .chaos import Chaos, FaultError
+from groupd.coordinator.chaos import Chaos, FaultError
 from groupd.coordinator.security.sasl import Users
 
 log = logging.getLogger("groupd.admin")

@@ -15,14 +15,14 @@ from groupd.storage.group_configs import GroupConfigsFile, GroupConfigStore
 from groupd.storage.scram import ScramFile
 
 from groupd.coordinator.security.authorizer import Access
-from . import offsets_topic
-from .chaos import FaultTable
+from groupd.coordinator import offsets_topic
+from groupd.coordinator.chaos import FaultTable
 from groupd.coordinator.cluster.view import ClusterView, SingleNode
 from groupd.coordinator.cluster.etcd.files import save_change
-from .runtime import GroupCoordinator
+from groupd.coordinator.runtime import GroupCoordinator
 from groupd.coordinator.security.sasl import Users
 from groupd.coordinator.security.scram_users import ScramUsers
-from .settings import Settings
+from groupd.coordinator.settings import Settings
 
 log = logging.getLogger("groupd")
 
@@ -65,7 +65,7 @@ class Node:
         # log-end offsets of the data partitions other workers lead, for the lag metrics
         self.log_ends_elsewhere: dict[tuple[Any, int], int] = {}
         # a worker that is not the controller: its link to the controller, which makes the writes of
-        # the shared files (coordinator/cluster/controller_writes.py) and auto-creates (coordinator/supervisor_link.py)
+        # the shared files (coordinator/cluster/controller_writes.py) and auto-creates (coordinator/server/supervisor_link.py)
         self.controller: Any = None
         self._held: dict[asyncio.TimerHandle, tuple[asyncio.Future, Any]] = {}
         self.closing = False

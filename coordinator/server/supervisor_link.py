@@ -1,4 +1,4 @@
-"""A worker's end of its socket to the supervisor (coordinator/supervisor.py), one JSON object per line."""
+"""A worker's end of its socket to the supervisor (coordinator/server/supervisor.py), one JSON object per line."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Callable
 
 from groupd.storage.topic_data import plane_for
 
-from .cluster import controller_writes
-from .observability import readiness
-from .settings import Settings
+from groupd.coordinator.cluster import controller_writes
+from groupd.coordinator.observability import readiness
+from groupd.coordinator.settings import Settings
 
 # one message per line, each side's reader bound: a forwarded write (a CreateAcls of thousands of
 # bindings) or its answer is as large as the request allowed, far over asyncio's 64 KiB default

@@ -11,21 +11,21 @@ from typing import TYPE_CHECKING
 
 from groupd.storage.topic_data import plane_for
 
-from .observability import metrics, readiness
+from groupd.coordinator.observability import metrics, readiness
 from groupd.coordinator.security.authorizer import tick_denial_logs
 from .admin_http import AdminEndpoint
-from .chaos import Chaos
+from groupd.coordinator.chaos import Chaos
 from .connection import Connection, RequestMemory, bad_frame_log
 from .listen import Listener, accept_log
 from .node import Node
 from groupd.coordinator.security.sasl import Users
 from groupd.coordinator.security.listeners import Endpoint, authentication_failed, endpoints, failure_log, oauth_jwks
-from .settings import Settings
+from groupd.coordinator.settings import Settings
 from groupd.coordinator.cluster.shared_files import CHECK_INTERVAL_S, SharedFiles
 from .supervisor_link import SupervisorLink
 from groupd.coordinator.cluster.workers import producer_id_block
 from groupd.coordinator.security.tls_transport import TlsTransport
-from .system_clock import wall_ms
+from groupd.coordinator.system_clock import wall_ms
 
 if TYPE_CHECKING:
     from groupd.coordinator.cluster.etcd.cluster import EtcdCluster

@@ -1,0 +1,2 @@
+"""The process and its sockets: the server lifecycle, listeners, connections, the node that ties
+the rooms together, the admin endpoint, the workers supervisor and its link."""
