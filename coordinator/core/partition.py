@@ -246,7 +246,7 @@ class GroupShard:
         return out
 
     # =========================================================================================
-    # fault injection (coordinator/chaos.py): an operator's rebalance or session expiry, through the
+    # fault injection (coordinator/chaos/faults.py): an operator's rebalance or session expiry, through the
     # transitions the timers and joins take. Reply: the group's error (NONE when done).
 
     def force_rebalance(self, group_id: str, now: Now) -> Outcome:

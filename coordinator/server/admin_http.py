@@ -1,5 +1,5 @@
 """The admin HTTP endpoint on `admin.listener` (off by default): JSON over HTTP/1.1 for the fault
-injection of `groupd chaos ...` (coordinator/chaos.py) and a readiness probe. Every request passes
+injection of `groupd chaos ...` (coordinator/chaos/faults.py) and a readiness probe. Every request passes
 `authorized` first: the one place where credentials are checked.
 
     GET    /ready                     200 once every offsets partition has loaded, else 503
@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from groupd.protocol import ErrorCode
 
-from groupd.coordinator.chaos import Chaos, FaultError
+from groupd.coordinator.chaos.faults import Chaos, FaultError
 from groupd.coordinator.security.sasl import Users
 
 log = logging.getLogger("groupd.admin")

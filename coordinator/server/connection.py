@@ -25,7 +25,7 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import MalformedRequest
 from groupd.protocol.framing import FrameReader, FrameTooLarge
 
-from groupd.coordinator import chaos
+from groupd.coordinator.chaos import faults as chaos
 from groupd.coordinator.observability import metrics
 from groupd.coordinator.observability.log_limit import LimitedLog
 from groupd.coordinator.apis import HANDLERS, SUPPORTED_VERSIONS, Request

@@ -16,7 +16,7 @@ from groupd.storage.scram import ScramFile
 
 from groupd.coordinator.security.authorizer import Access
 from groupd.coordinator import offsets_topic
-from groupd.coordinator.chaos import FaultTable
+from groupd.coordinator.chaos.faults import FaultTable
 from groupd.coordinator.cluster.view import ClusterView, SingleNode
 from groupd.coordinator.cluster.etcd.files import save_change
 from groupd.coordinator.runtime import GroupCoordinator
@@ -60,7 +60,7 @@ class Node:
             GroupConfigsFile(settings.data_dir), lambda groups: self.group_configs.follow(groups)))
         # the group coordinator of every offsets partition
         self.coordinator = GroupCoordinator(settings, self.group_configs.overrides, self.cluster)
-        self.faults = FaultTable()  # injected faults (coordinator/chaos.py), armed through the admin endpoint
+        self.faults = FaultTable()  # injected faults (coordinator/chaos/faults.py), armed through the admin endpoint
         self.producer_id_block = (0, 1)  # InitProducerId's first id and step (workers: each its own)
         # log-end offsets of the data partitions other workers lead, for the lag metrics
         self.log_ends_elsewhere: dict[tuple[Any, int], int] = {}

@@ -14,7 +14,7 @@ from groupd.storage.topic_data import plane_for
 from groupd.coordinator.observability import metrics, readiness
 from groupd.coordinator.security.authorizer import tick_denial_logs
 from .admin_http import AdminEndpoint
-from groupd.coordinator.chaos import Chaos
+from groupd.coordinator.chaos.faults import Chaos
 from .connection import Connection, RequestMemory, bad_frame_log
 from .listen import Listener, accept_log
 from .node import Node

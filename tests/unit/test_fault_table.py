@@ -1,9 +1,9 @@
-"""The fault table (coordinator/chaos.py) on a hand-moved clock: which requests a fault meets, how
+"""The fault table (coordinator/chaos/faults.py) on a hand-moved clock: which requests a fault meets, how
 counts and durations retire it, and the names operators type."""
 
 import pytest
 
-from groupd.coordinator.chaos import GROUP_APIS, FaultError, FaultTable, api_named, error_named, groups_of
+from groupd.coordinator.chaos.faults import GROUP_APIS, FaultError, FaultTable, api_named, error_named, groups_of
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 
