@@ -13,7 +13,8 @@ import sys
 from groupd.storage.files import DataDirError
 from groupd.storage.log import partition_dir
 
-from . import __version__, admin, admin_acls, chaos_cli
+from . import __version__
+from .tools import groups as admin, acls as admin_acls, chaos_cli
 from .settings import ConfigError, Settings, add_config_arguments
 from groupd.coordinator.server.supervisor_link import SupervisorLink
 from groupd.coordinator.cluster.workers import worker_settings
@@ -166,7 +167,7 @@ def _main(argv: list[str] | None) -> int:
         print(f"groupd: configuration error: {e}", file=sys.stderr)
         return 2
     if args.command == "config":
-        from .config_show import show  # and with it PyYAML, which `serve` without a config file never needs
+        from groupd.coordinator.tools.config_show import show  # and with it PyYAML, which `serve` without a config file never needs
 
         for warning in settings.warnings:
             print(f"groupd: warning: {warning}", file=sys.stderr)

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from .chaos_client import ChaosClient
+from groupd.coordinator.tools.chaos_client import ChaosClient
 
 # Settings for tests: no initial rebalance delay, short session timeouts allowed, consumer-protocol
 # heartbeats every 500 ms, few offsets partitions (a quick start), real messages (the memory plane).
@@ -104,7 +104,7 @@ class GroupdServer:
         except FileNotFoundError:
             return ""
 
-    # -- chaos helpers (coordinator/chaos_client.py; durations in seconds) -------------------------
+    # -- chaos helpers (coordinator/tools/chaos_client.py; durations in seconds) -------------------------
 
     def rebalance(self, group: str) -> None:
         """A new generation (classic group) or group epoch (consumer group) now."""

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from groupd.coordinator.admin import AdminConnection
+from groupd.coordinator.tools.groups import AdminConnection
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.consumer import encode_assignment, encode_subscription
@@ -132,7 +132,7 @@ def groupd_fixture(*settings: str, scope: str = "module", name: str | None = Non
 class WireClient(AdminConnection):
     """Blocking Kafka client for tests: build a request from plain values, get the decoded
     kio response back. Speaks whatever (api, version) it is asked to, so tests can also send
-    what a server must refuse. (The wire part is the operations CLI's, coordinator/admin.py.)"""
+    what a server must refuse. (The wire part is the operations CLI's, coordinator/tools/groups.py.)"""
 
     def __init__(self, bootstrap: str, client_id: str | None = "wire-test", timeout: float = 10.0) -> None:
         super().__init__(bootstrap, client_id, timeout)

@@ -1,5 +1,5 @@
 """The operations commands (`groupd groups`, `groupd offsets reset`, `groupd health`, in
-coordinator/admin.py) run as the real CLI against the real server process, with live consumer
+coordinator/tools/groups.py) run as the real CLI against the real server process, with live consumer
 groups of confluent-kafka (librdkafka) as members."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from groupd.coordinator.admin import LAG_FOOTNOTE, AdminError, resolve_bootstrap, split_bootstrap
+from groupd.coordinator.tools.groups import LAG_FOOTNOTE, AdminError, resolve_bootstrap, split_bootstrap
 from groupd.coordinator.settings import ConfigError
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey

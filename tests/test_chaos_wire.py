@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from groupd.coordinator.chaos_client import ChaosClient, ChaosError
+from groupd.coordinator.tools.chaos_client import ChaosClient, ChaosError
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from .harness import wait_until

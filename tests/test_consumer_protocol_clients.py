@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, ConsumerGroupType
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from groupd.coordinator import admin as groupd_admin
+from groupd.coordinator.tools import groups as groupd_admin
 from .harness import ClientProcess, wait_until
 from .support import GroupdProcess
 

@@ -27,7 +27,7 @@ import urllib.request
 import pytest
 import yaml
 
-from groupd.coordinator.admin import AdminError, describe_group
+from groupd.coordinator.tools.groups import AdminError, describe_group
 from groupd.coordinator.settings import KEYS, ConfigError, Settings, env_var
 from .harness import wait_until
 from .support import ROOT, free_port

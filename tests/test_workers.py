@@ -224,7 +224,7 @@ def test_sigterm_drains_every_worker_and_exits_zero_with_their_commits_kept(tmp_
 
 
 def test_the_admin_commands_find_each_groups_coordinator_and_each_partitions_leader(server):
-    from groupd.coordinator import admin
+    from groupd.coordinator.tools import groups as admin
 
     groups = [group_on(0, "adm"), group_on(1, "adm")]
     for g in groups:

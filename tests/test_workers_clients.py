@@ -143,7 +143,7 @@ def test_groups_on_both_workers_consume_commit_and_survive_a_killed_worker(serve
 
 
 def test_java_consumers_commit_at_the_worker_that_owns_their_group(server, clients):
-    from groupd.coordinator import admin
+    from groupd.coordinator.tools import groups as admin
 
     produce(server.bootstrap, RECORDS)
     groups = [group_on(w, "java") for w in (0, 1)]

@@ -1,11 +1,11 @@
-"""The plan of `groupd offsets reset` (coordinator/offset_reset.py): scopes, times, plan files and
+"""The plan of `groupd offsets reset` (coordinator/tools/offset_reset.py): scopes, times, plan files and
 the clamp to [earliest, latest], as kafka-consumer-groups --reset-offsets reads and makes them."""
 
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from groupd.coordinator.offset_reset import (PlanError, Scope, clamp, parse_datetime, parse_duration, parse_topics,
+from groupd.coordinator.tools.offset_reset import (PlanError, Scope, clamp, parse_datetime, parse_duration, parse_topics,
                                       read_csv, to_csv)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from groupd.protocol.apis import ApiKey
 
 from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, AclPermission, PatternType, ResourceType
-from .admin import AdminConnection, _check, common, report, table
+from .groups import AdminConnection, _check, common, report, table
 
 ACLS_V = 3
 RESOURCES = {"group": ResourceType.GROUP, "topic": ResourceType.TOPIC,

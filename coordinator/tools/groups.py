@@ -32,8 +32,8 @@ from groupd.protocol.codec import RequestHeader, build_request, decode_response,
 from groupd.protocol.consumer import BadConsumerProtocol, assigned_partitions
 
 from .offset_reset import Partition, PlanError, clamp, parse_datetime, parse_duration, parse_topics, read_csv, to_csv
-from .settings import ConfigError, Settings, add_config_arguments
-from .offsets_topic import NAME as OFFSETS_TOPIC
+from groupd.coordinator.settings import ConfigError, Settings, add_config_arguments
+from groupd.coordinator.offsets_topic import NAME as OFFSETS_TOPIC
 from groupd.coordinator.core.partitioning import partition_for
 
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps

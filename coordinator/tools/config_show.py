@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from .settings import KEYS, Settings
+from groupd.coordinator.settings import KEYS, Settings
 
 
 def _plain(value: Any, secret: bool = False) -> Any:
