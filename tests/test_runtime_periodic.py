@@ -10,9 +10,9 @@ import threading
 
 import pytest
 
-from groupd.coordinator import runtime
+from groupd.coordinator.runtime import coordinator as runtime
 from groupd.coordinator.core.outcome import Effect
-from groupd.coordinator.runtime import GroupCoordinator
+from groupd.coordinator.runtime.coordinator import GroupCoordinator
 from groupd.coordinator.settings import Settings
 from .support import wait_for
 

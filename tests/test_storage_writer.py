@@ -1,4 +1,4 @@
-"""`coordinator.log_writer.LogWriter` and `storage.log.PartitionLog` appends, without a server:
+"""`groupd.coordinator.runtime.log_writer.LogWriter` and `storage.log.PartitionLog` appends, without a server:
 group commit (everything appended in one loop turn is one batch; one fsync covers every batch
 written before it started), the error mapping of
 spec §10.3 (storage error → NOT_COORDINATOR, timeout → COORDINATOR_NOT_AVAILABLE), and a failed
@@ -14,8 +14,8 @@ import threading
 
 import pytest
 
-from groupd.coordinator.log_workers import LogWorkers
-from groupd.coordinator.log_writer import LogWriter
+from groupd.coordinator.runtime.log_workers import LogWorkers
+from groupd.coordinator.runtime.log_writer import LogWriter
 from groupd.protocol import ErrorCode
 from groupd.storage.log import PartitionLog, list_segments, partition_dir
 from groupd.storage.records import OffsetCommitKey, OffsetCommitValue, Record

@@ -41,7 +41,7 @@ from groupd.storage.topic_data import plane_for
 
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from groupd.coordinator.offsets_topic import log_range
+from groupd.coordinator.runtime.offsets_topic import log_range
 from . import Request
 
 KEY = ApiKey.FETCH

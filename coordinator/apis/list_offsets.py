@@ -28,7 +28,7 @@ from groupd.storage.topic_data import plane_for
 
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import AclOperation, ResourceType
-from groupd.coordinator.offsets_topic import log_range
+from groupd.coordinator.runtime.offsets_topic import log_range
 from . import Request
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5

@@ -32,7 +32,7 @@ from groupd.storage.topic_data.plane import TRANSACTIONS_UNSUPPORTED
 
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import AclOperation, ResourceType
-from groupd.coordinator.offsets_topic import INVALID_APPEND
+from groupd.coordinator.runtime.offsets_topic import INVALID_APPEND
 from groupd.coordinator.system_clock import wall_ms
 from . import Request
 

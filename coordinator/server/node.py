@@ -15,11 +15,11 @@ from groupd.storage.group_configs import GroupConfigsFile, GroupConfigStore
 from groupd.storage.scram import ScramFile
 
 from groupd.coordinator.security.authorizer import Access
-from groupd.coordinator import offsets_topic
+from groupd.coordinator.runtime import offsets_topic
 from groupd.coordinator.chaos.faults import FaultTable
 from groupd.coordinator.cluster.view import ClusterView, SingleNode
 from groupd.coordinator.cluster.etcd.files import save_change
-from groupd.coordinator.runtime import GroupCoordinator
+from groupd.coordinator.runtime.coordinator import GroupCoordinator
 from groupd.coordinator.security.sasl import Users
 from groupd.coordinator.security.scram_users import ScramUsers
 from groupd.coordinator.settings import Settings

@@ -33,7 +33,7 @@ from groupd.protocol.consumer import BadConsumerProtocol, assigned_partitions
 
 from .offset_reset import Partition, PlanError, clamp, parse_datetime, parse_duration, parse_topics, read_csv, to_csv
 from groupd.coordinator.settings import ConfigError, Settings, add_config_arguments
-from groupd.coordinator.offsets_topic import NAME as OFFSETS_TOPIC
+from groupd.coordinator.runtime.offsets_topic import NAME as OFFSETS_TOPIC
 from groupd.coordinator.core.partitioning import partition_for
 
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps

@@ -27,7 +27,7 @@ from groupd.storage.owned_log import Ownership
 from groupd.coordinator.cluster.view import Broker, ClusterError, ClusterView
 from .catalog import CATALOG_KEY, EtcdCatalog
 from .files import EtcdDocument, EtcdFile
-from groupd.coordinator.runtime import PartitionState
+from groupd.coordinator.runtime.coordinator import PartitionState
 
 log = logging.getLogger("groupd")
 

@@ -26,8 +26,8 @@ from groupd.storage.owned_compaction import closed_counted_bytes, compact_owned
 from groupd.storage.owned_log import OwnedPartitionLog, Ownership, unlisted_segments
 
 from . import heap
-from .observability import metrics, observe
-from .system_clock import mono_ms, now, wall_ms
+from groupd.coordinator.observability import metrics, observe
+from groupd.coordinator.system_clock import mono_ms, now, wall_ms
 from .log_workers import LogWorkers
 from .log_writer import LogWriter
 from groupd.coordinator.core.runner import Runner
