@@ -198,7 +198,7 @@ def test_consumer_offsets_refuses_produce_and_lists_its_log_offsets(start_groupd
 @pytest.mark.parametrize("plane", ["memory", "none"])
 def test_consumer_offsets_fetch_serves_the_offsets_log_batches(start_groupd, plane):
     from groupd.storage.log import records_of
-    from groupd.storage.topic_data.batches import iter_batches
+    from groupd.storage.records_plane.batches import iter_batches
     from groupd.coordinator.core.partitioning import partition_for
 
     server = start_groupd("offsets.topic.num.partitions=3", "topics=t:1", f"records.plane={plane}")

@@ -17,9 +17,9 @@ from groupd.protocol import ErrorCode as E
 from groupd.coordinator.apis import SUPPORTED_VERSIONS
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import decode_response
-from groupd.storage.topic_data.batches import BatchError, iter_batches, split
-from groupd.storage.topic_data.log import TopicPartitionLog
-from groupd.storage.topic_data.plane import MemoryPlane
+from groupd.storage.records_plane.batches import BatchError, iter_batches, split
+from groupd.storage.records_plane.log import TopicPartitionLog
+from groupd.storage.records_plane.plane import MemoryPlane
 from .harness import wait_until
 from .support import WireClient, groupd_fixture
 

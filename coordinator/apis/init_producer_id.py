@@ -27,7 +27,7 @@ from __future__ import annotations
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
-from groupd.storage.topic_data import producer_ids_for
+from groupd.storage.records_plane import producer_ids_for
 
 from groupd.coordinator.security.authorizer import authorized, denied
 from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType

@@ -24,7 +24,7 @@ from __future__ import annotations
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
-from groupd.storage.topic_data import plane_for
+from groupd.storage.records_plane import plane_for
 
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import AclOperation, ResourceType

@@ -8,7 +8,7 @@ are listed (clients.md §1.2). Every partition is answered INVALID_REQUEST (non-
 producers fail fast instead of retrying forever) with a message naming the setting, and the
 server logs it once per client id and host.
 
-With `records.plane: memory` (the default) each partition's record batches are validated (`storage.topic_data.batches`)
+With `records.plane: memory` (the default) each partition's record batches are validated (`groupd.storage.records_plane.batches`)
 and appended to the in-memory partition, which assigns their offsets; idempotent producers'
 sequences are checked as Kafka does (a retried batch is answered with its first offsets).
 Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION (Produce never auto-creates), INVALID_TOPIC_EXCEPTION
@@ -27,8 +27,8 @@ import logging
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
-from groupd.storage.topic_data import plane_for
-from groupd.storage.topic_data.plane import TRANSACTIONS_UNSUPPORTED
+from groupd.storage.records_plane import plane_for
+from groupd.storage.records_plane.plane import TRANSACTIONS_UNSUPPORTED
 
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import AclOperation, ResourceType

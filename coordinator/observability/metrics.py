@@ -24,7 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.utils import floatToGoString
 
 from groupd.protocol.apis import ApiKey
-from groupd.storage.topic_data import plane_for
+from groupd.storage.records_plane import plane_for
 
 from . import readiness
 from groupd.coordinator.server.listen import Listener

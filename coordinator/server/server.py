@@ -9,7 +9,7 @@ import signal
 import time
 from typing import TYPE_CHECKING
 
-from groupd.storage.topic_data import plane_for
+from groupd.storage.records_plane import plane_for
 
 from groupd.coordinator.observability import metrics, readiness
 from groupd.coordinator.security.authorizer import tick_denial_logs

@@ -9,7 +9,7 @@ import socket
 import uuid
 from typing import Callable
 
-from groupd.storage.topic_data import plane_for
+from groupd.storage.records_plane import plane_for
 
 from groupd.coordinator.cluster import controller_writes
 from groupd.coordinator.observability import readiness
