@@ -20,7 +20,6 @@ from urllib.parse import urlsplit
 
 from groupd.storage.catalog import legal_topic_name
 
-from groupd.coordinator.security.acls import parse_super_users
 
 
 class ConfigError(Exception):
@@ -192,6 +191,15 @@ def _topics(v: Any) -> dict[str, int]:
             raise ValueError(f"valid topic names (not {name!r})")
         out[name] = _int(1, MAX_TOPIC_PARTITIONS)(count)
     return out
+
+
+def parse_super_users(value: str) -> tuple[str, ...]:
+    """`super.users`: `User:admin;User:ops`; each entry must have a `:` (ValueError otherwise)."""
+    users = tuple(u.strip() for u in value.split(";") if u.strip())
+    for u in users:
+        if ":" not in u:
+            raise ValueError(f"';'-separated principals Type:Name (not {u!r})")
+    return users
 
 
 def _super_users(v: Any) -> tuple[str, ...]:

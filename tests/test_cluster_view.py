@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from groupd.coordinator.observability import readiness
-from groupd.coordinator.apis import Request, find_coordinator, metadata
+from groupd.coordinator.apis import find_coordinator, metadata
+from groupd.coordinator.apis.request import Request
 from groupd.coordinator.cluster.view import Broker, ClusterView
 from groupd.coordinator.server.node import Node
 from groupd.coordinator.core.partitioning import partition_for

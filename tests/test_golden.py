@@ -34,7 +34,7 @@ from kafka.protocol import producer as kp_producer
 from kafka.protocol import sasl as kp_sasl
 from kafka.protocol.api_message import ApiMessage
 
-from groupd.coordinator.apis import SUPPORTED_VERSIONS
+from groupd.coordinator.apis import SUPPORTED_VERSIONS, VERSION_TABLE
 from groupd.coordinator.apis.api_versions import unsupported_version_response
 from groupd.coordinator.apis.produce import MESSAGE as PRODUCE_REFUSAL
 from groupd.protocol import ErrorCode
@@ -582,7 +582,7 @@ def test_api_versions_flexible_response_is_header_v0_without_feature_tags(versio
 
 
 def test_api_versions_v0_unsupported_version_response():
-    frame = encode_response(ApiKey.API_VERSIONS, RESPONSE_CORRELATION_ID, unsupported_version_response())
+    frame = encode_response(ApiKey.API_VERSIONS, RESPONSE_CORRELATION_ID, unsupported_version_response(VERSION_TABLE))
     assert frame == api_versions_by_hand(0, ErrorCode.unsupported_version.value)
     decoded = kafka_python_class(ApiKey.API_VERSIONS, "response")[0].decode(frame[4:], header=True)
     assert decoded.error_code == 35

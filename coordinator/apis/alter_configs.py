@@ -9,7 +9,7 @@ from __future__ import annotations
 from groupd.protocol.apis import ApiKey
 
 from groupd.coordinator.core.group_config import replaced
-from . import Request
+from .request import Request
 from .incremental_alter_configs import alter_each
 
 KEY = ApiKey.ALTER_CONFIGS

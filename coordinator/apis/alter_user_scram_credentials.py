@@ -19,7 +19,7 @@ from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from groupd.coordinator.cluster import controller_writes
 from groupd.coordinator.security.scram_users import Result
-from . import Request, respond
+from .request import Request, respond
 
 KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
 VERSIONS = (0, 0)

@@ -15,7 +15,7 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import Encoded, build_response
 
-from . import Request
+from .request import Request
 
 KEY = ApiKey.API_VERSIONS
 VERSIONS = (0, 4)
@@ -27,25 +27,25 @@ _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 CONSUMER_PROTOCOL_APIS = (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE)
 
 
-def _table(consumer_protocol: bool = True) -> list[dict]:
+VersionTable = tuple[tuple[ApiKey, tuple[int, int]], ...]  # (api, (min, max)), sorted: the node's `api_versions`
+
+
+def _table(versions: VersionTable, consumer_protocol: bool = True) -> list[dict]:
     """`consumer_protocol`: whether group.coordinator.rebalance.protocols enables `consumer`."""
-    from . import SUPPORTED_VERSIONS  # built from every API module once they are imported
-
     return [{"api_key": int(k), "min_version": lo, "max_version": hi}
-            for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())
-            if consumer_protocol or k not in CONSUMER_PROTOCOL_APIS]
+            for k, (lo, hi) in versions if consumer_protocol or k not in CONSUMER_PROTOCOL_APIS]
 
 
 @cache
-def _ok(version: int, consumer_protocol: bool) -> Encoded:
+def _ok(versions: VersionTable, version: int, consumer_protocol: bool) -> Encoded:
     return Encoded(build_response(ApiKey.API_VERSIONS, version,
-                                  {"error_code": ErrorCode.none, "api_keys": _table(consumer_protocol)}))
+                                  {"error_code": ErrorCode.none, "api_keys": _table(versions, consumer_protocol)}))
 
 
 @cache
-def unsupported_version_response():
+def unsupported_version_response(versions: VersionTable):
     return build_response(ApiKey.API_VERSIONS, 0,
-                          {"error_code": ErrorCode.unsupported_version, "api_keys": _table()})
+                          {"error_code": ErrorCode.unsupported_version, "api_keys": _table(versions)})
 
 
 def handle(node, request: Request):
@@ -54,4 +54,4 @@ def handle(node, request: Request):
                                      and _SOFTWARE.fullmatch(body.client_software_version)):
         return build_response(ApiKey.API_VERSIONS, request.version,
                               {"error_code": ErrorCode.invalid_request, "api_keys": []})
-    return _ok(request.version, "consumer" in node.settings.group_coordinator_rebalance_protocols)
+    return _ok(node.api_versions, request.version, "consumer" in node.settings.group_coordinator_rebalance_protocols)

@@ -13,7 +13,7 @@ from groupd.protocol.codec import build_response
 
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import AclOperation, ResourceType
-from . import Request
+from .request import Request
 from .consumer_group_heartbeat import topics_image
 from .describe_groups import OMITTED, group_operations
 

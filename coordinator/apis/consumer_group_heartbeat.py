@@ -17,7 +17,7 @@ from groupd.protocol.codec import Encoded, build_response
 from groupd.coordinator.core.consumer.machine import ConsumerHeartbeatRequest, TopicsImage, error_reply
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import AclOperation, ResourceType
-from . import Request, ms, respond
+from .request import Request, ms, respond
 
 KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
 VERSIONS = (0, 1)

@@ -19,7 +19,7 @@ from groupd.protocol.codec import build_response
 from groupd.coordinator.cluster import controller_writes
 from groupd.coordinator.security.authorizer import acl_row
 from groupd.coordinator.security.acls import AclBinding, AclOperation
-from . import Request, respond
+from .request import Request, respond
 from .describe_acls import refused
 
 KEY = ApiKey.CREATE_ACLS

@@ -15,7 +15,7 @@ from groupd.protocol.codec import build_response
 
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import AclOperation, ResourceType
-from . import Request
+from .request import Request
 from .create_topics import too_many_partitions
 
 KEY = ApiKey.CREATE_PARTITIONS

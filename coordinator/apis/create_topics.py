@@ -22,7 +22,7 @@ from groupd.storage.catalog import legal_topic_name
 
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from . import Request
+from .request import Request
 
 KEY = ApiKey.CREATE_TOPICS
 VERSIONS = (2, 7)

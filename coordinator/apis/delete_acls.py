@@ -18,7 +18,7 @@ from groupd.protocol.codec import build_response
 from groupd.coordinator.cluster import controller_writes
 from groupd.coordinator.security.authorizer import acl_binding
 from groupd.coordinator.security.acls import AclOperation
-from . import Request, respond
+from .request import Request, respond
 from .describe_acls import acl_filter, refused
 
 KEY = ApiKey.DELETE_ACLS

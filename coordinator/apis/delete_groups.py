@@ -16,7 +16,7 @@ from groupd.protocol import ErrorCode
 
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import AclOperation, ResourceType
-from . import Request, respond
+from .request import Request, respond
 
 KEY = ApiKey.DELETE_GROUPS
 VERSIONS = (0, 2)

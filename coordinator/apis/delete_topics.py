@@ -12,7 +12,7 @@ from groupd.protocol.codec import build_response
 
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from . import Request
+from .request import Request
 
 KEY = ApiKey.DELETE_TOPICS
 VERSIONS = (1, 6)

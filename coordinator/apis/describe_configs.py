@@ -16,7 +16,7 @@ from groupd.protocol.codec import build_response
 from groupd.coordinator.security.authorizer import config_resource_denied
 from groupd.coordinator.security.acls import AclOperation
 from groupd.coordinator.core.group_config import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS, NAMES, defaults
-from . import Request
+from .request import Request
 from .incremental_alter_configs import BROKER, GROUP, TOPIC
 
 KEY = ApiKey.DESCRIBE_CONFIGS

@@ -14,7 +14,7 @@ from groupd.protocol.codec import build_response
 
 from groupd.coordinator.security.authorizer import authorized, authorized_operations
 from groupd.coordinator.security.acls import AclOperation, ResourceType
-from . import LARGE_ANSWER_ROWS, Request, answer_off_loop
+from .request import LARGE_ANSWER_ROWS, Request, answer_off_loop
 
 KEY = ApiKey.DESCRIBE_GROUPS
 VERSIONS = (0, 6)

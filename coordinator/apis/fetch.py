@@ -42,7 +42,7 @@ from groupd.storage.records_plane import plane_for
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from groupd.coordinator.runtime.offsets_topic import log_range
-from . import Request
+from .request import Request
 
 KEY = ApiKey.FETCH
 VERSIONS = (4, 12)

@@ -16,7 +16,7 @@ from groupd.protocol.codec import build_response
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.cluster.view import address
-from . import Request
+from .request import Request
 
 GROUP, TRANSACTION, SHARE = 0, 1, 2
 

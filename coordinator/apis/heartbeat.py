@@ -15,7 +15,7 @@ from groupd.protocol.codec import Encoded, build_response
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.core.classic.requests import HeartbeatRequest
-from . import Request
+from .request import Request
 
 KEY = ApiKey.HEARTBEAT
 VERSIONS = (0, 4)

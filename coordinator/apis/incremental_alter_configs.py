@@ -21,7 +21,7 @@ from groupd.coordinator.security.authorizer import config_resource_denied
 from groupd.coordinator.security.acls import AclOperation
 from groupd.coordinator.core.group_config import ConfigError, incrementally_altered, validate
 from groupd.coordinator.cluster import controller_writes
-from . import Request, respond, respond_all
+from .request import Request, respond, respond_all
 
 KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 VERSIONS = (0, 1)

@@ -31,7 +31,7 @@ from groupd.storage.records_plane import producer_ids_for
 
 from groupd.coordinator.security.authorizer import authorized, denied
 from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from . import Request
+from .request import Request
 
 KEY = ApiKey.INIT_PRODUCER_ID
 VERSIONS = (0, 4)

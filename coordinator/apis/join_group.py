@@ -17,7 +17,7 @@ from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.core.classic.replies import join_reply
 from groupd.coordinator.core.classic.requests import JoinRequest
-from . import Request, ms, respond
+from .request import Request, ms, respond
 from .consumer_group_heartbeat import topics_image
 
 KEY = ApiKey.JOIN_GROUP

@@ -15,7 +15,7 @@ from groupd.protocol.codec import build_response
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.core.classic.requests import LeaveRequest
-from . import Request, respond
+from .request import Request, respond
 
 KEY = ApiKey.LEAVE_GROUP
 VERSIONS = (0, 5)

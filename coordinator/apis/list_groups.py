@@ -13,7 +13,7 @@ from groupd.protocol.codec import build_response
 
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from . import Request
+from .request import Request
 
 KEY = ApiKey.LIST_GROUPS
 VERSIONS = (0, 5)

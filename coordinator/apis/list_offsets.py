@@ -29,7 +29,7 @@ from groupd.storage.records_plane import plane_for
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.runtime.offsets_topic import log_range
-from . import Request
+from .request import Request
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 

@@ -28,7 +28,7 @@ from groupd.storage.catalog import legal_topic_name
 from groupd.coordinator.security.authorizer import authorized, authorized_operations
 from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from groupd.coordinator.cluster.view import broker_entries
-from . import Request
+from .request import Request
 
 KEY = ApiKey.METADATA
 VERSIONS = (0, 12)

@@ -22,7 +22,7 @@ from groupd.protocol.codec import Encoded
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.core.requests import OffsetCommitRequest
-from . import Request, ms, respond
+from .request import Request, ms, respond
 
 KEY = ApiKey.OFFSET_COMMIT
 VERSIONS = (2, 9)

@@ -14,7 +14,7 @@ from groupd.protocol.codec import build_response
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.core.requests import OffsetDeleteRequest
-from . import Request, respond
+from .request import Request, respond
 
 KEY = ApiKey.OFFSET_DELETE
 VERSIONS = (0, 0)

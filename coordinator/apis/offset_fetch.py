@@ -27,7 +27,7 @@ from groupd.protocol.codec import build_response
 from groupd.coordinator.core.requests import OffsetFetchRequest
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import AclOperation, ResourceType
-from . import LARGE_ANSWER_ROWS, Request, answer_off_loop, respond
+from .request import LARGE_ANSWER_ROWS, Request, answer_off_loop, respond
 
 KEY = ApiKey.OFFSET_FETCH
 VERSIONS = (1, 9)

@@ -34,7 +34,7 @@ from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.runtime.offsets_topic import INVALID_APPEND
 from groupd.coordinator.system_clock import wall_ms
-from . import Request
+from .request import Request
 
 KEY = ApiKey.PRODUCE
 VERSIONS = (3, 8)

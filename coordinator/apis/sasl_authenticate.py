@@ -7,24 +7,17 @@ that gets here (no exchange in progress) is answered ILLEGAL_SASL_STATE, connect
 
 from __future__ import annotations
 
-import datetime
-
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
-from groupd.protocol.codec import build_response
 
-from . import Request
+from groupd.coordinator.security.authenticator import authenticate_response
+
+from .request import Request
 
 KEY = ApiKey.SASL_AUTHENTICATE
 VERSIONS = (0, 2)
 
 
-def response(version: int, error: ErrorCode, message: str | None, auth_bytes: bytes = b"",
-             session_lifetime_ms: int = 0):
-    return build_response(KEY, version, {"error_code": error, "error_message": message, "auth_bytes": auth_bytes,
-                                         "session_lifetime": datetime.timedelta(milliseconds=session_lifetime_ms)})
-
-
 def handle(node, request: Request):
-    return response(request.version, ErrorCode.illegal_sasl_state,
-                    "Unexpected SaslAuthenticate: authentication has already completed or not begun")
+    return authenticate_response(request.version, ErrorCode.illegal_sasl_state,
+                                 "Unexpected SaslAuthenticate: authentication has already completed or not begun")

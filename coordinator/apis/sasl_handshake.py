@@ -11,17 +11,14 @@ from __future__ import annotations
 
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
-from groupd.protocol.codec import build_response
 
-from . import Request
+from groupd.coordinator.security.authenticator import handshake_response
+
+from .request import Request
 
 KEY = ApiKey.SASL_HANDSHAKE
 VERSIONS = (0, 1)
 
 
-def response(version: int, error: ErrorCode, mechanisms: list[str]):
-    return build_response(KEY, version, {"error_code": error, "mechanisms": mechanisms})
-
-
 def handle(node, request: Request):
-    return response(request.version, ErrorCode.illegal_sasl_state, [])
+    return handshake_response(request.version, ErrorCode.illegal_sasl_state, [])

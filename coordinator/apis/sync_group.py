@@ -18,7 +18,7 @@ from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.core.classic.replies import sync_reply
 from groupd.coordinator.core.classic.requests import SyncRequest
-from . import Request, respond
+from .request import Request, respond
 from .consumer_group_heartbeat import topics_image
 
 KEY = ApiKey.SYNC_GROUP

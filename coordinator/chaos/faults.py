@@ -18,12 +18,12 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
 from groupd.coordinator.observability import metrics
-from groupd.coordinator.apis import forward
+from groupd.coordinator.apis.request import forward
 from groupd.coordinator.core.classic.replies import join_reply, sync_reply
 from groupd.coordinator.core.consumer.machine import error_reply
 
 if TYPE_CHECKING:
-    from groupd.coordinator.apis import Handler, Request
+    from groupd.coordinator.apis.request import Handler, Request
     from groupd.coordinator.server.connection import Connection
     from groupd.coordinator.server.node import Node
 

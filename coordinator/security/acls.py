@@ -270,12 +270,3 @@ class Authorizer:
                        if d.pattern_type == PatternType.PREFIXED or allow.pattern_type == PatternType.LITERAL)
 
         return any(not cancelled(a) for a in allows)
-
-
-def parse_super_users(value: str) -> tuple[str, ...]:
-    """`super.users`: `User:admin;User:ops`; each entry must have a `:` (ValueError otherwise)."""
-    users = tuple(u.strip() for u in value.split(";") if u.strip())
-    for u in users:
-        if ":" not in u:
-            raise ValueError(f"';'-separated principals Type:Name (not {u!r})")
-    return users

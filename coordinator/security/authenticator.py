@@ -15,9 +15,23 @@ import struct
 from groupd.protocol import ErrorCode, codec
 from groupd.protocol.apis import ApiKey
 
-from groupd.coordinator.apis import SUPPORTED_VERSIONS, sasl_authenticate, sasl_handshake
+import datetime
+from collections.abc import Mapping
 from .oauthbearer import OAuthBearerServer, OAuthConfig
 from .sasl import AuthenticationFailed, Users, new_exchange
+
+
+def handshake_response(version: int, error: ErrorCode, mechanisms: list[str]):
+    """SaslHandshake's answer (its handler answers with it too)."""
+    return codec.build_response(ApiKey.SASL_HANDSHAKE, version, {"error_code": error, "mechanisms": mechanisms})
+
+
+def authenticate_response(version: int, error: ErrorCode, message: str | None, auth_bytes: bytes = b"",
+                          session_lifetime_ms: int = 0):
+    """SaslAuthenticate's answer (its handler answers with it too)."""
+    return codec.build_response(ApiKey.SASL_AUTHENTICATE, version, {
+        "error_code": error, "error_message": message, "auth_bytes": auth_bytes,
+        "session_lifetime": datetime.timedelta(milliseconds=session_lifetime_ms)})
 
 
 class Action(enum.Enum):
@@ -46,8 +60,10 @@ class State(enum.Enum):
 
 class Authenticator:
     def __init__(self, mechanisms: tuple[str, ...], users: Users, max_reauth_ms: int,
-                 oauth: OAuthConfig | None = None) -> None:
+                 oauth: OAuthConfig | None = None, *, versions: Mapping[int, tuple[int, int]]) -> None:
+        """`versions`: the API versions the node serves (min, max) by api key, as ApiVersions advertises."""
         self.mechanisms = mechanisms
+        self._max_version = {api: hi for api, (lo, hi) in versions.items()}
         self._users = users
         self._oauth = oauth  # OAUTHBEARER's token validation, when that mechanism is enabled
         self._max_reauth_ms = max_reauth_ms
@@ -75,13 +91,13 @@ class Authenticator:
             return self._token(frame, None, now)
         api_key, version, correlation_id = codec.peek_header(frame)
         if api_key == ApiKey.API_VERSIONS and self.state is State.INITIAL and not self.reauthenticating:
-            if version <= SUPPORTED_VERSIONS[ApiKey.API_VERSIONS][1]:
+            if version <= self._max_version[ApiKey.API_VERSIONS]:
                 self.state = State.HANDSHAKE
             return Step(Action.DISPATCH)
         if api_key == ApiKey.SASL_HANDSHAKE and self.state in (State.INITIAL, State.HANDSHAKE, State.COMPLETE):
             return self._handshake(frame, version, correlation_id, now)
         if api_key == ApiKey.SASL_AUTHENTICATE and self.state is State.AUTHENTICATE:
-            if version > SUPPORTED_VERSIONS[ApiKey.SASL_AUTHENTICATE][1]:
+            if version > self._max_version[ApiKey.SASL_AUTHENTICATE]:
                 return Step(Action.CLOSE, reason="unsupported_version", detail=f"SaslAuthenticate v{version}")
             body = self._decode(frame, api_key, version)
             return self._token(body.auth_bytes, (version, correlation_id), now)
@@ -91,14 +107,13 @@ class Authenticator:
                         detail=f"unexpected {name} during the SASL exchange")
         return Step(Action.CLOSE, reason="unauthenticated_request", detail=f"{name} before SASL authentication")
 
-    @staticmethod
-    def _illegal_state(api_key: int, version: int, correlation_id: int) -> bytes | None:
+    def _illegal_state(self, api_key: int, version: int, correlation_id: int) -> bytes | None:
         """Kafka answers an out-of-order request with that API's ILLEGAL_SASL_STATE response; groupd
         does so for the two a SASL client may send (another handshake, ApiVersions), and closes
         without an answer for any other."""
-        if api_key == ApiKey.SASL_HANDSHAKE and version <= SUPPORTED_VERSIONS[api_key][1]:
-            response = sasl_handshake.response(version, ErrorCode.illegal_sasl_state, [])
-        elif api_key == ApiKey.API_VERSIONS and version <= SUPPORTED_VERSIONS[api_key][1]:
+        if api_key == ApiKey.SASL_HANDSHAKE and version <= self._max_version[api_key]:
+            response = handshake_response(version, ErrorCode.illegal_sasl_state, [])
+        elif api_key == ApiKey.API_VERSIONS and version <= self._max_version[api_key]:
             response = codec.build_response(api_key, version, {"error_code": ErrorCode.illegal_sasl_state,
                                                                "api_keys": []})
         else:
@@ -111,13 +126,13 @@ class Authenticator:
         return codec.decode_request(api_key, version, frame, offset)
 
     def _handshake(self, frame: bytes, version: int, correlation_id: int, now: float) -> Step:
-        if version > SUPPORTED_VERSIONS[ApiKey.SASL_HANDSHAKE][1]:
+        if version > self._max_version[ApiKey.SASL_HANDSHAKE]:
             return Step(Action.CLOSE, reason="unsupported_version", detail=f"SaslHandshake v{version}")
         mechanism = self._decode(frame, ApiKey.SASL_HANDSHAKE, version).mechanism
         enabled = list(self.mechanisms)
         reauthenticating = self.state is State.COMPLETE
         if mechanism not in enabled or (reauthenticating and mechanism != self.mechanism):
-            reply = sasl_handshake.response(version, ErrorCode.unsupported_sasl_mechanism, enabled)
+            reply = handshake_response(version, ErrorCode.unsupported_sasl_mechanism, enabled)
             return Step(Action.FAIL, codec.encode_response(ApiKey.SASL_HANDSHAKE, correlation_id, reply),
                         reason="unsupported_mechanism", detail=f"mechanism {mechanism!r} is not enabled")
         self.reauthenticating = reauthenticating
@@ -126,7 +141,7 @@ class Authenticator:
         self._exchange = (OAuthBearerServer(self._oauth) if mechanism == "OAUTHBEARER"
                           else new_exchange(mechanism, self._users))
         self.state = State.AUTHENTICATE if version >= 1 else State.AUTHENTICATE_RAW
-        reply = sasl_handshake.response(version, ErrorCode.none, enabled)
+        reply = handshake_response(version, ErrorCode.none, enabled)
         return Step(Action.CONTINUE, codec.encode_response(ApiKey.SASL_HANDSHAKE, correlation_id, reply))
 
     def _token(self, token: bytes, framing: tuple[int, int] | None, now: float) -> Step:
@@ -142,7 +157,7 @@ class Authenticator:
             reply = None
             if framing is not None:
                 version, correlation_id = framing
-                response = sasl_authenticate.response(version, ErrorCode.sasl_authentication_failed, str(e))
+                response = authenticate_response(version, ErrorCode.sasl_authentication_failed, str(e))
                 reply = codec.encode_response(ApiKey.SASL_AUTHENTICATE, correlation_id, response)
             return Step(Action.FAIL, reply, reason=e.reason, detail=e.detail)
         lifetime_ms = 0
@@ -158,7 +173,7 @@ class Authenticator:
             reply = struct.pack(">i", len(challenge)) + challenge
         else:
             version, correlation_id = framing
-            response = sasl_authenticate.response(version, ErrorCode.none, None, challenge, lifetime_ms)
+            response = authenticate_response(version, ErrorCode.none, None, challenge, lifetime_ms)
             reply = codec.encode_response(ApiKey.SASL_AUTHENTICATE, correlation_id, response)
         return Step(Action.DONE if done else Action.CONTINUE, reply)
 

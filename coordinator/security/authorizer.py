@@ -19,7 +19,7 @@ from groupd.coordinator.cluster.etcd.files import save_change
 from groupd.coordinator.observability.log_limit import LimitedLog
 
 if TYPE_CHECKING:
-    from groupd.coordinator.apis import Request
+    from groupd.coordinator.apis.request import Request
     from groupd.coordinator.settings import Settings
 
 log = logging.getLogger("groupd.authorizer")

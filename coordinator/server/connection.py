@@ -28,7 +28,8 @@ from groupd.protocol.framing import FrameReader, FrameTooLarge
 from groupd.coordinator.chaos import faults as chaos
 from groupd.coordinator.observability import metrics
 from groupd.coordinator.observability.log_limit import LimitedLog
-from groupd.coordinator.apis import HANDLERS, SUPPORTED_VERSIONS, Request
+from groupd.coordinator.apis import HANDLERS, SUPPORTED_VERSIONS
+from groupd.coordinator.apis.request import Request
 from groupd.coordinator.apis.api_versions import unsupported_version_response
 from groupd.coordinator.security.authenticator import Action, Authenticator, State, Step
 from groupd.coordinator.security.listeners import authenticated, authentication_failed
@@ -83,7 +84,8 @@ class Connection(asyncio.Protocol):
         self._frames = FrameReader(settings.socket_request_max_bytes)
         if endpoint.sasl:
             self._auth = Authenticator(settings.sasl_enabled_mechanisms, endpoint.users,
-                                       settings.connections_max_reauth_ms, endpoint.oauth)
+                                       settings.connections_max_reauth_ms, endpoint.oauth,
+                                       versions=SUPPORTED_VERSIONS)
             self._frames.set_limit(settings.sasl_server_max_receive_size)
         self._replies: deque[bytes | asyncio.Future] = deque()
         self._queued_bytes = 0  # encoded replies in _replies, waiting behind a parked one
@@ -313,7 +315,7 @@ class Connection(asyncio.Protocol):
                 if api_key == ApiKey.API_VERSIONS:
                     # Clients probe with their newest ApiVersions; answer v0 with the table (KIP-511).
                     return self._queue(codec.encode_response(api_key, correlation_id,
-                                                             unsupported_version_response()))
+                                                             unsupported_version_response(self.node.api_versions)))
                 return self._reject("unsupported_version",
                                     f"{ApiKey(api_key).name} v{version} (supported {lo}-{hi})")
             route = _ROUTES[(api_key, version)] = (handler, codec.is_flexible(api_key, version))

@@ -14,6 +14,7 @@ from groupd.storage.acls import AclFile
 from groupd.storage.group_configs import GroupConfigsFile, GroupConfigStore
 from groupd.storage.scram import ScramFile
 
+from groupd.coordinator.apis import VERSION_TABLE
 from groupd.coordinator.security.authorizer import Access
 from groupd.coordinator.runtime import offsets_topic
 from groupd.coordinator.chaos.faults import FaultTable
@@ -60,6 +61,7 @@ class Node:
             GroupConfigsFile(settings.data_dir), lambda groups: self.group_configs.follow(groups)))
         # the group coordinator of every offsets partition
         self.coordinator = GroupCoordinator(settings, self.group_configs.overrides, self.cluster)
+        self.api_versions = VERSION_TABLE  # what ApiVersions advertises (the authenticator is handed it too)
         self.faults = FaultTable()  # injected faults (coordinator/chaos/faults.py), armed through the admin endpoint
         self.producer_id_block = (0, 1)  # InitProducerId's first id and step (workers: each its own)
         # log-end offsets of the data partitions other workers lead, for the lag metrics

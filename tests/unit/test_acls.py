@@ -3,7 +3,8 @@
 import pytest
 
 from groupd.coordinator.security.acls import (AclBinding, AclFilter, AclOperation as Op, AclPermission as Perm, Authorizer,
-                              PatternType as Pat, ResourceType as Res, parse_super_users)
+                              PatternType as Pat, ResourceType as Res)
+from groupd.coordinator.settings import parse_super_users
 
 ALICE, BOB, CAROL = "User:alice", "User:bob", "User:carol"
 HOST = "/127.0.0.1"

@@ -111,7 +111,7 @@ def authenticate(auth: Authenticator, token: bytes, version: int = 2, now: float
 
 
 def test_api_versions_then_handshake_then_plain_authenticates():
-    auth = Authenticator(MECHANISMS, USERS, 0)
+    auth = Authenticator(MECHANISMS, USERS, 0, versions=SUPPORTED_VERSIONS)
     assert auth.receive(frame(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
                                                        "client_software_version": "1"}), 0).action is Action.DISPATCH
     step = handshake(auth)
@@ -125,20 +125,20 @@ def test_api_versions_then_handshake_then_plain_authenticates():
 
 
 def test_any_other_request_before_authentication_closes_without_a_reply():
-    auth = Authenticator(MECHANISMS, USERS, 0)
+    auth = Authenticator(MECHANISMS, USERS, 0, versions=SUPPORTED_VERSIONS)
     step = auth.receive(frame(ApiKey.METADATA, 1, {"topics": None}), 0)
     assert (step.action, step.reply) == (Action.CLOSE, None)
 
 
 def test_a_second_api_versions_closes():
-    auth = Authenticator(MECHANISMS, USERS, 0)
+    auth = Authenticator(MECHANISMS, USERS, 0, versions=SUPPORTED_VERSIONS)
     api_versions = frame(ApiKey.API_VERSIONS, 0, {})
     assert auth.receive(api_versions, 0).action is Action.DISPATCH
     assert auth.receive(api_versions, 0).action is Action.CLOSE
 
 
 def test_unsupported_mechanism_fails_with_33_and_the_enabled_list():
-    auth = Authenticator(("SCRAM-SHA-512",), USERS, 0)
+    auth = Authenticator(("SCRAM-SHA-512",), USERS, 0, versions=SUPPORTED_VERSIONS)
     step = handshake(auth, "PLAIN")
     assert step.action is Action.FAIL
     response = reply(ApiKey.SASL_HANDSHAKE, 1, step.reply)
@@ -146,7 +146,7 @@ def test_unsupported_mechanism_fails_with_33_and_the_enabled_list():
 
 
 def test_bad_credentials_fail_with_58_and_a_message():
-    auth = Authenticator(MECHANISMS, USERS, 0)
+    auth = Authenticator(MECHANISMS, USERS, 0, versions=SUPPORTED_VERSIONS)
     handshake(auth)
     step = authenticate(auth, b"\0alice\0guess", version=1)
     assert step.action is Action.FAIL and "guess" not in step.detail
@@ -156,13 +156,13 @@ def test_bad_credentials_fail_with_58_and_a_message():
 
 
 def test_other_requests_during_the_exchange_fail_it():
-    auth = Authenticator(MECHANISMS, USERS, 0)
+    auth = Authenticator(MECHANISMS, USERS, 0, versions=SUPPORTED_VERSIONS)
     handshake(auth)
     assert auth.receive(frame(ApiKey.METADATA, 1, {"topics": None}), 0).action is Action.FAIL
 
 
 def test_v0_handshake_carries_bare_tokens():
-    auth = Authenticator(MECHANISMS, USERS, 0)
+    auth = Authenticator(MECHANISMS, USERS, 0, versions=SUPPORTED_VERSIONS)
     assert handshake(auth, version=0).action is Action.CONTINUE
     assert auth.state is State.AUTHENTICATE_RAW
     step = auth.receive(b"\0alice\0alice-secret", 0)
@@ -170,7 +170,7 @@ def test_v0_handshake_carries_bare_tokens():
 
 
 def test_v0_scram_answers_each_token_in_a_bare_frame():
-    auth = Authenticator(MECHANISMS, USERS, 0)
+    auth = Authenticator(MECHANISMS, USERS, 0, versions=SUPPORTED_VERSIONS)
     handshake(auth, "SCRAM-SHA-256", version=0)
     client = ScramClient("alice", "alice-secret", "SCRAM-SHA-256")
     step = auth.receive(client.first_message(), 0)
@@ -183,7 +183,7 @@ def test_v0_scram_answers_each_token_in_a_bare_frame():
 
 
 def test_session_lifetime_is_sent_and_enforced():
-    auth = Authenticator(MECHANISMS, USERS, max_reauth_ms=60_000)
+    auth = Authenticator(MECHANISMS, USERS, max_reauth_ms=60_000, versions=SUPPORTED_VERSIONS)
     handshake(auth, now=100.0)
     step = authenticate(auth, b"\0alice\0alice-secret", version=1, now=100.0)
     assert reply(ApiKey.SASL_AUTHENTICATE, 1, step.reply).session_lifetime.total_seconds() == 60
@@ -194,7 +194,7 @@ def test_session_lifetime_is_sent_and_enforced():
 
 def test_reauthentication_must_keep_the_principal():
     users = Users({"alice": "a", "bob": "b"}, MECHANISMS)
-    auth = Authenticator(MECHANISMS, users, max_reauth_ms=60_000)
+    auth = Authenticator(MECHANISMS, users, max_reauth_ms=60_000, versions=SUPPORTED_VERSIONS)
     handshake(auth)
     authenticate(auth, b"\0alice\0a")
     assert handshake(auth, now=30.0).action is Action.CONTINUE and auth.reauthenticating
@@ -204,7 +204,7 @@ def test_reauthentication_must_keep_the_principal():
 
 
 def test_reauthentication_renews_the_session():
-    auth = Authenticator(MECHANISMS, USERS, max_reauth_ms=60_000)
+    auth = Authenticator(MECHANISMS, USERS, max_reauth_ms=60_000, versions=SUPPORTED_VERSIONS)
     handshake(auth)
     authenticate(auth, b"\0alice\0alice-secret")
     handshake(auth, now=50.0)
@@ -261,7 +261,7 @@ def test_scram_refuses_channel_binding_flags():
 
 
 def test_a_second_handshake_during_the_exchange_is_answered_illegal_sasl_state():
-    auth = Authenticator(MECHANISMS, USERS, 0)
+    auth = Authenticator(MECHANISMS, USERS, 0, versions=SUPPORTED_VERSIONS)
     handshake(auth)
     step = handshake(auth)
     assert step.action is Action.FAIL
