@@ -215,8 +215,8 @@ async def owner(tmp_path, caplog):
     settings = Settings.load(None, env={}, overrides=[
         f"data.dir={tmp_path}", "node.id=1", "offsets.topic.num.partitions=3", "offsets.topic.segment.bytes=400",
         "min.cleanable.dirty.ratio=0.1", "log.cleaner.backoff.ms=50"])
-    groups = GroupCoordinator(settings, cluster=view)
-    groups.start()
+    groups = GroupCoordinator(settings)
+    groups.start(p for p in range(3) if view.owns(p))
     await wait_for(lambda: readiness.is_ready(groups))
     view.owned.add(0)
     yield groups, view

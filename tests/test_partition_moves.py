@@ -59,8 +59,9 @@ def fetched(groups: GroupCoordinator, group_id: str):
 async def groups(tmp_path):
     settings = Settings.load(None, env={}, overrides=[f"data.dir={tmp_path}", "node.id=1",
                                                       f"offsets.topic.num.partitions={PARTITIONS}"])
-    coordinator = GroupCoordinator(settings, cluster=Movable())
-    coordinator.start()
+    coordinator = GroupCoordinator(settings)
+    view = Movable()
+    coordinator.start(p for p in range(PARTITIONS) if view.owns(p))
     await wait_for(lambda: readiness.is_ready(coordinator))
     yield coordinator
     await coordinator.close()

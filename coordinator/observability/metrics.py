@@ -1,5 +1,5 @@
-"""groupd's Prometheus series, served on `metrics.listener` (which also answers `/healthz` and
-`/ready`, coordinator/observability/readiness.py).
+"""groupd's Prometheus series (served by coordinator/server/metrics_http.py on `metrics.listener`;
+the state gauges are computed at scrape time by coordinator/observability/collector.py).
 
 Cost stays off the hot path: label children are bound once (here, or lazily the first time a label
 value is seen); a request is counted in plain integers on the loop (`RequestStats`: prometheus_client
@@ -10,25 +10,15 @@ scrape time by `CoordinatorCollector`, never maintained per request.
 
 from __future__ import annotations
 
-import asyncio
 import bisect
-import os
-import weakref
-from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
-from prometheus_client import (CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, disable_created_metrics,
-                               generate_latest)
+from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
 
 from groupd.protocol.apis import ApiKey
-from groupd.storage.records_plane import plane_for
 
-from . import readiness
-from groupd.coordinator.server.listen import Listener
-from groupd.coordinator.system_clock import wall_ms
 
 disable_created_metrics()  # `_created` series double the exposition and no dashboard uses them
 
@@ -108,8 +98,7 @@ class RequestStats:
         yield latency
 
 
-REQUESTS = RequestStats()
-REGISTRY.register(REQUESTS)
+REQUESTS = RequestStats()  # registered with the state collector by `collector.register`
 request_done = REQUESTS.done
 
 
@@ -184,256 +173,3 @@ def batch_written(records: int, size: int, seconds: float) -> None:
 def write_failed(partition: int, reason: str) -> None:
     """`reason`: failed (a storage error) or timed_out (slower than offsets.commit.timeout.ms)."""
     _WRITE_ERRORS.labels(str(partition), reason).inc()
-
-
-LogEnd = Callable[[str, int], "int | None"]  # (topic, partition) → log-end offset, None for no such partition
-
-
-class CoordinatorCollector:
-    """State gauges, computed when Prometheus scrapes, over every coordinator handed to `watch`
-    (registered once per process, so two coordinators can live in one).
-
-    Per-group series (members, state, lag, and the opt-in generation and offsets) cover at most
-    `max_groups` groups, the first by group id, so the series stay put from scrape to scrape; the
-    aggregates (`groupd_groups`, `groupd_members`, the lag over all groups) always count every group.
-    A scrape costs one pass over the groups and their committed offsets, in memory."""
-
-    def __init__(self) -> None:
-        self._watched: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # coordinator → _Watch
-
-    def watch(self, groups, generations: bool, offsets: bool, max_groups: int = 1000,
-              log_end: LogEnd | None = None) -> None:
-        """`groups` offers `shards`, `states` and `writers` per offsets partition (the runtime's
-        GroupCoordinator); `log_end` answers log-end offsets when the records plane is on."""
-        self._watched[groups] = (generations, offsets, max_groups, log_end)
-
-    def collect(self):
-        for groups, watch in list(self._watched.items()):
-            yield from self._collect(groups, *watch)
-            yield from self._collect_groups(groups, *watch)
-
-    def _collect(self, groups, generations: bool, per_offset: bool, max_groups: int, log_end: LogEnd | None):
-        by_state = GaugeMetricFamily("groupd_groups", "Groups, by type, state and protocol type",
-                                     labels=["type", "state", "protocol_type"])
-        members = GaugeMetricFamily("groupd_members", "Members of groups of every type")
-        unreconciled = GaugeMetricFamily("groupd_consumer_members_unreconciled",
-                                         "Consumer-group members whose current assignment differs from their target")
-        offsets = GaugeMetricFamily("groupd_offsets", "Committed offsets stored")
-        partition_state = GaugeMetricFamily("groupd_partition_state", "1 for the state each offsets partition is in",
-                                            labels=["offsets_partition", "state"])
-        log_bytes = GaugeMetricFamily("groupd_log_bytes", "Bytes of each offsets partition's log",
-                                      labels=["offsets_partition"])
-        log_segments = GaugeMetricFamily("groupd_log_segments", "Segments of each offsets partition's log",
-                                         labels=["offsets_partition"])
-        counts: dict[tuple[str, str, str], int] = {}
-        n_members = n_offsets = n_unreconciled = 0
-        for p, shard in enumerate(groups.shards):
-            state = groups.states[p].value
-            if state == "unowned":  # another node's (a worker's): it reports the partition, and merged
-                continue            # scrapes add the workers' series up
-            for s in ("loading", "active", "failed"):
-                partition_state.add_metric([str(p), s], 1.0 if s == state else 0.0)
-            writer = groups.writers[p]
-            if writer is not None:
-                sizes = [os.path.getsize(path) for _, path in writer.plog.segments if os.path.exists(path)]
-                log_bytes.add_metric([str(p)], sum(sizes))
-                log_segments.add_metric([str(p)], len(sizes))
-            if state != "active":
-                continue
-            for group in list(shard.groups.values()):
-                key = (group.type, group.state_name, group.protocol_type or "")
-                counts[key] = counts.get(key, 0) + 1
-                n_members += len(group.members)
-                if group.type == "consumer":
-                    n_unreconciled += group.unreconciled()
-            n_offsets += sum(len(values) for values in list(shard.offsets.values()))
-        for (group_type, state, protocol_type), n in counts.items():
-            by_state.add_metric([group_type, state, protocol_type], n)
-        members.add_metric([], n_members)
-        unreconciled.add_metric([], n_unreconciled)
-        offsets.add_metric([], n_offsets)
-        yield from (by_state, members, unreconciled, offsets, partition_state, log_bytes, log_segments)
-
-    def _collect_groups(self, groups, generations: bool, per_offset: bool, max_groups: int,
-                        log_end: LogEnd | None):
-        """The per-group series, capped at `max_groups` groups, and the lag over all groups."""
-        active = [shard for p, shard in enumerate(groups.shards) if groups.states[p].value == "active"]
-        ids = {group_id for shard in active for group_id in (*shard.groups, *shard.offsets)}
-        exported = ids if len(ids) <= max_groups else set(sorted(ids)[:max_groups])
-        omitted = GaugeMetricFamily("groupd_metrics_groups_omitted", "Groups left out of the per-group series by "
-                                    "metrics.group.max.groups (the aggregates still count them)")
-        omitted.add_metric([], len(ids) - len(exported))
-        yield omitted
-        group_members = GaugeMetricFamily("groupd_group_members", "Members of each group", labels=["group", "type"])
-        group_state = GaugeMetricFamily("groupd_group_state", "1 for each group, labelled with its state",
-                                        labels=["group", "type", "state", "protocol_type"])
-        generation = GaugeMetricFamily("groupd_group_generation", "Generation of each group (opt-in)", labels=["group"])
-        epochs = GaugeMetricFamily("groupd_consumer_group_epoch", "Group and assignment epoch of each consumer group "
-                                   "(opt-in with metrics.group.generation.enabled)", labels=["group", "epoch"])
-        for shard in active:
-            for group in list(shard.groups.values()):
-                if group.group_id not in exported:
-                    continue
-                group_members.add_metric([group.group_id, group.type], len(group.members))
-                group_state.add_metric([group.group_id, group.type, group.state_name, group.protocol_type or ""], 1)
-                if not generations:
-                    continue
-                if group.type == "consumer":
-                    epochs.add_metric([group.group_id, "group"], group.group_epoch)
-                    epochs.add_metric([group.group_id, "assignment"], group.assignment_epoch)
-                else:
-                    generation.add_metric([group.group_id], group.generation)
-        yield from (group_members, group_state)
-        if generations:
-            yield from (generation, epochs)
-        if per_offset:
-            yield from self._offsets(active, exported)
-        if log_end is not None:
-            yield from self._lag(active, exported, log_end)
-
-    @staticmethod
-    def _offsets(active, exported):
-        committed = GaugeMetricFamily("groupd_group_committed_offset", "Committed offset (opt-in)",
-                                      labels=["group", "topic", "partition"])
-        age = GaugeMetricFamily("groupd_group_commit_age_seconds", "Seconds since the commit (opt-in)",
-                                labels=["group", "topic", "partition"])
-        now = wall_ms()
-        for shard in active:
-            for group_id, values in list(shard.offsets.items()):
-                if group_id not in exported:
-                    continue
-                for (topic, partition), value in list(values.items()):
-                    committed.add_metric([group_id, topic, str(partition)], value.offset)
-                    age.add_metric([group_id, topic, str(partition)], max(now - value.commit_timestamp, 0) / 1000)
-        yield from (committed, age)
-
-    @staticmethod
-    def _lag(active, exported, log_end: LogEnd):
-        """kafka-lag-exporter's series (`kafka_consumergroup_group_*`, `kafka_partition_latest_offset`)
-        under groupd's prefix. Lag = log-end offset − committed offset, 0 when the commit is ahead
-        (as after a restart, which empties the records plane)."""
-        offset = GaugeMetricFamily("groupd_consumergroup_group_offset", "Committed offset of each partition a "
-                                   "group committed (records plane on)", labels=["group", "topic", "partition"])
-        lag = GaugeMetricFamily("groupd_consumergroup_group_lag", "Log-end offset minus committed offset, "
-                                "per group and partition", labels=["group", "topic", "partition"])
-        max_lag = GaugeMetricFamily("groupd_consumergroup_group_max_lag", "Largest partition lag of each group",
-                                    labels=["group"])
-        sum_lag = GaugeMetricFamily("groupd_consumergroup_group_sum_lag", "Lag of each group over its partitions",
-                                    labels=["group"])
-        latest = GaugeMetricFamily("groupd_partition_latest_offset", "Log-end offset of each topic partition "
-                                   "that a group committed (records plane on)", labels=["topic", "partition"])
-        all_max = GaugeMetricFamily("groupd_consumergroups_max_lag", "Largest partition lag of any group")
-        all_sum = GaugeMetricFamily("groupd_consumergroups_sum_lag", "Lag summed over every group and partition")
-        ends: dict[tuple[str, int], int | None] = {}
-        total = largest = 0
-        for shard in active:
-            for group_id, values in list(shard.offsets.items()):
-                per_group = group_id in exported
-                group_sum = group_max = 0
-                for tp, value in list(values.items()):
-                    if tp not in ends:
-                        ends[tp] = end = log_end(*tp)
-                        if end is not None:
-                            latest.add_metric([tp[0], str(tp[1])], end)
-                    end = ends[tp]
-                    if end is None:
-                        continue  # the topic is gone, or the partition never existed: no lag to speak of
-                    behind = max(end - value.offset, 0)
-                    group_sum += behind
-                    group_max = max(group_max, behind)
-                    if per_group:
-                        labels = [group_id, tp[0], str(tp[1])]
-                        offset.add_metric(labels, value.offset)
-                        lag.add_metric(labels, behind)
-                total += group_sum
-                largest = max(largest, group_max)
-                if per_group:
-                    max_lag.add_metric([group_id], group_max)
-                    sum_lag.add_metric([group_id], group_sum)
-        all_max.add_metric([], largest)
-        all_sum.add_metric([], total)
-        yield from (offset, lag, max_lag, sum_lag, latest, all_max, all_sum)
-
-
-def records_log_end(node) -> LogEnd | None:
-    """Log-end offsets from the node's records plane, or None when `records.plane` is none."""
-    plane = plane_for(node)
-    if plane is None:
-        return None
-
-    def log_end(topic: str, partition: int) -> int | None:
-        known = node.catalog.get(topic)
-        if known is None or not 0 <= partition < known.partitions:
-            return None
-        if not node.cluster.leads(topic, partition):  # another worker's: as it last told (supervisor_link.py)
-            return node.log_ends_elsewhere.get((known.topic_id, partition), 0)
-        log = plane.peek((known.topic_id, partition))
-        return 0 if log is None else log.high_watermark
-
-    return log_end
-
-
-EXPOSITION_IDLE_S = 10.0  # a scrape connection that sends no complete request in this long is closed
-EXPOSITION_MAX_CONNECTIONS = 32  # beyond this, the oldest connection makes room for the new one
-
-
-class _Exposition(asyncio.Protocol):
-    """A minimal HTTP/1.1 endpoint on the event loop: collecting on the loop that owns the groups
-    means no collector ever sees a dict that another thread is changing. One request per connection;
-    idle connections are closed and their number is bounded."""
-
-    def __init__(self, routes: dict, open_: dict[_Exposition, None]) -> None:
-        self.routes = routes  # request path → () → (status, body, content type)
-        self.buf = b""
-        self.open = open_  # every open exposition connection, oldest first
-
-    def connection_made(self, transport) -> None:
-        self.transport = transport
-        while len(self.open) >= EXPOSITION_MAX_CONNECTIONS:
-            oldest = next(iter(self.open))
-            del self.open[oldest]
-            oldest.transport.close()
-        self.open[self] = None
-        self.timer = asyncio.get_running_loop().call_later(EXPOSITION_IDLE_S, transport.close)
-
-    def connection_lost(self, exc) -> None:
-        self.open.pop(self, None)
-        self.timer.cancel()
-
-    def data_received(self, data: bytes) -> None:
-        if self.transport.is_closing():
-            return  # answered already: whatever follows is ignored
-        self.buf += data
-        if b"\r\n\r\n" not in self.buf and len(self.buf) < 8192:
-            return
-        request_line = self.buf.split(b"\r\n", 1)[0].decode("latin-1").split()
-        target = request_line[1] if len(request_line) > 1 else ""
-        route = self.routes.get(target.split("?", 1)[0])
-        if route is not None:
-            status, body, kind = route()
-        else:
-            status, body, kind = "404 Not Found", b"not found\n", "text/plain"
-        self.transport.write(f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n"
-                             "Connection: close\r\n\r\n".encode() + body)
-        self.transport.close()
-
-
-COLLECTOR = CoordinatorCollector()
-REGISTRY.register(COLLECTOR)
-
-
-async def serve(settings, node) -> str | None:
-    """Hand the node's coordinator (and records plane) to the state collector and serve the
-    exposition on `metrics.listener`."""
-    COLLECTOR.watch(node.coordinator, settings.metrics_group_generation_enabled, settings.metrics_group_offsets_enabled,
-                    settings.metrics_group_max_groups, records_log_end(node))
-    if not settings.metrics_listener:
-        return None
-    url = urlsplit(settings.metrics_url)
-    exposition = lambda: ("200 OK", generate_latest(REGISTRY), CONTENT_TYPE_LATEST)  # noqa: E731
-    routes = {url.path or "/metrics": exposition, "/": exposition, "/healthz": readiness.alive,
-              "/ready": lambda: readiness.ready(node.coordinator)}
-    open_: dict[_Exposition, None] = {}
-    listener = Listener("metrics", url.hostname or "0.0.0.0", url.port, lambda: _Exposition(routes, open_),
-                        backlog=128)
-    return url._replace(netloc=f"{url.hostname}:{listener.address[1]}").geturl()  # port 0: the one bound

@@ -5,6 +5,8 @@ reply once durable or revert), plugging in the partition's log writer and the lo
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import asyncio
 import base64
 import enum
@@ -32,7 +34,6 @@ from .log_workers import LogWorkers
 from .log_writer import LogWriter
 from groupd.coordinator.core.runner import Runner
 from groupd.coordinator.core.partitioning import partition_for
-from groupd.coordinator.cluster.view import ClusterView, SingleNode
 from groupd.coordinator.core.classic.replies import join_reply, sync_reply
 from groupd.coordinator.core.classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
 from groupd.coordinator.core.outcome import Outcome
@@ -116,9 +117,8 @@ class Claim(Protocol):
 
 
 class GroupCoordinator:
-    def __init__(self, settings, group_configs: dict | None = None, cluster: ClusterView | None = None) -> None:
+    def __init__(self, settings, group_configs: dict | None = None) -> None:
         self.settings = settings
-        self.cluster = cluster or SingleNode(settings.node_id)
         self.partitions = settings.offsets_topic_num_partitions
         self._group_settings = GroupSettings.from_settings(settings, group_configs)
         self.shards = [self._new_shard(p) for p in range(self.partitions)]
@@ -162,15 +162,16 @@ class GroupCoordinator:
 
     # -- lifecycle -------------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Load every partition this node owns off the loop; each serves requests once it is loaded.
+    def start(self, owned: Iterable[int] | None = None) -> None:
+        """Load the partitions this node owns (told by the cluster view, as Kafka's `onElection`;
+        None: every partition) off the loop; each serves requests once it is loaded.
         Progress is logged every LOAD_PROGRESS_S while partitions load, and once when all are done."""
         loop = asyncio.get_running_loop()
         # No cyclic GC while the log loads: the records and offsets it builds hold no cycles, and
         # collections that walk the growing offsets took a fifth of a load. Back on once loaded.
         self._gc_was_enabled = gc.isenabled()
         gc.disable()
-        owned = [p for p in range(self.partitions) if self.cluster.owns(p)]
+        owned = list(range(self.partitions)) if owned is None else sorted(owned)
         for p in set(range(self.partitions)) - set(owned):
             self.states[p] = PartitionState.UNOWNED
         self._pending_loads = len(owned)

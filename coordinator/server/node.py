@@ -60,7 +60,7 @@ class Node:
         self.group_configs = GroupConfigStore(settings.data_dir, self.cluster.shared_file(
             GroupConfigsFile(settings.data_dir), lambda groups: self.group_configs.follow(groups)))
         # the group coordinator of every offsets partition
-        self.coordinator = GroupCoordinator(settings, self.group_configs.overrides, self.cluster)
+        self.coordinator = GroupCoordinator(settings, self.group_configs.overrides)
         self.api_versions = VERSION_TABLE  # what ApiVersions advertises (the authenticator is handed it too)
         self.faults = FaultTable()  # injected faults (coordinator/chaos/faults.py), armed through the admin endpoint
         self.producer_id_block = (0, 1)  # InitProducerId's first id and step (workers: each its own)

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 from groupd.storage.records_plane import plane_for
 
-from groupd.coordinator.observability import metrics, readiness
+from . import metrics_http
+from groupd.coordinator.observability import readiness
 from groupd.coordinator.security.authorizer import tick_denial_logs
 from .admin_http import AdminEndpoint
 from groupd.coordinator.chaos.faults import Chaos
@@ -77,10 +78,12 @@ class Server:
         else:
             self.node = Node(self.settings, users, self.worker.view, shares_data_dir=True)
             self.node.producer_id_block = producer_id_block(self.worker.index, self.worker.view.count, wall_ms())
-        metrics_url = await metrics.serve(self.settings, self.node)
+        metrics_url = await metrics_http.serve(self.settings, self.node)
         if self.worker is not None:
             await self._start_worker()
-        self.node.coordinator.start()  # partitions load off the loop and answer LOAD_IN_PROGRESS until then
+        # told what it owns (Kafka's onElection); partitions load off the loop, LOAD_IN_PROGRESS until then
+        groups, view = self.node.coordinator, self.node.cluster
+        groups.start(p for p in range(groups.partitions) if view.owns(p))
         for listener, endpoint in zip(self.settings.listeners, self.endpoints):
             self._listen(listener.host, listener.port, endpoint)
         if self.cluster is not None:  # registered with the bound ports: claims start from here

@@ -20,7 +20,7 @@ from groupd.storage.files import DataDirLock, prepare_data_dir
 
 from groupd.coordinator.observability import merge as metrics_merge, readiness
 from groupd.coordinator.cluster.controller_writes import UNAVAILABLE
-from groupd.coordinator.observability.metrics import EXPOSITION_MAX_CONNECTIONS
+from .metrics_http import EXPOSITION_MAX_CONNECTIONS
 from groupd.coordinator.settings import Settings
 from .supervisor_link import MESSAGE_LIMIT
 

@@ -4,6 +4,7 @@ checks against a fixed clock (the exchange reads no clock of its own)."""
 import jwt
 import pytest
 
+from groupd.coordinator.apis import SUPPORTED_VERSIONS
 from groupd.coordinator.security.authenticator import Action, Authenticator
 from groupd.coordinator.security.oauthbearer import INVALID_TOKEN, InvalidToken, OAuthBearerServer, OAuthConfig, validate
 from groupd.coordinator.security.sasl import AuthenticationFailed
@@ -74,7 +75,7 @@ def test_the_principal_and_scope_claims_are_configurable():
 
 @pytest.mark.parametrize("max_reauth_ms, lifetime_ms", [(0, 60_000), (10_000, 10_000), (120_000, 60_000)])
 def test_the_session_lasts_until_exp_capped_by_connections_max_reauth_ms(max_reauth_ms, lifetime_ms):
-    auth = Authenticator(("OAUTHBEARER",), None, max_reauth_ms, config())
+    auth = Authenticator(("OAUTHBEARER",), None, max_reauth_ms, config(), versions=SUPPORTED_VERSIONS)
     assert auth.receive(frame(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "OAUTHBEARER"}), 5.0).action is Action.CONTINUE
     step = auth.receive(frame(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": oauth.initial_response(token())}), 5.0)
     assert step.action is Action.DONE and auth.principal == "User:alice"
