@@ -8,7 +8,7 @@
 # Metadata and FindCoordinator must tell clients an address they can reach (the compose service
 # name, e.g. PLAINTEXT://groupd:9092, or localhost:9092 for clients on the host). Without it
 # `groupd serve` stops at start-up with a message saying so. Any setting is a GROUPD_<KEY>
-# variable (README, Configuration); arguments after the image name go to `groupd serve`
+# variable (docs/configuration.md); arguments after the image name go to `groupd serve`
 # (e.g. --set topics=orders:6). Data (offsets log, topic catalog) lives in the volume.
 FROM python:3.11-slim-bookworm
 
