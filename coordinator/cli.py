@@ -35,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the coordinator")
     add_config_arguments(serve)
     serve.add_argument("--workers", type=int, metavar="N", help="worker processes on this host (the setting "
-                       "`workers`; README \"Workers\")")
+                       "`workers`; docs/workers-and-cluster.md)")
     serve.add_argument("--worker", help=argparse.SUPPRESS)  # INDEX:FD, given by the supervisor to each worker
     config = sub.add_parser("config", help="configuration commands")
     config_sub = config.add_subparsers(dest="config_command", required=True)

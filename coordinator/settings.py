@@ -366,7 +366,7 @@ KEYS: tuple[Key, ...] = (
     Key("records.message.max.bytes", 1048588, _int(1),
         "memory plane: largest record batch a Produce may carry (Kafka's message.max.bytes)"),
     Key("cluster.etcd.endpoints", "", _csv,
-        "cluster mode: etcd's client endpoints (host:port,...); empty = a lone node (README \"Cluster mode\")"),
+        "cluster mode: etcd's client endpoints (host:port,...); empty = a lone node (docs/workers-and-cluster.md)"),
     Key("cluster.lease.ms", 10000, _int(2000),
         "cluster mode: this node's etcd lease; its partitions move this long after it stops renewing"),
 )

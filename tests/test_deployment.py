@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tomllib
 import shlex
 import shutil
 import signal
@@ -101,12 +102,8 @@ def groupd_env_in(text: str) -> dict[str, str]:
 
 
 def readme_compose_snippets() -> list[str]:
-    """The ```yaml blocks of the README's Deployment section."""
-    text = read("README.md")
-    start = text.index("\n## Deployment")
-    end = text.find("\n## ", start + 1)
-    section = text[start: end if end > 0 else len(text)]
-    return re.findall(r"```yaml\n(.*?)```", section, re.S)
+    """The ```yaml blocks of the deployment guide (docs/deployment.md)."""
+    return re.findall(r"```yaml\n(.*?)```", read("docs/deployment.md"), re.S)
 
 
 # --- static checks --------------------------------------------------------------------------------
@@ -254,10 +251,10 @@ def build_context() -> set[str]:
 
 def test_build_context_has_what_the_install_needs_and_nothing_local():
     files = build_context()
-    pyproject = read("pyproject.toml")
-    packages = re.search(r"^packages = \[(.*)\]", pyproject, re.M).group(1)
-    for package in re.findall(r'"([^"]+)"', packages):
-        assert f"{package.replace('.', '/')}/__init__.py" in files, package
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        setuptools = tomllib.load(f)["tool"]["setuptools"]
+    for package in setuptools["packages"]:  # groupd.coordinator.core -> coordinator/core/__init__.py
+        assert f"{package.removeprefix('groupd.').replace('.', '/')}/__init__.py" in files, package
     assert {"pyproject.toml", "README.md", ".ci/install-python", "examples/demo_consumer.py",
             "config/groupd.yaml"} <= files
     for prefix in (".git/", ".venv/", "tests/", "data/", "bench/", ".ci/install-clients"):

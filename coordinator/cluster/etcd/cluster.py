@@ -7,7 +7,7 @@ lease; `manifests/<p>` the stamps whose segments count
 (storage/owned_log.py `Ownership`), `cluster.id`, and the shared documents (`topics`, `acls.json`,
 `scram-credentials.json`, `group_configs.json`: coordinator/cluster/etcd/catalog.py, coordinator/cluster/etcd/files.py),
 without a lease.
-README "Cluster mode" says what this guarantees and why.
+docs/workers-and-cluster.md says what this guarantees and why.
 """
 
 from __future__ import annotations
