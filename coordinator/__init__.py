@@ -1,3 +1,4 @@
-"""The group coordinator: sans-IO group state machines and the thin asyncio shell around them."""
+"""The group coordinator: the sans-IO core (core/) and the rooms around it — runtime, security,
+cluster, apis, chaos, server, observability, tools (coordinator/README.md)."""
 
 __version__ = "0.1.0"
