@@ -144,3 +144,19 @@ def test_serve_does_not_import_what_only_oauthbearer_a_config_file_or_the_tests_
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_cluster_mode_without_the_etcd_client_says_how_to_install_it_from_the_clone(tmp_path):
+    # groupd is not on PyPI: `pip install 'groupd[cluster]'` fails from a plain shell (or installs a
+    # stranger's package); the line names the command that works, for the Python that runs groupd
+    blocked = tmp_path / "blocked" / "aetcd"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text("raise ImportError('not installed')\n")
+    out = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--set", "cluster.etcd.endpoints=127.0.0.1:1",
+                          "--set", f"data.dir={tmp_path / 'data'}", "--set", "listeners=PLAINTEXT://127.0.0.1:0",
+                          "--set", "metrics.listener="], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(blocked.parent)})
+    line = assert_one_line(out, "etcd client (aetcd) is missing")
+    assert "pip install 'groupd[cluster]'" not in line
+    assert f"{sys.executable} -m pip install -e '{ROOT}[cluster]'" in line
+    assert f"{os.path.join(ROOT, '.ci', 'install-python')} cluster" in line
