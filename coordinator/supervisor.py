@@ -77,8 +77,9 @@ class Supervisor:
             await self._serving[0].wait()
             for w in self.workers[1:] if not self._stop.is_set() else ():
                 await self._start(w)
-            log.info("supervisor started workers=%d node.ids=%d-%d metrics=%s", len(self.workers),
-                     self.workers[0].node_id, self.workers[-1].node_id, metrics_url or "off")
+            if not self._stop.is_set():  # not when the controller's first start already failed
+                log.info("supervisor started workers=%d node.ids=%d-%d metrics=%s", len(self.workers),
+                         self.workers[0].node_id, self.workers[-1].node_id, metrics_url or "off")
             await self._stop.wait()
             codes = await asyncio.gather(*(self._drain(w) for w in self.workers))
         finally:
@@ -260,10 +261,6 @@ class Supervisor:
 
 
 def run(settings: Settings, worker_args: list[str]) -> int:
-    from .server import new_event_loop
+    from .server import run_loop
 
-    loop = new_event_loop()
-    try:
-        return loop.run_until_complete(Supervisor(settings, worker_args).run())
-    finally:
-        loop.close()
+    return run_loop(Supervisor(settings, worker_args).run())
