@@ -4,7 +4,6 @@ version. Every failure a user can cause ends in one line on stderr and a non-zer
 from __future__ import annotations
 
 import argparse
-import errno
 import logging
 import os
 import signal
@@ -180,24 +179,19 @@ def _main(argv: list[str] | None) -> int:
         for warning in settings.warnings:  # a worker's are its supervisor's
             logging.getLogger("groupd").warning("%s", warning)
     from .cluster import ClusterError
+    from .server import ListenError, run
 
     try:
         if worker is None and settings.workers > 1:
             from . import supervisor
 
             return supervisor.run(settings, _worker_args(args))
-        from .server import run
-
         run(worker_settings(settings, worker.index) if worker else settings, worker)
     except ClusterError as e:
         return _fail(str(e))
     except ConfigError as e:  # what only serving finds out: a keystore that does not load
         print(f"groupd: configuration error: {e}", file=sys.stderr)
         return 2
-    except OSError as e:
-        if e.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
-            raise
-        # asyncio's message names the address: "error while attempting to bind on address (...): ..."
-        return _fail(f"cannot listen: {e.strerror or e}; stop what holds that port, or change `listeners` "
-                     "(or `metrics.listener`)")
+    except ListenError as e:  # names the setting, the address and what to do
+        return _fail(str(e))
     return 0

@@ -16,7 +16,7 @@ from .access import tick_denial_logs
 from .admin_http import AdminEndpoint
 from .chaos import Chaos
 from .connection import Connection, RequestMemory, bad_frame_log
-from .listen import Listener, accept_log
+from .listen import ListenError, Listener, accept_log  # noqa: F401 (ListenError: the CLI's)
 from .node import Node
 from .sasl import Users
 from .security import Endpoint, authentication_failed, endpoints, failure_log, oauth_jwks

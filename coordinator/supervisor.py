@@ -20,6 +20,7 @@ from storage.files import DataDirLock, prepare_data_dir
 
 from . import metrics_merge, readiness
 from .controller_writes import UNAVAILABLE
+from .listen import bind_failed
 from .metrics import EXPOSITION_MAX_CONNECTIONS
 from .settings import Settings
 from .supervisor_link import MESSAGE_LIMIT
@@ -206,7 +207,11 @@ class Supervisor:
             return None
         url = urlsplit(self.settings.metrics_url)
         self._metrics_path = url.path or "/metrics"
-        await asyncio.start_server(self._http, url.hostname or "0.0.0.0", url.port, backlog=128)
+        host = url.hostname or "0.0.0.0"
+        try:
+            await asyncio.start_server(self._http, host, url.port, backlog=128)
+        except OSError as e:
+            raise bind_failed("metrics.listener", host, url.port, e) from None
         return self.settings.metrics_url
 
     async def _http(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

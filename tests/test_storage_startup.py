@@ -106,8 +106,34 @@ def test_a_port_in_use_is_named(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        line = assert_one_line(serve(str(tmp_path / "data"), port=port), f"'127.0.0.1', {port}", "address already in use")
-    assert "listeners" in line
+        line = assert_one_line(serve(str(tmp_path / "data"), port=port), f"127.0.0.1:{port} (listeners)",
+                               "address already in use")
+    assert "metrics.listener" not in line
+
+
+def test_an_address_not_on_this_host_is_said_so_not_a_port_to_free(tmp_path):
+    # 192.0.2.1 (TEST-NET-1) is no host's address: EADDRNOTAVAIL, "Cannot assign requested address"
+    out = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--set", f"data.dir={tmp_path}", "--set",
+                          "listeners=PLAINTEXT://192.0.2.1:9092", "--set", "metrics.listener="],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    line = assert_one_line(out, "192.0.2.1:9092 (listeners)", "192.0.2.1 is not an address of this host",
+                           "advertised.listeners")
+    assert "stop" not in line and "holds" not in line
+
+
+def test_a_busy_metrics_port_names_metrics_listener_alone(tmp_path):
+    # a second local groupd meets the first one's metrics port (9464 by default)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--set", f"data.dir={tmp_path}", "--set",
+                              f"listeners=PLAINTEXT://127.0.0.1:{free_port()}", "--set",
+                              f"metrics.listener=http://:{port}/metrics"],
+                             cwd=ROOT, capture_output=True, text=True, timeout=60)
+    line = assert_one_line(out, f"127.0.0.1:{port} (metrics.listener)", "address already in use",
+                           f"--set metrics.listener=http://:{port + 1}/metrics")
+    assert "`listeners`" not in line and "(listeners)" not in line
 
 
 # -- the log CLI and a closed stdout ---------------------------------------------------------------
