@@ -43,15 +43,16 @@ def _parser() -> argparse.ArgumentParser:
     logs = sub.add_parser("log", help="read the offsets log of a data directory (no server needed)")
     logs_sub = logs.add_subparsers(dest="log_command", required=True)
     dump = logs_sub.add_parser("dump", help="print every record, decoded, one JSON object per line")
-    dump.add_argument("--data-dir", required=True)
     dump.add_argument("--partition", type=int)
     dump.add_argument("--group", help="only this group's records (in the partition that holds it)")
     verify = logs_sub.add_parser("verify", help="check every batch's CRC and the offsets, per partition")
-    verify.add_argument("--data-dir", required=True)
     repair = logs_sub.add_parser("repair", help="rewrite partitions without their corrupt bytes (no server may "
                                  "use the data dir; the originals are copied to <data dir>/repair-<time>/)")
-    repair.add_argument("--data-dir", required=True)
     repair.add_argument("--partition", type=int)
+    for sp in (dump, verify, repair):  # the data dir serve uses, from the same sources, unless given
+        sp.add_argument("--data-dir", help="the data directory (default: data.dir of the settings serve reads: "
+                        "--config, GROUPD_* variables, --set)")
+        add_config_arguments(sp)
     admin.add_parsers(sub)  # groups, offsets, health: talk to a running groupd
     admin_acls.add_parsers(sub)  # acls list|add|remove: likewise
     chaos_cli.add_parser(sub)  # fault injection through the admin endpoint
@@ -75,6 +76,14 @@ def _parser() -> argparse.ArgumentParser:
 def _log_command(args) -> int:
     from storage import inspect
 
+    if args.data_dir is None:
+        try:
+            args.data_dir = Settings.load(args.config, overrides=args.set, cross_checks=False).data_dir
+        except ConfigError as e:
+            return _fail(f"configuration error: {e}", 2)
+        if not os.path.isdir(args.data_dir):
+            return _fail(f"data.dir {args.data_dir} is not a directory (give the settings serve reads: --config, "
+                         "GROUPD_* variables, --set; or --data-dir)")
     if not os.path.isdir(args.data_dir):
         return _fail(f"--data-dir {args.data_dir} is not a directory")
     partition = getattr(args, "partition", None)

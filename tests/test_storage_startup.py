@@ -151,6 +151,26 @@ def test_log_dump_into_head_ends_quietly(tmp_path):
     assert out.stderr == "", out.stderr
 
 
+def test_log_commands_read_the_data_dir_from_the_settings_serve_reads(tmp_path):
+    data = tmp_path / "data"
+    log = PartitionLog(str(data), 3, 1 << 20)
+    log.load(lambda r: None)
+    log.append([Record(OffsetCommitKey("g", "orders", 0), OffsetCommitValue(42, -1, "", 1))], fsync=False)
+    log.close()
+    (tmp_path / "groupd.yaml").write_text(f"data.dir: {data}\n")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GROUPD_")}
+    for args, env in ((["--config", str(tmp_path / "groupd.yaml")], {}), (["--set", f"data.dir={data}"], {}),
+                      ([], {"GROUPD_DATA_DIR": str(data)})):
+        for command in ("dump", "verify"):
+            out = subprocess.run([sys.executable, "-m", "coordinator", "log", command, *args], cwd=ROOT,
+                                 capture_output=True, text=True, timeout=60, env={**clean, **env})
+            assert out.returncode == 0 and out.stderr == "", (args, env, out.stderr)
+            assert ('"offset": 42' if command == "dump" else "3: OK segments=1") in out.stdout, out.stdout
+    out = subprocess.run([sys.executable, "-m", "coordinator", "log", "dump", "--set", f"data.dir={tmp_path / 'no'}"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60, env=clean)
+    assert out.returncode == 1 and out.stderr.startswith(f"groupd: data.dir {tmp_path / 'no'} is not a directory")
+
+
 @pytest.mark.parametrize("command", ["dump", "verify", "repair"])
 def test_log_commands_name_a_missing_data_dir(tmp_path, command):
     out = subprocess.run([sys.executable, "-m", "coordinator", "log", command, "--data-dir", str(tmp_path / "nope")],
