@@ -4,7 +4,6 @@ version. Every failure a user can cause ends in one line on stderr and a non-zer
 from __future__ import annotations
 
 import argparse
-import errno
 import logging
 import os
 import signal
@@ -45,15 +44,16 @@ def _parser() -> argparse.ArgumentParser:
     logs = sub.add_parser("log", help="read the offsets log of a data directory (no server needed)")
     logs_sub = logs.add_subparsers(dest="log_command", required=True)
     dump = logs_sub.add_parser("dump", help="print every record, decoded, one JSON object per line")
-    dump.add_argument("--data-dir", required=True)
     dump.add_argument("--partition", type=int)
     dump.add_argument("--group", help="only this group's records (in the partition that holds it)")
     verify = logs_sub.add_parser("verify", help="check every batch's CRC and the offsets, per partition")
-    verify.add_argument("--data-dir", required=True)
     repair = logs_sub.add_parser("repair", help="rewrite partitions without their corrupt bytes (no server may "
                                  "use the data dir; the originals are copied to <data dir>/repair-<time>/)")
-    repair.add_argument("--data-dir", required=True)
     repair.add_argument("--partition", type=int)
+    for sp in (dump, verify, repair):  # the data dir serve uses, from the same sources, unless given
+        sp.add_argument("--data-dir", help="the data directory (default: data.dir of the settings serve reads: "
+                        "--config, GROUPD_* variables, --set)")
+        add_config_arguments(sp)
     admin.add_parsers(sub)  # groups, offsets, health: talk to a running groupd
     admin_acls.add_parsers(sub)  # acls list|add|remove: likewise
     chaos_cli.add_parser(sub)  # fault injection through the admin endpoint
@@ -77,6 +77,14 @@ def _parser() -> argparse.ArgumentParser:
 def _log_command(args) -> int:
     from groupd.storage import inspect
 
+    if args.data_dir is None:
+        try:
+            args.data_dir = Settings.load(args.config, overrides=args.set, cross_checks=False).data_dir
+        except ConfigError as e:
+            return _fail(f"configuration error: {e}", 2)
+        if not os.path.isdir(args.data_dir):
+            return _fail(f"data.dir {args.data_dir} is not a directory (give the settings serve reads: --config, "
+                         "GROUPD_* variables, --set; or --data-dir)")
     if not os.path.isdir(args.data_dir):
         return _fail(f"--data-dir {args.data_dir} is not a directory")
     partition = getattr(args, "partition", None)
@@ -181,24 +189,19 @@ def _main(argv: list[str] | None) -> int:
         for warning in settings.warnings:  # a worker's are its supervisor's
             logging.getLogger("groupd").warning("%s", warning)
     from groupd.coordinator.cluster.view import ClusterError
+    from groupd.coordinator.server.server import ListenError, run
 
     try:
         if worker is None and settings.workers > 1:
             from .server import supervisor
 
             return supervisor.run(settings, _worker_args(args))
-        from groupd.coordinator.server.server import run
-
         run(worker_settings(settings, worker.index) if worker else settings, worker)
     except ClusterError as e:
         return _fail(str(e))
     except ConfigError as e:  # what only serving finds out: a keystore that does not load
         print(f"groupd: configuration error: {e}", file=sys.stderr)
         return 2
-    except OSError as e:
-        if e.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
-            raise
-        # asyncio's message names the address: "error while attempting to bind on address (...): ..."
-        return _fail(f"cannot listen: {e.strerror or e}; stop what holds that port, or change `listeners` "
-                     "(or `metrics.listener`)")
+    except ListenError as e:  # names the setting, the address and what to do
+        return _fail(str(e))
     return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import io
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -659,13 +660,32 @@ def _read_yaml(path: str) -> dict[str, Any]:
 
     try:
         with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
-    except OSError as e:
-        raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read config file {path}: {getattr(e, 'strerror', None) or e}") from None
+    if _is_properties(text):
+        raise ConfigError(f"config file {path} is a Java properties file (key=value lines, like Kafka's "
+                          "server.properties); groupd reads YAML with Kafka's names: write each line as "
+                          "`key: value`, or pass single settings with --set key=value")
+    try:
+        stream = io.StringIO(text)
+        stream.name = path  # what YAML's errors name
+        data = yaml.safe_load(stream)
     except yaml.YAMLError as e:
-        raise ConfigError(f"config file {path} is not valid YAML: {e}") from None
+        raise ConfigError(f"config file {path} is not valid YAML: {' '.join(str(e).split())}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must be a mapping of setting names to values")
     return data
+
+
+def _is_properties(text: str) -> bool:
+    """Whether `text` reads as a Java properties file: every line that is not blank or a comment is
+    `key=value` (a YAML mapping's `key: value` is not)."""
+    lines = [line.strip() for line in text.splitlines()]
+    lines = [line for line in lines if line and not line.startswith(("#", "!"))]
+    return bool(lines) and all(_PROPERTY.match(line) for line in lines)
+
+
+_PROPERTY = re.compile(r"[A-Za-z0-9_.\-]+\s*=")

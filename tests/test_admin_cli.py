@@ -473,8 +473,9 @@ def test_reset_export_then_from_file_round_trips(server, tmp_path):
     assert committed(server.bootstrap, "exported") == {f"t4-{p}": (20 + p, "") for p in range(4)}
     r = groupd("offsets", "reset", "exported", "--from-file", str(tmp_path / "missing.csv"), *b)
     assert (r.returncode, r.stderr) == (1, f"groupd: cannot read --from-file {tmp_path / 'missing.csv'}: No such file or directory\n")
-    r = groupd("offsets", "reset", "exported", "--to-earliest", *b)
-    assert (r.returncode, r.stderr) == (1, "groupd: one of the reset scopes is needed: --topic T[:P,...] or --all-topics\n")
+    r = groupd("offsets", "reset", "exported", "--to-earliest", *b)  # a usage mistake: 2, as the README says
+    assert (r.returncode, r.stdout, r.stderr) == (2, "", "groupd offsets reset: one of the reset scopes is needed: "
+                                                  "--topic T[:P,...] or --all-topics (see groupd offsets reset --help)\n")
 
 
 plane = groupd_fixture("topics=r3:3", "records.plane=memory", name="plane")
@@ -579,3 +580,22 @@ def test_log_dump_of_one_group_decodes_its_subscriptions_and_assignments(server,
     assert sorted(p for m in last["members"] for p in m["assignment"]["partitions"]["t4"]) == [0, 1, 2, 3]
     assert [(r["type"], r["topic"], r["partition"], r["offset"]) for r in log_dump(server.data_dir, "dumped-too")] == [
         ("offset_commit", "t4", 0, 1)]
+
+
+def test_describe_after_a_restart_says_the_memory_records_plane_lost_the_records(tmp_path):
+    """records.plane: memory (the default) starts empty: after a restart the committed offsets lie
+    past the log end, and the footnote says why, without claiming the records plane is off."""
+    s = GroupdProcess(str(tmp_path), "topics=r3:3", "records.plane=memory").start()
+    try:
+        produce(s.bootstrap, "r3", 0, [int(time.time() * 1000)] * 5)
+        commit_offsets(s.bootstrap, "restarted", {("r3", 0): 5})
+        assert s.stop() == 0, s.log()
+        s.start()
+        r = groupd("groups", "describe", "restarted", "--bootstrap", s.bootstrap)
+        assert r.returncode == 0, r.stderr
+        assert re.search(r"^r3 +0 +5 +0 +- ", r.stdout, re.M), r.stdout
+        footnote = r.stdout.rstrip().splitlines()[-1]
+        assert footnote == LAG_FOOTNOTE and "unless records.plane is on" not in footnote
+        assert "a restart empties it" in footnote
+    finally:
+        assert s.stop() == 0, s.log()

@@ -302,3 +302,20 @@ def test_workers_and_cluster_mode_are_not_combined():
     with pytest.raises(ConfigError, match="workers > 1 and cluster.etcd.endpoints cannot be combined"):
         Settings.load(None, env={}, overrides=["listeners=PLAINTEXT://127.0.0.1:9092", "workers=2",
                                                "cluster.etcd.endpoints=127.0.0.1:2379"])
+
+
+def test_a_kafka_server_properties_file_is_told_groupd_reads_yaml(tmp_path):
+    props = tmp_path / "server.properties"
+    props.write_text("# Kafka's broker settings\nbroker.id=0\nlisteners=PLAINTEXT://:9092\nlog.dirs=/tmp/kafka-logs\n")
+    out = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--config", str(props)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1, out.stderr
+    assert f"config file {props} is a Java properties file" in out.stderr and "groupd reads YAML" in out.stderr
+    assert "`key: value`" in out.stderr
+    # a YAML file that is broken stays "not valid YAML", on one line, naming the file
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("listeners: [PLAINTEXT://:9092\n")
+    out = config_show("--config", str(broken))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert f"config file {broken} is not valid YAML" in out.stderr and f'"{broken}", line 2' in out.stderr

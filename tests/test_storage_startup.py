@@ -106,8 +106,34 @@ def test_a_port_in_use_is_named(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        line = assert_one_line(serve(str(tmp_path / "data"), port=port), f"'127.0.0.1', {port}", "address already in use")
-    assert "listeners" in line
+        line = assert_one_line(serve(str(tmp_path / "data"), port=port), f"127.0.0.1:{port} (listeners)",
+                               "address already in use")
+    assert "metrics.listener" not in line
+
+
+def test_an_address_not_on_this_host_is_said_so_not_a_port_to_free(tmp_path):
+    # 192.0.2.1 (TEST-NET-1) is no host's address: EADDRNOTAVAIL, "Cannot assign requested address"
+    out = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--set", f"data.dir={tmp_path}", "--set",
+                          "listeners=PLAINTEXT://192.0.2.1:9092", "--set", "metrics.listener="],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    line = assert_one_line(out, "192.0.2.1:9092 (listeners)", "192.0.2.1 is not an address of this host",
+                           "advertised.listeners")
+    assert "stop" not in line and "holds" not in line
+
+
+def test_a_busy_metrics_port_names_metrics_listener_alone(tmp_path):
+    # a second local groupd meets the first one's metrics port (9464 by default)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--set", f"data.dir={tmp_path}", "--set",
+                              f"listeners=PLAINTEXT://127.0.0.1:{free_port()}", "--set",
+                              f"metrics.listener=http://:{port}/metrics"],
+                             cwd=ROOT, capture_output=True, text=True, timeout=60)
+    line = assert_one_line(out, f"127.0.0.1:{port} (metrics.listener)", "address already in use",
+                           f"--set metrics.listener=http://:{port + 1}/metrics")
+    assert "`listeners`" not in line and "(listeners)" not in line
 
 
 # -- the log CLI and a closed stdout ---------------------------------------------------------------
@@ -123,6 +149,26 @@ def test_log_dump_into_head_ends_quietly(tmp_path):
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert len(out.stdout.splitlines()) == 2
     assert out.stderr == "", out.stderr
+
+
+def test_log_commands_read_the_data_dir_from_the_settings_serve_reads(tmp_path):
+    data = tmp_path / "data"
+    log = PartitionLog(str(data), 3, 1 << 20)
+    log.load(lambda r: None)
+    log.append([Record(OffsetCommitKey("g", "orders", 0), OffsetCommitValue(42, -1, "", 1))], fsync=False)
+    log.close()
+    (tmp_path / "groupd.yaml").write_text(f"data.dir: {data}\n")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GROUPD_")}
+    for args, env in ((["--config", str(tmp_path / "groupd.yaml")], {}), (["--set", f"data.dir={data}"], {}),
+                      ([], {"GROUPD_DATA_DIR": str(data)})):
+        for command in ("dump", "verify"):
+            out = subprocess.run([sys.executable, "-m", "coordinator", "log", command, *args], cwd=ROOT,
+                                 capture_output=True, text=True, timeout=60, env={**clean, **env})
+            assert out.returncode == 0 and out.stderr == "", (args, env, out.stderr)
+            assert ('"offset": 42' if command == "dump" else "3: OK segments=1") in out.stdout, out.stdout
+    out = subprocess.run([sys.executable, "-m", "coordinator", "log", "dump", "--set", f"data.dir={tmp_path / 'no'}"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60, env=clean)
+    assert out.returncode == 1 and out.stderr.startswith(f"groupd: data.dir {tmp_path / 'no'} is not a directory")
 
 
 @pytest.mark.parametrize("command", ["dump", "verify", "repair"])
@@ -144,3 +190,19 @@ def test_serve_does_not_import_what_only_oauthbearer_a_config_file_or_the_tests_
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_cluster_mode_without_the_etcd_client_says_how_to_install_it_from_the_clone(tmp_path):
+    # groupd is not on PyPI: `pip install 'groupd[cluster]'` fails from a plain shell (or installs a
+    # stranger's package); the line names the command that works, for the Python that runs groupd
+    blocked = tmp_path / "blocked" / "aetcd"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text("raise ImportError('not installed')\n")
+    out = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--set", "cluster.etcd.endpoints=127.0.0.1:1",
+                          "--set", f"data.dir={tmp_path / 'data'}", "--set", "listeners=PLAINTEXT://127.0.0.1:0",
+                          "--set", "metrics.listener="], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(blocked.parent)})
+    line = assert_one_line(out, "etcd client (aetcd) is missing")
+    assert "pip install 'groupd[cluster]'" not in line
+    assert f"{sys.executable} -m pip install -e '{ROOT}[cluster]'" in line
+    assert f"{os.path.join(ROOT, '.ci', 'install-python')} cluster" in line

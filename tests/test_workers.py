@@ -205,6 +205,24 @@ def test_the_data_dir_refuses_a_second_supervisor_and_a_lone_server(server):
         assert "is in use" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
+def test_a_busy_port_ends_in_its_one_line_without_a_pending_task_or_a_started_supervisor(tmp_path):
+    import socket
+
+    port = free_ports(2)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port))
+        taken.listen()
+        done = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--workers", "2", "--set",
+                               f"data.dir={tmp_path}", "--set", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--set",
+                               "metrics.listener="], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("groupd: ")]
+    assert len(errors) == 1 and "already in use" in errors[0], done.stderr
+    assert "Task was destroyed but it is pending" not in done.stderr, done.stderr  # the worker's link, left running
+    assert "Traceback" not in done.stderr and "supervisor started" not in done.stderr, done.stderr
+    assert "shutdown requested signal=worker-failed" in done.stderr
+
+
 def test_sigterm_drains_every_worker_and_exits_zero_with_their_commits_kept(tmp_path):
     s = start_workers(str(tmp_path), "topics=t:2")
     for worker in (0, 1):

@@ -26,6 +26,7 @@ from groupd.protocol import ErrorCode
 
 from groupd.coordinator.chaos.faults import Chaos, FaultError
 from groupd.coordinator.security.sasl import Users
+from .listen import bind_failed
 
 log = logging.getLogger("groupd.admin")
 
@@ -65,7 +66,11 @@ class AdminEndpoint:
 
     async def start(self, url: str) -> str:
         parts = urlsplit(url)
-        self.server = await asyncio.start_server(self._serve, parts.hostname or "127.0.0.1", parts.port)
+        host = parts.hostname or "127.0.0.1"
+        try:
+            self.server = await asyncio.start_server(self._serve, host, parts.port)
+        except OSError as e:
+            raise bind_failed("admin.listener", host, parts.port, e) from None
         return url
 
     def close(self) -> None:

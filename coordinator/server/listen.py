@@ -20,18 +20,56 @@ _OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 _ACCEPTS_PER_WAKEUP = 64
 
 
+_EXAMPLES = {"metrics.listener": "http://:{}/metrics", "admin.listener": "http://127.0.0.1:{}"}
+
+
+class ListenError(OSError):
+    """A listening socket that could not be bound, with the setting that asked for it; `str(e)` is the
+    one line for the operator: what failed and what to do about that errno."""
+
+    def __init__(self, setting: str, host: str, port: int, error: OSError) -> None:
+        super().__init__(error.errno, error.strerror)
+        self.setting, self.host, self.port = setting, host, port
+
+    def __str__(self) -> str:
+        setting, host = self.setting, self.host
+        where = f"cannot listen on {f'[{host}]' if ':' in host else host or '*'}:{self.port} ({setting})"
+        if self.errno == errno.EADDRINUSE:
+            advice = f"another process (another groupd?) holds that port: stop it, or give {setting} another port"
+            if setting in _EXAMPLES:
+                advice += f", e.g. --set {setting}={_EXAMPLES[setting].format(self.port + 1)} (empty turns it off)"
+            return f"{where}: address already in use; {advice}"
+        if self.errno == errno.EADDRNOTAVAIL:
+            return (f"{where}: {host} is not an address of this host: give {setting} one of its addresses, or "
+                    "0.0.0.0 for all" + ("; the address clients should use goes in advertised.listeners"
+                                        if setting == "listeners" else ""))
+        if self.errno == errno.EACCES:
+            return f"{where}: permission denied (ports below 1024 need privileges): give {setting} a port from 1024"
+        return f"{where}: {self.strerror}"
+
+
+def bind_failed(setting: str, host: str, port: int, error: OSError) -> OSError:
+    """The error to raise for a bind of `setting` that failed: a ListenError where it has advice."""
+    if error.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+        return ListenError(setting, host, port, error)
+    return error
+
+
 class Listener:
     def __init__(self, name: str, host: str, port: int, factory: Callable[[], asyncio.Protocol],
-                 backlog: int = 1024) -> None:
+                 backlog: int = 1024, setting: str = "listeners") -> None:
         self.name = name
         self._factory = factory
-        if host:
-            self.sock = socket.create_server((host, port), backlog=backlog)
-        elif socket.has_dualstack_ipv6():
-            self.sock = socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True,
-                                             backlog=backlog)
-        else:
-            self.sock = socket.create_server(("", port), backlog=backlog)
+        try:
+            if host:
+                self.sock = socket.create_server((host, port), backlog=backlog)
+            elif socket.has_dualstack_ipv6():
+                self.sock = socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True,
+                                                 backlog=backlog)
+            else:
+                self.sock = socket.create_server(("", port), backlog=backlog)
+        except OSError as e:
+            raise bind_failed(setting, host, port, e) from None
         self.sock.setblocking(False)
         self._loop = asyncio.get_running_loop()
         self._retry: asyncio.TimerHandle | None = None

@@ -71,5 +71,5 @@ async def serve(settings, node) -> str | None:
               "/ready": lambda: readiness.ready(node.coordinator)}
     open_: dict[_Exposition, None] = {}
     listener = Listener("metrics", url.hostname or "0.0.0.0", url.port, lambda: _Exposition(routes, open_),
-                        backlog=128)
+                        backlog=128, setting="metrics.listener")
     return url._replace(netloc=f"{url.hostname}:{listener.address[1]}").geturl()  # port 0: the one bound

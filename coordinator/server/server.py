@@ -17,7 +17,7 @@ from groupd.coordinator.security.authorizer import tick_denial_logs
 from .admin_http import AdminEndpoint
 from groupd.coordinator.chaos.faults import Chaos
 from .connection import Connection, RequestMemory, bad_frame_log
-from .listen import Listener, accept_log
+from .listen import ListenError, Listener, accept_log  # noqa: F401 (ListenError: the CLI's)
 from .node import Node
 from groupd.coordinator.security.sasl import Users
 from groupd.coordinator.security.listeners import Endpoint, authentication_failed, endpoints, failure_log, oauth_jwks
@@ -211,8 +211,23 @@ class Server:
 
 
 def run(settings: Settings, worker: SupervisorLink | None = None) -> None:
+    run_loop(Server(settings, worker).serve())
+
+
+def run_loop(main):
+    """Run the coroutine `main` on a new loop (new_event_loop) and return its result. What it leaves
+    pending, such as a worker's link to its supervisor when start-up fails, is cancelled and let
+    finish before the loop closes (as asyncio.run does): no "Task was destroyed but it is pending!"
+    after the one-line error."""
     loop = new_event_loop()
     try:
-        loop.run_until_complete(Server(settings, worker).serve())
+        return loop.run_until_complete(main)
     finally:
-        loop.close()
+        try:
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            if pending:  # (gather of nothing would make its future on another loop)
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        finally:
+            loop.close()

@@ -22,6 +22,7 @@ from groupd.coordinator.observability import merge as metrics_merge, readiness
 from groupd.coordinator.cluster.controller_writes import UNAVAILABLE
 from .metrics_http import EXPOSITION_MAX_CONNECTIONS
 from groupd.coordinator.settings import Settings
+from .listen import bind_failed
 from .supervisor_link import MESSAGE_LIMIT
 
 log = logging.getLogger("groupd")
@@ -77,8 +78,9 @@ class Supervisor:
             await self._serving[0].wait()
             for w in self.workers[1:] if not self._stop.is_set() else ():
                 await self._start(w)
-            log.info("supervisor started workers=%d node.ids=%d-%d metrics=%s", len(self.workers),
-                     self.workers[0].node_id, self.workers[-1].node_id, metrics_url or "off")
+            if not self._stop.is_set():  # not when the controller's first start already failed
+                log.info("supervisor started workers=%d node.ids=%d-%d metrics=%s", len(self.workers),
+                         self.workers[0].node_id, self.workers[-1].node_id, metrics_url or "off")
             await self._stop.wait()
             codes = await asyncio.gather(*(self._drain(w) for w in self.workers))
         finally:
@@ -205,7 +207,11 @@ class Supervisor:
             return None
         url = urlsplit(self.settings.metrics_url)
         self._metrics_path = url.path or "/metrics"
-        await asyncio.start_server(self._http, url.hostname or "0.0.0.0", url.port, backlog=128)
+        host = url.hostname or "0.0.0.0"
+        try:
+            await asyncio.start_server(self._http, host, url.port, backlog=128)
+        except OSError as e:
+            raise bind_failed("metrics.listener", host, url.port, e) from None
         return self.settings.metrics_url
 
     async def _http(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -260,10 +266,6 @@ class Supervisor:
 
 
 def run(settings: Settings, worker_args: list[str]) -> int:
-    from .server import new_event_loop
+    from .server import run_loop
 
-    loop = new_event_loop()
-    try:
-        return loop.run_until_complete(Supervisor(settings, worker_args).run())
-    finally:
-        loop.close()
+    return run_loop(Supervisor(settings, worker_args).run())

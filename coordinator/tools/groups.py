@@ -367,8 +367,8 @@ def _describe_group(cluster: Brokers, group: str) -> dict:
 
 def _lag(offset: int | None, log_end: int | None) -> int | None:
     """Log-end offset minus committed offset, as kafka-consumer-groups; unknown (None) when the
-    commit lies past the log end: the partition's records are not here (groupd stores none unless
-    the records plane is on), so a negative number would only mislead."""
+    commit lies past the log end: the partition's records are not here (records.plane: none stores
+    none, the memory plane starts empty after a restart), so a negative number would only mislead."""
     if offset is None or log_end is None or offset > log_end:
         return None
     return log_end - offset
@@ -717,6 +717,12 @@ def _warn(line: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run a parsed `groups`, `offsets` or `health` command; the exit status."""
+    if args.command == "offsets" and args.offsets_command == "reset" and not (
+            args.topic or args.all_topics or args.from_file):  # a usage mistake: 2, as argparse's
+        prog = "groupd offsets reset"
+        print(f"{prog}: one of the reset scopes is needed: --topic T[:P,...] or --all-topics (see {prog} --help)",
+              file=sys.stderr)
+        return 2
     if args.command == "health":
         return report(args, lambda bootstrap: _health(args, bootstrap))
     return report(args, lambda bootstrap: _command(args, bootstrap))
@@ -794,8 +800,6 @@ def _command(args: argparse.Namespace, bootstrap: str) -> tuple[int, Any, str]:
     value = getattr(args, scenario)
     if scenario == "from_file":
         value = _read_plan_file(value)
-    elif not (args.topic or args.all_topics):
-        raise AdminError("one of the reset scopes is needed: --topic T[:P,...] or --all-topics")
     r = reset_offsets(bootstrap, args.group, scenario, value, topics=args.topic or (), all_topics=args.all_topics,
                       execute=args.execute, timeout=timeout, warn=_warn)
     if args.export:
@@ -807,8 +811,8 @@ _OFFSET_DELETE_HINTS = {"NON_EMPTY_GROUP": " (it has members; stop them first)",
                         "GROUP_ID_NOT_FOUND": " (no such group)",
                         "GROUP_SUBSCRIBED_TO_TOPIC": " (its members consume that topic)"}
 
-LAG_FOOTNOTE = ("LAG -: the committed offset is past the log-end offset, so groupd has no records "
-                "of that partition (it keeps none unless records.plane is on)")
+LAG_FOOTNOTE = ("LAG -: the committed offset is past the log-end offset: groupd does not hold those records "
+                "(the records plane keeps them in memory, so a restart empties it; records.plane: none keeps none)")
 
 
 def _read_plan_file(path: str) -> str:

@@ -18,6 +18,8 @@ import hashlib
 import json
 import logging
 import math
+import os
+import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -44,6 +46,17 @@ def rendezvous(partition: int, nodes: Sequence[int]) -> int | None:
 
 def _key(*parts: object) -> bytes:
     return (PREFIX + "/".join(map(str, parts))).encode()
+
+
+def _install_cluster_extra() -> str:
+    """How to add the `cluster` extra to the Python that runs this groupd. groupd is not on PyPI (a
+    `pip install 'groupd[cluster]'` would fetch someone else's package, or nothing): from the clone."""
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))  # coordinator/cluster/etcd/
+    if os.path.isfile(os.path.join(root, "pyproject.toml")):  # a checkout (the editable install)
+        return (f"install the cluster extra into this Python: {sys.executable} -m pip install -e "
+                f"'{root}[cluster]' (or, for the clone's .venv, {os.path.join(root, '.ci', 'install-python')} cluster)")
+    return ("install the cluster extra: in groupd's clone, .ci/install-python cluster; for the image, build it "
+            "with --build-arg GROUPD_EXTRAS=cluster")
 
 
 class EtcdCluster(ClusterView):
@@ -115,8 +128,8 @@ class EtcdCluster(ClusterView):
         try:
             import aetcd  # the `cluster` extra: only cluster mode needs it
         except ImportError:
-            raise ClusterError("cluster.etcd.endpoints is set but the etcd client is missing: "
-                               "pip install 'groupd[cluster]'") from None
+            raise ClusterError("cluster.etcd.endpoints is set but the etcd client (aetcd) is missing: "
+                               + _install_cluster_extra()) from None
 
         host, _, port = endpoint.rpartition(":")
         return aetcd.Client(host or "127.0.0.1", int(port), timeout=max(self.lease_s / 4, 0.5))
