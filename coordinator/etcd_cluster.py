@@ -18,9 +18,11 @@ import hashlib
 import json
 import logging
 import math
+import ssl
 import time
 import uuid
 from collections.abc import Sequence
+from urllib.parse import urlsplit
 
 from storage.owned_log import Ownership
 
@@ -56,7 +58,8 @@ class EtcdCluster(ClusterView):
         self.node_id = settings.node_id
         self.lease_s = settings.cluster_lease_ms / 1000
         self.tick = self.lease_s / 6
-        self.endpoints = list(settings.cluster_etcd_endpoints)
+        self.endpoints = list(settings.cluster_etcd_endpoints)  # URLs: http://host:port, https://host:port
+        self.https = any(e.startswith("https://") for e in self.endpoints)  # then cluster.etcd.ssl.* apply
         self._client_factory = client_factory
         self.client = None
         self.lease = None
@@ -97,13 +100,14 @@ class EtcdCluster(ClusterView):
 
     def topic_catalog(self, data_dir: str) -> EtcdCatalog:
         """The cluster's catalog, in etcd; other nodes' changes arrive with every poll."""
-        catalog = EtcdCatalog(EtcdDocument(self.endpoints, CATALOG_KEY, max(self.lease_s / 4, 0.5)), data_dir)
+        catalog = EtcdCatalog(EtcdDocument(self.endpoints, CATALOG_KEY, max(self.lease_s / 4, 0.5), self._ssl()),
+                              data_dir)
         self._followed[CATALOG_KEY] = catalog.follow
         return catalog
 
     def shared_file(self, file, on_change) -> EtcdFile:
-        shared = EtcdFile(file, EtcdDocument(self.endpoints, PREFIX + file.name, max(self.lease_s / 4, 0.5)),
-                          on_change)
+        shared = EtcdFile(file, EtcdDocument(self.endpoints, PREFIX + file.name, max(self.lease_s / 4, 0.5),
+                                             self._ssl()), on_change)
         self._followed[shared.document.key] = shared.follow
         return shared
 
@@ -118,11 +122,47 @@ class EtcdCluster(ClusterView):
             raise ClusterError("cluster.etcd.endpoints is set but the etcd client is missing: "
                                "pip install 'groupd[cluster]'") from None
 
-        host, _, port = endpoint.rpartition(":")
-        return aetcd.Client(host or "127.0.0.1", int(port), timeout=max(self.lease_s / 4, 0.5))
+        url = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
+        host = f"[{url.hostname}]" if ":" in url.hostname else url.hostname
+        timeout = max(self.lease_s / 4, 0.5)
+        if url.scheme == "https":
+            return _tls_client(aetcd, host, url.port or 2379, timeout, self._grpc_credentials())
+        return aetcd.Client(host, url.port or 2379, timeout=timeout)
+
+    def _tls_files(self) -> tuple[bytes | None, bytes | None, bytes | None]:
+        """The PEM bytes of cluster.etcd.ssl.cafile, .keyfile and .certfile (None: not set)."""
+        out = []
+        for name in ("cafile", "keyfile", "certfile"):
+            path = self.settings.value(f"cluster.etcd.ssl.{name}")
+            try:
+                out.append(open(path, "rb").read() if path else None)
+            except OSError as e:
+                raise ClusterError(f"cannot read cluster.etcd.ssl.{name}={path}: {e.strerror}") from None
+        return out[0], out[1], out[2]
+
+    def _grpc_credentials(self):
+        import grpc
+
+        ca, key, cert = self._tls_files()
+        return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+
+    def _ssl(self) -> ssl.SSLContext | None:
+        """The TLS context of the JSON gateway's https:// calls (the shared documents)."""
+        if not self.https:
+            return None
+        s = self.settings
+        try:
+            context = ssl.create_default_context(cafile=s.cluster_etcd_ssl_cafile or None)
+            if s.cluster_etcd_ssl_certfile:
+                context.load_cert_chain(s.cluster_etcd_ssl_certfile, s.cluster_etcd_ssl_keyfile)
+        except (OSError, ssl.SSLError) as e:
+            raise ClusterError(f"cannot load cluster.etcd.ssl.* ({e})") from None
+        return context
 
     async def connect(self) -> None:
         """Reach etcd (the first endpoint that answers) and agree on the cluster id."""
+        if self.https:
+            self._tls_files()  # unreadable files: one line now, not one error per endpoint
         errors = []
         for endpoint in self.endpoints * 2:
             client = self._new_client(endpoint)
@@ -133,13 +173,14 @@ class EtcdCluster(ClusterView):
                                          failure=[])
                 self.cluster_id = (await client.get(_key("cluster.id"))).value.decode()
             except Exception as e:
-                errors.append(f"{endpoint}: {e}")
+                errors.append(f"{endpoint}: {_reason(e)}")
                 await client.close()
                 continue
             self.client = client
             return
+        hint = "; check cluster.etcd.ssl.cafile, certfile and keyfile" if self.https else ""
         raise ClusterError(f"cannot reach etcd at cluster.etcd.endpoints={','.join(self.endpoints)}: "
-                           f"{'; '.join(errors[-len(self.endpoints):])}")
+                           f"{'; '.join(errors[-len(self.endpoints):])}{hint}")
 
     async def start(self, coordinator, addresses: dict[str, tuple[str, int]]) -> None:
         """Register with this node's advertised `addresses` (listener name → host, port) and keep
@@ -395,3 +436,31 @@ class _Claim:
 
 def _new_cluster_id() -> bytes:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes)[:22]  # as storage/catalog.py makes a lone node's
+
+
+def _reason(error: Exception) -> str:
+    """gRPC's error in one line (its details, not the whole status dump)."""
+    details = getattr(error, "details", None)
+    text = details() if callable(details) else None
+    return " ".join((text or str(error) or type(error).__name__).split())
+
+
+def _tls_client(aetcd, host: str, port: int, timeout: float, credentials):
+    """An aetcd client over TLS (aetcd 1.0 opens insecure channels only): the same stubs on a secure channel."""
+    from aetcd import rpc, watcher
+
+    class TlsClient(aetcd.Client):
+        async def connect(self) -> None:
+            if self._connected.is_set():
+                return
+            self.channel = rpc.secure_channel(f"{self._host}:{self._port}", credentials,
+                                              options=self._options.items())
+            self.kvstub = rpc.KVStub(self.channel)
+            self.clusterstub = rpc.ClusterStub(self.channel)
+            self.leasestub = rpc.LeaseStub(self.channel)
+            self.maintenancestub = rpc.MaintenanceStub(self.channel)
+            self._watcher = watcher.Watcher(rpc.WatchStub(self.channel), timeout=self._timeout,
+                                            metadata=self.metadata)
+            self._connected.set()
+
+    return TlsClient(host, port, timeout=timeout)

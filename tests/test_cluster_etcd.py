@@ -460,3 +460,38 @@ async def test_a_compactions_manifest_swap_holds_only_while_the_claim_and_the_ma
         assert await claim.compaction_stamp() is None
     finally:
         await client.close()
+
+def refusal(node) -> str:
+    """The one line a node that refuses to start prints (it exits 1, no traceback)."""
+    with pytest.raises(RuntimeError, match="groupd exited with 1") as refused:
+        node.start()
+    text = str(refused.value).split("\n", 1)[1]
+    assert "Traceback" not in text, text
+    lines = [line for line in text.splitlines() if line.startswith("groupd: ")]
+    assert len(lines) == 1, text
+    return lines[0]
+
+
+def test_a_node_reaches_etcd_over_tls_with_a_client_certificate(tmp_path):
+    """https:// endpoints with cluster.etcd.ssl.cafile/certfile/keyfile, against an etcd that asks
+    for client certificates; without the client certificate the refusal is one line."""
+    from tests.etcd_server import EtcdServer, tls_certificates
+
+    certs = tls_certificates(str(tmp_path / "certs"))
+    server = EtcdServer(str(tmp_path / "etcd"), tls=certs).start()
+    try:
+        url = f"cluster.etcd.endpoints=https://{server.endpoint}"
+        ca = f"cluster.etcd.ssl.cafile={certs}/ca.pem"
+        node = cluster_node(str(tmp_path / "data"), server, 1, *SETTINGS, url, ca,
+                            f"cluster.etcd.ssl.certfile={certs}/client.pem",
+                            f"cluster.etcd.ssl.keyfile={certs}/client-key.pem").start()
+        try:
+            assert set(spread([node], among={1}).values()) == {1}
+            assert commit_once_loaded(node.bootstrap, GROUPS[0], {0: 3}) == {0: ErrorCode.none}
+        finally:
+            assert node.stop() == 0, node.log()
+        line = refusal(cluster_node(str(tmp_path / "data"), server, 1, *SETTINGS, url, ca))
+        assert f"cannot reach etcd at cluster.etcd.endpoints=https://{server.endpoint}" in line
+    finally:
+        server.stop()
+

@@ -302,3 +302,20 @@ def test_workers_and_cluster_mode_are_not_combined():
     with pytest.raises(ConfigError, match="workers > 1 and cluster.etcd.endpoints cannot be combined"):
         Settings.load(None, env={}, overrides=["listeners=PLAINTEXT://127.0.0.1:9092", "workers=2",
                                                "cluster.etcd.endpoints=127.0.0.1:2379"])
+
+
+def test_etcd_endpoints_take_urls_as_etcd_writes_them_and_host_port():
+    def endpoints(value: str) -> tuple[str, ...]:
+        return Settings.load(None, env={}, overrides=[f"cluster.etcd.endpoints={value}"]).cluster_etcd_endpoints
+
+    assert endpoints("http://etcd:2379,https://etcd-2:2379/") == ("http://etcd:2379", "https://etcd-2:2379")
+    assert endpoints("etcd:2379, [::1]:23790,https://etcd-3") == (
+        "http://etcd:2379", "http://[::1]:23790", "https://etcd-3:2379")
+    for bad in ("unix:///run/etcd.sock", "http://etcd:2379/v3", "etcd:port"):
+        with pytest.raises(ConfigError, match="cluster.etcd.endpoints=.*http://host:port, https://host:port or host:port"):
+            endpoints(bad)
+    with pytest.raises(ConfigError, match="certfile and cluster.etcd.ssl.keyfile go together"):
+        Settings.load(None, env={}, overrides=["cluster.etcd.endpoints=https://etcd:2379",
+                                               "cluster.etcd.ssl.certfile=client.pem"])
+    with pytest.raises(ConfigError, match="cluster.etcd.ssl.cafile is set but no cluster.etcd.endpoints is https://"):
+        Settings.load(None, env={}, overrides=["cluster.etcd.endpoints=etcd:2379", "cluster.etcd.ssl.cafile=ca.pem"])
