@@ -86,7 +86,7 @@ def save_change(save: Callable[[Any], None], compute: Callable[[], Any], follow:
 
 class EtcdFile:
     """Stands in for a data-dir `JsonFile` (`load()`, `save(content)`): the same content under
-    `/groupd/<file name>`. `save` is a compare-and-swap on the revision this
+    `<cluster.etcd.prefix>/<file name>`. `save` is a compare-and-swap on the revision this
     node last saw and raises StaleDocument when another node came first; `on_change(content)` hears
     other nodes' changes. A lone node's file seeds the key the first time."""
 

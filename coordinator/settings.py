@@ -131,6 +131,14 @@ def _etcd_endpoints(v: Any) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _etcd_prefix(v: Any) -> str:
+    """An etcd key prefix: /name[/name...], kept without its trailing slash."""
+    s = _str(v).strip().rstrip("/")
+    if not s.startswith("/") or any(c.isspace() for c in s):
+        raise ValueError("a key prefix that starts with / (e.g. /groupd), without spaces")
+    return s
+
+
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
@@ -379,6 +387,9 @@ KEYS: tuple[Key, ...] = (
     Key("cluster.etcd.endpoints", "", _etcd_endpoints,
         "cluster mode: etcd's client endpoints (http://host:port, https://host:port or host:port, "
         "comma-separated); empty = a lone node (README \"Cluster mode\")"),
+    Key("cluster.etcd.prefix", "/groupd", _etcd_prefix,
+        "cluster mode: the etcd key prefix this cluster keeps its keys under (two clusters may share one "
+        "etcd with different prefixes)"),
     Key("cluster.etcd.ssl.cafile", "", _str,
         "cluster mode, https:// endpoints: PEM CA bundle etcd's certificate must chain to (etcdctl --cacert); "
         "empty = the system's CAs"),
@@ -480,6 +491,7 @@ class Settings:
     log_retention_check_interval_ms: int
     records_message_max_bytes: int
     cluster_etcd_endpoints: tuple[str, ...]
+    cluster_etcd_prefix: str
     cluster_etcd_ssl_cafile: str
     cluster_etcd_ssl_certfile: str
     cluster_etcd_ssl_keyfile: str

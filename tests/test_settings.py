@@ -319,3 +319,6 @@ def test_etcd_endpoints_take_urls_as_etcd_writes_them_and_host_port():
                                                "cluster.etcd.ssl.certfile=client.pem"])
     with pytest.raises(ConfigError, match="cluster.etcd.ssl.cafile is set but no cluster.etcd.endpoints is https://"):
         Settings.load(None, env={}, overrides=["cluster.etcd.endpoints=etcd:2379", "cluster.etcd.ssl.cafile=ca.pem"])
+    assert Settings.load(None, env={}, overrides=["cluster.etcd.prefix=/a/b/"]).cluster_etcd_prefix == "/a/b"
+    with pytest.raises(ConfigError, match="cluster.etcd.prefix"):
+        Settings.load(None, env={}, overrides=["cluster.etcd.prefix=groupd"])

@@ -76,6 +76,16 @@ def test_a_damaged_meta_properties_is_named(tmp_path):
     assert_one_line(serve(str(data)), str(data / "meta.properties"), "cluster.id")
 
 
+def test_a_cluster_data_dir_of_before_meta_properties_recorded_it_is_refused_by_a_lone_node(tmp_path):
+    """Cluster mode's stamped segments (`<base>-<stamp>.log`) and no meta.properties: a dir a cluster
+    used before its data dirs recorded their cluster; a lone node would serve it without offsets."""
+    data = tmp_path / "data"
+    (data / "__consumer_offsets-3").mkdir(parents=True)
+    (data / "__consumer_offsets-3" / "00000000000000000000-17.log").write_bytes(b"")
+    assert_one_line(serve(str(data)), "holds a cluster's segments", "cluster.etcd.endpoints")
+    assert not (data / "meta.properties").exists()
+
+
 def test_a_data_dir_that_is_a_file_is_named(tmp_path):
     (tmp_path / "data").write_text("not a directory")
     assert_one_line(serve(str(tmp_path / "data")), str(tmp_path / "data"), "is a file")
