@@ -80,6 +80,9 @@ class EtcdCluster(ClusterView):
         self._background: set[asyncio.Task] = set()
         self._stale_lease = None  # the lease of before a fence, revoked once etcd answers again
         self._followed: dict[str, object] = {}  # etcd key → follow(value, revision): shared documents
+        # start-up: claims are summed up in one line once this node holds what it wins (or after a while)
+        self._settling: dict[int, int] | None = {}
+        self._settle_by = math.inf
 
     def key(self, *parts: object) -> bytes:
         return (self.prefix + "/".join(map(str, parts))).encode()
@@ -339,6 +342,21 @@ class EtcdCluster(ClusterView):
                 self._spawn(p, self._release(p))
             elif p not in self.mine and should == self.node_id and p not in self.owners:
                 self._spawn(p, self._claim(p))
+        if self._settling is not None:
+            self._settle(live)
+
+    def _settle(self, live: list[int]) -> None:
+        """Start-up's claims in one line, once this node holds every partition it wins (or after
+        three leases, what it holds by then); later claims each log their own."""
+        won = [p for p in range(self.coordinator_runtime.partitions) if rendezvous(p, live) == self.node_id]
+        if self._settle_by == math.inf:
+            self._settle_by = time.monotonic() + 3 * self.lease_s
+        if not all(p in self.mine for p in won) and time.monotonic() < self._settle_by:
+            return
+        claimed, self._settling = self._settling, None
+        stamps = sorted(claimed.values())
+        log.info("partitions claimed count=%d partitions=%s stamps=%s", len(claimed), _ranges(sorted(claimed)),
+                 f"{stamps[0]}..{stamps[-1]}" if stamps else "-")
 
     def _spawn(self, p: int, work) -> None:
         self._moving.add(p)
@@ -368,7 +386,10 @@ class EtcdCluster(ClusterView):
         manifest = [tuple(e) for e in json.loads(responses[1][0][0])] if responses[1] else [(0, None)]
         self.mine[p] = stamp
         self.owners[p] = self.node_id
-        log.info("partition claimed partition=%d stamp=%d", p, stamp)
+        if self._settling is not None:
+            self._settling[p] = stamp
+        else:
+            log.info("partition claimed partition=%d stamp=%d", p, stamp)
         state = await self.coordinator_runtime.gain(p, _Claim(self, p, stamp, manifest))
         if state is not PartitionState.ACTIVE and self.mine.get(p) == stamp:
             del self.mine[p]  # a failed load gives the partition up (another node, or this one later, retries)
@@ -509,6 +530,17 @@ class _Claim:
         if current is not None and current[-1] == [self.stamp, None]:
             self.manifest = current  # after a swap whose answer was lost, the next one starts from etcd's
         return ok
+
+
+def _ranges(partitions: list[int]) -> str:
+    """0-3,5,7-9 for [0, 1, 2, 3, 5, 7, 8, 9]."""
+    out: list[list[int]] = []
+    for p in partitions:
+        if out and out[-1][1] == p - 1:
+            out[-1][1] = p
+        else:
+            out.append([p, p])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in out) or "-"
 
 
 def _stamped(data_dir: str) -> bool:

@@ -598,3 +598,13 @@ def test_a_lone_nodes_dir_and_an_unbound_cluster_dir_are_bound_at_their_next_clu
         wait_until(lambda: fetch(node.bootstrap, GROUPS[0]) == (ErrorCode.none, {0: 42}), 30, "the cluster's offsets")
     finally:
         assert node.stop() == 0, node.log()
+
+def test_a_node_sums_up_its_start_up_claims_in_one_line(nodes):
+    spread(nodes)
+    for node in nodes:
+        wait_until(lambda: "partitions claimed count=" in node.log(), 30, "the start-up claims summed up")
+        log = node.log()
+        assert log.count("partitions claimed count=") == 1, log
+        assert "partition claimed partition=" not in log, log
+    counts = [int(re.search(r"partitions claimed count=(\d+)", n.log()).group(1)) for n in nodes]
+    assert counts[0] == PARTITIONS and 0 < counts[1] < PARTITIONS
