@@ -284,7 +284,7 @@ def load_bench(tmp: str, sizes: list[int]) -> list[dict]:
 COMPACT_CHILD = r"""
 import json, re, sys, time
 sys.path.insert(0, sys.argv[1])
-from storage.compaction import compact
+from groupd.storage.compaction import compact
 
 
 def peak_kib():

@@ -112,6 +112,33 @@ def _csv(v: Any) -> tuple[str, ...]:
     return tuple(s.strip() for s in (v if isinstance(v, list) else _str(v).split(",")) if s.strip())
 
 
+def _etcd_endpoints(v: Any) -> tuple[str, ...]:
+    """etcd's client endpoints as etcd and its clients write them (http://host:port, https://host:port)
+    or host:port (http), each made a URL `scheme://host:port` (port 2379 when left out)."""
+    out = []
+    for item in _csv(v):
+        url = urlsplit(item if "://" in item else f"http://{item}")
+        try:
+            port = url.port or 2379
+        except ValueError:
+            port = None
+        if url.scheme not in ("http", "https") or not url.hostname or port is None \
+                or url.path not in ("", "/") or url.query or url.fragment or url.username:
+            raise ValueError(f"etcd endpoints (http://host:port, https://host:port or host:port, comma-separated), "
+                             f"not {item!r}")
+        host = f"[{url.hostname}]" if ":" in url.hostname else url.hostname
+        out.append(f"{url.scheme}://{host}:{port}")
+    return tuple(out)
+
+
+def _etcd_prefix(v: Any) -> str:
+    """An etcd key prefix: /name[/name...], kept without its trailing slash."""
+    s = _str(v).strip().rstrip("/")
+    if not s.startswith("/") or any(c.isspace() for c in s):
+        raise ValueError("a key prefix that starts with / (e.g. /groupd), without spaces")
+    return s
+
+
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
@@ -366,8 +393,19 @@ KEYS: tuple[Key, ...] = (
         "memory plane: how often records.retention.ms is applied (Kafka's name and default)"),
     Key("records.message.max.bytes", 1048588, _int(1),
         "memory plane: largest record batch a Produce may carry (Kafka's message.max.bytes)"),
-    Key("cluster.etcd.endpoints", "", _csv,
-        "cluster mode: etcd's client endpoints (host:port,...); empty = a lone node (docs/workers-and-cluster.md)"),
+    Key("cluster.etcd.endpoints", "", _etcd_endpoints,
+        "cluster mode: etcd's client endpoints (http://host:port, https://host:port or host:port, "
+        "comma-separated); empty = a lone node (docs/workers-and-cluster.md)"),
+    Key("cluster.etcd.prefix", "/groupd", _etcd_prefix,
+        "cluster mode: the etcd key prefix this cluster keeps its keys under (two clusters may share one "
+        "etcd with different prefixes)"),
+    Key("cluster.etcd.ssl.cafile", "", _str,
+        "cluster mode, https:// endpoints: PEM CA bundle etcd's certificate must chain to (etcdctl --cacert); "
+        "empty = the system's CAs"),
+    Key("cluster.etcd.ssl.certfile", "", _str,
+        "cluster mode, https:// endpoints: PEM client certificate for etcd's --client-cert-auth (etcdctl --cert)"),
+    Key("cluster.etcd.ssl.keyfile", "", _str,
+        "cluster mode, https:// endpoints: PEM private key of cluster.etcd.ssl.certfile (etcdctl --key)"),
     Key("cluster.lease.ms", 10000, _int(2000),
         "cluster mode: this node's etcd lease; its partitions move this long after it stops renewing"),
 )
@@ -462,6 +500,10 @@ class Settings:
     log_retention_check_interval_ms: int
     records_message_max_bytes: int
     cluster_etcd_endpoints: tuple[str, ...]
+    cluster_etcd_prefix: str
+    cluster_etcd_ssl_cafile: str
+    cluster_etcd_ssl_certfile: str
+    cluster_etcd_ssl_keyfile: str
     cluster_lease_ms: int
     # where each value came from: "default", "file <path>", "env GROUPD_X" or "--set"
     origins: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
@@ -561,11 +603,21 @@ class Settings:
         if self.workers > 1 and self.cluster_etcd_endpoints:
             raise ConfigError("workers > 1 and cluster.etcd.endpoints cannot be combined yet: run one process per "
                               "cluster node (each its own node.id)")
+        self._check_etcd_tls()
         if self.workers > 1:  # worker i listens (and is advertised) on each port + i
             for l in (*self.listeners, *self.advertised_listeners):
                 if not l.port or l.port + self.workers - 1 > 65535:
                     raise ConfigError(f"workers={self.workers} needs {l} to leave room for a port per worker "
                                       f"(worker i uses port + i): a fixed port at most {65536 - self.workers}")
+
+    def _check_etcd_tls(self) -> None:
+        if bool(self.cluster_etcd_ssl_certfile) != bool(self.cluster_etcd_ssl_keyfile):
+            raise ConfigError("cluster.etcd.ssl.certfile and cluster.etcd.ssl.keyfile go together (the client "
+                              "certificate and its private key)")
+        tls = [n for n in ("cafile", "certfile", "keyfile") if self.value(f"cluster.etcd.ssl.{n}")]
+        if tls and not any(e.startswith("https://") for e in self.cluster_etcd_endpoints):
+            raise ConfigError(f"cluster.etcd.ssl.{tls[0]} is set but no cluster.etcd.endpoints is https://: "
+                              "write etcd's TLS endpoints as https://host:port")
 
     def _check_listeners(self) -> None:
         names = [l.name for l in self.listeners]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import glob
 import json
 import os
 import re
@@ -141,26 +142,68 @@ def _new_topic_id() -> uuid.UUID:
             return topic_id
 
 
-def load_cluster_id(data_dir: str, node_id: int) -> str:
-    """The cluster id from `meta.properties`, created on first start (22 chars, like Kafka's)."""
+CLUSTER_MARK = "cluster.etcd.prefix"  # in meta.properties: the data dir is a cluster's (cluster mode)
+
+
+def read_meta(data_dir: str) -> dict[str, str] | None:
+    """`meta.properties`' keys, or None when there is none; DataDirError when it is damaged."""
     path = os.path.join(data_dir, META_FILE)
+    if not os.path.exists(path):
+        return None
     props = {}
-    if os.path.exists(path):
-        try:
-            with open(path, encoding="utf-8") as f:
-                for line in f:
-                    key, sep, value = line.strip().partition("=")
-                    if sep and not key.startswith("#"):
-                        props[key] = value
-        except OSError as e:
-            raise DataDirError(f"cannot read {path}: {e.strerror}") from None
-        except UnicodeDecodeError:
-            props = {}
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", props.get("cluster.id", "")):
-            raise DataDirError(f"{path} is damaged (no valid cluster.id line); restore it from a backup, or "
-                               "move it away to start with a new cluster id")
-    else:
-        props = {"version": "1", "cluster.id": base64.urlsafe_b64encode(uuid.uuid4().bytes)[:22].decode(),
-                 "node.id": str(node_id)}
-        atomic_write(path, "".join(f"{k}={v}\n" for k, v in props.items()).encode())
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                key, sep, value = line.strip().partition("=")
+                if sep and not key.startswith("#"):
+                    props[key] = value
+    except OSError as e:
+        raise DataDirError(f"cannot read {path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        props = {}
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", props.get("cluster.id", "")):
+        raise DataDirError(f"{path} is damaged (no valid cluster.id line); restore it from a backup, or "
+                           "move it away to start with a new cluster id")
+    return props
+
+
+def write_meta(data_dir: str, props: dict[str, str], exclusive: bool = False) -> bool:
+    """Write `meta.properties`; `exclusive`: only if there is none yet (False when there was one:
+    another node of a cluster made it first)."""
+    path = os.path.join(data_dir, META_FILE)
+    data = "".join(f"{k}={v}\n" for k, v in props.items()).encode()
+    if not exclusive:
+        atomic_write(path, data)
+        return True
+    tmp = f"{path}.{uuid.uuid4().hex}.tmp"  # nodes sharing the dir each write their own, then link
+    atomic_write(tmp, data)
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+
+
+def new_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes)[:22].decode()  # 22 chars, like Kafka's
+
+
+def load_cluster_id(data_dir: str, node_id: int) -> str:
+    """The cluster id from `meta.properties`, created on first start (22 chars, like Kafka's). A
+    cluster's data dir (cluster mode: etcd's manifests say what its segments count) is refused."""
+    props = read_meta(data_dir)
+    if props is not None and props.get(CLUSTER_MARK):
+        raise DataDirError(f"data.dir {data_dir} is cluster {props['cluster.id']}'s shared data dir (cluster mode, "
+                           f"etcd prefix {props[CLUSTER_MARK]}): a lone node would serve its groups without their "
+                           "offsets; set cluster.etcd.endpoints to join the cluster, or another data.dir")
+    if props is None:
+        stamped = glob.glob(os.path.join(glob.escape(data_dir), "__consumer_offsets-*", "*-*.log"))
+        if stamped:
+            raise DataDirError(f"data.dir {data_dir} holds a cluster's segments ({os.path.basename(stamped[0])}, "
+                               "cluster mode) and no meta.properties: a lone node would serve its groups without "
+                               "their offsets; set cluster.etcd.endpoints to join the cluster, or another data.dir")
+        props = {"version": "1", "cluster.id": new_cluster_id(), "node.id": str(node_id)}
+        write_meta(data_dir, props)
     return props["cluster.id"]

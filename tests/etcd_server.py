@@ -22,8 +22,12 @@ LEASE_MS = 2000  # short, so that a dead node's partitions move within seconds
 
 
 class EtcdServer:
-    def __init__(self, data_dir: str) -> None:
+    """`tls`: a directory of certificates (`tls_certificates`): etcd serves https:// and asks clients
+    for a certificate its CA signed (--client-cert-auth)."""
+
+    def __init__(self, data_dir: str, tls: str | None = None) -> None:
         self.data_dir = data_dir
+        self.tls = tls
         self.port, self.peer_port = free_port(), free_port()
         self.proc: subprocess.Popen | None = None
         self.log_path = os.path.join(os.path.dirname(data_dir), f"etcd-{self.port}.log")
@@ -36,19 +40,29 @@ class EtcdServer:
         binary = shutil.which("etcd") or "/usr/bin/etcd"
         if not os.path.exists(binary):
             pytest.fail("etcd is not installed (apt-get install etcd-server; .ci/install-deploy-tools does it)")
-        client, peer = f"http://127.0.0.1:{self.port}", f"http://127.0.0.1:{self.peer_port}"
+        scheme = "https" if self.tls else "http"
+        client, peer = f"{scheme}://127.0.0.1:{self.port}", f"http://127.0.0.1:{self.peer_port}"
+        tls = [] if not self.tls else [
+            "--cert-file", os.path.join(self.tls, "server.pem"), "--key-file", os.path.join(self.tls, "server-key.pem"),
+            "--client-cert-auth", "--trusted-ca-file", os.path.join(self.tls, "ca.pem")]
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [binary, "--name", "t", "--data-dir", self.data_dir, "--listen-client-urls", client,
              "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-             "--initial-cluster", f"t={peer}", "--log-level", "warn"], stdout=self._log, stderr=subprocess.STDOUT)
+             "--initial-cluster", f"t={peer}", "--log-level", "warn", *tls], stdout=self._log, stderr=subprocess.STDOUT)
+        context = None
+        if self.tls:
+            import ssl
+
+            context = ssl.create_default_context(cafile=os.path.join(self.tls, "ca.pem"))
+            context.load_cert_chain(os.path.join(self.tls, "client.pem"), os.path.join(self.tls, "client-key.pem"))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, open(self.log_path).read()
             try:
                 import urllib.request
 
-                with urllib.request.urlopen(f"{client}/health", timeout=2) as r:
+                with urllib.request.urlopen(f"{client}/health", timeout=2, context=context) as r:
                     if b'"true"' in r.read():
                         return self
             except OSError:
@@ -73,6 +87,20 @@ class EtcdServer:
                 self.proc.wait()
             self._log.close()
             self.proc = None
+
+
+def tls_certificates(directory: str) -> str:
+    """A CA, etcd's certificate for 127.0.0.1 (server and client use: etcd's JSON gateway dials its
+    own gRPC with it) and a client certificate, as PEM files in `directory`."""
+    from tests.certs import _openssl, _signed
+
+    os.makedirs(directory, exist_ok=True)
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca-key.pem", "-out", "ca.pem",
+             "-days", "2", "-subj", "/CN=groupd test etcd ca", cwd=directory)
+    _signed(directory, "server", "/CN=localhost", "ca",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n")
+    _signed(directory, "client", "/CN=groupd", "ca", "extendedKeyUsage=clientAuth\n")
+    return directory
 
 
 class Proxy:

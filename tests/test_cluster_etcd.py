@@ -431,13 +431,14 @@ async def test_a_compactions_manifest_swap_holds_only_while_the_claim_and_the_ma
     lost) and once the claim is gone (then nothing is learnt)."""
     import json
 
-    from groupd.coordinator.cluster.etcd.cluster import EtcdCluster, _Claim, _key
+    from groupd.coordinator.cluster.etcd.cluster import EtcdCluster, _Claim
     from groupd.coordinator.settings import Settings
 
     settings = Settings.load(None, env={}, overrides=[f"data.dir={tmp_path}", "node.id=1",
                                                       f"cluster.etcd.endpoints={etcd.endpoint}"])
     cluster = EtcdCluster(settings)
     await cluster.connect()
+    _key = cluster.key
     try:
         client = cluster.client
         cluster.lease = await client.lease(30)
@@ -460,3 +461,150 @@ async def test_a_compactions_manifest_swap_holds_only_while_the_claim_and_the_ma
         assert await claim.compaction_stamp() is None
     finally:
         await client.close()
+
+
+def refusal(node) -> str:
+    """The one line a node that refuses to start prints (it exits 1, no traceback)."""
+    with pytest.raises(RuntimeError, match="groupd exited with 1") as refused:
+        node.start()
+    text = str(refused.value).split("\n", 1)[1]
+    assert "Traceback" not in text, text
+    lines = [line for line in text.splitlines() if line.startswith("groupd: ")]
+    assert len(lines) == 1, text
+    return lines[0]
+
+
+def meta(data: str) -> dict[str, str]:
+    with open(os.path.join(data, "meta.properties")) as f:
+        return dict(line.strip().split("=", 1) for line in f if "=" in line)
+
+
+def test_a_data_dir_and_etcd_name_each_other_and_a_node_on_the_wrong_one_refuses(tmp_path, etcd):
+    """The data dir records its cluster (meta.properties: cluster id, directory.id, prefix), etcd its
+    data dir: a lone node on a cluster's dir, a cluster node on another dir (fresh or a lone
+    node's), a fresh dir after the cluster's nodes stopped and a cluster's dir on an etcd prefix
+    that holds no cluster each refuse with one line naming both; the right pair starts."""
+    from tests.etcd_server import etcd_get
+    from tests.support import GroupdProcess
+
+    data, other = str(tmp_path / "data"), str(tmp_path / "other")
+    node = cluster_node(data, etcd, 1, *SETTINGS).start()
+    try:
+        cluster_id = etcd_get(etcd.endpoint, "/groupd/cluster.id").decode()
+        recorded = meta(data)
+        assert recorded["cluster.id"] == cluster_id and recorded["cluster.etcd.prefix"] == "/groupd"
+        assert etcd_get(etcd.endpoint, "/groupd/data.dir.id").decode() == recorded["directory.id"]
+        line = refusal(cluster_node(other, etcd, 2, *SETTINGS))  # the operator's typo in data.dir
+        assert f"data.dir {other} is not cluster {cluster_id}'s data dir" in line and "new (no meta.properties)" in line
+        assert recorded["directory.id"] in line
+        assert not os.path.exists(os.path.join(other, "meta.properties"))
+        lone = str(tmp_path / "lone")
+        GroupdProcess(lone, *SETTINGS).start().stop()
+        line = refusal(cluster_node(lone, etcd, 2, *SETTINGS))
+        assert f"a lone node's (cluster {meta(lone)['cluster.id']})" in line and cluster_id in line
+    finally:
+        assert node.stop() == 0, node.log()
+    line = refusal(GroupdProcess(data, *SETTINGS))  # cluster.etcd.endpoints forgotten
+    assert f"data.dir {data} is cluster {cluster_id}'s shared data dir" in line and "cluster.etcd.endpoints" in line
+    assert meta(data) == recorded
+    line = refusal(cluster_node(other, etcd, 1, *SETTINGS))  # a fresh dir never adopts the manifests
+    assert cluster_id in line and "new (no meta.properties)" in line
+    line = refusal(cluster_node(data, etcd, 1, *SETTINGS, "cluster.etcd.prefix=/elsewhere"))
+    assert f"cluster {cluster_id}'s" in line and "etcd prefix /elsewhere" in line and "holds no cluster" in line
+    again = cluster_node(data, etcd, 1, *SETTINGS).start()  # the right pair
+    assert again.stop() == 0
+
+
+def test_two_clusters_share_one_etcd_under_their_prefixes_with_endpoints_written_as_urls(tmp_path, etcd):
+    """cluster.etcd.endpoints as etcd and etcdctl write it (http://host:port) or host:port;
+    cluster.etcd.prefix keeps each cluster's keys apart: each node coordinates its own groups."""
+    from tests.etcd_server import etcd_get
+
+    one = cluster_node(str(tmp_path / "one"), etcd, 1, *SETTINGS, f"cluster.etcd.endpoints=http://{etcd.endpoint}")
+    two = cluster_node(str(tmp_path / "two"), etcd, 1, *SETTINGS, "cluster.etcd.prefix=/groupd-two")
+    one.start()
+    try:
+        two.start()
+        try:
+            for node in (one, two):
+                assert set(spread([node], among={1}).values()) == {1}
+                assert commit_once_loaded(node.bootstrap, GROUPS[0], {0: node.port}) == {0: ErrorCode.none}
+            assert fetch(one.bootstrap, GROUPS[0]) == (ErrorCode.none, {0: one.port})
+            assert etcd_get(etcd.endpoint, "/groupd/cluster.id") != etcd_get(etcd.endpoint, "/groupd-two/cluster.id")
+            assert etcd_get(etcd.endpoint, "/groupd-two/topics") is not None
+        finally:
+            assert two.stop() == 0, two.log()
+    finally:
+        assert one.stop() == 0, one.log()
+
+
+def test_a_node_reaches_etcd_over_tls_with_a_client_certificate(tmp_path):
+    """https:// endpoints with cluster.etcd.ssl.cafile/certfile/keyfile, against an etcd that asks
+    for client certificates; without the client certificate the refusal is one line."""
+    from tests.etcd_server import EtcdServer, tls_certificates
+
+    certs = tls_certificates(str(tmp_path / "certs"))
+    server = EtcdServer(str(tmp_path / "etcd"), tls=certs).start()
+    try:
+        url = f"cluster.etcd.endpoints=https://{server.endpoint}"
+        ca = f"cluster.etcd.ssl.cafile={certs}/ca.pem"
+        node = cluster_node(str(tmp_path / "data"), server, 1, *SETTINGS, url, ca,
+                            f"cluster.etcd.ssl.certfile={certs}/client.pem",
+                            f"cluster.etcd.ssl.keyfile={certs}/client-key.pem").start()
+        try:
+            assert set(spread([node], among={1}).values()) == {1}
+            assert commit_once_loaded(node.bootstrap, GROUPS[0], {0: 3}) == {0: ErrorCode.none}
+        finally:
+            assert node.stop() == 0, node.log()
+        line = refusal(cluster_node(str(tmp_path / "data"), server, 1, *SETTINGS, url, ca))
+        assert f"cannot reach etcd at cluster.etcd.endpoints=https://{server.endpoint}" in line
+    finally:
+        server.stop()
+
+
+
+def test_a_lone_nodes_dir_and_an_unbound_cluster_dir_are_bound_at_their_next_cluster_start(tmp_path, etcd):
+    """A lone node's data dir becomes the cluster's with its cluster id and its offsets; a cluster's
+    dir from before data dirs and etcd named each other (no meta.properties, no data.dir.id) is bound
+    to the cluster etcd already names, with its offsets."""
+    import asyncio
+
+    import aetcd
+
+    from tests.support import GroupdProcess
+
+    data = str(tmp_path / "data")
+    lone = GroupdProcess(data, *SETTINGS).start()
+    assert commit(lone.bootstrap, GROUPS[0], {0: 41}) == {0: ErrorCode.none}
+    assert lone.stop() == 0
+    lone_id = meta(data)["cluster.id"]
+    node = cluster_node(data, etcd, 1, *SETTINGS).start()
+    try:
+        assert meta(data)["cluster.id"] == lone_id and meta(data)["cluster.etcd.prefix"] == "/groupd"
+        wait_until(lambda: fetch(node.bootstrap, GROUPS[0]) == (ErrorCode.none, {0: 41}), 30, "the lone offsets")
+        assert commit(node.bootstrap, GROUPS[0], {0: 42}) == {0: ErrorCode.none}
+    finally:
+        assert node.stop() == 0, node.log()
+
+    async def forget_binding():
+        host, _, port = etcd.endpoint.rpartition(":")
+        async with aetcd.Client(host, int(port), timeout=5) as client:
+            await client.delete(b"/groupd/data.dir.id")
+    asyncio.run(forget_binding())
+    os.remove(os.path.join(data, "meta.properties"))
+    node = cluster_node(data, etcd, 1, *SETTINGS).start()
+    try:
+        assert meta(data)["cluster.id"] == lone_id
+        wait_until(lambda: fetch(node.bootstrap, GROUPS[0]) == (ErrorCode.none, {0: 42}), 30, "the cluster's offsets")
+    finally:
+        assert node.stop() == 0, node.log()
+
+def test_a_node_sums_up_its_start_up_claims_in_one_line(nodes):
+    spread(nodes)
+    for node in nodes:
+        wait_until(lambda: "partitions claimed count=" in node.log(), 30, "the start-up claims summed up")
+        log = node.log()
+        assert log.count("partitions claimed count=") == 1, log
+        assert "partition claimed partition=" not in log, log
+    counts = [int(re.search(r"partitions claimed count=(\d+)", n.log()).group(1)) for n in nodes]
+    assert counts[0] == PARTITIONS and 0 < counts[1] < PARTITIONS

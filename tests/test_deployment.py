@@ -343,3 +343,20 @@ def test_image_steps_replayed_serve_a_healthy_groupd_and_the_demo_group(tmp_path
         log.close()
     logs = "".join((tmp_path / f"consumer-{i}.log").read_text() for i in (1, 2))
     assert "assigned demo-" in logs and "committed demo-" in logs and "left group demo" in logs, logs
+
+
+def test_the_cluster_example_advertises_to_host_clients_addresses_they_reach():
+    """Each node of examples/cluster advertises, on the listener its published port leads to,
+    localhost and that host port (host clients follow it), and the service name on another."""
+    compose = yaml.safe_load(read("examples/cluster/docker-compose.yml"))
+    image_env = {k: v for k, v in dockerfile_env().items() if k.startswith("GROUPD_")}
+    nodes = {name: s for name, s in compose["services"].items() if name.startswith("groupd-")}
+    assert len(nodes) == 2
+    for name, service in nodes.items():
+        settings = Settings.load(env={**image_env, **{k: str(v) for k, v in service["environment"].items()}})
+        published = dict(tuple(map(int, p.split(":"))) for p in service["ports"])  # host port → container port
+        for host_port, container_port in published.items():
+            listener = next(l for l in settings.listeners if l.port == container_port)
+            assert (settings.advertised_for(listener.name).host, settings.advertised_for(listener.name).port) == (
+                "localhost", host_port), name
+        assert any(settings.advertised_for(l.name).host == name for l in settings.listeners), name

@@ -307,7 +307,7 @@ def test_workers_and_cluster_mode_are_not_combined():
 def test_a_kafka_server_properties_file_is_told_groupd_reads_yaml(tmp_path):
     props = tmp_path / "server.properties"
     props.write_text("# Kafka's broker settings\nbroker.id=0\nlisteners=PLAINTEXT://:9092\nlog.dirs=/tmp/kafka-logs\n")
-    out = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--config", str(props)], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-m", "groupd.coordinator", "serve", "--config", str(props)], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1, out.stderr
@@ -319,3 +319,23 @@ def test_a_kafka_server_properties_file_is_told_groupd_reads_yaml(tmp_path):
     out = config_show("--config", str(broken))
     assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
     assert f"config file {broken} is not valid YAML" in out.stderr and f'"{broken}", line 2' in out.stderr
+
+
+def test_etcd_endpoints_take_urls_as_etcd_writes_them_and_host_port():
+    def endpoints(value: str) -> tuple[str, ...]:
+        return Settings.load(None, env={}, overrides=[f"cluster.etcd.endpoints={value}"]).cluster_etcd_endpoints
+
+    assert endpoints("http://etcd:2379,https://etcd-2:2379/") == ("http://etcd:2379", "https://etcd-2:2379")
+    assert endpoints("etcd:2379, [::1]:23790,https://etcd-3") == (
+        "http://etcd:2379", "http://[::1]:23790", "https://etcd-3:2379")
+    for bad in ("unix:///run/etcd.sock", "http://etcd:2379/v3", "etcd:port"):
+        with pytest.raises(ConfigError, match="cluster.etcd.endpoints=.*http://host:port, https://host:port or host:port"):
+            endpoints(bad)
+    with pytest.raises(ConfigError, match="certfile and cluster.etcd.ssl.keyfile go together"):
+        Settings.load(None, env={}, overrides=["cluster.etcd.endpoints=https://etcd:2379",
+                                               "cluster.etcd.ssl.certfile=client.pem"])
+    with pytest.raises(ConfigError, match="cluster.etcd.ssl.cafile is set but no cluster.etcd.endpoints is https://"):
+        Settings.load(None, env={}, overrides=["cluster.etcd.endpoints=etcd:2379", "cluster.etcd.ssl.cafile=ca.pem"])
+    assert Settings.load(None, env={}, overrides=["cluster.etcd.prefix=/a/b/"]).cluster_etcd_prefix == "/a/b"
+    with pytest.raises(ConfigError, match="cluster.etcd.prefix"):
+        Settings.load(None, env={}, overrides=["cluster.etcd.prefix=groupd"])

@@ -76,6 +76,16 @@ def test_a_damaged_meta_properties_is_named(tmp_path):
     assert_one_line(serve(str(data)), str(data / "meta.properties"), "cluster.id")
 
 
+def test_a_cluster_data_dir_of_before_meta_properties_recorded_it_is_refused_by_a_lone_node(tmp_path):
+    """Cluster mode's stamped segments (`<base>-<stamp>.log`) and no meta.properties: a dir a cluster
+    used before its data dirs recorded their cluster; a lone node would serve it without offsets."""
+    data = tmp_path / "data"
+    (data / "__consumer_offsets-3").mkdir(parents=True)
+    (data / "__consumer_offsets-3" / "00000000000000000000-17.log").write_bytes(b"")
+    assert_one_line(serve(str(data)), "holds a cluster's segments", "cluster.etcd.endpoints")
+    assert not (data / "meta.properties").exists()
+
+
 def test_a_data_dir_that_is_a_file_is_named(tmp_path):
     (tmp_path / "data").write_text("not a directory")
     assert_one_line(serve(str(tmp_path / "data")), str(tmp_path / "data"), "is a file")
@@ -113,7 +123,7 @@ def test_a_port_in_use_is_named(tmp_path):
 
 def test_an_address_not_on_this_host_is_said_so_not_a_port_to_free(tmp_path):
     # 192.0.2.1 (TEST-NET-1) is no host's address: EADDRNOTAVAIL, "Cannot assign requested address"
-    out = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--set", f"data.dir={tmp_path}", "--set",
+    out = subprocess.run([sys.executable, "-m", "groupd.coordinator", "serve", "--set", f"data.dir={tmp_path}", "--set",
                           "listeners=PLAINTEXT://192.0.2.1:9092", "--set", "metrics.listener="],
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     line = assert_one_line(out, "192.0.2.1:9092 (listeners)", "192.0.2.1 is not an address of this host",
@@ -127,7 +137,7 @@ def test_a_busy_metrics_port_names_metrics_listener_alone(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        out = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--set", f"data.dir={tmp_path}", "--set",
+        out = subprocess.run([sys.executable, "-m", "groupd.coordinator", "serve", "--set", f"data.dir={tmp_path}", "--set",
                               f"listeners=PLAINTEXT://127.0.0.1:{free_port()}", "--set",
                               f"metrics.listener=http://:{port}/metrics"],
                              cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -162,11 +172,11 @@ def test_log_commands_read_the_data_dir_from_the_settings_serve_reads(tmp_path):
     for args, env in ((["--config", str(tmp_path / "groupd.yaml")], {}), (["--set", f"data.dir={data}"], {}),
                       ([], {"GROUPD_DATA_DIR": str(data)})):
         for command in ("dump", "verify"):
-            out = subprocess.run([sys.executable, "-m", "coordinator", "log", command, *args], cwd=ROOT,
+            out = subprocess.run([sys.executable, "-m", "groupd.coordinator", "log", command, *args], cwd=ROOT,
                                  capture_output=True, text=True, timeout=60, env={**clean, **env})
             assert out.returncode == 0 and out.stderr == "", (args, env, out.stderr)
             assert ('"offset": 42' if command == "dump" else "3: OK segments=1") in out.stdout, out.stdout
-    out = subprocess.run([sys.executable, "-m", "coordinator", "log", "dump", "--set", f"data.dir={tmp_path / 'no'}"],
+    out = subprocess.run([sys.executable, "-m", "groupd.coordinator", "log", "dump", "--set", f"data.dir={tmp_path / 'no'}"],
                          cwd=ROOT, capture_output=True, text=True, timeout=60, env=clean)
     assert out.returncode == 1 and out.stderr.startswith(f"groupd: data.dir {tmp_path / 'no'} is not a directory")
 
@@ -198,7 +208,7 @@ def test_cluster_mode_without_the_etcd_client_says_how_to_install_it_from_the_cl
     blocked = tmp_path / "blocked" / "aetcd"
     blocked.mkdir(parents=True)
     (blocked / "__init__.py").write_text("raise ImportError('not installed')\n")
-    out = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--set", "cluster.etcd.endpoints=127.0.0.1:1",
+    out = subprocess.run([sys.executable, "-m", "groupd.coordinator", "serve", "--set", "cluster.etcd.endpoints=127.0.0.1:1",
                           "--set", f"data.dir={tmp_path / 'data'}", "--set", "listeners=PLAINTEXT://127.0.0.1:0",
                           "--set", "metrics.listener="], cwd=ROOT, capture_output=True, text=True, timeout=60,
                          env={**os.environ, "PYTHONPATH": str(blocked.parent)})

@@ -212,7 +212,7 @@ def test_a_busy_port_ends_in_its_one_line_without_a_pending_task_or_a_started_su
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", port))
         taken.listen()
-        done = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--workers", "2", "--set",
+        done = subprocess.run([sys.executable, "-m", "groupd.coordinator", "serve", "--workers", "2", "--set",
                                f"data.dir={tmp_path}", "--set", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--set",
                                "metrics.listener="], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1, done.stderr

@@ -19,7 +19,7 @@ from .files import EtcdDocument
 
 log = logging.getLogger("groupd")
 
-CATALOG_KEY = "/groupd/topics"
+CATALOG_KEY = "/groupd/topics"  # under the default cluster.etcd.prefix
 SWAP_ATTEMPTS = 5  # a change that keeps losing to other nodes' fails after this many
 
 
@@ -47,7 +47,7 @@ class EtcdCatalog(TopicCatalog):
         try:
             topics = decode_catalog(value)
         except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise DataDirError(f"the topic catalog in etcd ({CATALOG_KEY}) is damaged: {e!r}") from None
+            raise DataDirError(f"the topic catalog in etcd ({self._document.key}) is damaged: {e!r}") from None
         self.revision = revision
         self._follow(topics)
 
@@ -62,7 +62,8 @@ class EtcdCatalog(TopicCatalog):
             value, revision = self._document.get()
             self.follow(value or b'{"topics": []}', revision)
             topics = _rebase(before, topics, self._by_name)
-        raise DataDirError(f"the topic catalog in etcd ({CATALOG_KEY}) changed {SWAP_ATTEMPTS} times during one change")
+        raise DataDirError(f"the topic catalog in etcd ({self._document.key}) changed {SWAP_ATTEMPTS} times "
+                          "during one change")
 
 
 def _rebase(before: dict[str, Topic], wanted: dict[str, Topic], now: dict[str, Topic]) -> dict[str, Topic]:

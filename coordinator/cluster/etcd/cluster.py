@@ -1,39 +1,46 @@
 """Cluster mode: the nodes and the ownership of every offsets partition, kept in etcd under each node's
 lease, and this node's `ClusterView` of them; it tells the runtime what to `gain` and `lose`.
 
-Keys (under `/groupd/`): `nodes/<id>` the node's advertised listeners, `owners/<p>` the owner's
-node id and `compactions/<p>` (whose revisions stamp compactions' output), all bound to the node's
-lease; `manifests/<p>` the stamps whose segments count
-(storage/owned_log.py `Ownership`), `cluster.id`, and the shared documents (`topics`, `acls.json`,
-`scram-credentials.json`, `group_configs.json`: coordinator/cluster/etcd/catalog.py, coordinator/cluster/etcd/files.py),
-without a lease.
+Keys (under `cluster.etcd.prefix`, `/groupd/` by default): `nodes/<id>` the node's advertised
+listeners, `owners/<p>` the owner's node id and `compactions/<p>` (whose revisions stamp
+compactions' output), all bound to the node's lease; `manifests/<p>` the stamps whose segments count
+(storage/owned_log.py `Ownership`), `cluster.id` and `data.dir.id` (the shared data dir's
+`directory.id`, which its meta.properties names with the cluster id: `bind_data_dir`), and the
+shared documents (`topics`, `acls.json`, `scram-credentials.json`, `group_configs.json`:
+coordinator/cluster/etcd/catalog.py,
+coordinator/cluster/etcd/files.py), without a lease.
 docs/workers-and-cluster.md says what this guarantees and why.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
+import glob
 import hashlib
 import json
 import logging
 import math
 import os
+import ssl
 import sys
 import time
 import uuid
 from collections.abc import Sequence
+from urllib.parse import urlsplit
 
+from groupd.storage.catalog import CLUSTER_MARK, new_cluster_id, read_meta, write_meta
+from groupd.storage.files import DataDirError
 from groupd.storage.owned_log import Ownership
 
 from groupd.coordinator.cluster.view import Broker, ClusterError, ClusterView
-from .catalog import CATALOG_KEY, EtcdCatalog
-from .files import EtcdDocument, EtcdFile
 from groupd.coordinator.runtime.coordinator import PartitionState
+
+from .catalog import EtcdCatalog
+from .files import EtcdDocument, EtcdFile
 
 log = logging.getLogger("groupd")
 
-PREFIX = "/groupd/"
+CONVERTED = uuid.UUID("9b1f4a52-2c55-4c0e-8f43-3d1f0c7e2a61")  # directory.id of a lone node's dir made a cluster's
 
 
 def rendezvous(partition: int, nodes: Sequence[int]) -> int | None:
@@ -44,8 +51,6 @@ def rendezvous(partition: int, nodes: Sequence[int]) -> int | None:
     return max(nodes, key=weight, default=None)
 
 
-def _key(*parts: object) -> bytes:
-    return (PREFIX + "/".join(map(str, parts))).encode()
 
 
 def _install_cluster_extra() -> str:
@@ -69,7 +74,9 @@ class EtcdCluster(ClusterView):
         self.node_id = settings.node_id
         self.lease_s = settings.cluster_lease_ms / 1000
         self.tick = self.lease_s / 6
-        self.endpoints = list(settings.cluster_etcd_endpoints)
+        self.endpoints = list(settings.cluster_etcd_endpoints)  # URLs: http://host:port, https://host:port
+        self.https = any(e.startswith("https://") for e in self.endpoints)  # then cluster.etcd.ssl.* apply
+        self.prefix = settings.cluster_etcd_prefix + "/"
         self._client_factory = client_factory
         self.client = None
         self.lease = None
@@ -87,6 +94,12 @@ class EtcdCluster(ClusterView):
         self._background: set[asyncio.Task] = set()
         self._stale_lease = None  # the lease of before a fence, revoked once etcd answers again
         self._followed: dict[str, object] = {}  # etcd key → follow(value, revision): shared documents
+        # start-up: claims are summed up in one line once this node holds what it wins (or after a while)
+        self._settling: dict[int, int] | None = {}
+        self._settle_by = math.inf
+
+    def key(self, *parts: object) -> bytes:
+        return (self.prefix + "/".join(map(str, parts))).encode()
 
     # -- the view ---------------------------------------------------------------------------------
 
@@ -110,13 +123,14 @@ class EtcdCluster(ClusterView):
 
     def topic_catalog(self, data_dir: str) -> EtcdCatalog:
         """The cluster's catalog, in etcd; other nodes' changes arrive with every poll."""
-        catalog = EtcdCatalog(EtcdDocument(self.endpoints, CATALOG_KEY, max(self.lease_s / 4, 0.5)), data_dir)
-        self._followed[CATALOG_KEY] = catalog.follow
+        document = EtcdDocument(self.endpoints, self.prefix + "topics", max(self.lease_s / 4, 0.5), self._ssl())
+        catalog = EtcdCatalog(document, data_dir)
+        self._followed[document.key] = catalog.follow
         return catalog
 
     def shared_file(self, file, on_change) -> EtcdFile:
-        shared = EtcdFile(file, EtcdDocument(self.endpoints, PREFIX + file.name, max(self.lease_s / 4, 0.5)),
-                          on_change)
+        shared = EtcdFile(file, EtcdDocument(self.endpoints, self.prefix + file.name, max(self.lease_s / 4, 0.5),
+                                             self._ssl()), on_change)
         self._followed[shared.document.key] = shared.follow
         return shared
 
@@ -131,28 +145,136 @@ class EtcdCluster(ClusterView):
             raise ClusterError("cluster.etcd.endpoints is set but the etcd client (aetcd) is missing: "
                                + _install_cluster_extra()) from None
 
-        host, _, port = endpoint.rpartition(":")
-        return aetcd.Client(host or "127.0.0.1", int(port), timeout=max(self.lease_s / 4, 0.5))
+        url = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
+        host = f"[{url.hostname}]" if ":" in url.hostname else url.hostname
+        timeout = max(self.lease_s / 4, 0.5)
+        if url.scheme == "https":
+            return _tls_client(aetcd, host, url.port or 2379, timeout, self._grpc_credentials())
+        return aetcd.Client(host, url.port or 2379, timeout=timeout)
+
+    def _tls_files(self) -> tuple[bytes | None, bytes | None, bytes | None]:
+        """The PEM bytes of cluster.etcd.ssl.cafile, .keyfile and .certfile (None: not set)."""
+        out = []
+        for name in ("cafile", "keyfile", "certfile"):
+            path = self.settings.value(f"cluster.etcd.ssl.{name}")
+            try:
+                out.append(open(path, "rb").read() if path else None)
+            except OSError as e:
+                raise ClusterError(f"cannot read cluster.etcd.ssl.{name}={path}: {e.strerror}") from None
+        return out[0], out[1], out[2]
+
+    def _grpc_credentials(self):
+        import grpc
+
+        ca, key, cert = self._tls_files()
+        return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+
+    def _ssl(self) -> ssl.SSLContext | None:
+        """The TLS context of the JSON gateway's https:// calls (the shared documents)."""
+        if not self.https:
+            return None
+        s = self.settings
+        try:
+            context = ssl.create_default_context(cafile=s.cluster_etcd_ssl_cafile or None)
+            if s.cluster_etcd_ssl_certfile:
+                context.load_cert_chain(s.cluster_etcd_ssl_certfile, s.cluster_etcd_ssl_keyfile)
+        except (OSError, ssl.SSLError) as e:
+            raise ClusterError(f"cannot load cluster.etcd.ssl.* ({e})") from None
+        return context
 
     async def connect(self) -> None:
-        """Reach etcd (the first endpoint that answers) and agree on the cluster id."""
+        """Reach etcd (the first endpoint that answers), agree on the cluster id and check that
+        data.dir is the cluster's (`bind_data_dir`)."""
+        if self.https:
+            self._tls_files()  # unreadable files: one line now, not one error per endpoint
         errors = []
         for endpoint in self.endpoints * 2:
             client = self._new_client(endpoint)
             try:
                 await client.connect()
-                await client.transaction(compare=[client.transactions.create(_key("cluster.id")) == 0],
-                                         success=[client.transactions.put(_key("cluster.id"), _new_cluster_id())],
-                                         failure=[])
-                self.cluster_id = (await client.get(_key("cluster.id"))).value.decode()
+                await client.get(self.key("cluster.id"))
             except Exception as e:
-                errors.append(f"{endpoint}: {e}")
+                errors.append(f"{endpoint}: {_reason(e)}")
                 await client.close()
                 continue
             self.client = client
-            return
-        raise ClusterError(f"cannot reach etcd at cluster.etcd.endpoints={','.join(self.endpoints)}: "
-                           f"{'; '.join(errors[-len(self.endpoints):])}")
+            break
+        else:
+            hint = "; check cluster.etcd.ssl.cafile, certfile and keyfile" if self.https else ""
+            raise ClusterError(f"cannot reach etcd at cluster.etcd.endpoints={','.join(self.endpoints)}: "
+                               f"{'; '.join(errors[-len(self.endpoints):])}{hint}")
+        try:
+            self.cluster_id = await self.bind_data_dir()
+        except (ClusterError, DataDirError):
+            await self.client.close()
+            raise
+        except OSError as e:
+            await self.client.close()
+            raise DataDirError(f"cannot write {e.filename or self.settings.data_dir}: {e.strerror}") from None
+        except Exception as e:
+            await self.client.close()
+            raise ClusterError(f"etcd failed while checking data.dir against the cluster: {_reason(e)}") from None
+
+    async def bind_data_dir(self) -> str:
+        """The cluster id, once data.dir and etcd (under the prefix) name each other: the data dir's
+        meta.properties holds the cluster id, its `directory.id` and `cluster.etcd.prefix`; etcd holds
+        `cluster.id` and `data.dir.id`. A fresh etcd takes the data dir's; a fresh data dir made by
+        this node binds a fresh etcd (a data dir is written before etcd, so a node that finds etcd
+        bound finds the data dir it names). Any other mismatch is a ClusterError naming both."""
+        data_dir, prefix = self.settings.data_dir, self.settings.cluster_etcd_prefix
+        where = f"etcd prefix {prefix} at {','.join(self.endpoints)}"
+        try:
+            os.makedirs(data_dir, exist_ok=True)
+        except OSError as e:
+            raise DataDirError(f"cannot create data.dir {data_dir}: {e.strerror}") from None
+        for _ in range(5):
+            cluster_id, dir_id = (await self._get("cluster.id")), (await self._get("data.dir.id"))
+            meta = read_meta(data_dir)
+            mine = meta is not None and bool(meta.get(CLUSTER_MARK))
+            if dir_id is not None:  # etcd names its data dir: this must be it
+                if mine and (meta["cluster.id"], meta.get("directory.id")) == (cluster_id, dir_id):
+                    return cluster_id
+                raise ClusterError(
+                    f"data.dir {data_dir} is not cluster {cluster_id}'s data dir: {where} records directory.id "
+                    f"{dir_id}, and {data_dir} is {_describe(meta)}; set data.dir to the cluster's shared data dir, "
+                    "or cluster.etcd.prefix to another prefix for a cluster of its own")
+            if meta is not None and cluster_id is not None and meta["cluster.id"] != cluster_id:
+                raise ClusterError(f"data.dir {data_dir} is {_describe(meta)}, but {where} is cluster {cluster_id}'s: "
+                                   "set data.dir or cluster.etcd.prefix to the same cluster's")
+            if mine and cluster_id is None and _stamped(data_dir):
+                raise ClusterError(
+                    f"data.dir {data_dir} is {_describe(meta)}, but {where} holds no cluster (etcd's keys lost, or "
+                    "another etcd or prefix): its manifests say what the segments count; point "
+                    "cluster.etcd.endpoints and cluster.etcd.prefix at that cluster's etcd")
+            if meta is None and cluster_id is not None and not _stamped(data_dir) \
+                    and await self.client.get_prefix(self.key("manifests", "")):
+                raise ClusterError(
+                    f"data.dir {data_dir} is new, but {where} holds cluster {cluster_id}'s manifests from an "
+                    "earlier run: set data.dir to that cluster's shared data dir, or cluster.etcd.prefix to "
+                    "another prefix for a new cluster")
+            if not mine:  # a fresh dir, a lone node's (it becomes the cluster's), one of before data.dir.id
+                # a lone node's dir keeps its cluster id, and gets the same directory.id at every node
+                directory = uuid.uuid4() if meta is None else uuid.uuid5(CONVERTED, meta["cluster.id"])
+                props = {"version": "1", "cluster.id": (meta or {}).get("cluster.id") or cluster_id or new_cluster_id(),
+                         "directory.id": str(directory), CLUSTER_MARK: prefix}
+                if meta is None:
+                    if not write_meta(data_dir, props, exclusive=True):
+                        continue  # another node made it first: read it
+                else:
+                    write_meta(data_dir, props)
+                log.info("data dir bound to cluster data.dir=%s cluster.id=%s directory.id=%s", data_dir,
+                         props["cluster.id"], props["directory.id"])
+                meta = props
+            tx = self.client.transactions
+            await self.client.transaction(
+                compare=[tx.create(self.key("data.dir.id")) == 0],
+                success=[tx.put(self.key("cluster.id"), meta["cluster.id"].encode()),
+                         tx.put(self.key("data.dir.id"), meta["directory.id"].encode())], failure=[])
+        raise ClusterError(f"data.dir {data_dir} and {where} kept changing while this node read them")
+
+    async def _get(self, name: str) -> str | None:
+        found = await self.client.get(self.key(name))
+        return None if found is None else found.value.decode()
 
     async def start(self, coordinator, addresses: dict[str, tuple[str, int]]) -> None:
         """Register with this node's advertised `addresses` (listener name → host, port) and keep
@@ -172,7 +294,7 @@ class EtcdCluster(ClusterView):
         self.lease = await client.lease(math.ceil(self.lease_s))
         self.renewed = time.monotonic()
         value = json.dumps({"listeners": {n: list(a) for n, a in self._addresses.items()}}).encode()
-        await client.put(_key("nodes", self.node_id), value, lease=self.lease)
+        await client.put(self.key("nodes", self.node_id), value, lease=self.lease)
         log.info("cluster node registered node.id=%d lease=%x lease_ms=%d", self.node_id, self.lease.id,
                  self.settings.cluster_lease_ms)
 
@@ -206,14 +328,14 @@ class EtcdCluster(ClusterView):
             self.fence("lease expired")
             return
         self.renewed = sent
-        nodes = await self.client.get_prefix(_key("nodes", ""))
+        nodes = await self.client.get_prefix(self.key("nodes", ""))
         live = {}
         for kv in nodes:
             node = int(kv.key.decode().rsplit("/", 1)[1])
             listeners = json.loads(kv.value)["listeners"]
             live[node] = Broker(node, {n: (a[0], a[1]) for n, a in listeners.items()})
         self.live = live
-        owners = await self.client.get_prefix(_key("owners", ""))
+        owners = await self.client.get_prefix(self.key("owners", ""))
         self.owners = {int(kv.key.decode().rsplit("/", 1)[1]): int(kv.value) for kv in owners}
         self.claims = {int(kv.key.decode().rsplit("/", 1)[1]): kv.create_revision for kv in owners}
         for key, follow in self._followed.items():
@@ -234,6 +356,21 @@ class EtcdCluster(ClusterView):
                 self._spawn(p, self._release(p))
             elif p not in self.mine and should == self.node_id and p not in self.owners:
                 self._spawn(p, self._claim(p))
+        if self._settling is not None:
+            self._settle(live)
+
+    def _settle(self, live: list[int]) -> None:
+        """Start-up's claims in one line, once this node holds every partition it wins (or after
+        three leases, what it holds by then); later claims each log their own."""
+        won = [p for p in range(self.coordinator_runtime.partitions) if rendezvous(p, live) == self.node_id]
+        if self._settle_by == math.inf:
+            self._settle_by = time.monotonic() + 3 * self.lease_s
+        if not all(p in self.mine for p in won) and time.monotonic() < self._settle_by:
+            return
+        claimed, self._settling = self._settling, None
+        stamps = sorted(claimed.values())
+        log.info("partitions claimed count=%d partitions=%s stamps=%s", len(claimed), _ranges(sorted(claimed)),
+                 f"{stamps[0]}..{stamps[-1]}" if stamps else "-")
 
     def _spawn(self, p: int, work) -> None:
         self._moving.add(p)
@@ -254,16 +391,19 @@ class EtcdCluster(ClusterView):
         of this ownership's segments. Load while LOAD_IN_PROGRESS, then record in the manifest."""
         client, tx = self.client, self.client.transactions
         ok, responses = await client.transaction(
-            compare=[tx.create(_key("owners", p)) == 0],
-            success=[tx.put(_key("owners", p), str(self.node_id).encode(), lease=self.lease),
-                     tx.get(_key("manifests", p))], failure=[])
+            compare=[tx.create(self.key("owners", p)) == 0],
+            success=[tx.put(self.key("owners", p), str(self.node_id).encode(), lease=self.lease),
+                     tx.get(self.key("manifests", p))], failure=[])
         if not ok:
             return
         stamp = responses[0].response_put.header.revision
         manifest = [tuple(e) for e in json.loads(responses[1][0][0])] if responses[1] else [(0, None)]
         self.mine[p] = stamp
         self.owners[p] = self.node_id
-        log.info("partition claimed partition=%d stamp=%d", p, stamp)
+        if self._settling is not None:
+            self._settling[p] = stamp
+        else:
+            log.info("partition claimed partition=%d stamp=%d", p, stamp)
         state = await self.coordinator_runtime.gain(p, _Claim(self, p, stamp, manifest))
         if state is not PartitionState.ACTIVE and self.mine.get(p) == stamp:
             del self.mine[p]  # a failed load gives the partition up (another node, or this one later, retries)
@@ -278,16 +418,16 @@ class EtcdCluster(ClusterView):
         confirmed = closed + [[stamp, None]]
         tx = self.client.transactions
         ok, _ = await self.client.transaction(
-            compare=[tx.create(_key("owners", p)) == stamp],
-            success=[tx.put(_key("manifests", p), json.dumps(confirmed).encode())], failure=[])
+            compare=[tx.create(self.key("owners", p)) == stamp],
+            success=[tx.put(self.key("manifests", p), json.dumps(confirmed).encode())], failure=[])
         return confirmed if ok else None
 
     async def _compaction_stamp(self, p: int, stamp: int) -> int | None:
         """A revision of etcd's for a compaction's output, while this claim holds (None if not)."""
         tx = self.client.transactions
         ok, responses = await self.client.transaction(
-            compare=[tx.create(_key("owners", p)) == stamp],
-            success=[tx.put(_key("compactions", p), str(stamp).encode(), lease=self.lease)], failure=[])
+            compare=[tx.create(self.key("owners", p)) == stamp],
+            success=[tx.put(self.key("compactions", p), str(stamp).encode(), lease=self.lease)], failure=[])
         return responses[0].response_put.header.revision if ok else None
 
     async def _swap(self, p: int, stamp: int, manifest: list, compacted: list) -> tuple[bool, list | None]:
@@ -296,10 +436,10 @@ class EtcdCluster(ClusterView):
         a swap whose answer was lost may have taken effect."""
         tx = self.client.transactions
         ok, responses = await self.client.transaction(
-            compare=[tx.create(_key("owners", p)) == stamp,
-                     tx.value(_key("manifests", p)) == json.dumps(manifest).encode()],
-            success=[tx.put(_key("manifests", p), json.dumps(compacted).encode())],
-            failure=[tx.get(_key("owners", p)), tx.get(_key("manifests", p))])
+            compare=[tx.create(self.key("owners", p)) == stamp,
+                     tx.value(self.key("manifests", p)) == json.dumps(manifest).encode()],
+            success=[tx.put(self.key("manifests", p), json.dumps(compacted).encode())],
+            failure=[tx.get(self.key("owners", p)), tx.get(self.key("manifests", p))])
         if ok:
             return True, compacted
         owner, current = responses
@@ -313,20 +453,20 @@ class EtcdCluster(ClusterView):
         end = await self.coordinator_runtime.lose(p)
         log.info("partition released partition=%d stamp=%d next_offset=%s", p, stamp, end)
         tx = self.client.transactions
-        success = [tx.delete(_key("owners", p))]
+        success = [tx.delete(self.key("owners", p))]
         if end is not None:
-            current = await self.client.get(_key("manifests", p))
+            current = await self.client.get(self.key("manifests", p))
             entries = json.loads(current.value) if current is not None else []
             if entries and entries[-1] == [stamp, None]:
                 entries[-1][1] = end
-                success.append(tx.put(_key("manifests", p), json.dumps(entries).encode()))
-        await self.client.transaction(compare=[tx.create(_key("owners", p)) == stamp], success=success, failure=[])
+                success.append(tx.put(self.key("manifests", p), json.dumps(entries).encode()))
+        await self.client.transaction(compare=[tx.create(self.key("owners", p)) == stamp], success=success, failure=[])
         self.owners.pop(p, None)
 
     async def _delete_owner(self, p: int, stamp: int) -> None:
         tx = self.client.transactions
-        await self.client.transaction(compare=[tx.create(_key("owners", p)) == stamp],
-                                      success=[tx.delete(_key("owners", p))], failure=[])
+        await self.client.transaction(compare=[tx.create(self.key("owners", p)) == stamp],
+                                      success=[tx.delete(self.key("owners", p))], failure=[])
 
     # -- fencing ----------------------------------------------------------------------------------
 
@@ -406,5 +546,54 @@ class _Claim:
         return ok
 
 
-def _new_cluster_id() -> bytes:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes)[:22]  # as storage/catalog.py makes a lone node's
+def _ranges(partitions: list[int]) -> str:
+    """0-3,5,7-9 for [0, 1, 2, 3, 5, 7, 8, 9]."""
+    out: list[list[int]] = []
+    for p in partitions:
+        if out and out[-1][1] == p - 1:
+            out[-1][1] = p
+        else:
+            out.append([p, p])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in out) or "-"
+
+
+def _stamped(data_dir: str) -> bool:
+    """Whether a cluster's owners wrote segments here (`<base>-<stamp>.log`)."""
+    return bool(glob.glob(os.path.join(glob.escape(data_dir), "__consumer_offsets-*", "*-*.log")))
+
+
+def _describe(meta: dict[str, str] | None) -> str:
+    if meta is None:
+        return "new (no meta.properties)"
+    if not meta.get(CLUSTER_MARK):
+        return f"a lone node's (cluster {meta['cluster.id']})"
+    return (f"cluster {meta['cluster.id']}'s (directory.id {meta.get('directory.id', '?')}, etcd prefix "
+            f"{meta[CLUSTER_MARK]})")
+
+
+def _reason(error: Exception) -> str:
+    """gRPC's error in one line (its details, not the whole status dump)."""
+    details = getattr(error, "details", None)
+    text = details() if callable(details) else None
+    return " ".join((text or str(error) or type(error).__name__).split())
+
+
+def _tls_client(aetcd, host: str, port: int, timeout: float, credentials):
+    """An aetcd client over TLS (aetcd 1.0 opens insecure channels only): the same stubs on a secure channel."""
+    from aetcd import rpc, watcher
+
+    class TlsClient(aetcd.Client):
+        async def connect(self) -> None:
+            if self._connected.is_set():
+                return
+            self.channel = rpc.secure_channel(f"{self._host}:{self._port}", credentials,
+                                              options=self._options.items())
+            self.kvstub = rpc.KVStub(self.channel)
+            self.clusterstub = rpc.ClusterStub(self.channel)
+            self.leasestub = rpc.LeaseStub(self.channel)
+            self.maintenancestub = rpc.MaintenanceStub(self.channel)
+            self._watcher = watcher.Watcher(rpc.WatchStub(self.channel), timeout=self._timeout,
+                                            metadata=self.metadata)
+            self._connected.set()
+
+    return TlsClient(host, port, timeout=timeout)

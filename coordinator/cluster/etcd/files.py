@@ -24,8 +24,9 @@ log = logging.getLogger("groupd")
 class EtcdDocument:
     """One etcd key read and swapped with plain HTTP (etcd's v3 JSON gateway), trying each endpoint."""
 
-    def __init__(self, endpoints: list[str], key: str, timeout: float) -> None:
+    def __init__(self, endpoints: list[str], key: str, timeout: float, ssl_context=None) -> None:
         self.endpoints, self.key, self.timeout = endpoints, key, timeout
+        self.ssl_context = ssl_context  # for https:// endpoints (cluster.etcd.ssl.*)
         self._key64 = base64.b64encode(key.encode()).decode()
 
     def _call(self, path: str, body: dict) -> dict:
@@ -33,10 +34,11 @@ class EtcdDocument:
 
         errors = []
         for endpoint in self.endpoints:
-            request = urllib.request.Request(f"http://{endpoint}/v3/{path}", json.dumps(body).encode(),
+            url = endpoint if "://" in endpoint else f"http://{endpoint}"  # settings make URLs; host:port too
+            request = urllib.request.Request(f"{url}/v3/{path}", json.dumps(body).encode(),
                                              {"Content-Type": "application/json"})
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as reply:
+                with urllib.request.urlopen(request, timeout=self.timeout, context=self.ssl_context) as reply:
                     return json.loads(reply.read())
             except (OSError, ValueError) as e:
                 errors.append(f"{endpoint}: {e}")
@@ -84,7 +86,7 @@ def save_change(save: Callable[[Any], None], compute: Callable[[], Any], follow:
 
 class EtcdFile:
     """Stands in for a data-dir `JsonFile` (`load()`, `save(content)`): the same content under
-    `/groupd/<file name>`. `save` is a compare-and-swap on the revision this
+    `<cluster.etcd.prefix>/<file name>`. `save` is a compare-and-swap on the revision this
     node last saw and raises StaleDocument when another node came first; `on_change(content)` hears
     other nodes' changes. A lone node's file seeds the key the first time."""
 
