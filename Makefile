@@ -55,7 +55,7 @@ fuzz: install
 ROUNDS ?= 30
 cluster-crash-loop: install-test
 	PYTHON=$(PY) .ci/install-deploy-tools
-	CLUSTER_CRASH_ROUNDS=$(ROUNDS) $(PY) -m pytest tests/test_cluster_etcd.py -k crash_loop $(PYTEST_ARGS)
+	CLUSTER_CRASH_ROUNDS=$(ROUNDS) $(PY) -m pytest tests/cluster/test_cluster_etcd.py -k crash_loop $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

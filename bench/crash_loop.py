@@ -17,7 +17,7 @@ right after start, while partitions load), restart it and OffsetFetch every grou
 
 Each key is committed by one connection only, one request at a time, so commit order per key is
 the order the client saw. The first violation stops the run with an AssertionError (exit 1).
-`run()` is what tests/test_storage_crash.py calls for the CI version.
+`run()` is what tests/storage/test_storage_crash.py calls for the CI version.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ if ROOT not in sys.path:
 from groupd.coordinator.core.partitioning import partition_for  # noqa: E402
 from groupd.protocol import ErrorCode  # noqa: E402
 from groupd.protocol.apis import ApiKey  # noqa: E402
-from tests.support import GroupdProcess, WireClient, free_port  # noqa: E402
+from tests.support.process import GroupdProcess, WireClient, free_port  # noqa: E402
 
 TOPIC = "t"
 TOPIC_PARTITIONS = 4

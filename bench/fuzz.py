@@ -16,8 +16,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tests.fuzz_frames import Mutator, corpus, fresh_client_seconds, rss_mb, send_burst  # noqa: E402
-from tests.support import GroupdProcess  # noqa: E402
+from tests.support.fuzz_frames import Mutator, corpus, fresh_client_seconds, rss_mb, send_burst  # noqa: E402
+from tests.support.process import GroupdProcess  # noqa: E402
 
 HANG_S = 5.0
 

@@ -73,7 +73,7 @@ def server_times(log_text, group, generation):
 
 
 def one_run(name, mode, extra, timeout, profile=None, script="members.py", settings=(), tls=None) -> dict:
-    """Fresh server (groupd: plus `settings`, "key=value"; `tls`: certificates from tests/certs.py, on
+    """Fresh server (groupd: plus `settings`, "key=value"; `tls`: certificates from tests/support/certs.py, on
     an SSL listener), one run of the simulator `script` (mode None: it takes none), server stopped;
     returns the script's JSON (+ server times)."""
     with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as tmp:
@@ -158,7 +158,7 @@ def main() -> None:
         if targets != ["groupd"]:
             ap.error("--tls measures groupd only: add --targets groupd")
         sys.path.insert(0, REPO)
-        from tests.certs import make
+        from tests.support.certs import make
 
         tls = make(tempfile.mkdtemp(prefix="bench-certs-"))
     hb_extra = ["--members", str(args.members), "--groups", str(args.groups), "--depth", str(args.depth),

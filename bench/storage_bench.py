@@ -49,7 +49,7 @@ from groupd.protocol.apis import ApiKey  # noqa: E402
 from groupd.protocol.codec import RequestHeader, build_request, decode_response, encode_request  # noqa: E402
 from groupd.storage.log import PartitionLog  # noqa: E402
 from groupd.storage.records import OffsetCommitKey, OffsetCommitValue, Record  # noqa: E402
-from tests.support import GroupdProcess  # noqa: E402
+from tests.support.process import GroupdProcess  # noqa: E402
 
 _SIZE = struct.Struct(">i")
 

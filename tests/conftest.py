@@ -1,7 +1,7 @@
 import pytest
 
-from .harness import ClientProcess, stack_available
-from .support import GroupdProcess, groupd_fixture
+from tests.support.harness import ClientProcess, stack_available
+from tests.support.process import GroupdProcess, groupd_fixture
 
 
 # one server per test module, with a few declared topics
@@ -26,7 +26,7 @@ def start_groupd(tmp_path):
 
 @pytest.fixture
 def clients():
-    """Start real client tools (tests/harness.py); every one is closed at the end."""
+    """Start real client tools (tests/support/harness.py); every one is closed at the end."""
     started: list[ClientProcess] = []
 
     def start(stack: str, mode: str, bootstrap: str, **opts) -> ClientProcess:

@@ -67,7 +67,7 @@ _NO_TAGS = b"\x00"
 
 def _response(version: int, order, errors: dict) -> Encoded:
     """The response, written straight to bytes: built and written through kio it was a fifth of
-    a commit's CPU. Byte-identical to kio's encoding of every version (tests/test_framing.py)."""
+    a commit's CPU. Byte-identical to kio's encoding of every version (tests/protocol/test_framing.py)."""
     flexible = version >= 8
     out = [_THROTTLE] if version >= 3 else []
     if flexible:

@@ -59,7 +59,7 @@ class AdminError(Exception):
 
 # ---------------------------------------------------------------------------------------------
 # The wire: one connection, size-prefixed frames, one request at a time (also the tests' client,
-# tests/support.py WireClient)
+# tests/support/process.py WireClient)
 
 
 def split_bootstrap(bootstrap: str) -> tuple[str, int]:

@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.support import GroupdProcess
+from tests.support.process import GroupdProcess
 
 HERE = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("GROUPD_CONFORMANCE_CACHE", "~/.cache/groupd-conformance")).expanduser()

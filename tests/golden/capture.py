@@ -1,4 +1,4 @@
-"""Regenerate the golden fixtures of tests/test_golden.py:
+"""Regenerate the golden fixtures of tests/golden/test_golden.py:
 
     cd /work/main && .venv/bin/python tests/golden/capture.py
 
@@ -64,8 +64,8 @@ from groupd.protocol import ErrorCode  # noqa: E402
 from groupd.coordinator.apis import SUPPORTED_VERSIONS  # noqa: E402
 from groupd.protocol.apis import ApiKey  # noqa: E402
 from groupd.protocol.codec import build_response, decode_response, encode_response  # noqa: E402
-from tests.support import GroupdProcess  # noqa: E402
-from tests.test_golden import (ASSIGNMENT, GROUP, MEMBER, RESPONSE_CORRELATION_ID,  # noqa: E402
+from tests.support.process import GroupdProcess  # noqa: E402
+from .test_golden import (ASSIGNMENT, GROUP, MEMBER, RESPONSE_CORRELATION_ID,  # noqa: E402
                                SUBSCRIPTION, case_id, check_against_kafka_python, encoded_response,
                                kafka_python_class, kafka_python_message, kafka_python_plain,
                                key_fields, plain, supported)

@@ -1,0 +1,140 @@
+"""Prometheus metrics: the exposition on `metrics.listener`, and a real Prometheus server scraping
+groupd while a consumer group rebalances."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+
+import pytest
+
+from groupd.protocol.apis import ApiKey
+from tests.support.harness import ClientProcess
+from tests.support.prometheus import Prometheus
+from tests.support.process import WireClient, commit_offsets, free_port
+
+pytestmark = pytest.mark.clients
+
+
+def scrape(url: str) -> dict[str, float]:
+    """Samples of the exposition as {'name{labels}': value}."""
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+    return samples
+
+
+def start_metered(start_groupd, *settings: str):
+    port = free_port()
+    server = start_groupd("topics=t6:6", "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000",
+                          f"metrics.listener=http://127.0.0.1:{port}/metrics", "metrics.group.offsets.enabled=true",
+                          "metrics.group.generation.enabled=true", *settings)
+    server.metrics_url = f"http://127.0.0.1:{port}/metrics"
+    server.metrics_port = port
+    return server
+
+
+@pytest.fixture
+def metered(start_groupd):
+    return start_metered(start_groupd)
+
+
+def test_exposition_counts_requests_groups_offsets_and_log_batches(metered):
+    with WireClient(metered.bootstrap) as w:
+        for _ in range(3):
+            w.request(ApiKey.API_VERSIONS, 2, {})
+        w.request(ApiKey.OFFSET_COMMIT, 8, {
+            "group_id": "metered", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": "t6", "partitions": [{"partition_index": 2, "committed_offset": 11,
+                                                      "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+    m = scrape(metered.metrics_url)
+    assert m['groupd_requests_total{api="api_versions",error="none"}'] == 3
+    assert m['groupd_request_duration_seconds_count{api="offset_commit"}'] == 1
+    assert m['groupd_groups{protocol_type="",state="Empty",type="classic"}'] == 1
+    assert m["groupd_offsets"] == 1
+    assert m['groupd_group_committed_offset{group="metered",partition="2",topic="t6"}'] == 11
+    assert m["groupd_log_append_batch_records_count"] >= 1
+    assert m["groupd_connections_opened_total"] >= 1
+    assert sum(v for k, v in m.items() if k.startswith("groupd_partition_state{") and 'state="active"' in k) == 50
+    assert not any(k.endswith("_created") or "_created{" in k for k in m)
+
+
+def test_bad_frames_are_counted_by_reason(metered):
+    with WireClient(metered.bootstrap) as w:
+        w.send_raw((12).to_bytes(4, "big") + b"\x03\xe7\x00\x01\x00\x00\x00\x01\x00\x00\x00\x00")
+        assert w.closed_by_server()
+    assert scrape(metered.metrics_url)['groupd_bad_frames_total{reason="unknown_api"}'] == 1
+
+
+def test_prometheus_scrapes_a_rebalance(metered, tmp_path):
+    prom = Prometheus(tmp_path, f"127.0.0.1:{metered.metrics_port}")
+    eventually = prom.eventually
+    members = []
+    try:
+        opts = {"topic": "t6", "group": "scraped", "seconds": 0, "session.ms": 6000, "heartbeat.interval.ms": 500}
+        members = [ClientProcess("confluent", "subscribe", metered.bootstrap, opts) for _ in range(2)]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all(m.assignment() for m in members):
+            time.sleep(0.2)
+        assert members[1].close() == 0  # a member leaves: the group rebalances onto the other
+        value = lambda r: float(r[0]["value"][1])  # noqa: E731
+        eventually('groupd_rebalances_started_total{reason="member-left"}', lambda r: value(r) == 1)
+        eventually('groupd_rebalances_completed_total{state="Stable"}', lambda r: value(r) >= 2)
+        eventually("groupd_members", lambda r: value(r) == 1)
+        eventually('groupd_groups{type="classic",state="Stable",protocol_type="consumer"}', lambda r: value(r) == 1)
+        eventually('sum(groupd_requests_total{api="join_group",error="none"})', lambda r: value(r) >= 3)
+        eventually('groupd_requests_total{api="leave_group",error="none"}', lambda r: value(r) == 1)
+        eventually('groupd_group_generation{group="scraped"}', lambda r: value(r) >= 2)
+        eventually("groupd_rebalance_duration_seconds_count", lambda r: value(r) >= 2)
+        eventually('groupd_group_state{group="scraped",state="Stable"}', lambda r: value(r) == 1)
+    finally:
+        for m in members:
+            m.close(timeout=20)
+        prom.stop()
+
+
+def test_lag_per_group_and_partition_with_the_records_plane_and_the_group_cap(start_groupd):
+    from confluent_kafka import Producer
+
+    port = free_port()
+    server = start_groupd("topics=lagged:2", "records.plane=memory", "metrics.group.max.groups=1",
+                          f"metrics.listener=http://127.0.0.1:{port}/metrics")
+    url = f"http://127.0.0.1:{port}/metrics"
+    producer = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 0})
+    for partition, n in ((0, 10), (1, 4)):
+        for i in range(n):
+            producer.produce("lagged", value=b"%d" % i, partition=partition)
+    assert producer.flush(60) == 0
+    commit_offsets(server.bootstrap, "a-lag", "lagged", {0: 3, 1: 4})
+    commit_offsets(server.bootstrap, "b-lag", "lagged", {0: 5, 1: 9})  # ahead of the log on 1: lag 0, not -5
+
+    m = scrape(url)
+    assert m['groupd_partition_latest_offset{partition="0",topic="lagged"}'] == 10
+    assert m['groupd_partition_latest_offset{partition="1",topic="lagged"}'] == 4
+    assert m['groupd_consumergroup_group_offset{group="a-lag",partition="0",topic="lagged"}'] == 3
+    assert m['groupd_consumergroup_group_lag{group="a-lag",partition="0",topic="lagged"}'] == 7
+    assert m['groupd_consumergroup_group_lag{group="a-lag",partition="1",topic="lagged"}'] == 0
+    assert m['groupd_consumergroup_group_max_lag{group="a-lag"}'] == 7
+    assert m['groupd_consumergroup_group_sum_lag{group="a-lag"}'] == 7
+    assert m['groupd_group_state{group="a-lag",protocol_type="",state="Empty",type="classic"}'] == 1
+    assert m['groupd_group_members{group="a-lag",type="classic"}'] == 0
+    # metrics.group.max.groups=1: b-lag has no series of its own, yet the totals count it
+    assert not any('group="b-lag"' in k for k in m)
+    assert m["groupd_metrics_groups_omitted"] == 1
+    assert m["groupd_consumergroups_sum_lag"] == 7 + 5
+    assert m["groupd_consumergroups_max_lag"] == 7
+    assert m['groupd_groups{protocol_type="",state="Empty",type="classic"}'] == 2
+    # the offsets log's partitions are `offsets_partition`, never `partition`
+    assert any(k.startswith("groupd_log_bytes{offsets_partition=") for k in m)
+    assert not any(k.startswith(("groupd_log_", "groupd_partition_state")) and "{partition=" in k for k in m)
+
+
+def test_no_lag_series_without_the_records_plane(start_groupd):
+    metered = start_metered(start_groupd, "records.plane=none")  # a pure coordinator knows no log ends
+    commit_offsets(metered.bootstrap, "no-plane", "t6", {0: 3})
+    m = scrape(metered.metrics_url)
+    assert m['groupd_group_state{group="no-plane",protocol_type="",state="Empty",type="classic"}'] == 1
+    assert not any("lag" in k or k.startswith("groupd_partition_latest_offset") for k in m)
