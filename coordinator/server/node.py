@@ -17,7 +17,6 @@ from groupd.storage.scram import ScramFile
 from groupd.coordinator.apis import VERSION_TABLE
 from groupd.coordinator.security.authorizer import Access
 from groupd.coordinator.runtime import offsets_topic
-from groupd.coordinator.chaos.faults import FaultTable
 from groupd.coordinator.cluster.view import ClusterView, SingleNode
 from groupd.coordinator.cluster.etcd.files import save_change
 from groupd.coordinator.runtime.coordinator import GroupCoordinator
@@ -62,7 +61,8 @@ class Node:
         # the group coordinator of every offsets partition
         self.coordinator = GroupCoordinator(settings, self.group_configs.overrides)
         self.api_versions = VERSION_TABLE  # what ApiVersions advertises (the authenticator is handed it too)
-        self.faults = FaultTable()  # injected faults (coordinator/chaos/faults.py), armed through the admin endpoint
+        # while a fault is armed (coordinator/chaos/faults.py): intercept(handler, api_key, request)
+        self.intercept: Any = None
         self.producer_id_block = (0, 1)  # InitProducerId's first id and step (workers: each its own)
         # log-end offsets of the data partitions other workers lead, for the lag metrics
         self.log_ends_elsewhere: dict[tuple[Any, int], int] = {}
