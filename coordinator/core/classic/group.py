@@ -304,6 +304,15 @@ class ClassicGroup:
     def validate_delete(self) -> ErrorCode | None:
         return None if self.state is EMPTY else E.non_empty_group
 
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode | None:
+        return None  # OffsetFetch v9's member check is the consumer protocol's; classic groups ignore it
+
+    def epochs(self) -> dict[str, int]:
+        return {"generation": self.generation}
+
+    def unreconciled(self) -> int:
+        return 0  # a classic member's assignment is whatever its leader gave it
+
     def describe(self) -> dict:
         stable = self.state is STABLE
         return {

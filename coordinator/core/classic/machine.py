@@ -428,6 +428,15 @@ class ClassicMachine:
         if group.members and group.can_rebalance():
             self._prepare_rebalance(out, group, now, "forced")
 
+    def expire_members(self, out: Outcome, group: ClassicGroup, member_ids: list[str], now: Now) -> None:
+        """An operator's expiry of these members (fault injection), one by one as their timers would."""
+        for member_id in member_ids:
+            self.expire_member(out, group, member_id, now, "forced")
+
+    @staticmethod
+    def owns_timer(key: tuple) -> bool:
+        return not key[0].startswith("consumer")
+
     def _join_timer_expired(self, out: Outcome, group: ClassicGroup, now: Now) -> None:
         if group.initial_delay is not None:
             delay, remaining = group.initial_delay

@@ -605,6 +605,19 @@ class ConsumerMachine:
         for member in members:
             self.events.append(ev.ConsumerMemberFenced(group.group_id, member.member_id, member.instance_id, reason))
 
+    def force_rebalance(self, out: Outcome, group: ConsumerGroup, now: Now) -> None:
+        """An operator's rebalance (fault injection): a new group epoch."""
+        self.bump_epoch(out, group, "forced")
+
+    def expire_members(self, out: Outcome, group: ConsumerGroup, member_ids: list[str], now: Now) -> None:
+        """An operator's expiry of these members (fault injection): fenced as by their session timeout."""
+        if member_ids:
+            self.fence(out, group, [group.members[m] for m in member_ids], "forced", now)
+
+    @staticmethod
+    def owns_timer(key: tuple) -> bool:
+        return key[0].startswith("consumer")
+
     def forget(self, group_id: str, member_id: str) -> None:
         """A removed member's timers."""
         for timers in (self.session, self.rebalance, self.classic_deadlines):
