@@ -33,7 +33,7 @@ from groupd.storage.files import DataDirError
 from groupd.storage.owned_log import Ownership
 
 from groupd.coordinator.cluster.view import Broker, ClusterError, ClusterView
-from groupd.coordinator.runtime.coordinator import PartitionState
+from groupd.coordinator.runtime.partitions import PartitionState
 
 from .catalog import EtcdCatalog
 from .files import EtcdDocument, EtcdFile
