@@ -626,20 +626,20 @@ def probe_groups(partitions: int) -> list[str]:
 # The command line
 
 
-def listener_address(settings: Settings) -> str:
-    """host:port of the first PLAINTEXT listener of groupd's `listeners` (else the first, which
-    needs --command-config), a wildcard host meaning loopback: where a command finds the groupd
-    those settings configure."""
+def listener_address(settings: Settings, protocol: str = "PLAINTEXT") -> str:
+    """host:port of the first listener of groupd's `listeners` with the client's security protocol
+    (PLAINTEXT unless --command-config says otherwise; else the first listener), a wildcard host
+    meaning loopback: where a command finds the groupd those settings configure."""
     if not settings.listeners:
         raise ConfigError("listeners must name at least one PLAINTEXT://host:port")
     listener = next((l for l in settings.listeners
-                     if settings.listener_security_protocol_map.get(l.name) == "PLAINTEXT"), settings.listeners[0])
+                     if settings.listener_security_protocol_map.get(l.name) == protocol), settings.listeners[0])
     host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(listener.host, listener.host)
     return f"[{host}]:{listener.port}" if ":" in host else f"{host}:{listener.port}"
 
 
 def resolve_bootstrap(args: argparse.Namespace, env: Mapping[str, str] | None = None,
-                      settings_sets: Iterable[str] | None = None) -> str:
+                      settings_sets: Iterable[str] | None = None, protocol: str = "PLAINTEXT") -> str:
     """`--bootstrap` when given; else the listener of the settings `serve` would read from the
     same sources (--config FILE, GROUPD_* variables, --set), so `groupd health --set
     listeners=PLAINTEXT://:19092` looks where `groupd serve --set listeners=...` listens.
@@ -647,7 +647,7 @@ def resolve_bootstrap(args: argparse.Namespace, env: Mapping[str, str] | None = 
     if args.bootstrap:
         return args.bootstrap
     overrides = list(args.set if settings_sets is None else settings_sets)
-    return listener_address(Settings.load(args.config, env=env, overrides=overrides, cross_checks=False))
+    return listener_address(Settings.load(args.config, env=env, overrides=overrides, cross_checks=False), protocol)
 
 
 STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead",  # classic
@@ -785,7 +785,7 @@ def report(args: argparse.Namespace, work: Callable[[str, ClientConfig], tuple[i
     on stderr. The exit status."""
     try:
         security, settings_sets = client_config.load(args.command_config, args.set)
-        bootstrap = resolve_bootstrap(args, settings_sets=settings_sets)
+        bootstrap = resolve_bootstrap(args, settings_sets=settings_sets, protocol=security.protocol)
     except ConfigError as e:
         print(f"groupd: configuration error: {e}", file=sys.stderr)
         return 2

@@ -319,10 +319,11 @@ def open_socket(host: str, port: int, timeout: float, config: ClientConfig) -> s
         return ctx.wrap_socket(sock, server_hostname=host)
     except ssl.SSLCertVerificationError as e:
         sock.close()
-        hint = (" (the certificate does not name this host: connect by a name it has, or set "
-                "ssl.endpoint.identification.algorithm= to skip the check)" if "match" in str(e.verify_message)
-                else ": set ssl.truststore.location to the CA that signed the listener's certificate")
-        raise SecurityError(f"{_address(host, port)}: TLS certificate not trusted, {e.verify_message}{hint}") from None
+        hint = ("the certificate does not name this host: connect by a name it has, or set "
+                "ssl.endpoint.identification.algorithm= to skip the check" if "mismatch" in str(e.verify_message)
+                else "set ssl.truststore.location to the CA that signed the listener's certificate")
+        raise SecurityError(f"{_address(host, port)}: TLS certificate not trusted "
+                            f"({str(e.verify_message).rstrip('.')}): {hint}") from None
     except (ssl.SSLError, ConnectionError, TimeoutError) as e:
         sock.close()
         raise SecurityError(f"{_address(host, port)}: TLS handshake failed ({getattr(e, 'reason', None) or e}): is it "

@@ -115,6 +115,17 @@ def test_the_same_properties_through_set_and_librdkafkas_username_and_password(s
     assert r.returncode == 0 and r.stdout.startswith("GROUP"), r.stderr
 
 
+def test_without_bootstrap_the_listener_of_the_clients_protocol_is_found(server, ports):
+    # the settings serve reads name both listeners: the command picks the one its properties speak
+    seen = server.log().count("listener=SASL mechanism=PLAIN principal=User:alice")
+    r = groupd("groups", "list", "--set", f"listeners=PLAIN://127.0.0.1:{ports.plain},SASL://127.0.0.1:{ports.sasl}",
+               "--set", "listener.security.protocol.map=PLAIN:PLAINTEXT,SASL:SASL_PLAINTEXT",
+               "--set", "security.protocol=SASL_PLAINTEXT", "--set", "sasl.mechanism=PLAIN",
+               "--set", f"sasl.jaas.config={jaas('PLAIN')}")
+    assert r.returncode == 0, r.stderr
+    assert server.log().count("listener=SASL mechanism=PLAIN principal=User:alice") == seen + 1
+
+
 def test_a_wrong_password_or_mechanism_or_protocol_is_one_line(server, ports, tmp_path):
     b = ["--bootstrap", f"127.0.0.1:{ports.sasl}", "--set", "security.protocol=SASL_PLAINTEXT"]
     wrong = one_line(groupd("groups", "list", *b, "--set", "sasl.mechanism=SCRAM-SHA-256", "--set",
