@@ -31,7 +31,7 @@ from protocol.codec import RequestHeader, build_request, decode_response, encode
 
 from .settings import SASL_MECHANISMS, SECURITY_PROTOCOLS, ConfigError
 
-# What the commands read. A few of librdkafka's names are accepted too (the right-hand side).
+# What the commands read; ALIASES: librdkafka's names for some of them.
 KEYS = ("security.protocol", "sasl.mechanism", "sasl.jaas.config", "sasl.username", "sasl.password",
         "sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.scope", "sasl.oauthbearer.client.id",
         "sasl.oauthbearer.client.secret",
@@ -55,7 +55,8 @@ SASL_HANDSHAKE_V, SASL_AUTHENTICATE_V = 1, 2
 
 
 def is_client_key(key: str) -> bool:
-    """Whether `--set key=...` of a command is a client property rather than a groupd setting."""
+    """Whether `--set key=...` of a command is a client property rather than a groupd setting (an
+    ssl.* name both have, such as ssl.truststore.location, is the client's: the command connects)."""
     return key in KEYS or key in ALIASES
 
 
@@ -173,8 +174,9 @@ def _jaas_example(mechanism: str) -> str:
 
 def load(command_config: str | None, sets: Iterable[str]) -> tuple[ClientConfig, list[str]]:
     """The client properties of `--command-config FILE` and of the `--set key=value` items that are
-    client properties (the latter win), and the other `--set` items, which are groupd settings.
-    A property no command uses is a warning (returned with the config as `warnings`)."""
+    client properties (the latter win), and the other `--set` items, which are groupd settings
+    (where to find groupd). A TLS config has its context made here, so a store that does not load
+    is a ConfigError before anything connects."""
     properties: dict[str, str] = {}
     if command_config:
         try:
@@ -194,7 +196,7 @@ def load(command_config: str | None, sets: Iterable[str]) -> tuple[ClientConfig,
         if alias in properties:
             properties.setdefault(key, properties.pop(alias))
     config = ClientConfig(properties).check()
-    if config.tls:  # a store that does not load is a configuration error now, not at the first connection
+    if config.tls:
         config = dataclasses.replace(config, context=ssl_context(config))
     return config, settings
 
@@ -424,8 +426,8 @@ def oauth_token(config: ClientConfig) -> str:
     secret = options.get("clientSecret", config.get("sasl.oauthbearer.client.secret"))
     if not client_id:
         raise ConfigError("OAUTHBEARER with a token endpoint needs clientId and clientSecret in sasl.jaas.config "
-                          '(org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="..." '
-                          'clientSecret="...";)')
+                          "(org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                          'clientId="..." clientSecret="...";)')
     body = {"grant_type": "client_credentials"}
     scope = options.get("scope", config.get("sasl.oauthbearer.scope"))
     if scope:

@@ -181,8 +181,9 @@ def test_ssl_with_pem_and_pkcs12_stores_and_a_client_certificate(server, ports, 
     assert groupd("groups", "list", *b, "--command-config", pem).returncode == 0
     r = groupd("groups", "list", *b, "--set", "security.protocol=SSL", "--set",
                f"ssl.truststore.location={certs.path('trust.p12')}", "--set", "ssl.truststore.type=PKCS12",
-               "--set", "ssl.truststore.password=changeit", "--set", f"ssl.keystore.location={certs.path('client.p12')}",
-               "--set", "ssl.keystore.type=PKCS12", "--set", "ssl.keystore.password=changeit")
+               "--set", "ssl.truststore.password=changeit", "--set",
+               f"ssl.keystore.location={certs.path('client.p12')}", "--set", "ssl.keystore.type=PKCS12",
+               "--set", "ssl.keystore.password=changeit")
     assert r.returncode == 0, r.stderr
     assert f"listener=TLS mechanism=TLS principal={test_certs.CLIENT_PRINCIPAL}" in server.log()
     r = groupd("groups", "list", *b, "--command-config", pem, "--set", f"ssl.keystore.location={certs.client_keystore}")
