@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import logging
 import os
 import weakref
 from collections.abc import Callable
@@ -27,7 +28,7 @@ from protocol.apis import ApiKey
 from storage.topic_data import plane_for
 
 from . import readiness
-from .listen import Listener
+from .listen import Listener, default_port_taken
 from .system_clock import wall_ms
 
 disable_created_metrics()  # `_created` series double the exposition and no dashboard uses them
@@ -434,6 +435,13 @@ async def serve(settings, node) -> str | None:
     routes = {url.path or "/metrics": exposition, "/": exposition, "/healthz": readiness.alive,
               "/ready": lambda: readiness.ready(node.coordinator)}
     open_: dict[_Exposition, None] = {}
-    listener = Listener("metrics", url.hostname or "0.0.0.0", url.port, lambda: _Exposition(routes, open_),
-                        backlog=128, setting="metrics.listener")
+    try:
+        listener = Listener("metrics", url.hostname or "0.0.0.0", url.port, lambda: _Exposition(routes, open_),
+                            backlog=128, setting="metrics.listener")
+    except OSError as e:
+        warning = default_port_taken(e, settings, "metrics.listener")
+        if warning is None:
+            raise
+        logging.getLogger("groupd").warning("%s", warning)
+        return None
     return url._replace(netloc=f"{url.hostname}:{listener.address[1]}").geturl()  # port 0: the one bound
