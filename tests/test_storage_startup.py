@@ -148,9 +148,10 @@ def test_a_second_local_groupd_serves_without_the_default_metrics_port_of_the_fi
             pass  # something holds it already: the same case
         log = tmp_path / "groupd.log"
         with open(log, "wb") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "coordinator", "serve", "--set", f"data.dir={tmp_path / 'd'}",
-                                     "--set", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}"], cwd=ROOT, stdout=out,
-                                    stderr=subprocess.STDOUT)
+            proc = subprocess.Popen([sys.executable, "-m", "coordinator", "serve", "--set",
+                                     f"data.dir={tmp_path / 'd'}", "--set",
+                                     f"listeners=PLAINTEXT://127.0.0.1:{free_port()}"],
+                                    cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + 30
             while "offsets log loaded" not in log.read_text() and proc.poll() is None and time.monotonic() < deadline:
