@@ -29,6 +29,7 @@ from protocol import ErrorCode
 from protocol.apis import ApiKey
 from protocol.codec import RequestHeader, build_request, decode_response, encode_request
 
+from .scram import HASHES as SCRAM_HASHES, ITERATIONS
 from .settings import SASL_MECHANISMS, SECURITY_PROTOCOLS, ConfigError
 
 # What the commands read; ALIASES: librdkafka's names for some of them.
@@ -49,8 +50,7 @@ QUIET = re.compile(r"(request|socket|connections|reconnect|retry|retries|metadat
                    r"bootstrap\.servers|client\.dns|send\.buffer|receive\.buffer|security\.providers|"
                    r"sasl\.oauthbearer)[.a-z]*")
 
-SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
-MIN_SCRAM_ITERATIONS = 4096  # what Kafka's clients refuse to go below
+MIN_SCRAM_ITERATIONS = ITERATIONS  # what Kafka's clients refuse to go below
 SASL_HANDSHAKE_V, SASL_AUTHENTICATE_V = 1, 2
 
 
