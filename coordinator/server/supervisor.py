@@ -22,7 +22,7 @@ from groupd.coordinator.observability import merge as metrics_merge, readiness
 from groupd.coordinator.cluster.controller_writes import UNAVAILABLE
 from .metrics_http import EXPOSITION_MAX_CONNECTIONS
 from groupd.coordinator.settings import Settings
-from .listen import bind_failed
+from .listen import bind_failed, default_port_taken
 from .supervisor_link import MESSAGE_LIMIT
 
 log = logging.getLogger("groupd")
@@ -211,7 +211,12 @@ class Supervisor:
         try:
             await asyncio.start_server(self._http, host, url.port, backlog=128)
         except OSError as e:
-            raise bind_failed("metrics.listener", host, url.port, e) from None
+            failed = bind_failed("metrics.listener", host, url.port, e)
+            warning = default_port_taken(failed, self.settings, "metrics.listener")
+            if warning is None:
+                raise failed from None
+            log.warning("%s", warning)
+            return None
         return self.settings.metrics_url
 
     async def _http(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

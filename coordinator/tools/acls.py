@@ -1,6 +1,7 @@
 """`groupd acls list|add|remove`: a running groupd's ACLs through DescribeAcls, CreateAcls and
-DeleteAcls (Kafka's `kafka-acls.sh`, smaller). The connection is `User:ANONYMOUS` unless the server
-authenticates it, so on a secured server these need that principal to be allowed on the cluster."""
+DeleteAcls (Kafka's `kafka-acls.sh`, smaller). The connection's principal is `User:ANONYMOUS` on a
+PLAINTEXT listener; on a SASL or TLS one it is the user of `--command-config` (or its certificate's),
+which must be allowed on the cluster (or be a super user)."""
 
 from __future__ import annotations
 
@@ -119,8 +120,8 @@ COMMANDS = {"list": (list_acls, "found"), "add": (add_acls, "created"), "remove"
 def run(args: argparse.Namespace) -> int:
     command, what = COMMANDS[args.acls_command]
 
-    def work(bootstrap: str) -> tuple[int, list[dict], str]:
-        with AdminConnection(bootstrap, timeout=args.timeout) as conn:
+    def work(bootstrap: str, security) -> tuple[int, list[dict], str]:
+        with AdminConnection(bootstrap, timeout=args.timeout, security=security) as conn:
             rows = command(conn, args)
         return 0, rows, _text(rows, what)
 

@@ -10,14 +10,15 @@ compose network and advertises `groupd:9092`, a name only that network can resol
 Each command gathers plain data first (`list_groups`, `describe_group`, `delete_groups`,
 `delete_offsets`, `reset_offsets`, `health`), then prints it as a table or, with `--json`, as one
 JSON document. Without `--bootstrap` a command finds groupd where the settings `serve` reads
-(--config, GROUPD_* variables, --set) make it listen.
+(--config, GROUPD_* variables, --set) make it listen. A TLS or SASL listener is reached with Kafka's
+client properties, `--command-config FILE` or `--set key=value` as Kafka's tools take them
+(coordinator/tools/client_config.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import socket
 import struct
 import sys
 import time
@@ -31,6 +32,8 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import RequestHeader, build_request, decode_response, encode_request
 from groupd.protocol.consumer import BadConsumerProtocol, assigned_partitions
 
+from . import client_config
+from .client_config import ClientConfig
 from .offset_reset import Partition, PlanError, clamp, parse_datetime, parse_duration, parse_topics, read_csv, to_csv
 from groupd.coordinator.settings import ConfigError, Settings, add_config_arguments
 from groupd.coordinator.runtime.offsets_topic import NAME as OFFSETS_TOPIC
@@ -75,13 +78,31 @@ def split_bootstrap(bootstrap: str) -> tuple[str, int]:
 
 class AdminConnection:
     """A blocking Kafka connection: build a request from plain values (any version; fields a
-    version does not have are ignored), get the decoded kio response back."""
+    version does not have are ignored), get the decoded kio response back. With `security` (Kafka's
+    client properties, coordinator/tools/client_config.py) over TLS and SASL as they say; a plaintext
+    connection the listener closes is an AdminError saying what the listener wants."""
 
-    def __init__(self, bootstrap: str, client_id: str | None = "groupd-admin", timeout: float = 10.0) -> None:
+    def __init__(self, bootstrap: str, client_id: str | None = "groupd-admin", timeout: float = 10.0,
+                 security: ClientConfig | None = None) -> None:
         host, port = split_bootstrap(bootstrap)
-        self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.client_id = client_id
+        self.security = security or ClientConfig()
+        self.client_id = self.security.get("client.id", client_id) if security else client_id
         self._ids = count(1)
+        self._where = (host, port, timeout)
+        try:
+            self.sock = client_config.open_socket(host, port, timeout, self.security)
+        except client_config.SecurityError as e:
+            raise AdminError(str(e)) from None
+        if self.security.sasl:
+            try:
+                client_config.authenticate(self.request, self.security, _address(host, port))
+            except client_config.SecurityError as e:
+                self.close()
+                raise AdminError(str(e)) from None
+            except ConnectionError:
+                self.close()
+                raise AdminError(f"{_address(host, port)} closed the connection during SASL authentication "
+                                 f"(security.protocol={self.security.protocol}: is that the listener's?)") from None
 
     def close(self) -> None:
         self.sock.close()
@@ -117,8 +138,16 @@ class AdminConnection:
 
     def request(self, api_key: int, version: int, values: Mapping[str, Any]) -> Any:
         cid, data = self.frame(api_key, version, values)
-        self.send_raw(data)
-        got, response = decode_response(api_key, version, self.read_frame())
+        try:
+            self.send_raw(data)
+            frame = self.read_frame()
+        except ConnectionError:
+            if self.security.protocol == "PLAINTEXT":  # closed: does the listener want TLS or SASL?
+                wants = client_config.diagnose(*self._where)
+                if wants is not None:
+                    raise AdminError(wants) from None
+            raise
+        got, response = decode_response(api_key, version, frame)
         if got != cid:
             raise ConnectionError(f"correlation id {got} != {cid}")
         return response
@@ -144,9 +173,10 @@ class Brokers:
     """Connections to the brokers, opened as needed: the bootstrap alone when it is the only broker
     (its advertised address may not be reachable from here), else each at its advertised address."""
 
-    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
-        self.bootstrap = AdminConnection(bootstrap, timeout=timeout)
+    def __init__(self, bootstrap: str, timeout: float = 10.0, security: ClientConfig | None = None) -> None:
+        self.bootstrap = AdminConnection(bootstrap, timeout=timeout, security=security)
         self.timeout = timeout
+        self.security = security  # every broker is reached as the bootstrap is (one listener name)
         self._open: dict[str, AdminConnection] = {}
         try:
             self.addresses = brokers(self.bootstrap)
@@ -198,7 +228,7 @@ class Brokers:
 
     def _at(self, address: str) -> AdminConnection:
         if address not in self._open:
-            self._open[address] = AdminConnection(address, timeout=self.timeout)
+            self._open[address] = AdminConnection(address, timeout=self.timeout, security=self.security)
         return self._open[address]
 
 
@@ -272,9 +302,9 @@ def _assignment(protocol_type: str, data: bytes) -> dict[str, list[int]] | None:
 
 
 def list_groups(bootstrap: str, states: Iterable[str] = (), types: Iterable[str] = (),
-                timeout: float = 10.0) -> list[dict]:
+                timeout: float = 10.0, security: ClientConfig | None = None) -> list[dict]:
     """Every group, or those in one of `states` and of one of `types` (ListGroups filters)."""
-    with Brokers(bootstrap, timeout) as cluster:  # each broker lists the groups it coordinates
+    with Brokers(bootstrap, timeout, security) as cluster:  # each broker lists the groups it coordinates
         replies = [conn.request(ApiKey.LIST_GROUPS, LIST_GROUPS_V, {"states_filter": list(states),
                                                                     "types_filter": list(types)})
                    for conn in cluster.each()]
@@ -295,17 +325,18 @@ class UnknownGroup(AdminError):
         super().__init__(f"group {group!r} does not exist")
 
 
-def describe_group(bootstrap: str, group: str, timeout: float = 10.0) -> dict:
+def describe_group(bootstrap: str, group: str, timeout: float = 10.0, security: ClientConfig | None = None) -> dict:
     """State, protocol, members (assignments decoded for the consumer protocol) and committed
     offsets with the log-end offset and lag of each partition."""
-    with Brokers(bootstrap, timeout) as cluster:
+    with Brokers(bootstrap, timeout, security) as cluster:
         return _describe_group(cluster, group)
 
 
-def describe_groups(bootstrap: str, groups: Iterable[str], timeout: float = 10.0) -> tuple[list[dict], list[str]]:
+def describe_groups(bootstrap: str, groups: Iterable[str], timeout: float = 10.0,
+                    security: ClientConfig | None = None) -> tuple[list[dict], list[str]]:
     """Each group's description, and the names of those groupd does not know."""
     found, missing = [], []
-    with Brokers(bootstrap, timeout) as cluster:
+    with Brokers(bootstrap, timeout, security) as cluster:
         for group in groups:
             try:
                 found.append(_describe_group(cluster, group))
@@ -314,8 +345,8 @@ def describe_groups(bootstrap: str, groups: Iterable[str], timeout: float = 10.0
     return found, missing
 
 
-def all_group_ids(bootstrap: str, timeout: float = 10.0) -> list[str]:
-    return [g["group"] for g in list_groups(bootstrap, timeout=timeout)]
+def all_group_ids(bootstrap: str, timeout: float = 10.0, security: ClientConfig | None = None) -> list[str]:
+    return [g["group"] for g in list_groups(bootstrap, timeout=timeout, security=security)]
 
 
 def _describe_group(cluster: Brokers, group: str) -> dict:
@@ -381,9 +412,10 @@ def _by_topic(partitions: Iterable[tuple[str, int]]) -> dict[str, set[int]]:
     return out
 
 
-def delete_groups(bootstrap: str, groups: Iterable[str], timeout: float = 10.0) -> dict[str, str | None]:
+def delete_groups(bootstrap: str, groups: Iterable[str], timeout: float = 10.0,
+                  security: ClientConfig | None = None) -> dict[str, str | None]:
     """{group: None when deleted, else its error name} (DeleteGroups: only Empty groups go)."""
-    with Brokers(bootstrap, timeout) as cluster:
+    with Brokers(bootstrap, timeout, security) as cluster:
         by_coordinator: dict[AdminConnection, list[str]] = {}
         for group in dict.fromkeys(groups):
             by_coordinator.setdefault(cluster.coordinator(group), []).append(group)
@@ -392,11 +424,12 @@ def delete_groups(bootstrap: str, groups: Iterable[str], timeout: float = 10.0) 
     return {g.group_id: None if g.error_code is ErrorCode.none else g.error_code.name.upper() for g in results}
 
 
-def delete_offsets(bootstrap: str, group: str, topics: Iterable[str], timeout: float = 10.0) -> dict:
+def delete_offsets(bootstrap: str, group: str, topics: Iterable[str], timeout: float = 10.0,
+                   security: ClientConfig | None = None) -> dict:
     """Delete `group`'s committed offsets of `topics` (`T` or `T:P,...`) with OffsetDelete:
     {"error": the group-level error or None, "partitions": [{topic, partition, error}]}."""
     scope = parse_topics(topics)
-    with Brokers(bootstrap, timeout) as cluster:
+    with Brokers(bootstrap, timeout, security) as cluster:
         conn = cluster.coordinator(group)
         partitions = list(scope.partitions) + _topic_partitions(conn, scope.topics)
         r = conn.request(ApiKey.OFFSET_DELETE, OFFSET_DELETE_V, {"group_id": group, "topics": [
@@ -432,13 +465,13 @@ INACTIVE = ("Empty", "Dead")
 
 def reset_offsets(bootstrap: str, group: str, scenario: str, value: Any = None, *, topics: Iterable[str] = (),
                   all_topics: bool = False, execute: bool = False, timeout: float = 10.0,
-                  warn: Callable[[str], None] = lambda line: None) -> dict:
+                  warn: Callable[[str], None] = lambda line: None, security: ClientConfig | None = None) -> dict:
     """Kafka's --reset-offsets: plan new offsets for the partitions of `topics` (`T`, `T:P,...`),
     of every committed partition (`all_topics`) or of the plan file (`from_file`: its text), and
     commit them with `execute`. Only while the group is inactive (Empty, or unknown: the commit
     creates it), as kafka-consumer-groups: the commit uses generation -1, which a group with
     members refuses anyway, so a member joining in between makes it fail rather than race."""
-    with Brokers(bootstrap, timeout) as cluster:
+    with Brokers(bootstrap, timeout, security) as cluster:
         conn = cluster.coordinator(group)
         found = _group_state(conn, group)
         if found is not None and found not in INACTIVE:
@@ -514,12 +547,13 @@ def _log_offsets(cluster: Brokers, partitions: list[Partition], timestamp: int) 
     return found
 
 
-def health(bootstrap: str, timeout: float = 5.0, ready: bool = False) -> tuple[bool, str]:
+def health(bootstrap: str, timeout: float = 5.0, ready: bool = False,
+           security: ClientConfig | None = None) -> tuple[bool, str]:
     """(healthy, one line): healthy when ApiVersions answers error 0 within `timeout` seconds;
     with `ready`, only once every offsets partition is loaded too (`offsets_partitions_loaded`)."""
     start = time.monotonic()
     try:
-        with AdminConnection(bootstrap, client_id="groupd-health", timeout=timeout) as conn:
+        with AdminConnection(bootstrap, client_id="groupd-health", timeout=timeout, security=security) as conn:
             conn.sock.settimeout(max(timeout - (time.monotonic() - start), 0.001))
             r = conn.request(ApiKey.API_VERSIONS, API_VERSIONS_V,
                              {"client_software_name": "groupd-health", "client_software_version": "1"})
@@ -565,7 +599,8 @@ def offsets_partitions_loaded(conn: AdminConnection) -> tuple[int, int]:
         if leader == -2:  # the only broker: the connection we have
             loaded += _describable(conn, groups, unloaded)
         elif leader in addresses:
-            with AdminConnection(addresses[leader], conn.client_id, conn.sock.gettimeout() or 10.0) as at:
+            with AdminConnection(addresses[leader], conn.client_id, conn.sock.gettimeout() or 10.0,
+                                 security=conn.security) as at:
                 loaded += _describable(at, groups, unloaded)
     return loaded, len(probes)
 
@@ -591,26 +626,28 @@ def probe_groups(partitions: int) -> list[str]:
 # The command line
 
 
-def listener_address(settings: Settings) -> str:
-    """host:port of the first PLAINTEXT listener of groupd's `listeners` (else the first; the
-    commands speak neither TLS nor SASL), a wildcard host meaning loopback: where a command finds
-    the groupd those settings configure."""
+def listener_address(settings: Settings, protocol: str = "PLAINTEXT") -> str:
+    """host:port of the first listener of groupd's `listeners` with the client's security protocol
+    (PLAINTEXT unless --command-config says otherwise; else the first listener), a wildcard host
+    meaning loopback: where a command finds the groupd those settings configure."""
     if not settings.listeners:
         raise ConfigError("listeners must name at least one PLAINTEXT://host:port")
     listener = next((l for l in settings.listeners
-                     if settings.listener_security_protocol_map.get(l.name) == "PLAINTEXT"), settings.listeners[0])
+                     if settings.listener_security_protocol_map.get(l.name) == protocol), settings.listeners[0])
     host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(listener.host, listener.host)
     return f"[{host}]:{listener.port}" if ":" in host else f"{host}:{listener.port}"
 
 
-def resolve_bootstrap(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> str:
+def resolve_bootstrap(args: argparse.Namespace, env: Mapping[str, str] | None = None,
+                      settings_sets: Iterable[str] | None = None, protocol: str = "PLAINTEXT") -> str:
     """`--bootstrap` when given; else the listener of the settings `serve` would read from the
     same sources (--config FILE, GROUPD_* variables, --set), so `groupd health --set
     listeners=PLAINTEXT://:19092` looks where `groupd serve --set listeners=...` listens.
     A bad setting is a ConfigError, as for serve."""
     if args.bootstrap:
         return args.bootstrap
-    return listener_address(Settings.load(args.config, env=env, overrides=args.set, cross_checks=False))
+    overrides = list(args.set if settings_sets is None else settings_sets)
+    return listener_address(Settings.load(args.config, env=env, overrides=overrides, cross_checks=False), protocol)
 
 
 STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead",  # classic
@@ -637,11 +674,19 @@ def common(sp: argparse.ArgumentParser, json_output: bool = True, timeout: float
     sp.add_argument("--bootstrap", "--bootstrap-server", dest="bootstrap", metavar="HOST:PORT", default=None,
                     help="groupd's address (default: the first PLAINTEXT listener in the settings serve "
                          "reads: --config, GROUPD_* variables, --set)")
-    add_config_arguments(sp)
+    add_config_arguments(sp)  # --set: a Kafka client property (below) or a groupd setting (to find groupd)
+    command_config_argument(sp)
     sp.add_argument("--timeout", type=float, default=timeout, metavar="SECONDS",
                     help=f"network timeout (default {timeout:g})")
     if json_output:
         sp.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+
+
+def command_config_argument(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--command-config", metavar="FILE",
+                    help="Kafka client properties for a TLS or SASL listener, as Kafka's tools take them "
+                         "(security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...); "
+                         "--set KEY=VALUE gives one too")
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -724,26 +769,33 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     if args.command == "health":
-        return report(args, lambda bootstrap: _health(args, bootstrap))
-    return report(args, lambda bootstrap: _command(args, bootstrap))
+        return report(args, lambda bootstrap, security: _health(args, bootstrap, security))
+    return report(args, lambda bootstrap, security: _command(args, bootstrap, security))
 
 
-def _health(args: argparse.Namespace, bootstrap: str) -> tuple[int, Any, str]:
-    ok, line = health(bootstrap, args.timeout, args.ready)
+def _health(args: argparse.Namespace, bootstrap: str, security: ClientConfig) -> tuple[int, Any, str]:
+    ok, line = health(bootstrap, args.timeout, args.ready, security)
     return (0 if ok else 1), None, line
 
 
-def report(args: argparse.Namespace, work: Callable[[str], tuple[int, Any, str]]) -> int:
-    """Find groupd (resolve_bootstrap), run a command's `work(bootstrap)` → (exit status, data,
-    text) and print the text, or the data with --json; a failure is one line on stderr. The exit
-    status."""
+def report(args: argparse.Namespace, work: Callable[[str, ClientConfig], tuple[int, Any, str]]) -> int:
+    """Find groupd (resolve_bootstrap) and how to connect (--command-config and the client
+    properties among --set: client_config.load), run a command's `work(bootstrap, security)` →
+    (exit status, data, text) and print the text, or the data with --json; a failure is one line
+    on stderr. The exit status."""
     try:
-        bootstrap = resolve_bootstrap(args)
+        security, settings_sets = client_config.load(args.command_config, args.set)
+        bootstrap = resolve_bootstrap(args, settings_sets=settings_sets, protocol=security.protocol)
     except ConfigError as e:
         print(f"groupd: configuration error: {e}", file=sys.stderr)
         return 2
+    for key in client_config.unused(security):
+        _warn(f"the client property {key} is not used by groupd's commands")
     try:
-        code, data, text = work(bootstrap)
+        code, data, text = work(bootstrap, security)
+    except ConfigError as e:  # what only connecting reads: an OAUTHBEARER token file
+        print(f"groupd: configuration error: {e}", file=sys.stderr)
+        return 2
     except (AdminError, PlanError) as e:
         print(f"groupd: {e}", file=sys.stderr)
         return 1
@@ -756,16 +808,16 @@ def report(args: argparse.Namespace, work: Callable[[str], tuple[int, Any, str]]
     return code
 
 
-def _command(args: argparse.Namespace, bootstrap: str) -> tuple[int, Any, str]:
+def _command(args: argparse.Namespace, bootstrap: str, security: ClientConfig) -> tuple[int, Any, str]:
     """(exit status, the JSON document, the text) of a groups or offsets command."""
     timeout = args.timeout
     if args.command == "groups" and args.groups_command == "list":
-        data: Any = list_groups(bootstrap, args.state, args.type, timeout)
+        data: Any = list_groups(bootstrap, args.state, args.type, timeout, security)
         return 0, data, table(["GROUP", "STATE", "PROTOCOL-TYPE", "TYPE"],
                                [[g["group"], g["state"], g["protocol_type"] or "-", g["type"]] for g in data])
     if args.command == "groups" and args.groups_command == "describe":
-        names = all_group_ids(bootstrap, timeout) if args.all_groups else list(dict.fromkeys(args.group))
-        found, missing = describe_groups(bootstrap, names, timeout)
+        names = all_group_ids(bootstrap, timeout, security) if args.all_groups else list(dict.fromkeys(args.group))
+        found, missing = describe_groups(bootstrap, names, timeout, security)
         for group in missing:
             print(f"groupd: group {group!r} does not exist", file=sys.stderr)
         one = len(names) == 1 and not args.all_groups
@@ -777,7 +829,7 @@ def _command(args: argparse.Namespace, bootstrap: str) -> tuple[int, Any, str]:
             text += "\n\n" + LAG_FOOTNOTE
         return (1 if missing else 0), data, text
     if args.command == "groups":
-        results = delete_groups(bootstrap, args.group, timeout)
+        results = delete_groups(bootstrap, args.group, timeout, security)
         failed = {g: e for g, e in results.items() if e is not None}
         for group, error in failed.items():
             print(f"groupd: group {group!r} could not be deleted: {error}"
@@ -786,7 +838,7 @@ def _command(args: argparse.Namespace, bootstrap: str) -> tuple[int, Any, str]:
         text = f"deleted group{'s' if len(deleted) > 1 else ''} " + ", ".join(repr(g) for g in deleted) if deleted else ""
         return (1 if failed else 0), {"deleted": deleted, "failed": failed}, text
     if args.offsets_command == "delete":
-        r = delete_offsets(bootstrap, args.group, args.topic, timeout)
+        r = delete_offsets(bootstrap, args.group, args.topic, timeout, security)
         if r["error"] is not None:
             raise AdminError(f"cannot delete the offsets of group {args.group!r}: {r['error']}"
                              + _OFFSET_DELETE_HINTS.get(r["error"], ""))
@@ -801,7 +853,7 @@ def _command(args: argparse.Namespace, bootstrap: str) -> tuple[int, Any, str]:
     if scenario == "from_file":
         value = _read_plan_file(value)
     r = reset_offsets(bootstrap, args.group, scenario, value, topics=args.topic or (), all_topics=args.all_topics,
-                      execute=args.execute, timeout=timeout, warn=_warn)
+                      execute=args.execute, timeout=timeout, warn=_warn, security=security)
     if args.export:
         return 0, r, to_csv({(o["topic"], o["partition"]): o["offset"] for o in r["offsets"]}).rstrip("\n")
     return 0, r, _reset_text(r)
