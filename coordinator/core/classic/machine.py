@@ -332,7 +332,7 @@ class ClassicMachine:
 
     def _reset_assignments_with_error(self, out: Outcome, group: ClassicGroup, error: ErrorCode, now: Now) -> None:
         for member in group.members.values():
-            member.assignment = b""
+            member.assignment = member.propagated = b""
             if member.awaiting_sync is not None:
                 out.released.append((member.awaiting_sync, sync_reply(error)))
                 member.awaiting_sync = None
@@ -515,6 +515,7 @@ class ClassicMachine:
             self._prepare_rebalance(out, group, now, "write-failed", error.name)
             return out
         for member in group.members.values():  # apply() has stored the assignments
+            member.propagated = member.assignment
             if member.awaiting_sync is not None:
                 out.released.append((member.awaiting_sync, sync_reply(
                     E.none, group.protocol_type, group.protocol_name, member.assignment)))
