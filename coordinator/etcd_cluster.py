@@ -97,15 +97,18 @@ class EtcdCluster(ClusterView):
 
     def topic_catalog(self, data_dir: str) -> EtcdCatalog:
         """The cluster's catalog, in etcd; other nodes' changes arrive with every poll."""
-        catalog = EtcdCatalog(EtcdDocument(self.endpoints, CATALOG_KEY, max(self.lease_s / 4, 0.5)), data_dir)
+        catalog = EtcdCatalog(self._document(CATALOG_KEY), data_dir)
         self._followed[CATALOG_KEY] = catalog.follow
         return catalog
 
     def shared_file(self, file, on_change) -> EtcdFile:
-        shared = EtcdFile(file, EtcdDocument(self.endpoints, PREFIX + file.name, max(self.lease_s / 4, 0.5)),
-                          on_change)
+        shared = EtcdFile(file, self._document(PREFIX + file.name), on_change)
         self._followed[shared.document.key] = shared.follow
         return shared
+
+    def _document(self, key: str) -> EtcdDocument:
+        """A shared document: read at start-up over HTTP, changed while serving through this client."""
+        return EtcdDocument(self.endpoints, key, max(self.lease_s / 4, 0.5), lambda: self.client)
 
     # -- etcd -------------------------------------------------------------------------------------
 

@@ -18,7 +18,6 @@ from .access import Access
 from . import offsets_topic
 from .chaos import FaultTable
 from .cluster import ClusterView, SingleNode
-from .etcd_files import save_change
 from .runtime import GroupCoordinator
 from .sasl import Users
 from .scram_users import ScramUsers
@@ -68,6 +67,7 @@ class Node:
         # the shared files (coordinator/controller_writes.py) and auto-creates (coordinator/supervisor_link.py)
         self.controller: Any = None
         self._held: dict[asyncio.TimerHandle, tuple[asyncio.Future, Any]] = {}
+        self._writes: set[asyncio.Task] = set()  # control-plane writes under way (`spawn`)
         self.closing = False
         # large answers (coordinator/apis.answer_off_loop), one at a time
         self.answers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="groupd-answers")
@@ -100,6 +100,13 @@ class Node:
         that keeps the catalog (etcd); elsewhere CreateTopics and the like answer NOT_CONTROLLER."""
         return self.is_controller or self.cluster.keeps_shared_state()
 
+    def spawn(self, write) -> asyncio.Task:
+        """Run a control-plane write (a coroutine) as a task of its own, held until it is done."""
+        task = asyncio.get_running_loop().create_task(write)
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+        return task
+
     def auto_create(self, name: str) -> Topic | None:
         """The new topic; None when the controller is another worker: it is asked to create the topic,
         which the client's next Metadata finds (Kafka's brokers forward an auto-create the same way)."""
@@ -119,11 +126,10 @@ class Node:
         log.info("topic %s topic=%s partitions=%d client=%s host=%s", what, name, partitions,
                  request.header.client_id, request.client_host)
 
-    def set_group_configs(self, group_id: str, configs: dict[str, int]) -> None:
-        """The group's overrides become `configs`: stored first (the data dir's file; etcd in cluster
-        mode, where another node's change may come first), then for the next heartbeat."""
-        save_change(self.group_configs.replace, lambda: self.group_configs.with_group(group_id, configs),
-                    self.group_configs.follow)
+    async def set_group_configs(self, group_id: str, configs: dict[str, int]) -> None:
+        """The group's overrides become `configs`: stored first (off the loop: the data dir's file; etcd
+        in cluster mode, where another node's change may come first), then for the next heartbeat."""
+        await self.group_configs.set(group_id, configs)
 
     def group_configs_altered(self, group_id: str, configs: dict[str, int], request: Any) -> None:
         """The group's overrides are `configs` now (written by the controller: coordinator/controller_writes.py)."""
