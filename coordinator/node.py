@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from storage.catalog import Topic, load_cluster_id
-from storage.files import LOCK_FILE, DataDirLock, node_lock_file, prepare_data_dir
+from storage.files import LOCK_FILE, DataDirError, DataDirLock, node_lock_file, prepare_data_dir
 from storage.acls import AclFile
 from storage.group_configs import GroupConfigsFile, GroupConfigStore
 from storage.scram import ScramFile
@@ -68,6 +68,7 @@ class Node:
         self.controller: Any = None
         self._held: dict[asyncio.TimerHandle, tuple[asyncio.Future, Any]] = {}
         self._writes: set[asyncio.Task] = set()  # control-plane writes under way (`spawn`)
+        self._creating: dict[str, asyncio.Task] = {}  # auto-creates under way, by topic
         self.closing = False
         # large answers (coordinator/apis.answer_off_loop), one at a time
         self.answers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="groupd-answers")
@@ -107,13 +108,29 @@ class Node:
         task.add_done_callback(self._writes.discard)
         return task
 
-    def auto_create(self, name: str) -> Topic | None:
-        """The new topic; None when the controller is another worker: it is asked to create the topic,
-        which the client's next Metadata finds (Kafka's brokers forward an auto-create the same way)."""
+    def auto_create(self, name: str) -> asyncio.Future | None:
+        """A future of the topic, once the catalog holding it is written (None if the write failed:
+        logged, and the client's next Metadata tries again); None when the controller is another
+        worker: it is asked to create the topic, which the client's next Metadata finds (Kafka's
+        brokers forward an auto-create the same way). Requests for one topic share one write."""
         if self.controller is not None:
             self.controller.create_topic(name)
             return None
-        topic = self.catalog.create(name, self.settings.num_partitions)
+        creating = self._creating.get(name)
+        if creating is None:
+            creating = self._creating[name] = self.spawn(self._auto_create(name))
+            creating.add_done_callback(lambda _: self._creating.pop(name, None))
+        return creating
+
+    async def _auto_create(self, name: str) -> Topic | None:
+        try:
+            topic = await self.catalog.add(name, self.settings.num_partitions)
+        except (OSError, DataDirError) as e:
+            log.error("topic not created topic=%s reason=auto-create: cannot write the topic catalog: %s", name,
+                      e.strerror if isinstance(e, OSError) and e.strerror else e)
+            return None
+        if topic is None:  # another request created it first
+            return self.catalog.get(name)
         log.info("topic created topic=%s partitions=%d reason=auto-create", name, topic.partitions)
         return topic
 
@@ -125,6 +142,10 @@ class Node:
     def log_topic_change(self, what: str, name: str, partitions: int, request: Any) -> None:
         log.info("topic %s topic=%s partitions=%d client=%s host=%s", what, name, partitions,
                  request.header.client_id, request.client_host)
+
+    def log_topic_failure(self, what: str, name: str, why: str, request: Any) -> None:
+        log.error("topic %s topic=%s: %s client=%s host=%s", what, name, why, request.header.client_id,
+                  request.client_host)
 
     async def set_group_configs(self, group_id: str, configs: dict[str, int]) -> None:
         """The group's overrides become `configs`: stored first (off the loop: the data dir's file; etcd
