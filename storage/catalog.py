@@ -3,10 +3,15 @@
 groupd stores no records, but clients need topics that exist with a stable partition count and a
 stable topic id: the catalog is `topics.json` (name → partitions, topic id), and the cluster id
 lives in `meta.properties` as Kafka keeps it.
+
+At start-up, before anything is served, the topics the config declares are written at once
+(`create`, `set_partitions`); while serving, the admin APIs' and auto-creates' changes (`add`,
+`resize`, `remove`) are written off the event loop, one at a time, and apply once written.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import glob
@@ -43,6 +48,7 @@ class TopicCatalog:
         self._by_id: dict[uuid.UUID, Topic] = {}
         self.version = 0  # bumped by every change: consumer groups refresh their topic metadata on it
         self.created_version = 0  # the version of the last creation: consumer groups re-resolve regexes on it
+        self._writing = asyncio.Lock()  # one change at a time while serving: each starts from the last
         for topic in self._read().values():
             self._index(topic)
 
@@ -85,6 +91,8 @@ class TopicCatalog:
     def by_id(self, topic_id: uuid.UUID) -> Topic | None:
         return self._by_id.get(topic_id)
 
+    # -- at start-up, before anything is served: written at once (blocking) ----------------------
+
     def create(self, name: str, partitions: int) -> Topic:
         assert name not in self._by_name, name
         topic = Topic(name, partitions, _new_topic_id())
@@ -97,13 +105,45 @@ class TopicCatalog:
         self._save({**self._by_name, name: topic})
         return topic
 
-    def delete(self, name: str) -> Topic:
-        topic = self._by_name[name]
-        self._save({n: t for n, t in self._by_name.items() if n != name})
-        return topic
-
     def _save(self, topics: dict[str, Topic]) -> None:
         atomic_write(self._path, encode_catalog(topics))
+        self._replace(topics)
+
+    # -- while serving: written off the event loop, one change at a time, visible once written ----
+    # (OSError or DataDirError: nothing changed)
+
+    async def add(self, name: str, partitions: int) -> Topic | None:
+        """The new topic; None when it exists already (another request created it first). A shared
+        catalog keeps the topic another node created first."""
+        async with self._writing:
+            if name in self._by_name:
+                return None
+            await self._write({**self._by_name, name: Topic(name, partitions, _new_topic_id())})
+            self.created_version = self.version
+            return self._by_name.get(name)
+
+    async def resize(self, name: str, partitions: int) -> Topic | None:
+        """The topic with `partitions` partitions (or more: another change grew it first); None when
+        it is gone."""
+        async with self._writing:
+            topic = self._by_name.get(name)
+            if topic is None or topic.partitions >= partitions:
+                return topic
+            await self._write({**self._by_name, name: dataclasses.replace(topic, partitions=partitions)})
+            return self._by_name.get(name)
+
+    async def remove(self, name: str) -> Topic | None:
+        """The deleted topic; None when it was gone already."""
+        async with self._writing:
+            topic = self._by_name.get(name)
+            if topic is None:
+                return None
+            await self._write({n: t for n, t in self._by_name.items() if n != name})
+            return topic
+
+    async def _write(self, topics: dict[str, Topic]) -> None:
+        path = self._path
+        await asyncio.get_running_loop().run_in_executor(None, lambda: atomic_write(path, encode_catalog(topics)))
         self._replace(topics)
 
     def _replace(self, topics: dict[str, Topic]) -> None:

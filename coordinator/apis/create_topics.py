@@ -8,6 +8,10 @@ a one-broker cluster. A topic may have at most `topic.max.partitions` partitions
 Metadata lists every partition, so an unbounded count would hold the loop and memory); more gets
 INVALID_PARTITIONS. Topic configs are accepted and not interpreted (the records plane retains by
 the server-wide `records.retention.*` settings).
+
+The catalog is written off the event loop (storage/catalog.py) and the request answered once it is;
+a topic whose write failed gets UNKNOWN_SERVER_ERROR (REQUEST_TIMED_OUT when etcd did not answer in
+time, as Kafka answers when its controller cannot commit in time) and was not created.
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
 from groupd.storage.catalog import legal_topic_name
+from groupd.storage.files import DataDirError, DocumentUnavailable
 
+from groupd.coordinator.cluster import controller_writes
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from .request import Request
+from .request import Request, respond_all
 
 KEY = ApiKey.CREATE_TOPICS
 VERSIONS = (2, 7)
@@ -73,6 +79,14 @@ def too_many_partitions(partitions: int, limit: int) -> str:
             "may have on this groupd.")
 
 
+def write_failure(e: Exception, what: str) -> tuple[ErrorCode, str]:
+    """The error a topic change whose catalog write raised `e` answers with (shared with DeleteTopics
+    and CreatePartitions)."""
+    if isinstance(e, DocumentUnavailable):
+        return ErrorCode.request_timed_out, controller_writes.TIMED_OUT
+    return ErrorCode.unknown_server_error, f"{what}: {e.strerror if isinstance(e, OSError) and e.strerror else e}"
+
+
 def handle(node, request: Request):
     body = request.body
     if not node.writes_catalog:  # another worker writes the catalog: the client asks it (Metadata's controller)
@@ -88,16 +102,35 @@ def handle(node, request: Request):
     results = []
     for t in body.topics:
         error, message, partitions = _check(node, t, counts[t.name] > 1, may_create)
-        topic_id = None
         if error is ErrorCode.none and not body.validate_only:
-            topic_id = node.catalog.create(t.name, partitions).topic_id
-            node.log_topic_change("created", t.name, partitions, request)
-        ok = error is ErrorCode.none
-        # v5+ describes the new topic's configs only to a principal that may DESCRIBE_CONFIGS it
-        shown = ok and authorized(node, request, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, t.name)
-        results.append({"name": t.name, "topic_id": topic_id, "error_code": error,
-                        "error_message": message, "num_partitions": partitions if shown else -1,
-                        "replication_factor": 1 if shown else -1, "configs": () if shown else None,
-                        "topic_config_error_code": (ErrorCode.topic_authorization_failed if ok and not shown
-                                                    else ErrorCode.none).value})
-    return build_response(ApiKey.CREATE_TOPICS, request.version, {"topics": results})
+            # v5+ describes the new topic's configs only to a principal that may DESCRIBE_CONFIGS it
+            shown = authorized(node, request, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, t.name)
+            results.append(node.spawn(_create(node, request, t.name, partitions, shown)))
+            continue
+        shown = error is ErrorCode.none and authorized(node, request, AclOperation.DESCRIBE_CONFIGS,
+                                                       ResourceType.TOPIC, t.name)
+        results.append(_result(t.name, None, error, message, partitions, shown))
+    return respond_all(results, lambda done: build_response(ApiKey.CREATE_TOPICS, request.version, {"topics": done}))
+
+
+async def _create(node, request: Request, name: str, partitions: int, shown: bool) -> dict:
+    """The topic's result once the catalog holding it is written (or not)."""
+    try:
+        topic = await node.catalog.add(name, partitions)
+    except (OSError, DataDirError) as e:
+        error, message = write_failure(e, "The topic could not be stored")
+        node.log_topic_failure("not created", name, message, request)
+        return _result(name, None, error, message, -1, False)
+    if topic is None:  # another request created it while this one waited
+        return _result(name, None, ErrorCode.topic_already_exists, f"Topic '{name}' already exists.", -1, False)
+    node.log_topic_change("created", name, topic.partitions, request)
+    return _result(name, topic.topic_id, ErrorCode.none, None, topic.partitions, shown)
+
+
+def _result(name: str, topic_id, error: ErrorCode, message: str | None, partitions: int, shown: bool) -> dict:
+    ok = error is ErrorCode.none
+    return {"name": name, "topic_id": topic_id, "error_code": error,
+            "error_message": message, "num_partitions": partitions if shown else -1,
+            "replication_factor": 1 if shown else -1, "configs": () if shown else None,
+            "topic_config_error_code": (ErrorCode.topic_authorization_failed if ok and not shown
+                                        else ErrorCode.none).value}
