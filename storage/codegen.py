@@ -48,6 +48,7 @@ class Output:
     renames: dict[str, str] = dataclasses.field(default_factory=dict)  # struct type -> class name
     classes: dict[str, str] = dataclasses.field(default_factory=dict)  # class -> module that writes it by hand
     dataclass_args: dict[str, str] = dataclasses.field(default_factory=dict)  # class -> @dataclass(...) arguments
+    notes: dict[str, str] = dataclasses.field(default_factory=dict)  # "Class.field" -> a comment on it
 
 
 OUTPUTS = [
@@ -63,6 +64,17 @@ OUTPUTS = [
         classes={"OffsetCommitValue": ".offset_value"},
         # not frozen: a frozen dataclass sets each field through object.__setattr__, a fifth of a load
         dataclass_args={"OffsetCommitKey": "unsafe_hash=True, slots=True"},
+        notes={
+            "GroupMetadataValue.protocol_type": '"" = none',
+            "GroupMetadataValue.current_state_timestamp": "-1 = unknown",
+            "ConsumerGroupMetadataValue.metadata_hash": "tagged (Kafka 4.1, KIP-1101); 0 = not written",
+            "TopicMetadata.partition_metadata": "Kafka 4.0 writes it empty",
+            "ClassicMemberMetadata.session_timeout_ms": "only for classic-protocol members in a consumer group",
+            "ConsumerGroupMemberMetadataValue.classic_member_metadata": "tagged field 0",
+            "ConsumerGroupCurrentMemberAssignmentValue.state": "MemberState's int8 value (coordinator.consumer)",
+            "ConsumerGroupRegularExpressionValue.version": "the metadata version the regex was resolved against",
+            "ConsumerGroupRegularExpressionValue.timestamp": "when it was resolved, ms",
+        },
     ),
     # A row away (copy the schemas into storage/schemas/, then add the names or a row):
     #   share and streams groups' records of __consumer_offsets: Kafka's
@@ -184,8 +196,9 @@ class Schema:
                 ftype = ("[]" if ftype.startswith("[]") else "") + element
                 inner = f.get("fields") or common[f["type"].lstrip("[]")]["fields"]
                 self._struct(element, inner, common)
-            out.fields.append(Field(snake(f["name"]), ftype, Versions(f["versions"]), Versions(f.get("nullableVersions")),
-                                    Versions(f.get("taggedVersions")), f.get("tag"), f.get("default")))
+            out.fields.append(Field(snake(f["name"]), ftype, Versions(f["versions"]),
+                                    Versions(f.get("nullableVersions")), Versions(f.get("taggedVersions")),
+                                    f.get("tag"), f.get("default")))
         known = self.structs.get(name)
         if known is not None and [_shape(x) for x in known.fields] != [_shape(x) for x in out.fields]:
             raise SystemExit(f"struct {name} is defined twice, differently")
@@ -290,6 +303,11 @@ class Module:
             return compact if flexible else classic
         return f"({compact} if flexible else {classic})"
 
+    def prologue(self, s: Struct) -> list[str]:
+        """Where the style depends on the version: which it is."""
+        flexible = self.flexible[s.name]
+        return [] if isinstance(flexible, bool) else [f"    flexible = version >= {flexible}"]
+
     def call(self, prefix: str, s: Struct, arg: str) -> str:
         return f"{prefix}_{s.name}({arg}, version)" if self.versioned(s) else f"{prefix}_{s.name}({arg})"
 
@@ -313,7 +331,7 @@ class Module:
                 parts.append((test, [f] if f.type in FIXED else self.write_field(s, f, f"o.{f.name}", nullable)))
         parts = [(test, code if isinstance(code, str) else f"{self.pack(''.join(FIXED[f.type] for f in code))}.pack("
                   f"{', '.join('o.' + f.name for f in code)})") for test, code in parts]
-        body = [f"    flexible = version >= {self.flexible[s.name]}"] if not isinstance(self.flexible[s.name], bool) else []
+        body = self.prologue(s)
         if tags:
             body.append("    tags = []")
             for f in sorted(tags, key=lambda f: f.tag):
@@ -375,7 +393,7 @@ class Module:
 
     def reader(self, s: Struct) -> str:
         versioned = self.versioned(s)
-        body = [f"    flexible = version >= {self.flexible[s.name]}"] if not isinstance(self.flexible[s.name], bool) else []
+        body = self.prologue(s)
         tags = []
         for f in s.fields:
             have, test = self.present(s, f)
@@ -412,7 +430,8 @@ class Module:
     def read_field(self, s: Struct, f: Field, r: str, nullable: bool) -> list[str]:
         if f.is_array:
             count = self.style(s, f"{r}.ccount()", f"{r}.count32()")
-            items = f"{r}.int32s(n)" if f.element == "int32" else f"tuple([{self.element_reader(s, f, r)} for _ in range(n)])"
+            element = self.element_reader(s, f, r)
+            items = f"{r}.int32s(n)" if f.element == "int32" else f"tuple([{element} for _ in range(n)])"
             if nullable:
                 return [f"    n = {count}", f"    {local(f)} = None if n < 0 else {items}"]
             return [f"    n = not_null_count({count})", f"    {local(f)} = {items}"]
@@ -448,7 +467,9 @@ class Module:
             if default == "None" or nullable:
                 annotation += " | None"
             defaults = defaults and default is not None
-            fields.append(f"    {f.name}: {annotation}" + (f" = {default}" if defaults else ""))
+            note = self.out.notes.get(f"{s.name}.{f.name}")
+            fields.append(f"    {f.name}: {annotation}" + (f" = {default}" if defaults else "")
+                          + (f"  # {note}" if note else ""))
         args = self.out.dataclass_args.get(s.name, "frozen=True, slots=True")
         return "\n".join([f"@dataclasses.dataclass({args})", f"class {s.name}:", *reversed(fields)])
 

@@ -52,11 +52,11 @@ class MemberMetadata:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class GroupMetadataValue:
-    protocol_type: str
+    protocol_type: str  # "" = none
     generation: int
     protocol: str | None = None
     leader: str | None = None
-    current_state_timestamp: int = -1
+    current_state_timestamp: int = -1  # -1 = unknown
     members: tuple[MemberMetadata, ...] = ()
 
 
@@ -68,7 +68,7 @@ class ConsumerGroupMetadataKey:
 @dataclasses.dataclass(frozen=True, slots=True)
 class ConsumerGroupMetadataValue:
     epoch: int
-    metadata_hash: int = 0
+    metadata_hash: int = 0  # tagged (Kafka 4.1, KIP-1101); 0 = not written
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -87,7 +87,7 @@ class TopicMetadata:
     topic_id: uuid.UUID
     topic_name: str
     num_partitions: int
-    partition_metadata: tuple[PartitionMetadata, ...] = ()
+    partition_metadata: tuple[PartitionMetadata, ...] = ()  # Kafka 4.0 writes it empty
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -109,7 +109,7 @@ class ClassicProtocol:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ClassicMemberMetadata:
-    session_timeout_ms: int
+    session_timeout_ms: int  # only for classic-protocol members in a consumer group
     supported_protocols: tuple[ClassicProtocol, ...] = ()
 
 
@@ -123,7 +123,7 @@ class ConsumerGroupMemberMetadataValue:
     subscribed_topic_regex: str | None = None
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
-    classic_member_metadata: ClassicMemberMetadata | None = None
+    classic_member_metadata: ClassicMemberMetadata | None = None  # tagged field 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -163,7 +163,7 @@ class ConsumerGroupCurrentMemberAssignmentKey:
 class ConsumerGroupCurrentMemberAssignmentValue:
     member_epoch: int
     previous_member_epoch: int
-    state: int
+    state: int  # MemberState's int8 value (coordinator.consumer)
     assigned_partitions: tuple[TopicPartitions, ...] = ()
     partitions_pending_revocation: tuple[TopicPartitions, ...] = ()
 
@@ -177,8 +177,8 @@ class ConsumerGroupRegularExpressionKey:
 @dataclasses.dataclass(frozen=True, slots=True)
 class ConsumerGroupRegularExpressionValue:
     topics: tuple[str, ...]
-    version: int
-    timestamp: int
+    version: int  # the metadata version the regex was resolved against
+    timestamp: int  # when it was resolved, ms
 
 
 def _r_OffsetCommitValue(r: wire.Reader, version: int) -> OffsetCommitValue:

@@ -23,7 +23,8 @@ from storage.consumer_records import (ClassicMemberMetadata, ClassicProtocol, Co
                                       ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataKey,
                                       ConsumerGroupPartitionMetadataValue, ConsumerGroupRegularExpressionKey,
                                       ConsumerGroupRegularExpressionValue, ConsumerGroupTargetAssignmentMemberKey,
-                                      ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupTargetAssignmentMetadataKey,
+                                      ConsumerGroupTargetAssignmentMemberValue,
+                                      ConsumerGroupTargetAssignmentMetadataKey,
                                       ConsumerGroupTargetAssignmentMetadataValue, PartitionMetadata, TopicMetadata,
                                       TopicPartitions, decode, encode_key, encode_value)
 from storage.wire import uvarint as _uv  # its bytes: the vectors of tests/test_records_codec.py
@@ -52,11 +53,13 @@ def test_a_key_schema_in_kafka_4s_form_generates_the_same_codec(tmp_path, monkey
     module = types.ModuleType("storage._generated_for_a_test")
     module.__package__ = "storage"
     monkeypatch.setitem(sys.modules, module.__name__, module)  # where dataclasses look the annotations up
-    exec(compile(codegen.generate(codegen.Output("x.py", "a test", ("GroupMetadata",))), "x.py", "exec"), module.__dict__)
+    code = codegen.generate(codegen.Output("x.py", "a test", ("GroupMetadata",)))
+    exec(compile(code, "x.py", "exec"), module.__dict__)
     key, value = module.GroupMetadataKey("grp"), module.GroupMetadataValue("", 0, None, None, -1, ())
     assert module.KEY_TYPES == {module.GroupMetadataKey: 2}
     assert module.KEY_WRITERS[module.GroupMetadataKey](key) == encode_key(GroupMetadataKey("grp"))
-    assert module.VALUE_WRITERS[module.GroupMetadataValue](value, 3) == encode_value(GroupMetadataValue("", 0, None, None, -1, ()))
+    expected = encode_value(GroupMetadataValue("", 0, None, None, -1, ()))
+    assert module.VALUE_WRITERS[module.GroupMetadataValue](value, 3) == expected
 
 
 # -- the oracle: the hand-written writers of storage/records.py and storage/consumer_records.py as they
