@@ -395,6 +395,19 @@ class Module:
         versioned = self.versioned(s)
         body = self.prologue(s)
         tags = []
+        run: list[Field] = []  # fixed-width fields in a row, present in the same versions: one unpack
+        run_test: list[str | None] = [None]
+
+        def flush() -> None:
+            if len(run) > 1:
+                names, fmt = ", ".join(local(f) for f in run), "".join(FIXED[f.type] for f in run)
+                self.read_under(body, run_test[0], [f"    {names} = r.unpack({self.pack(fmt)})"],
+                                f"{names} = ({', '.join(default_literal(f) for f in run)})")
+            elif run:
+                self.read_under(body, run_test[0], self.read_field(s, run[0], "r", False),
+                                f"{local(run[0])} = {default_literal(run[0])}")
+            run.clear()
+
         for f in s.fields:
             have, test = self.present(s, f)
             if not have:
@@ -404,14 +417,15 @@ class Module:
             if tagged:
                 tags.append(f)
                 continue
-            lines = self.read_field(s, f, "r", nullable)
-            if test is None:
-                body += lines
-            elif len(lines) == 1:
-                body.append(f"{lines[0]} if {test} else {default_literal(f)}")
-            else:
-                body += [f"    if {test}:", *("    " + line for line in lines), "    else:",
-                         f"        {local(f)} = {default_literal(f)}"]
+            if f.type in FIXED:
+                if run and run_test[0] != test:
+                    flush()
+                run.append(f)
+                run_test[0] = test
+                continue
+            flush()
+            self.read_under(body, test, self.read_field(s, f, "r", nullable), f"{local(f)} = {default_literal(f)}")
+        flush()
         if tags:
             body += [f"    {local(f)} = {default_literal(f)}" for f in tags]
             body.append("    for tag, t in r.tags():")
@@ -426,6 +440,16 @@ class Module:
         version = ", version: int" if versioned else ""
         self.funcs.append("\n".join([f"def _r_{s.name}(r: wire.Reader{version}) -> {s.name}:", *body]))
         return f"_r_{s.name}"
+
+    @staticmethod
+    def read_under(body: list[str], test: str | None, lines: list[str], otherwise: str) -> None:
+        """Reading lines, under a version test (with the defaults where it fails) when there is one."""
+        if test is None:
+            body += lines
+        elif len(lines) == 1:
+            body.append(f"{lines[0]} if {test} else {otherwise.split(' = ', 1)[1]}")
+        else:
+            body += [f"    if {test}:", *("    " + line for line in lines), "    else:", f"        {otherwise}"]
 
     def read_field(self, s: Struct, f: Field, r: str, nullable: bool) -> list[str]:
         if f.is_array:

@@ -336,9 +336,7 @@ def _w_ConsumerGroupTargetAssignmentMemberValue(o, version: int) -> bytes:
 
 
 def _r_ConsumerGroupCurrentMemberAssignmentValue(r: wire.Reader, version: int) -> ConsumerGroupCurrentMemberAssignmentValue:
-    member_epoch = r.i32()
-    previous_member_epoch = r.i32()
-    state = r.i8()
+    member_epoch, previous_member_epoch, state = r.unpack(_S_iib)
     n = not_null_count(r.ccount())
     assigned_partitions = tuple([_r_TopicPartitions(r) for _ in range(n)])
     n = not_null_count(r.ccount())
@@ -366,8 +364,7 @@ def _w_ConsumerGroupCurrentMemberAssignmentValue(o, version: int) -> bytes:
 def _r_ConsumerGroupRegularExpressionValue(r: wire.Reader, version: int) -> ConsumerGroupRegularExpressionValue:
     n = not_null_count(r.ccount())
     topics = tuple([r.cstr() for _ in range(n)])
-    version_ = r.i64()
-    timestamp = r.i64()
+    version_, timestamp = r.unpack(_S_qq)
     r.skip_tags()
     return ConsumerGroupRegularExpressionValue(topics, version_, timestamp)
 
