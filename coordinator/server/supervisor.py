@@ -102,7 +102,7 @@ class Supervisor:
 
     async def _start(self, w: Worker) -> None:
         ours, theirs = socket.socketpair()
-        args = [sys.executable, "-m", "groupd.coordinator", *self.worker_args, "--worker", f"{w.index}:{theirs.fileno()}"]
+        args = [sys.executable, "-P", "-m", "groupd.coordinator", *self.worker_args, "--worker", f"{w.index}:{theirs.fileno()}"]
         w.proc = await asyncio.create_subprocess_exec(*args, pass_fds=(theirs.fileno(),))
         theirs.close()
         w.started, w.starts = time.monotonic(), w.starts + 1
