@@ -15,6 +15,7 @@ from groupd.storage.group_configs import GroupConfigsFile, GroupConfigStore
 from groupd.storage.scram import ScramFile
 
 from groupd.coordinator.apis import VERSION_TABLE
+from groupd.coordinator.core.consumer.machine import TopicsImage
 from groupd.coordinator.security.authorizer import Access
 from groupd.coordinator.runtime import offsets_topic
 from groupd.coordinator.cluster.view import ClusterView, SingleNode
@@ -62,6 +63,7 @@ class Node:
         self.api_versions = VERSION_TABLE  # what ApiVersions advertises (the authenticator is handed it too)
         # while a fault is armed (coordinator/chaos/faults.py): intercept(handler, api_key, request)
         self.intercept: Any = None
+        self._topics_image: tuple[Any, TopicsImage] | None = None  # (catalog, its image at its version)
         self.producer_id_block = (0, 1)  # InitProducerId's first id and step (workers: each its own)
         # log-end offsets of the data partitions other workers lead, for the lag metrics
         self.log_ends_elsewhere: dict[tuple[Any, int], int] = {}
@@ -74,6 +76,13 @@ class Node:
         self.closing = False
         # large answers (coordinator/apis.answer_off_loop), one at a time
         self.answers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="groupd-answers")
+
+    def topics_image(self) -> TopicsImage:
+        """The catalog's topics as the consumer machine sees them, rebuilt only when the catalog changed."""
+        catalog, cached = self.catalog, self._topics_image
+        if cached is None or cached[0] is not catalog or cached[1].version != catalog.version:
+            cached = self._topics_image = (catalog, TopicsImage.of(catalog.version, catalog, catalog.created_version))
+        return cached[1]
 
     def close(self) -> None:
         """Release the data directory (the lock also ends with the process)."""
