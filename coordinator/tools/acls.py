@@ -11,7 +11,9 @@ from typing import Any
 from groupd.protocol.apis import ApiKey
 
 from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, AclPermission, PatternType, ResourceType
-from .groups import AdminConnection, _check, common, report, table
+from .client import AdminConnection, check
+from .commands import common, report
+from .render import table
 
 ACLS_V = 3
 RESOURCES = {"group": ResourceType.GROUP, "topic": ResourceType.TOPIC,
@@ -85,7 +87,7 @@ def list_acls(conn: AdminConnection, args: argparse.Namespace) -> list[dict]:
     out = []
     for f in _filters(args):
         r = conn.request(ApiKey.DESCRIBE_ACLS, ACLS_V, f)
-        _check(r.error_code, "DescribeAcls", r.error_message)
+        check(r.error_code, "DescribeAcls", r.error_message)
         out += [_row(res.resource_type, res.resource_name, res.pattern_type, a.principal, a.host, a.operation,
                      a.permission_type) for res in r.resources for a in res.acls]
     return out
@@ -99,7 +101,7 @@ def add_acls(conn: AdminConnection, args: argparse.Namespace) -> list[dict]:
                   "permission_type": args.permission or AclPermission.ALLOW} for op in args.operation]
     r = conn.request(ApiKey.CREATE_ACLS, ACLS_V, {"creations": creations})
     for result in r.results:
-        _check(result.error_code, "CreateAcls", result.error_message)
+        check(result.error_code, "CreateAcls", result.error_message)
     return [_row(c["resource_type"], name, pattern, args.principal, args.host, c["operation"], c["permission_type"])
             for c in creations]
 
@@ -108,7 +110,7 @@ def remove_acls(conn: AdminConnection, args: argparse.Namespace) -> list[dict]:
     r = conn.request(ApiKey.DELETE_ACLS, ACLS_V, {"filters": _filters(args)})
     out = []
     for result in r.filter_results:
-        _check(result.error_code, "DeleteAcls", result.error_message)
+        check(result.error_code, "DeleteAcls", result.error_message)
         out += [_row(m.resource_type, m.resource_name, m.pattern_type, m.principal, m.host, m.operation,
                      m.permission_type) for m in result.matching_acls]
     return out

@@ -8,7 +8,7 @@ import os
 import sys
 
 from . import client_config
-from .groups import command_config_argument
+from .commands import command_config_argument
 from .chaos_client import ChaosClient, ChaosError, duration_ms
 from groupd.coordinator.settings import ConfigError
 

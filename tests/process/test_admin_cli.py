@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from groupd.coordinator.tools.groups import LAG_FOOTNOTE, AdminError, resolve_bootstrap, split_bootstrap
+from groupd.coordinator.tools.client import AdminError, split_bootstrap
+from groupd.coordinator.tools.commands import LAG_FOOTNOTE, resolve_bootstrap
 from groupd.coordinator.settings import ConfigError
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
