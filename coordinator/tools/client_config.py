@@ -5,7 +5,8 @@ file, and the same keys through `--set key=value`), and the connection they desc
 it), then SASL (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER with a token from a file or an OAuth token
 endpoint) over SaslHandshake v1 and SaslAuthenticate v2. A plaintext connection that a listener
 closes is diagnosed (`diagnose`): whether it wants TLS, SASL and which mechanisms, in one line.
-Blocking, standard library plus `cryptography` (PKCS12), for the commands' blocking client."""
+Blocking, standard library plus `cryptography` (PKCS12), for the commands' blocking client. About
+500 lines: the properties, TLS and the SASL clients are the one translation of Kafka's client config."""
 
 from __future__ import annotations
 
