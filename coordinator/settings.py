@@ -20,9 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-
 from groupd.storage.catalog import legal_topic_name
-
 
 
 class ConfigError(Exception):

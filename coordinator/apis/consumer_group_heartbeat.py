@@ -10,13 +10,13 @@ from __future__ import annotations
 import datetime
 import functools
 
+from groupd.coordinator.core.consumer.machine import ConsumerHeartbeatRequest, error_reply
+from groupd.coordinator.security.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import Encoded, build_response
 
-from groupd.coordinator.core.consumer.machine import ConsumerHeartbeatRequest, error_reply
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import AclOperation, ResourceType
 from .request import Request, ms, respond
 
 KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT

@@ -9,15 +9,20 @@ list (an unknown topic: UNKNOWN_TOPIC_OR_PARTITION).
 
 from __future__ import annotations
 
+from groupd.coordinator.core.group_config import (
+    CONSUMER_HEARTBEAT_INTERVAL_MS,
+    CONSUMER_SESSION_TIMEOUT_MS,
+    NAMES,
+    defaults,
+)
+from groupd.coordinator.security.acls import AclOperation
+from groupd.coordinator.security.authorizer import config_resource_denied
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.security.authorizer import config_resource_denied
-from groupd.coordinator.security.acls import AclOperation
-from groupd.coordinator.core.group_config import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS, NAMES, defaults
-from .request import Request
 from .incremental_alter_configs import BROKER, GROUP, TOPIC
+from .request import Request
 
 KEY = ApiKey.DESCRIBE_CONFIGS
 VERSIONS = (1, 4)

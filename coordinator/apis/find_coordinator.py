@@ -9,13 +9,13 @@ transactions and share groups have no coordinator here.
 
 from __future__ import annotations
 
+from groupd.coordinator.cluster.view import address
+from groupd.coordinator.security.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import AclOperation, ResourceType
-from groupd.coordinator.cluster.view import address
 from .request import Request
 
 GROUP, TRANSACTION, SHARE = 0, 1, 2

@@ -13,14 +13,14 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Mapping
 
+from groupd.coordinator.cluster import controller_writes
+from groupd.coordinator.core.group_config import ConfigError, incrementally_altered, validate
+from groupd.coordinator.security.acls import AclOperation
+from groupd.coordinator.security.authorizer import config_resource_denied
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.security.authorizer import config_resource_denied
-from groupd.coordinator.security.acls import AclOperation
-from groupd.coordinator.core.group_config import ConfigError, incrementally_altered, validate
-from groupd.coordinator.cluster import controller_writes
 from .request import Request, respond, respond_all
 
 KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS

@@ -8,13 +8,13 @@ v0–v2 carry one member id and answer with a single top-level error.
 
 from __future__ import annotations
 
+from groupd.coordinator.core.classic.requests import LeaveRequest
+from groupd.coordinator.security.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import AclOperation, ResourceType
-from groupd.coordinator.core.classic.requests import LeaveRequest
 from .request import Request, respond
 
 KEY = ApiKey.LEAVE_GROUP

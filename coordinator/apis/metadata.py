@@ -21,15 +21,14 @@ from __future__ import annotations
 
 import uuid
 
+from groupd.coordinator.cluster.view import broker_entries
+from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized, authorized_operations
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
-
 from groupd.storage.catalog import legal_topic_name
 
-from groupd.coordinator.security.authorizer import authorized, authorized_operations
-from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from groupd.coordinator.cluster.view import broker_entries
 from .request import Request, respond, respond_all
 
 KEY = ApiKey.METADATA

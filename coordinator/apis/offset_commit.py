@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import struct
 
+from groupd.coordinator.core.requests import OffsetCommitRequest
+from groupd.coordinator.security.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.bounds import encode_uvarint
 from groupd.protocol.codec import Encoded
 
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import AclOperation, ResourceType
-from groupd.coordinator.core.requests import OffsetCommitRequest
 from .request import Request, ms, respond
 
 KEY = ApiKey.OFFSET_COMMIT

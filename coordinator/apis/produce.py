@@ -24,16 +24,16 @@ from __future__ import annotations
 
 import logging
 
+from groupd.coordinator.runtime.offsets_topic import INVALID_APPEND
+from groupd.coordinator.security.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
+from groupd.coordinator.system_clock import wall_ms
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 from groupd.storage.records_plane import plane_for
 from groupd.storage.records_plane.plane import TRANSACTIONS_UNSUPPORTED
 
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import AclOperation, ResourceType
-from groupd.coordinator.runtime.offsets_topic import INVALID_APPEND
-from groupd.coordinator.system_clock import wall_ms
 from .request import Request
 
 KEY = ApiKey.PRODUCE

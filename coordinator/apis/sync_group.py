@@ -10,14 +10,14 @@ assignment is durable.
 
 from __future__ import annotations
 
+from groupd.coordinator.core.classic.replies import sync_reply
+from groupd.coordinator.core.classic.requests import SyncRequest
+from groupd.coordinator.security.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import AclOperation, ResourceType
-from groupd.coordinator.core.classic.replies import sync_reply
-from groupd.coordinator.core.classic.requests import SyncRequest
 from .request import Request, respond
 
 KEY = ApiKey.SYNC_GROUP

@@ -13,14 +13,13 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from groupd.protocol import ErrorCode
-from groupd.protocol.apis import ApiKey
-from groupd.protocol.codec import build_response
-
-from groupd.coordinator.observability import metrics
 from groupd.coordinator.apis.request import forward
 from groupd.coordinator.core.classic.replies import join_reply, sync_reply
 from groupd.coordinator.core.consumer.machine import error_reply
+from groupd.coordinator.observability import metrics
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
 
 if TYPE_CHECKING:
     from groupd.coordinator.apis.request import Handler, Request

@@ -19,7 +19,6 @@ from prometheus_client.utils import floatToGoString
 
 from groupd.protocol.apis import ApiKey
 
-
 disable_created_metrics()  # `_created` series double the exposition and no dashboard uses them
 
 # -- connections ---------------------------------------------------------------------------------

@@ -8,21 +8,20 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from groupd.storage.catalog import Topic, load_cluster_id
-from groupd.storage.files import LOCK_FILE, DataDirError, DataDirLock, node_lock_file, prepare_data_dir
-from groupd.storage.acls import AclFile
-from groupd.storage.group_configs import GroupConfigsFile, GroupConfigStore
-from groupd.storage.scram import ScramFile
-
 from groupd.coordinator.apis import VERSION_TABLE
-from groupd.coordinator.core.consumer.machine import TopicsImage
-from groupd.coordinator.security.authorizer import Access
-from groupd.coordinator.runtime import offsets_topic
 from groupd.coordinator.cluster.view import ClusterView, SingleNode
+from groupd.coordinator.core.consumer.machine import TopicsImage
+from groupd.coordinator.runtime import offsets_topic
 from groupd.coordinator.runtime.coordinator import GroupCoordinator
+from groupd.coordinator.security.authorizer import Access
 from groupd.coordinator.security.sasl import Users
 from groupd.coordinator.security.scram_users import ScramUsers
 from groupd.coordinator.settings import Settings
+from groupd.storage.acls import AclFile
+from groupd.storage.catalog import Topic, load_cluster_id
+from groupd.storage.files import LOCK_FILE, DataDirError, DataDirLock, node_lock_file, prepare_data_dir
+from groupd.storage.group_configs import GroupConfigsFile, GroupConfigStore
+from groupd.storage.scram import ScramFile
 
 log = logging.getLogger("groupd")
 

@@ -9,11 +9,10 @@ import socket
 import uuid
 from typing import Callable
 
-from groupd.storage.records_plane import plane_for
-
 from groupd.coordinator.cluster import controller_writes
 from groupd.coordinator.observability import readiness
 from groupd.coordinator.settings import Settings
+from groupd.storage.records_plane import plane_for
 
 # one message per line, each side's reader bound: a forwarded write (a CreateAcls of thousands of
 # bindings) or its answer is as large as the request allowed, far over asyncio's 64 KiB default

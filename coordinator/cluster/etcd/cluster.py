@@ -28,12 +28,11 @@ import time
 import uuid
 from collections.abc import Sequence
 
+from groupd.coordinator.cluster.view import Broker, ClusterError, ClusterView
+from groupd.coordinator.runtime.partitions import PartitionState
 from groupd.storage.catalog import CLUSTER_MARK, new_cluster_id, read_meta, write_meta
 from groupd.storage.files import DataDirError
 from groupd.storage.owned_log import Ownership
-
-from groupd.coordinator.cluster.view import Broker, ClusterError, ClusterView
-from groupd.coordinator.runtime.partitions import PartitionState
 
 from .catalog import EtcdCatalog
 from .client import gateway_ssl, new_client, reason, tls_files
