@@ -8,7 +8,8 @@ over the name, which the Java client sends as "" with an id).
 
 The brokers, the controller and each partition's leader come from the node's view of the cluster
 (coordinator/cluster/view.py; a lone node is all three); leader epoch -1, so no client tries to validate
-positions. An offsets partition's leader is its coordinator (LEADER_NOT_AVAILABLE while none). `__consumer_offsets` is listed among all topics and
+positions. An offsets partition's leader is its coordinator (LEADER_NOT_AVAILABLE while none).
+`__consumer_offsets` is listed among all topics and
 answered by name or id as Kafka does, as an internal topic (coordinator/runtime/offsets_topic.py); it is
 never auto-created into the catalog. Requested topics that do not exist are created when
 `auto.create.topics.enable` is on and the request allows it, and are answered without an error

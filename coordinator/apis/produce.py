@@ -8,7 +8,8 @@ are listed (clients.md §1.2). Every partition is answered INVALID_REQUEST (non-
 producers fail fast instead of retrying forever) with a message naming the setting, and the
 server logs it once per client id and host.
 
-With `records.plane: memory` (the default) each partition's record batches are validated (`groupd.storage.records_plane.batches`)
+With `records.plane: memory` (the default) each partition's record batches are validated
+(`groupd.storage.records_plane.batches`)
 and appended to the in-memory partition, which assigns their offsets; idempotent producers'
 sequences are checked as Kafka does (a retried batch is answered with its first offsets).
 Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION (Produce never auto-creates), INVALID_TOPIC_EXCEPTION

@@ -1,6 +1,7 @@
 """Fault injection: the table of armed faults (an API answered with Kafka's error, or held back, for
 a count of requests or a while), the hook that applies them before a request is handled (installed
-on the node only while a fault is armed), and the operations the admin endpoint (coordinator/server/admin_http.py) runs. An injected error is answered
+on the node only while a fault is armed), and the operations the admin endpoint
+(coordinator/server/admin_http.py) runs. An injected error is answered
 *instead of* handling the request, so a fault never half-applies anything durable."""
 
 from __future__ import annotations

@@ -46,7 +46,8 @@ class Access:
 
     def __init__(self, settings: Settings, store=None) -> None:
         self._settings = settings
-        self._file = store or AclFile(settings.data_dir)  # cluster mode: the ACLs in etcd (coordinator/cluster/etcd/files.py)
+        # cluster mode: the ACLs in etcd (coordinator/cluster/etcd/files.py)
+        self._file = store or AclFile(settings.data_dir)
         self._writing = asyncio.Lock()  # one change at a time: each computes from the last one saved
         self.reload()
 

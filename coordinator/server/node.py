@@ -67,7 +67,8 @@ class Node:
         # log-end offsets of the data partitions other workers lead, for the lag metrics
         self.log_ends_elsewhere: dict[tuple[Any, int], int] = {}
         # a worker that is not the controller: its link to the controller, which makes the writes of
-        # the shared files (coordinator/cluster/controller_writes.py) and auto-creates (coordinator/server/supervisor_link.py)
+        # the shared files (coordinator/cluster/controller_writes.py) and auto-creates
+        # (coordinator/server/supervisor_link.py)
         self.controller: Any = None
         self._held: dict[asyncio.TimerHandle, tuple[asyncio.Future, Any]] = {}
         self._writes: set[asyncio.Task] = set()  # control-plane writes under way (`spawn`)

@@ -24,9 +24,11 @@ from groupd.coordinator.cluster.workers import WorkerView
 class SupervisorLink:
     """The worker's end of its socket to the supervisor, one JSON object per line. Up: `serving` once
     it listens, `ready` once every owned partition is loaded (with the worker's private metrics
-    address), `log_ends` of the data partitions it leads (every LOG_ENDS_S), `create_topic` (an auto-create) and `call` (a write of coordinator/cluster/controller_writes.py)
+    address), `log_ends` of the data partitions it leads (every LOG_ENDS_S), `create_topic` (an auto-create)
+    and `call` (a write of coordinator/cluster/controller_writes.py)
     for the controller, and from the controller the `reply` to a call. Down: `down` (the workers not
-    serving now), the other workers' `log_ends`, to the controller `create_topic` and `call`, to the caller the `reply`. The
+    serving now), the other workers' `log_ends`, to the controller `create_topic` and `call`, to the caller
+    the `reply`. The
     supervisor gone (EOF) stops the worker."""
 
     READY_POLL_S = 0.02

@@ -9,7 +9,8 @@ compose network and advertises `groupd:9092`, a name only that network can resol
 
 This module gathers plain data (`list_groups`, `describe_group`, `delete_groups`, `delete_offsets`,
 `reset_offsets`, `health`) through the client (client.py); commands.py parses the command line and
-prints it as a table (render.py) or, with `--json`, as one JSON document. Without `--bootstrap` a command finds groupd where the settings `serve` reads
+prints it as a table (render.py) or, with `--json`, as one JSON document. Without `--bootstrap` a command
+finds groupd where the settings `serve` reads
 (--config, GROUPD_* variables, --set) make it listen. A TLS or SASL listener is reached with Kafka's
 client properties, `--command-config FILE` or `--set key=value` as Kafka's tools take them
 (coordinator/tools/client_config.py).
