@@ -59,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     admin.add_parsers(sub)  # groups, offsets, health: talk to a running groupd
     admin_acls.add_parsers(sub)  # acls list|add|remove: likewise
     chaos_cli.add_parser(sub)  # fault injection through the admin endpoint
-    analytics = sub.add_parser("analytics", help="the PySpark pipeline over the offsets log (needs groupd[spark])")
+    analytics = sub.add_parser("analytics", help="the PySpark pipeline over the offsets log (needs the spark extra)")
     analytics_sub = analytics.add_subparsers(dest="analytics_command", required=True)
     run = analytics_sub.add_parser("run", help="read a data dir with Spark and write the Parquet tables")
     run.add_argument("--data-dir", required=True, help="the server's data.dir (a live one is fine)")
