@@ -67,3 +67,8 @@ def _steady(version: int, member_id: str, member_epoch: int, heartbeat_interval_
 def _response(version: int, reply: dict):
     return build_response(KEY, version, {
         **reply, "heartbeat_interval": datetime.timedelta(milliseconds=reply["heartbeat_interval_ms"])})
+
+
+def error_response(version: int, body, error: ErrorCode):
+    """The answer carrying only `error` (an injected fault's)."""
+    return build_response(KEY, version, {**error_reply(error), "heartbeat_interval": datetime.timedelta(0)})

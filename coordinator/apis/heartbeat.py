@@ -33,3 +33,8 @@ def handle(node, request: Request):
     error = node.coordinator.heartbeat(HeartbeatRequest(body.group_id, body.generation_id, body.member_id,
                                                    getattr(body, "group_instance_id", None)))
     return _response(request.version, error)
+
+
+def error_response(version: int, body, error: ErrorCode):
+    """The answer carrying only `error` (an injected fault's)."""
+    return _response(version, error)

@@ -46,3 +46,8 @@ def _response(version: int, reply: dict):
     elif reply["protocol_name"] == "":
         reply = {**reply, "protocol_name": None}
     return build_response(ApiKey.JOIN_GROUP, version, reply)
+
+
+def error_response(version: int, body, error: ErrorCode):
+    """The answer carrying only `error` (an injected fault's)."""
+    return _response(version, {**join_reply(error, body.member_id), "protocol_name": "" if version < 7 else None})

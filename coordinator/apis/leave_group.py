@@ -40,3 +40,8 @@ def _response(version: int, reply: dict):
         return build_response(ApiKey.LEAVE_GROUP, version, {"error_code": error})
     return build_response(ApiKey.LEAVE_GROUP, version, {"error_code": error, "members": [
         {"member_id": m, "group_instance_id": i, "error_code": e} for m, i, e in members]})
+
+
+def error_response(version: int, body, error: ErrorCode):
+    """The answer carrying only `error` (an injected fault's)."""
+    return build_response(ApiKey.LEAVE_GROUP, version, {"error_code": error, "members": []})

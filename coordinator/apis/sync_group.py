@@ -41,3 +41,8 @@ def handle(node, request: Request):
 
 def _response(version: int, reply: dict):
     return build_response(ApiKey.SYNC_GROUP, version, reply)
+
+
+def error_response(version: int, body, error: ErrorCode):
+    """The answer carrying only `error` (an injected fault's)."""
+    return _response(version, sync_reply(error))
