@@ -114,11 +114,16 @@ def test_lag_per_group_and_partition_with_the_records_plane_and_the_group_cap(st
     m = scrape(url)
     assert m['groupd_partition_latest_offset{partition="0",topic="lagged"}'] == 10
     assert m['groupd_partition_latest_offset{partition="1",topic="lagged"}'] == 4
-    assert m['groupd_consumergroup_group_offset{group="a-lag",partition="0",topic="lagged"}'] == 3
-    assert m['groupd_consumergroup_group_lag{group="a-lag",partition="0",topic="lagged"}'] == 7
-    assert m['groupd_consumergroup_group_lag{group="a-lag",partition="1",topic="lagged"}'] == 0
+    assert m['groupd_consumergroup_group_offset{client_id="unknown",consumer_id="unknown",group="a-lag",member_host="unknown",partition="0",topic="lagged"}'] == 3
+    assert m['groupd_consumergroup_group_lag{client_id="unknown",consumer_id="unknown",group="a-lag",member_host="unknown",partition="0",topic="lagged"}'] == 7
+    assert m['groupd_consumergroup_group_lag{client_id="unknown",consumer_id="unknown",group="a-lag",member_host="unknown",partition="1",topic="lagged"}'] == 0
     assert m['groupd_consumergroup_group_max_lag{group="a-lag"}'] == 7
     assert m['groupd_consumergroup_group_sum_lag{group="a-lag"}'] == 7
+    # kafka-lag-exporter's labels ("unknown": no member holds the partition) and the lag in seconds
+    waited = m['groupd_consumergroup_group_lag_seconds{%sgroup="a-lag",member_host="unknown",partition="0",'
+               'topic="lagged"}' % 'client_id="unknown",consumer_id="unknown",']
+    assert 0 < waited < 120
+    assert m['groupd_consumergroup_group_max_lag_seconds{group="a-lag"}'] == waited
     assert m['groupd_group_state{group="a-lag",protocol_type="",state="Empty",type="classic"}'] == 1
     assert m['groupd_group_members{group="a-lag",type="classic"}'] == 0
     # metrics.group.max.groups=1: b-lag has no series of its own, yet the totals count it
