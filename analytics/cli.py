@@ -4,6 +4,7 @@ which imports this module only when the subcommand runs)."""
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import re
 import sys
@@ -36,6 +37,32 @@ def parse_time(text: str, now_ms: int | None = None) -> int:
     return int(moment.timestamp() * 1000)
 
 
+def read_log_ends(path: str) -> dict[str, dict[int, int]]:
+    """`--log-ends FILE`: JSON {"topic": {"partition": log-end offset}}; ValueError says what is wrong."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as e:
+        raise ValueError(f"--log-ends {path}: {e.strerror or e}") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"--log-ends {path}: not JSON ({e})") from None
+    ends: dict[str, dict[int, int]] = {}
+    if not isinstance(data, dict):
+        data = None
+    for topic, partitions in (data or {}).items():
+        if not isinstance(partitions, dict):
+            data = None
+            break
+        try:
+            ends[topic] = {int(p): int(end) for p, end in partitions.items() if int(end) >= 0}
+        except (TypeError, ValueError):
+            data = None
+            break
+    if data is None:
+        raise ValueError(f'--log-ends {path}: expected {{"topic": {{"partition": offset, ...}}, ...}}')
+    return ends
+
+
 def _error(message: str, code: int) -> int:
     print(f"groupd analytics: error: {message}", file=sys.stderr)
     return code
@@ -54,10 +81,11 @@ def _explain(error: BaseException) -> str:
 
 
 def run_command(args) -> int:
-    """args: data_dir, out, master, since, until, window, conf (list of KEY=VALUE)."""
+    """args: data_dir, out, master, since, until, window, conf (list of KEY=VALUE), log_ends (a file)."""
     try:
         since = parse_time(args.since) if args.since else None
         until = parse_time(args.until) if args.until else None
+        log_ends = read_log_ends(args.log_ends) if getattr(args, "log_ends", None) else None
     except ValueError as e:
         return _error(str(e), 2)
     if args.window < 1:
@@ -97,7 +125,7 @@ def run_command(args) -> int:
     print(f"spark {spark.version} ready in {time.monotonic() - start:.1f}s", flush=True)
     try:
         summary = pipeline.run(spark, args.data_dir, args.out, since, until, args.window,
-                               progress=lambda line: print(line, flush=True))
+                               progress=lambda line: print(line, flush=True), log_ends=log_ends)
     except Exception as e:  # noqa: BLE001 — reported as one line; Spark's trace is on stderr above
         return _error(_explain(e), 1)
     finally:

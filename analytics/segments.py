@@ -25,23 +25,26 @@ import struct
 from collections.abc import Iterator
 
 from groupd.protocol.consumer import BadConsumerProtocol, assigned_partitions, subscribed_topics
-from groupd.storage.inspect import partitions as offsets_partitions
-from groupd.storage.log import list_segments, partition_dir
-from groupd.storage.records import (
-    GroupMetadataKey,
-    GroupMetadataValue,
-    OffsetCommitKey,
-    OffsetCommitValue,
+from groupd.storage.consumer_records import (
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
     decode_key,
     decode_value,
 )
+from groupd.storage.inspect import partitions as offsets_partitions
+from groupd.storage.log import list_segments, partition_dir
+from groupd.storage.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 from groupd.storage.scanner import scan
 
 # record kinds
 OFFSET_COMMIT = "offset_commit"
 GROUP_METADATA = "group_metadata"
 TOMBSTONE = "tombstone"  # a null value: the key's topic is set for an offset key, null for a group key
-UNKNOWN = "unknown"      # a key type this codec does not know (KIP-848, share groups): counted, not decoded
+CONSUMER_GROUP_EPOCH = "consumer_group_epoch"  # a consumer group's (KIP-848) epoch record: `generation` = epoch
+CONSUMER_MEMBER = "consumer_member"  # a consumer group member's metadata: `members` holds that one member
+UNKNOWN = "unknown"      # a record type not read here (KIP-848 assignments, share groups): counted, not decoded
 
 # one row per record, in this order (analytics.source gives the Spark types)
 COLUMNS = (
@@ -58,12 +61,13 @@ COLUMNS = (
     "metadata",           # string: the commit's metadata
     "commit_timestamp",   # bigint ms
     "expire_timestamp",   # bigint ms, -1 = none (only OffsetCommitValue v1 carries one)
-    "generation",         # int
+    "generation",         # int: a classic group's generation, a consumer group's epoch
     "protocol_type",      # string ("" = none)
     "protocol",           # string: the selected protocol's name (e.g. range), null when none
     "leader",             # string: the leader's member id
     "state_timestamp",    # bigint ms, -1 = unknown: when the group entered its current state
-    "members",            # array<struct>: see MEMBER_FIELDS
+    "members",            # array<struct>: see MEMBER_FIELDS (a consumer_member row, or a tombstone of a
+                          # member's metadata: that one member, only its member id for a tombstone)
 )
 MEMBER_FIELDS = (
     "member_id", "group_instance_id", "client_id", "client_host", "rebalance_timeout", "session_timeout",
@@ -154,9 +158,15 @@ def _key(raw: bytes) -> tuple:
     """(decoded key or _UNKNOWN, key type)."""
     key_type = _KEY_TYPE.unpack_from(raw)[0] if len(raw) >= 2 else None
     try:
-        return decode_key(raw), key_type
-    except Exception:  # unknown key types (KIP-848, share groups), skipped by the loader too
+        k = decode_key(raw)
+    except Exception:  # unknown key types (share groups, ...), skipped by the loader too
         return _UNKNOWN, key_type
+    if key_type not in _READ_TYPES:
+        return _UNKNOWN, key_type  # KIP-848 records the tables do not use (assignments, regexes, ...)
+    return k, key_type
+
+
+_READ_TYPES = (0, 1, 2, 3, 5)  # offset commits, classic groups, consumer group epochs and members
 
 
 def _row(p: int, offset: int, timestamp: int, key: tuple, value) -> tuple:
@@ -173,6 +183,8 @@ def _row(p: int, offset: int, timestamp: int, key: tuple, value) -> tuple:
                     v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp,
                     None, None, None, None, None, None)
         return (p, offset, timestamp, TOMBSTONE, key_type, k.group, k.topic, k.partition) + (None,) * 11
+    if isinstance(k, (ConsumerGroupMetadataKey, ConsumerGroupMemberMetadataKey)):
+        return _consumer_row(p, offset, timestamp, key_type, k, v)
     assert isinstance(k, GroupMetadataKey)
     if v is None:
         return (p, offset, timestamp, TOMBSTONE, key_type, k.group) + (None,) * 13
@@ -181,6 +193,24 @@ def _row(p: int, offset: int, timestamp: int, key: tuple, value) -> tuple:
     members = [_member(m, consumer) for m in v.members]
     return (p, offset, timestamp, GROUP_METADATA, key_type, k.group, None, None, None, None, None, None, None,
             v.generation, v.protocol_type, v.protocol, v.leader, v.current_state_timestamp, members)
+
+
+def _consumer_row(p: int, offset: int, timestamp: int, key_type: int, k, v) -> tuple:
+    """A consumer group's epoch record, or one member's metadata (a tombstone: the member left)."""
+    if isinstance(k, ConsumerGroupMetadataKey):
+        if v is None:
+            return (p, offset, timestamp, TOMBSTONE, key_type, k.group_id) + (None,) * 13
+        assert isinstance(v, ConsumerGroupMetadataValue)
+        return (p, offset, timestamp, CONSUMER_GROUP_EPOCH, key_type, k.group_id) + (None,) * 7 + (
+            v.epoch, "consumer", None, None, None, None)
+    member = dict.fromkeys(MEMBER_FIELDS)
+    member["member_id"] = k.member_id
+    if v is not None:
+        assert isinstance(v, ConsumerGroupMemberMetadataValue)
+        member.update(group_instance_id=v.instance_id, client_id=v.client_id, client_host=v.client_host,
+                      rebalance_timeout=v.rebalance_timeout_ms, subscription=list(v.subscribed_topic_names))
+    kind = CONSUMER_MEMBER if v is not None else TOMBSTONE
+    return (p, offset, timestamp, kind, key_type, k.group_id) + (None,) * 12 + ([member],)
 
 
 def _member(m, consumer: bool) -> dict:

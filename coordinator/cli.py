@@ -69,6 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--until", metavar="TIME", help="the log as it was at TIME (offsets at a past time)")
     run.add_argument("--window", type=int, default=10, help="commits per partition for partition_status (10)")
     run.add_argument("--conf", metavar="KEY=VALUE", action="append", default=[], help="a Spark setting (repeatable)")
+    run.add_argument("--log-ends", metavar="FILE", help='log-end offsets for partition_status\'s lag, JSON: '
+                     '{"topic": {"partition": offset, ...}, ...} (the offsets log holds none)')
     report = analytics_sub.add_parser("report", help="an HTML page of the tables: rebalance timeline, commit "
                                       "rates, partition status (no Spark)")
     report.add_argument("--tables", required=True, help="the --out directory of `groupd analytics run`")

@@ -71,6 +71,10 @@ class Group(Protocol):
     def unreconciled(self) -> int:
         """Members whose assignment is not yet their target (0 where the broker sets no target)."""
 
+    def partition_owners(self) -> list[tuple[Any, int, str, str, str]]:
+        """(topic, partition, member id, client id, client host) of every partition a member holds
+        now; the topic is a name (classic) or a topic id (consumer groups, uuid.UUID)."""
+
 
 class GroupMachine(Protocol):
     """A group type's state machine as the partition routes to it (coordinator/core/partition.py

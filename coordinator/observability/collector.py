@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Callable
 
 from prometheus_client import REGISTRY
 from prometheus_client.core import GaugeMetricFamily
@@ -14,9 +13,9 @@ from prometheus_client.core import GaugeMetricFamily
 from groupd.coordinator.system_clock import wall_ms
 from groupd.storage.records_plane import plane_for
 
+from .lag import RecordsView, lag_families
 from .metrics import REQUESTS
-
-LogEnd = Callable[[str, int], "int | None"]  # (topic, partition) → log-end offset, None for no such partition
+from .time_lag import TimeLag
 
 
 class CoordinatorCollector:
@@ -32,17 +31,18 @@ class CoordinatorCollector:
         self._watched: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # coordinator → _Watch
 
     def watch(self, groups, generations: bool, offsets: bool, max_groups: int = 1000,
-              log_end: LogEnd | None = None) -> None:
+              records: RecordsView | None = None) -> None:
         """`groups` offers `shards`, `states` and `writers` per offsets partition (the runtime's
-        GroupCoordinator); `log_end` answers log-end offsets when the records plane is on."""
-        self._watched[groups] = (generations, offsets, max_groups, log_end)
+        GroupCoordinator); `records` answers log ends and record timestamps when the records
+        plane is on (the lag series)."""
+        self._watched[groups] = (generations, offsets, max_groups, records, TimeLag())
 
     def collect(self):
         for groups, watch in list(self._watched.items()):
             yield from self._collect(groups, *watch)
             yield from self._collect_groups(groups, *watch)
 
-    def _collect(self, groups, generations: bool, per_offset: bool, max_groups: int, log_end: LogEnd | None):
+    def _collect(self, groups, generations: bool, per_offset: bool, max_groups: int, records, time_lag):
         by_state = GaugeMetricFamily("groupd_groups", "Groups, by type, state and protocol type",
                                      labels=["type", "state", "protocol_type"])
         members = GaugeMetricFamily("groupd_members", "Members of groups of every type")
@@ -84,7 +84,7 @@ class CoordinatorCollector:
         yield from (by_state, members, unreconciled, offsets, partition_state, log_bytes, log_segments)
 
     def _collect_groups(self, groups, generations: bool, per_offset: bool, max_groups: int,
-                        log_end: LogEnd | None):
+                        records: RecordsView | None, time_lag: TimeLag):
         """The per-group series, capped at `max_groups` groups, and the lag over all groups."""
         active = [shard for p, shard in enumerate(groups.shards) if groups.states[p].value == "active"]
         ids = {group_id for shard in active for group_id in (*shard.groups, *shard.offsets)}
@@ -117,8 +117,8 @@ class CoordinatorCollector:
             yield from (generation, epochs)
         if per_offset:
             yield from self._offsets(active, exported)
-        if log_end is not None:
-            yield from self._lag(active, exported, log_end)
+        if records is not None:
+            yield from lag_families(active, exported, records, time_lag, wall_ms())
 
     @staticmethod
     def _offsets(active, exported):
@@ -136,70 +136,39 @@ class CoordinatorCollector:
                     age.add_metric([group_id, topic, str(partition)], max(now - value.commit_timestamp, 0) / 1000)
         yield from (committed, age)
 
-    @staticmethod
-    def _lag(active, exported, log_end: LogEnd):
-        """kafka-lag-exporter's series (`kafka_consumergroup_group_*`, `kafka_partition_latest_offset`)
-        under groupd's prefix. Lag = log-end offset − committed offset, 0 when the commit is ahead
-        (as after a restart, which empties the records plane)."""
-        offset = GaugeMetricFamily("groupd_consumergroup_group_offset", "Committed offset of each partition a "
-                                   "group committed (records plane on)", labels=["group", "topic", "partition"])
-        lag = GaugeMetricFamily("groupd_consumergroup_group_lag", "Log-end offset minus committed offset, "
-                                "per group and partition", labels=["group", "topic", "partition"])
-        max_lag = GaugeMetricFamily("groupd_consumergroup_group_max_lag", "Largest partition lag of each group",
-                                    labels=["group"])
-        sum_lag = GaugeMetricFamily("groupd_consumergroup_group_sum_lag", "Lag of each group over its partitions",
-                                    labels=["group"])
-        latest = GaugeMetricFamily("groupd_partition_latest_offset", "Log-end offset of each topic partition "
-                                   "that a group committed (records plane on)", labels=["topic", "partition"])
-        all_max = GaugeMetricFamily("groupd_consumergroups_max_lag", "Largest partition lag of any group")
-        all_sum = GaugeMetricFamily("groupd_consumergroups_sum_lag", "Lag summed over every group and partition")
-        ends: dict[tuple[str, int], int | None] = {}
-        total = largest = 0
-        for shard in active:
-            for group_id, values in list(shard.offsets.items()):
-                per_group = group_id in exported
-                group_sum = group_max = 0
-                for tp, value in list(values.items()):
-                    if tp not in ends:
-                        ends[tp] = end = log_end(*tp)
-                        if end is not None:
-                            latest.add_metric([tp[0], str(tp[1])], end)
-                    end = ends[tp]
-                    if end is None:
-                        continue  # the topic is gone, or the partition never existed: no lag to speak of
-                    behind = max(end - value.offset, 0)
-                    group_sum += behind
-                    group_max = max(group_max, behind)
-                    if per_group:
-                        labels = [group_id, tp[0], str(tp[1])]
-                        offset.add_metric(labels, value.offset)
-                        lag.add_metric(labels, behind)
-                total += group_sum
-                largest = max(largest, group_max)
-                if per_group:
-                    max_lag.add_metric([group_id], group_max)
-                    sum_lag.add_metric([group_id], group_sum)
-        all_max.add_metric([], largest)
-        all_sum.add_metric([], total)
-        yield from (offset, lag, max_lag, sum_lag, latest, all_max, all_sum)
 
-
-def records_log_end(node) -> LogEnd | None:
-    """Log-end offsets from the node's records plane, or None when `records.plane` is none."""
+def records_view(node) -> RecordsView | None:
+    """Log ends, record timestamps and topic names from the node's records plane, or None when
+    `records.plane` is none."""
     plane = plane_for(node)
     if plane is None:
         return None
 
+    def known(topic: str, partition: int):
+        topic = node.catalog.get(topic)
+        return topic if topic is not None and 0 <= partition < topic.partitions else None
+
     def log_end(topic: str, partition: int) -> int | None:
-        known = node.catalog.get(topic)
-        if known is None or not 0 <= partition < known.partitions:
+        found = known(topic, partition)
+        if found is None:
             return None
         if not node.cluster.leads(topic, partition):  # another worker's: as it last told (supervisor_link.py)
-            return node.log_ends_elsewhere.get((known.topic_id, partition), 0)
-        log = plane.peek((known.topic_id, partition))
+            return node.log_ends_elsewhere.get((found.topic_id, partition), 0)
+        log = plane.peek((found.topic_id, partition))
         return 0 if log is None else log.high_watermark
 
-    return log_end
+    def record_time(topic: str, partition: int, offset: int) -> int | None:
+        found = known(topic, partition)
+        if found is None or not node.cluster.leads(topic, partition):
+            return None  # the records are another worker's: time_lag.py estimates
+        log = plane.peek((found.topic_id, partition))
+        return None if log is None else log.timestamp_at(offset)
+
+    def topic_name(topic_id) -> str | None:
+        found = node.catalog.by_id(topic_id)
+        return None if found is None else found.name
+
+    return RecordsView(log_end, record_time, topic_name)
 
 
 COLLECTOR = CoordinatorCollector()

@@ -62,7 +62,7 @@ async def serve(settings, node) -> str | None:
     """Hand the node's coordinator (and records plane) to the state collector and serve the
     exposition on `metrics.listener`."""
     collector.register().watch(node.coordinator, settings.metrics_group_generation_enabled, settings.metrics_group_offsets_enabled,
-                    settings.metrics_group_max_groups, collector.records_log_end(node))
+                    settings.metrics_group_max_groups, collector.records_view(node))
     if not settings.metrics_listener:
         return None
     url = urlsplit(settings.metrics_url)

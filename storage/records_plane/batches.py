@@ -24,6 +24,8 @@ LOG_OVERHEAD = 12  # baseOffset + batchLength: bytes outside `batchLength`
 _LENGTH = struct.Struct(">i")
 _OFFSET = struct.Struct(">q")
 _COUNT_AT = HEADER_SIZE - 4
+_FIRST_TIMESTAMP = struct.Struct(">q")
+_FIRST_TIMESTAMP_AT = 27  # baseOffset 8, length 4, leader epoch 4, magic 1, crc 4, attributes 2, lastOffsetDelta 4
 NO_PRODUCER_ID = -1
 NO_PARTITION_LEADER_EPOCH = b"\xff\xff\xff\xff"
 ZSTD = 4
@@ -144,6 +146,22 @@ def first_record_at_or_after(data: bytes, timestamp: int) -> tuple[int, int] | N
     except (UnsupportedCodecError, CorruptRecordException):
         return _OFFSET.unpack_from(data, 0)[0], batch.max_timestamp
     return None
+
+
+def record_timestamp(data: bytes, offset: int) -> int:
+    """The timestamp of the record at `offset` in a stored batch: the batch's max timestamp when
+    the broker stamped it (LOG_APPEND_TIME), else the record's own. A batch this codec cannot read
+    gives its first timestamp (header bytes 27–34), the earliest any of its records can carry."""
+    batch = DefaultRecordBatch(bytes(data))
+    if batch.timestamp_type == LOG_APPEND_TIME:
+        return batch.max_timestamp
+    try:
+        for record in batch:
+            if record.offset >= offset:
+                return record.timestamp
+    except (UnsupportedCodecError, CorruptRecordException):
+        pass
+    return _FIRST_TIMESTAMP.unpack_from(data, _FIRST_TIMESTAMP_AT)[0]
 
 
 def record_with_max_timestamp(data: bytes) -> tuple[int, int]:

@@ -21,7 +21,7 @@ from collections import deque
 
 from groupd.protocol import ErrorCode
 
-from .batches import BatchError, ProducedBatch, first_record_at_or_after, record_with_max_timestamp
+from .batches import BatchError, ProducedBatch, first_record_at_or_after, record_timestamp, record_with_max_timestamp
 
 PRODUCER_BATCHES_KEPT = 5  # Kafka keeps the last 5 batches per producer for duplicate detection
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms: idle producers are forgotten
@@ -179,6 +179,14 @@ class TopicPartitionLog:
                 if found is not None:
                     return found
         return None
+
+    def timestamp_at(self, offset: int) -> int | None:
+        """The timestamp of the record at `offset`, or None when it is not in the log (before the
+        log start: retention dropped it; at or past the high watermark: not produced yet). Reads
+        the one batch holding it (decompressing it if it is compressed)."""
+        if offset < self.log_start or offset >= self.high_watermark or not self.batches:
+            return None
+        return record_timestamp(self.batches[self._first_index(offset)].data, offset)
 
     def max_timestamp(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3)."""

@@ -174,7 +174,8 @@ def test_lag_of_a_group_on_one_worker_reading_a_partition_another_worker_leads(s
         producer.produce("t", b"x", partition=1)  # t-1: led by worker 1
     assert producer.flush(30) == 0
     commit_offsets(at(server, 0), group, "t", {1: 2})
-    series = f'groupd_consumergroup_group_lag{{group="{group}",partition="1",topic="t"}}'
+    series = (f'groupd_consumergroup_group_lag{{client_id="unknown",consumer_id="unknown",group="{group}",'
+              'member_host="unknown",partition="1",topic="t"}')
 
     def lag() -> float | None:
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:

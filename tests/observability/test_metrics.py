@@ -114,11 +114,17 @@ def test_lag_per_group_and_partition_with_the_records_plane_and_the_group_cap(st
     m = scrape(url)
     assert m['groupd_partition_latest_offset{partition="0",topic="lagged"}'] == 10
     assert m['groupd_partition_latest_offset{partition="1",topic="lagged"}'] == 4
-    assert m['groupd_consumergroup_group_offset{group="a-lag",partition="0",topic="lagged"}'] == 3
-    assert m['groupd_consumergroup_group_lag{group="a-lag",partition="0",topic="lagged"}'] == 7
-    assert m['groupd_consumergroup_group_lag{group="a-lag",partition="1",topic="lagged"}'] == 0
+    # kafka-lag-exporter's labels: "unknown" where no member holds the partition
+    unowned = 'client_id="unknown",consumer_id="unknown",group="a-lag",member_host="unknown"'
+    assert m[f'groupd_consumergroup_group_offset{{{unowned},partition="0",topic="lagged"}}'] == 3
+    assert m[f'groupd_consumergroup_group_lag{{{unowned},partition="0",topic="lagged"}}'] == 7
+    assert m[f'groupd_consumergroup_group_lag{{{unowned},partition="1",topic="lagged"}}'] == 0
     assert m['groupd_consumergroup_group_max_lag{group="a-lag"}'] == 7
     assert m['groupd_consumergroup_group_sum_lag{group="a-lag"}'] == 7
+    # the lag in seconds: since the record at the committed offset was produced
+    waited = m[f'groupd_consumergroup_group_lag_seconds{{{unowned},partition="0",topic="lagged"}}']
+    assert 0 < waited < 120
+    assert m['groupd_consumergroup_group_max_lag_seconds{group="a-lag"}'] == waited
     assert m['groupd_group_state{group="a-lag",protocol_type="",state="Empty",type="classic"}'] == 1
     assert m['groupd_group_members{group="a-lag",type="classic"}'] == 0
     # metrics.group.max.groups=1: b-lag has no series of its own, yet the totals count it

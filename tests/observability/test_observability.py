@@ -54,6 +54,8 @@ def dashboard_queries() -> list[tuple[str, str]]:
                 expr = expr.replace(name, value)
             queries.append((panel["title"], expr))
     for variable in dashboard["templating"]["list"]:
+        if variable["type"] != "query":
+            continue  # the data source variable
         queries.append((f"variable {variable['name']}",
                         re.fullmatch(r"label_values\((\w+), \w+\)", variable["query"]["query"]).group(1)))
     return queries
@@ -92,7 +94,7 @@ def test_compose_provisions_the_rules_and_a_grafana_with_the_dashboard():
     with open(DASHBOARD) as f:
         dashboard = json.load(f)
     used = {t["datasource"]["uid"] for p in dashboard["panels"] for t in p.get("targets", [])}
-    assert used == {source["uid"]}
+    assert used == {"${datasource}"} and source["isDefault"], "the datasource variable picks the default source"
 
 
 @pytest.mark.clients

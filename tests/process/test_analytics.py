@@ -1,6 +1,7 @@
 """The analytics pipeline (analytics/) and its Spark data source, on an offsets log written by the
 real server for real clients: rebalances, a static member's restart, a deleted group, commits from
-two client libraries, and one group whose partitions advance, stall and stop.
+two client libraries, a consumer group (KIP-848) whose epochs move, and one group whose partitions
+advance, stall, stop and fall behind the log ends given to the run.
 
 Spark starts twice in this module: once in the `groupd analytics run` child process (the CLI,
 local[2]) and once in this process (the `spark` fixture) for the data-source tests. pyspark is
@@ -22,15 +23,16 @@ import time
 import pyarrow.parquet as pq
 import pyspark  # noqa: F401 — the `spark` extra is part of the test install; a missing one is an error
 import pytest
+from confluent_kafka import TopicPartition
 
-from groupd.analytics import SOURCE_NAME, TABLES, pipeline, segments
+from groupd.analytics import SOURCE_NAME, TABLES, pipeline, report, segments
 from groupd.analytics import cli as analytics_cli
 from groupd.analytics.source import SCHEMA, GroupdOffsetsDataSource
 from groupd.coordinator.cli import main as groupd_main
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.storage import compaction, inspect
-from groupd.storage.log import PartitionLog, list_segments, partition_dir
+from groupd.storage.log import PartitionLog, partition_dir
 from groupd.storage.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -46,10 +48,13 @@ from tests.support.process import ROOT, GroupdProcess, WireClient
 pytestmark = pytest.mark.timeout(600)
 
 SIX = {f"t6-{p}" for p in range(6)}
-SETTINGS = ("topics=t6:6", "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000")
-GROUPS = ["an-rebalance", "an-static", "an-deleted", "an-commits", "an-status"]
-ROUNDS = 12  # commit rounds of an-status: p0 advances, p1 stays, p2 stops after STOP_AFTER rounds
+SETTINGS = ("topics=t6:6", "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000",
+            "group.consumer.heartbeat.interval.ms=300", "group.consumer.min.heartbeat.interval.ms=100")
+GROUPS = ["an-rebalance", "an-static", "an-deleted", "an-commits", "an-kip848", "an-status"]
+ROUNDS = 12  # commit rounds of an-status: p0 advances, p1 stays, p2 stops after STOP_AFTER rounds, p4 lags
 STOP_AFTER = 4
+PRODUCED = {0: 300, 1: 100, 2: 300, 4: 7100}  # records produced to t6's partitions: their log ends
+LAGGING_LAST, LAGGING_STEP = 87, 7  # p4's commits: up by 7 a round to 87, 7,013 behind its log end
 
 
 def balanced(members: list[ClientProcess], partitions: set[str]) -> bool:
@@ -174,11 +179,35 @@ def scenario(tmp_path_factory):
             started.append(c)
             assert c.wait() == 0, c.events
 
-        # 5. the last commits in the log: p0 advances, p1 is committed but never moves, p2 stops
+        # 5. a consumer group (KIP-848): one member, two, one again, none
+        kip848 = {"topic": "t6", "group": "an-kip848", "seconds": 0, "group.protocol": "consumer"}
+        k1 = ClientProcess("confluent", "subscribe", server.bootstrap, kip848)
+        started.append(k1)
+        wait_until(lambda: k1.assignment() == sorted(SIX), 60, "k1 owns t6")
+        k2 = ClientProcess("confluent", "subscribe", server.bootstrap, kip848)
+        started.append(k2)
+        wait_until(lambda: balanced([k1, k2], SIX), 90, "k1 and k2 share t6")
+        assert k2.close() == 0
+        wait_until(lambda: k1.assignment() == sorted(SIX), 60, "k1 owns t6 again")
+        assert k1.close() == 0
+
+        # 6. records in t6 (the records plane): the log ends partition status is given
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 20})
+        for partition, n in PRODUCED.items():
+            for _ in range(n):
+                producer.produce("t6", b"x", partition=partition)
+            producer.poll(0)
+        assert producer.flush(60) == 0
+        del producer  # its connections go now, not after the server stopped
+
+        # 7. the last commits in the log: p0 advances, p1 is committed but never moves, p2 stops,
+        #    p4 advances but stays far behind its log end
         status = committer("an-status")
         rounds = []
         for i in range(ROUNDS):
-            offsets = {0: 100 + 10 * i, 1: 50}
+            offsets = {0: 100 + 10 * i, 1: 50, 4: LAGGING_LAST - LAGGING_STEP * (ROUNDS - 1 - i)}
             if i < STOP_AFTER:
                 offsets[2] = 200 + i
             before = now_ms()
@@ -186,6 +215,11 @@ def scenario(tmp_path_factory):
             rounds.append((before, now_ms()))
             time.sleep(0.25)
         facts["rounds"] = rounds
+        ends = {p: status.consumer.get_watermark_offsets(TopicPartition("t6", p), timeout=10)[1] for p in range(6)}
+        assert {p: ends[p] for p in PRODUCED} == PRODUCED
+        facts["log_ends"] = str(root / "log-ends.json")
+        with open(facts["log_ends"], "w") as f:
+            json.dump({"t6": {str(p): end for p, end in ends.items()}}, f)
     finally:
         for c in committers:
             c.close()
@@ -199,7 +233,7 @@ def scenario(tmp_path_factory):
     groupd = [sys.executable, "-m", "groupd.coordinator"]  # `groupd`, from this checkout (cwd)
     start = time.monotonic()
     run = subprocess.run([*groupd, "analytics", "run", "--data-dir", data_dir, "--out", out, "--master", "local[2]",
-                          "--conf", "spark.sql.shuffle.partitions=2"],
+                          "--conf", "spark.sql.shuffle.partitions=2", "--log-ends", facts["log_ends"]],
                          cwd=ROOT, capture_output=True, text=True, timeout=420)
     facts["cli_seconds"] = time.monotonic() - start
     assert run.returncode == 0, f"stdout:\n{run.stdout}\nstderr:\n{run.stderr[-5000:]}"
@@ -305,11 +339,31 @@ def test_generations_match_the_rebalances(scenario):
     gens = by_group["an-deleted"]
     assert gens[-1]["ended_by"] == "deleted" and gens[-1]["ended_at"] is not None
     assert gens[-1]["member_count"] == 0 and gens[-1]["left"] == [scenario["d"]]
+    assert {r["group_type"] for r in rows(scenario, "generations") if r["group"] != "an-kip848"} == {"classic"}
+
+
+def test_consumer_group_epochs_are_its_generations(scenario):
+    """KIP-848 groups write epoch records, not GroupMetadata: each epoch is a row, with the members
+    alive at it (one, two, one again, none as the scenario's members came and went)."""
+    epochs = sorted(rows(scenario, "generations", "an-kip848"), key=lambda r: r["generation"])
+    assert epochs and {r["group_type"] for r in epochs} == {"consumer"}
+    numbers = [r["generation"] for r in epochs]
+    assert numbers == sorted(set(numbers)) and numbers[0] >= 1 and all(r["incarnation"] == 0 for r in epochs)
+    counts = [r["member_count"] for r in epochs]
+    assert counts[0] == 1 and 2 in counts and counts[-1] == 0, counts
+    two = counts.index(2)
+    assert len(epochs[two]["joined"]) == 1 and epochs[two]["left"] == [], epochs[two]
+    assert epochs[0]["joined"][0] not in epochs[two]["joined"]
+    assert sorted(epochs[-1]["left"] + [m for r in epochs[two + 1:-1] for m in r["left"]]) == sorted(
+        epochs[0]["joined"] + epochs[two]["joined"]), "both members left"
+    assert all(r["ended_by"] == "next_generation" and r["ended_at"] == n["started_at"]
+               for r, n in zip(epochs, epochs[1:]))
+    assert epochs[-1]["ended_by"] is None and epochs[-1]["protocol_type"] == "consumer"
 
 
 def test_commits_and_commit_rates(scenario):
     status = rows(scenario, "commits", "an-status")
-    assert len(status) == 2 * ROUNDS + STOP_AFTER
+    assert len(status) == 3 * ROUNDS + STOP_AFTER
     # librdkafka sends the C string's terminating NUL with the metadata; groupd stores the bytes
     assert {r["metadata"] for r in status} == {f"round-{i}\x00" for i in range(ROUNDS)}
     assert all(r["leader_epoch"] == 7 for r in status)
@@ -324,12 +378,18 @@ def test_commits_and_commit_rates(scenario):
         rates[r["group"]] = rates.get(r["group"], 0) + r["commits"]
         assert r["minute"].second == 0 and r["commits_per_second"] == pytest.approx(r["commits"] / 60)
     assert rates == per_group
-    assert per_group.keys() == {"an-deleted", "an-commits", "an-status"}
+    assert per_group.keys() == {"an-deleted", "an-commits", "an-status"}  # the consumers committed nothing
 
 
-def test_partition_status_flags_the_partition_that_stopped_committing(scenario):
+def test_partition_status_flags_the_partition_that_stopped_committing_and_the_one_far_behind(scenario):
     status = {r["partition"]: r for r in rows(scenario, "partition_status", "an-status")}
-    assert {p: r["status"] for p, r in status.items()} == {0: "OK", 1: "STALLED", 2: "STOPPED"}
+    assert {p: r["status"] for p, r in status.items()} == {0: "OK", 1: "STALLED", 2: "STOPPED", 4: "LAGGING"}
+    # the lag is the log end given to the run (--log-ends) minus the committed offset
+    assert {p: (r["log_end"], r["lag"]) for p, r in status.items()} == {
+        0: (300, 90), 1: (100, 50), 2: (300, 300 - 203), 4: (7100, 7013)}
+    assert status[4]["offset_advance"] == LAGGING_STEP * (pipeline.DEFAULT_WINDOW - 1) < status[4]["lag"]
+    commits = {r["partition"]: r for r in rows(scenario, "partition_status", "an-commits")}
+    assert (commits[3]["lag"], commits[3]["status"]) == (0, "OK"), "committed past an empty partition: caught up"
     assert status[0]["window_commits"] == pipeline.DEFAULT_WINDOW and status[0]["offset_advance"] == 90
     assert status[1]["offset_advance"] == 0
     assert status[2]["window_commits"] == STOP_AFTER and status[2]["idle_ms"] > status[2]["window_span_ms"]
@@ -379,22 +439,46 @@ def test_report_draws_the_tables_data(scenario):
     wide = [m for m in marks["generation"] if float(m["width"]) > 20]
     per_ms = [float(m["width"]) / (int(m["data-end"]) - int(m["data-start"])) for m in wide]
     assert len(wide) >= 3 and max(per_ms) / min(per_ms) < 1.01, per_ms
-    rates = rows(scenario, "commit_rates")
-    assert sorted((m["data-group"], int(m["data-minute"]), int(m["data-commits"])) for m in marks["rate"]) == sorted(
-        (r["group"], ms(r["minute"]), r["commits"]) for r in rates)
-    for group in {r["group"] for r in rates}:  # bar heights are proportional to commits, per chart
+    # the consumer group's epochs have their lane too
+    assert {m["data-type"] for m in marks["generation"] if m["data-group"] == "an-kip848"} == {"consumer"}
+    # commit rate: every commit in one bar of its group, in buckets that fit this short run
+    commits = rows(scenario, "commits")
+    (bucket,) = {int(m["data-bucket-ms"]) for m in marks["rate"]}
+    span = max(ms(r["timestamp"]) for r in commits) - min(ms(r["timestamp"]) for r in commits)
+    assert bucket < 60_000 and span / bucket >= 20, (bucket, span)
+    counted: dict[tuple[str, int], int] = {}
+    for r in commits:
+        t = ms(r["timestamp"])
+        counted[(r["group"], t - t % bucket)] = counted.get((r["group"], t - t % bucket), 0) + 1
+    assert {(m["data-group"], int(m["data-start"])): int(m["data-commits"]) for m in marks["rate"]} == counted
+    status_bars = [m for m in marks["rate"] if m["data-group"] == "an-status"]
+    assert len(status_bars) >= 2 and all(float(m["width"]) < (report.WIDTH - report.LABEL) / 2 for m in status_bars)
+    for group in {r["group"] for r in commits}:  # bar heights are proportional to commits, per chart
         ratios = [float(m["height"]) / int(m["data-commits"]) for m in marks["rate"] if m["data-group"] == group]
         assert max(ratios) - min(ratios) < 0.01, (group, ratios)
-    assert sorted((m["data-group"], m["data-topic"], int(m["data-partition"]), m["data-status"])
+    widths = [float(m["width"]) for m in marks["rate"]]
+    assert max(widths) / min(widths) < 1.01, "one time scale for every chart: every bucket as wide"
+    status = rows(scenario, "partition_status")
+    assert sorted((m["data-group"], m["data-topic"], int(m["data-partition"]), m["data-status"], m["data-lag"])
                   for m in marks["status"]) == sorted(
-        (r["group"], r["topic"], r["partition"], r["status"]) for r in rows(scenario, "partition_status"))
+        (r["group"], r["topic"], r["partition"], r["status"], str(r["lag"])) for r in status)
     assert re.fullmatch(rf"wrote .*report.html: {len(GROUPS)} groups, {len(gens)} generations, "
-                        rf"{len(rates)} commit minutes, \d+ partitions\n", scenario["report_stdout"])
+                        rf"{len(counted)} commit-rate bars, \d+ partitions\n", scenario["report_stdout"])
+
+
+def test_report_shows_durations_and_lags_as_people_read_them(scenario):
+    with open(scenario["report"], encoding="utf-8") as f:
+        page = f.read()
+    idle = re.findall(r'<td class="idle">([^<]*)</td>', page)
+    assert idle and all(re.fullmatch(r"\d+ ms|\d+\.\d s|\d+ (min|h|d)( \d+ (s|min|h))?", t) for t in idle), idle
+    assert "7,013" in re.findall(r'<td class="lag">([^<]*)</td>', page)
+    assert [report.duration(v) for v in (850, 4_200, 185_000, 7_800_000, 273_600_000)] == [
+        "850 ms", "4.2 s", "3 min 5 s", "2 h 10 min", "3 d 4 h"]
 
 
 def test_report_renders_in_headless_chromium(scenario, tmp_path):
     """A screenshot of the page shows the timeline's bars, the commit-rate bars and the status
-    colours of the an-status partitions (OK, STALLED, STOPPED), each over a visible area."""
+    colours of the an-status partitions (OK, STALLED, STOPPED, LAGGING), each over a visible area."""
     from PIL import Image
 
     from groupd.analytics.report import GENERATION_COLOURS, STATUS_COLOURS
@@ -414,7 +498,8 @@ def test_report_renders_in_headless_chromium(scenario, tmp_path):
         return counts.get(tuple(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)), 0)
 
     assert pixels("#ffffff") < image.width * image.height, "not a blank page"
-    for colour in (*GENERATION_COLOURS, "#00838f", *(STATUS_COLOURS[s] for s in ("OK", "STALLED", "STOPPED"))):
+    for colour in (*GENERATION_COLOURS, "#00838f",
+                   *(STATUS_COLOURS[s] for s in ("OK", "STALLED", "STOPPED", "LAGGING"))):
         assert pixels(colour) > 300, (colour, pixels(colour))
     assert pixels(STATUS_COLOURS["REWIND"]) == 0, "no partition went backwards"
 
@@ -439,17 +524,17 @@ def test_until_answers_offsets_at_a_past_time_and_since_limits_history(spark, sc
     records = pipeline.records_of(spark, scenario["data_dir"], until_ms=until)
     latest = {r["partition"]: r["committed_offset"] for r in
               pipeline.latest_offsets(records).where("group = 'an-status'").collect()}
-    assert latest == {0: 150, 1: 50, 2: 200 + STOP_AFTER - 1}
+    assert latest == {0: 150, 1: 50, 2: 200 + STOP_AFTER - 1, 4: LAGGING_LAST - LAGGING_STEP * (ROUNDS - 6)}
 
     since = rounds[6][0]
     records = pipeline.records_of(spark, scenario["data_dir"]).cache()
     t = pipeline.tables(records, since_ms=since)
-    assert t["commits"].where("group = 'an-status'").count() == 2 * (ROUNDS - 6)
+    assert t["commits"].where("group = 'an-status'").count() == 3 * (ROUNDS - 6)  # p0, p1, p4
     assert t["commits"].where("group <> 'an-status'").count() == 0
     assert t["generations"].count() == 0, "every generation started before the status rounds"
     assert t["latest_offsets"].count() == len(scenario["tables"]["latest_offsets"]), "the whole log, always"
     status = {r["partition"]: r["status"] for r in t["partition_status"].where("group = 'an-status'").collect()}
-    assert status == {0: "OK", 1: "STALLED"}, "p2 has no commit since then"
+    assert status == {0: "OK", 1: "STALLED", 4: "OK"}, "p2 has no commit since then; no log ends: no lag"
     records.unpersist()
 
 

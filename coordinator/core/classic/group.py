@@ -20,7 +20,7 @@ from typing import Any
 
 from groupd.coordinator.core.group import static_member_error
 from groupd.protocol import ErrorCode
-from groupd.protocol.consumer import BadConsumerProtocol, subscribed_topics
+from groupd.protocol.consumer import BadConsumerProtocol, assigned_partitions, subscribed_topics
 from groupd.storage.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, Record
 
 from .replies import join_reply, sync_reply
@@ -315,6 +315,21 @@ class ClassicGroup:
 
     def unreconciled(self) -> int:
         return 0  # a classic member's assignment is whatever its leader gave it
+
+    def partition_owners(self) -> list[tuple[Any, int, str, str, str]]:
+        """From each member's assignment as sent to it (reset by a rebalance), decoded with the
+        consumer protocol; a group of another protocol type (connect, ...) owns no partitions."""
+        if self.protocol_type != "consumer":
+            return []
+        out = []
+        for m in self.members.values():
+            try:
+                assigned = assigned_partitions(m.propagated)
+            except BadConsumerProtocol:
+                continue  # a leader's assignment that is not the consumer protocol's: no owner known
+            out.extend((topic, p, m.member_id, m.client_id, m.client_host)
+                       for topic, partitions in assigned.items() for p in partitions)
+        return out
 
     def describe(self) -> dict:
         stable = self.state is STABLE

@@ -162,6 +162,16 @@ class ConsumerGroup:
     def epochs(self) -> dict[str, int]:
         return {"group": self.group_epoch, "assignment": self.assignment_epoch}
 
+    def partition_owners(self) -> list[tuple[Any, int, str, str, str]]:
+        """From each member's current assignment (topic ids), not counting partitions pending
+        revocation (the member is giving them up)."""
+        out = []
+        for m in self.members.values():
+            client_id, host = (m.metadata.client_id, m.metadata.client_host) if m.metadata is not None else ("", "")
+            out.extend((topic_id, p, m.member_id, client_id, host)
+                       for topic_id, partitions in m.assignment.assigned_partitions.items() for p in sorted(partitions))
+        return out
+
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
                                version: int = 9) -> ErrorCode | None:
         """Spec §7.1 (Kafka's ConsumerGroup.validateOffsetCommit)."""
