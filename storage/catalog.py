@@ -1,8 +1,9 @@
 """The topic catalog and the cluster id, kept in the data directory across restarts.
 
-groupd stores no records, but clients need topics that exist with a stable partition count and a
-stable topic id: the catalog is `topics.json` (name → partitions, topic id), and the cluster id
-lives in `meta.properties` as Kafka keeps it.
+Clients need topics that exist with a stable partition count and a stable topic id: the catalog is
+`topics.json` (name → partitions, topic id, the topic's config overrides), and the cluster id lives in
+`meta.properties` as Kafka keeps it. The records plane reads a topic's effective config through
+`TopicCatalog.topic_config` (storage/topic_config.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import re
 import uuid
 
 from .files import DataDirError, atomic_write
+from .topic_config import KAFKA_DEFAULTS, TopicConfig, effective
 
 CATALOG_FILE = "topics.json"
 META_FILE = "meta.properties"
@@ -32,6 +34,7 @@ class Topic:
     name: str
     partitions: int
     topic_id: uuid.UUID
+    configs: tuple[tuple[str, str], ...] = ()  # the topic's config overrides (Kafka's names), sorted by name
 
 
 class TopicCatalog:
@@ -43,6 +46,9 @@ class TopicCatalog:
         self._by_id: dict[uuid.UUID, Topic] = {}
         self.version = 0  # bumped by every change: consumer groups refresh their topic metadata on it
         self.created_version = 0  # the version of the last creation: consumer groups re-resolve regexes on it
+        self.config_defaults = KAFKA_DEFAULTS  # the broker's topic config defaults (Node sets them from the settings)
+        self._effective: dict[str, TopicConfig] = {}  # topic_config's answers at `_effective_version`
+        self._effective_version = -1
         for topic in self._read().values():
             self._index(topic)
 
@@ -85,9 +91,28 @@ class TopicCatalog:
     def by_id(self, topic_id: uuid.UUID) -> Topic | None:
         return self._by_id.get(topic_id)
 
-    def create(self, name: str, partitions: int) -> Topic:
+    def use_defaults(self, defaults: dict) -> None:
+        """The broker's topic config defaults (typed, by topic config name) that topics without an
+        override run with."""
+        self.config_defaults = defaults
+        self._effective_version = -1
+
+    def topic_config(self, name: str) -> TopicConfig:
+        """The effective config of topic `name`: its overrides over the broker's defaults, typed (the
+        broker's defaults for a topic the catalog does not hold). Cached until the catalog changes."""
+        if self._effective_version != self.version:
+            self._effective.clear()
+            self._effective_version = self.version
+        config = self._effective.get(name)
+        if config is None:
+            topic = self._by_name.get(name)
+            config = TopicConfig.of(effective(dict(topic.configs) if topic else {}, self.config_defaults))
+            self._effective[name] = config
+        return config
+
+    def create(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
         assert name not in self._by_name, name
-        topic = Topic(name, partitions, _new_topic_id())
+        topic = Topic(name, partitions, _new_topic_id(), _pairs(configs or {}))
         self._save({**self._by_name, name: topic})
         self.created_version = self.version
         return self._by_name[name]  # a shared catalog keeps the topic another node created first
@@ -96,6 +121,12 @@ class TopicCatalog:
         topic = dataclasses.replace(self._by_name[name], partitions=partitions)
         self._save({**self._by_name, name: topic})
         return topic
+
+    def set_configs(self, name: str, configs: dict[str, str]) -> Topic:
+        """Topic `name`'s overrides become `configs` (validated by the caller)."""
+        topic = dataclasses.replace(self._by_name[name], configs=_pairs(configs))
+        self._save({**self._by_name, name: topic})
+        return self._by_name[name]
 
     def delete(self, name: str) -> Topic:
         topic = self._by_name[name]
@@ -120,7 +151,8 @@ class TopicCatalog:
 
 def encode_catalog(topics: dict[str, Topic]) -> bytes:
     """The catalog's JSON document (topics.json, or cluster mode's copy in etcd)."""
-    doc = {"topics": [{"name": t.name, "partitions": t.partitions, "id": str(t.topic_id)} for t in topics.values()]}
+    doc = {"topics": [{"name": t.name, "partitions": t.partitions, "id": str(t.topic_id),
+                       **({"configs": dict(t.configs)} if t.configs else {})} for t in topics.values()]}
     return json.dumps(doc, indent=1).encode()
 
 
@@ -130,8 +162,15 @@ def decode_catalog(data: bytes) -> dict[str, Topic]:
     for entry in json.loads(data)["topics"]:
         if not legal_topic_name(entry["name"]) or not isinstance(entry["partitions"], int) or entry["partitions"] < 1:
             raise ValueError(f"bad entry {entry!r}")
-        topics[entry["name"]] = Topic(entry["name"], entry["partitions"], uuid.UUID(entry["id"]))
+        configs = entry.get("configs", {})
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in configs.items()):
+            raise ValueError(f"bad configs {configs!r}")
+        topics[entry["name"]] = Topic(entry["name"], entry["partitions"], uuid.UUID(entry["id"]), _pairs(configs))
     return topics
+
+
+def _pairs(configs: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(configs.items()))
 
 
 def _new_topic_id() -> uuid.UUID:

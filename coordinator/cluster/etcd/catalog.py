@@ -13,6 +13,7 @@ import logging
 import os
 
 from groupd.storage.catalog import CATALOG_FILE, Topic, TopicCatalog, decode_catalog, encode_catalog
+from groupd.storage.topic_config import KAFKA_DEFAULTS
 from groupd.storage.files import DataDirError
 
 from .files import EtcdDocument
@@ -30,6 +31,7 @@ class EtcdCatalog(TopicCatalog):
         self._by_id = {}
         self.version = self.created_version = 0
         self.revision = 0  # of the document this node last saw
+        self.config_defaults, self._effective, self._effective_version = KAFKA_DEFAULTS, {}, -1  # topic_config
         value, revision = document.get()
         seed = os.path.join(data_dir, CATALOG_FILE)
         if value is None and os.path.exists(seed):  # a lone node's catalog becomes the cluster's
