@@ -3,11 +3,14 @@
 v3/v4 change nothing on the wire; v5 is flexible and returns the created topic's partitions,
 replication factor and configs; v6 only changes quota semantics; v7 returns the topic id.
 
-A single node can hold one replica: a replication factor above 1 is refused as Kafka refuses it on
-a one-broker cluster. A topic may have at most `topic.max.partitions` partitions (groupd's bound:
-Metadata lists every partition, so an unbounded count would hold the loop and memory); more gets
-INVALID_PARTITIONS. Topic configs are accepted and not interpreted (the records plane retains by
-the server-wide `records.retention.*` settings).
+groupd keeps one copy of each partition. A replication factor above the number of brokers (1 for a
+single node) is refused as Kafka refuses it (INVALID_REPLICATION_FACTOR), unless it is -1 or at most
+`default.replication.factor` (an operator's allowance for clients that insist on, say, 3); the
+topic then still has one replica, which the v5+ answer says. A topic may have at most
+`topic.max.partitions` partitions (groupd's bound: Metadata lists every partition, so an unbounded
+count would hold the loop and memory); more gets INVALID_PARTITIONS. The topic's configs are checked
+as Kafka's controller checks them (INVALID_CONFIG with its message) and kept with the topic in the
+catalog; v5+ answers the new topic's effective configs (coordinator/core/topic_configs.py).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from groupd.protocol.codec import build_response
 
 from groupd.storage.catalog import legal_topic_name
 
+from groupd.coordinator.core import topic_configs
+from groupd.coordinator.core.group_config import ConfigError
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from .request import Request
@@ -40,6 +45,14 @@ def _check(node, t, duplicated: bool, may_create) -> tuple[ErrorCode, str | None
         return ErrorCode.invalid_topic_exception, f"Topic name {t.name!r} is illegal", -1
     if node.catalog.get(t.name) is not None or t.name == node.offsets_topic.name:
         return ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists.", -1
+    configs = {c.name: c.value for c in t.configs}
+    nulls = [name for name, value in configs.items() if value is None]
+    if nulls:
+        return ErrorCode.invalid_config, f"Null value not supported for topic configs: {','.join(nulls)}", -1
+    try:
+        topic_configs.checked(configs, node.settings)
+    except ConfigError as e:
+        return e.error_code, str(e), -1
     if t.assignments:
         if t.replication_factor != -1:
             return (ErrorCode.invalid_request, "A manual partition assignment was specified, but replication "
@@ -56,10 +69,11 @@ def _check(node, t, duplicated: bool, may_create) -> tuple[ErrorCode, str | None
                 "Replication factor must be larger than 0, or -1 to use the default value.", -1)
     elif t.num_partitions < -1 or t.num_partitions == 0:
         return ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value.", -1
-    elif t.replication_factor > 1:
+    elif t.replication_factor > max(len(node.cluster.brokers()), node.settings.default_replication_factor):
         return (ErrorCode.invalid_replication_factor, f"Unable to replicate the partition "
                 f"{t.replication_factor} time(s): The target replication factor of "
-                f"{t.replication_factor} cannot be reached because only 1 broker(s) are registered.", -1)
+                f"{t.replication_factor} cannot be reached because only {len(node.cluster.brokers())} "
+                "broker(s) are registered.", -1)
     else:
         partitions = node.settings.num_partitions if t.num_partitions == -1 else t.num_partitions
     limit = node.settings.topic_max_partitions
@@ -90,14 +104,16 @@ def handle(node, request: Request):
         error, message, partitions = _check(node, t, counts[t.name] > 1, may_create)
         topic_id = None
         if error is ErrorCode.none and not body.validate_only:
-            topic_id = node.catalog.create(t.name, partitions).topic_id
+            topic_id = node.catalog.create(t.name, partitions, {c.name: c.value for c in t.configs}).topic_id
             node.log_topic_change("created", t.name, partitions, request)
         ok = error is ErrorCode.none
         # v5+ describes the new topic's configs only to a principal that may DESCRIBE_CONFIGS it
         shown = ok and authorized(node, request, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, t.name)
         results.append({"name": t.name, "topic_id": topic_id, "error_code": error,
                         "error_message": message, "num_partitions": partitions if shown else -1,
-                        "replication_factor": 1 if shown else -1, "configs": () if shown else None,
+                        "replication_factor": 1 if shown else -1,
+                        "configs": topic_configs.created(node.settings, {c.name: c.value for c in t.configs})
+                        if shown else None,
                         "topic_config_error_code": (ErrorCode.topic_authorization_failed if ok and not shown
                                                     else ErrorCode.none).value})
     return build_response(ApiKey.CREATE_TOPICS, request.version, {"topics": results})

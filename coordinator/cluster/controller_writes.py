@@ -1,5 +1,5 @@
 """The writes only the controller makes to the shared data dir (ACLs, SCRAM credentials, group
-configs), each an operation of plain JSON values: the controller applies it at once, another worker
+configs, topic configs), each an operation of plain JSON values: the controller applies it at once, another worker
 hands it to the controller through its supervisor and answers once the controller did (Kafka's
 brokers forward these requests to their controller the same way). The result is a dict: `failed`
 (the file could not be written), `unavailable` (no controller answered), or the operation's own."""
@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import Any, Callable
 
 from groupd.protocol import ErrorCode
+from groupd.storage.files import DataDirError
 
 from groupd.coordinator.security.authorizer import acl_binding, acl_row
 from groupd.coordinator.security.acls import AclFilter
@@ -43,9 +44,17 @@ def set_group_configs(node, args: dict) -> dict:
     return {}
 
 
+def set_topic_configs(node, args: dict) -> dict:
+    """A topic's config overrides (the catalog); `missing` when the topic is gone by now."""
+    try:
+        return {} if node.set_topic_configs(args["topic"], args["configs"]) else {"missing": True}
+    except DataDirError as e:  # cluster mode: etcd's catalog kept changing under the swap
+        return {"failed": str(e)}
+
+
 OPERATIONS: dict[str, Callable[[Any, dict], dict]] = {
     "create_acls": create_acls, "delete_acls": delete_acls, "alter_scram": alter_scram,
-    "set_group_configs": set_group_configs}
+    "set_group_configs": set_group_configs, "set_topic_configs": set_topic_configs}
 
 
 def apply(node, op: str, args: dict) -> dict:

@@ -20,6 +20,7 @@ from groupd.coordinator.runtime import offsets_topic
 from groupd.coordinator.chaos.faults import FaultTable
 from groupd.coordinator.cluster.view import ClusterView, SingleNode
 from groupd.coordinator.cluster.etcd.files import save_change
+from groupd.coordinator.core.topic_configs import broker_defaults
 from groupd.coordinator.runtime.coordinator import GroupCoordinator
 from groupd.coordinator.security.sasl import Users
 from groupd.coordinator.security.scram_users import ScramUsers
@@ -43,6 +44,7 @@ class Node:
                                 else LOCK_FILE).acquire("groupd serve")
         self.cluster_id = self.cluster.cluster_id or load_cluster_id(settings.data_dir, settings.node_id)
         self.catalog = self.cluster.topic_catalog(settings.data_dir)
+        self.catalog.use_defaults(broker_defaults(settings))  # topics' configs default to the log.* settings
         # ACL authorization, on when authorizer.class.name is set (coordinator/security/authorizer.py). In cluster
         # mode the ACLs, the SCRAM credentials and the group configs live in etcd (cluster.shared_file)
         self.access = Access(settings, self.cluster.shared_file(
@@ -126,6 +128,14 @@ class Node:
         mode, where another node's change may come first), then for the next heartbeat."""
         save_change(self.group_configs.replace, lambda: self.group_configs.with_group(group_id, configs),
                     self.group_configs.follow)
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> bool:
+        """Topic `name`'s config overrides become `configs` (validated), stored in the catalog (the data
+        dir's topics.json; etcd in cluster mode); False when the topic is gone."""
+        if self.catalog.get(name) is None:
+            return False
+        self.catalog.set_configs(name, configs)
+        return True
 
     def group_configs_altered(self, group_id: str, configs: dict[str, int], request: Any) -> None:
         """The group's overrides are `configs` now (written by the controller: coordinator/cluster/controller_writes.py)."""
