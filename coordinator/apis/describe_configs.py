@@ -89,8 +89,11 @@ def _broker(settings, keys, synonyms: bool, documented: bool) -> list[dict]:
     for key in KEYS:
         if keys and key.name not in keys:
             continue
-        value = None if key.secret else topic_configs.setting_text(settings.value(key.name))
-        given = not settings.origins.get(key.name, "default").startswith("default")
+        shown = key.name
+        if key.name == "advertised.listeners" and not settings.advertised_listeners:
+            shown = "listeners"  # unset: the listeners are advertised, as by Kafka
+        value = None if key.secret else topic_configs.setting_text(settings.value(shown))
+        given = not settings.origins.get(shown, "default").startswith("default")
         source = STATIC_BROKER_CONFIG if given else DEFAULT_CONFIG
         chain = [{"name": key.name, "value": value, "source": source}] if given else []
         if key.default is not None:
