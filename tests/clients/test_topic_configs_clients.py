@@ -186,3 +186,38 @@ def test_the_java_admin_client_creates_alters_and_describes(server):
     assert result["altered"]["cleanup.policy"] == ["compact,delete", "DYNAMIC_TOPIC_CONFIG"]
     assert result["altered"]["retention.ms"] == ["60000", "DYNAMIC_TOPIC_CONFIG"]
     assert result["bad"] == "InvalidConfigurationException"
+
+
+CLI_LIB = os.path.join(os.path.dirname(JAVA_LIB), "tools", "lib")
+
+
+def kafka_cli(main: str, server, *args: str) -> subprocess.CompletedProcess:
+    """One of Kafka's own CLI tools (kafka-configs.sh and kafka-topics.sh run these classes)."""
+    return subprocess.run(["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", f"{CLI_LIB}/*", main,
+                           "--bootstrap-server", server.bootstrap, *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(shutil.which("java") is None or not os.path.isdir(CLI_LIB),
+                    reason="Kafka's CLI tools are not installed (.ci/install-clients, with mvn)")
+def test_kafka_topics_and_kafka_configs_manage_topic_configs(server):
+    topics, configs = "org.apache.kafka.tools.TopicCommand", "kafka.admin.ConfigCommand"
+    created = kafka_cli(topics, server, "--create", "--topic", "tc-cli", "--partitions", "2",
+                        "--config", "cleanup.policy=compact", "--config", "retention.ms=1000")
+    assert created.returncode == 0 and "Created topic tc-cli." in created.stdout, created.stderr[-2000:]
+    altered = kafka_cli(configs, server, "--entity-type", "topics", "--entity-name", "tc-cli", "--alter",
+                        "--add-config", "segment.ms=60000,cleanup.policy=[compact,delete]", "--delete-config",
+                        "retention.ms")
+    assert altered.returncode == 0, altered.stderr[-2000:]
+    described = kafka_cli(configs, server, "--entity-type", "topics", "--entity-name", "tc-cli", "--describe")
+    assert described.returncode == 0, described.stderr[-2000:]
+    lines = sorted(line.split(" sensitive=")[0].strip() for line in described.stdout.splitlines()
+                   if "sensitive=" in line)
+    assert lines == ["cleanup.policy=compact,delete", "segment.ms=60000"]
+    listed = kafka_cli(topics, server, "--describe", "--topic", "tc-cli")
+    # every config not at Kafka's default: the static log.retention.ms of this server too
+    fields = listed.stdout.splitlines()[0].split("\t")
+    assert "Configs: cleanup.policy=compact,delete,retention.ms=3600000,segment.ms=60000" in fields, listed.stdout
+    refused = kafka_cli(configs, server, "--entity-type", "topics", "--entity-name", "tc-cli", "--alter",
+                        "--add-config", "segment.bytes=5")
+    assert refused.returncode != 0
+    assert "Invalid value 5 for configuration segment.bytes: Value must be at least 1048576" in refused.stderr
