@@ -22,6 +22,9 @@ COMPACT, DELETE = "compact", "delete"
 MIN_SEGMENT_BYTES = 1024 * 1024  # Kafka 4.0 (KIP-1030); 14 bytes before
 
 
+_JAVA_DOUBLE = re.compile(r"[+-]?(NaN|Infinity|([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[fFdD]?)")  # Double.parseDouble's
+
+
 class TopicConfigError(ValueError):
     """A config Kafka refuses with INVALID_CONFIG; the message is Kafka's."""
 
@@ -142,10 +145,12 @@ def parse(name: str, text: str) -> Any:
         if spec.type in (INT, LONG):
             value = int(trimmed)
             bits = 31 if spec.type == INT else 63
-            if not -2**bits <= value < 2**bits or not re.fullmatch(r"[+-]?\d+", trimmed):
+            if not -2**bits <= value < 2**bits or not re.fullmatch(r"[+-]?[0-9]+", trimmed):
                 raise ValueError
         elif spec.type == DOUBLE:
-            value = float(trimmed)
+            if not _JAVA_DOUBLE.fullmatch(trimmed):
+                raise ValueError
+            value = float(trimmed.rstrip("fFdD"))
         elif spec.type == BOOLEAN:
             if trimmed.lower() not in ("true", "false"):
                 raise _invalid(name, trimmed, "Expected value to be either true or false")

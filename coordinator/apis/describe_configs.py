@@ -16,6 +16,8 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
+from groupd.storage.catalog import legal_topic_name
+
 from groupd.coordinator.security.authorizer import config_resource_denied
 from groupd.coordinator.security.acls import AclOperation
 from groupd.coordinator.core.group_config import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS, NAMES, defaults
@@ -67,6 +69,8 @@ def _describe(node, resource_type: int, name: str, keys, synonyms: bool, documen
             overrides = offsets_topic.configs(node.settings)
         elif node.catalog.get(name) is not None:
             overrides = dict(node.catalog.get(name).configs)
+        elif not legal_topic_name(name):
+            return ErrorCode.invalid_topic_exception, f"Topic name {name!r} is illegal", []
         else:
             return ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.", []
         return ErrorCode.none, None, topic_configs.describe(node.settings, overrides, keys, synonyms, documented)

@@ -43,6 +43,9 @@ def test_values_parse_as_kafka_parses_them(name, text, value):
      "Invalid value 1.5 for configuration min.cleanable.dirty.ratio: Value must be no more than 1"),
     ("cleanup.policy", "compact,remove",
      "Invalid value remove for configuration cleanup.policy: String must be one of: compact, delete"),
+    ("min.cleanable.dirty.ratio", "1_0",
+     "Invalid value 1_0 for configuration min.cleanable.dirty.ratio: Not a number of type DOUBLE"),
+    ("retention.ms", "\u0663", "Invalid value \u0663 for configuration retention.ms: Not a number of type LONG"),
     ("preallocate", "yes", "Invalid value yes for configuration preallocate: Expected value to be either true or false"),
     ("compression.type", "brotli", "Invalid value brotli for configuration compression.type: String must be one of: "
                                    "uncompressed, zstd, lz4, snappy, gzip, producer"),
