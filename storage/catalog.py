@@ -122,11 +122,12 @@ class TopicCatalog:
         self._save({**self._by_name, name: topic})
         return topic
 
-    def set_configs(self, name: str, configs: dict[str, str]) -> Topic:
-        """Topic `name`'s overrides become `configs` (validated by the caller)."""
+    def set_configs(self, name: str, configs: dict[str, str]) -> Topic | None:
+        """Topic `name`'s overrides become `configs` (validated by the caller); None when a shared
+        catalog's other writer deleted the topic meanwhile."""
         topic = dataclasses.replace(self._by_name[name], configs=_pairs(configs))
         self._save({**self._by_name, name: topic})
-        return self._by_name[name]
+        return self._by_name.get(name)
 
     def delete(self, name: str) -> Topic:
         topic = self._by_name[name]

@@ -132,10 +132,7 @@ class Node:
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> bool:
         """Topic `name`'s config overrides become `configs` (validated), stored in the catalog (the data
         dir's topics.json; etcd in cluster mode); False when the topic is gone."""
-        if self.catalog.get(name) is None:
-            return False
-        self.catalog.set_configs(name, configs)
-        return True
+        return self.catalog.get(name) is not None and self.catalog.set_configs(name, configs) is not None
 
     def group_configs_altered(self, group_id: str, configs: dict[str, int], request: Any) -> None:
         """The group's overrides are `configs` now (written by the controller: coordinator/cluster/controller_writes.py)."""

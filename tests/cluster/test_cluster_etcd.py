@@ -324,6 +324,11 @@ def test_a_catalog_change_that_loses_the_race_is_applied_on_top_of_the_winner(et
     one.set_configs("z", {"retention.ms": "5"})  # loses to two's, then applies on top
     assert dict(one.get("x").configs) == {"cleanup.policy": "compact"} and one.topic_config("x").compact
     assert one.topic_config("z").retention_ms == 5
+    three.set_partitions("z", 4)  # three had not seen one's configs: both changes hold
+    assert (three.get("z").partitions, dict(three.get("z").configs)) == (4, {"retention.ms": "5"})
+    one.delete("y")
+    two.set_configs("y", {"retention.ms": "7"})  # deleted by one meanwhile: stays deleted
+    assert two.get("y") is None
 
 
 def test_acls_scram_credentials_and_group_configs_changed_on_one_node_hold_on_the_other(tmp_path, etcd):
