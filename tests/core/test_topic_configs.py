@@ -81,6 +81,15 @@ def test_broker_defaults_follow_kafkas_synonyms():
         "segment.bytes": 2097152, "min.compaction.lag.ms": 9, "message.timestamp.type": "LogAppendTime"})
 
 
+def test_the_defaults_come_from_the_file_the_environment_and_set_too(tmp_path):
+    path = tmp_path / "groupd.yaml"
+    path.write_text("log.cleanup.policy: compact\nlog.retention.ms: null\n")
+    s = Settings.load(str(path), env={"GROUPD_LOG_ROLL_MS": "60000"}, overrides=["log.retention.bytes=10"])
+    defaults = tc.broker_defaults(s)
+    assert (defaults["cleanup.policy"], defaults["segment.ms"], defaults["retention.bytes"]) == (("compact",), 60000, 10)
+    assert s.origins["log.cleanup.policy"].startswith("file")
+
+
 def test_the_settings_refuse_what_kafka_refuses():
     from groupd.coordinator.settings import ConfigError as SettingsError
     for bad in ("log.cleanup.policy=compacted", "log.segment.bytes=1000", "log.message.timestamp.type=createtime",
