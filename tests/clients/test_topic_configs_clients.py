@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 
 import pytest
@@ -156,12 +157,13 @@ def test_the_broker_resource_lists_the_settings_read_only(server):
     assert configs["sasl.users"].is_sensitive and configs["sasl.users"].value is None
 
 
-def test_configs_survive_a_restart(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "kill-9"])
+def test_configs_survive_a_restart(tmp_path, sig):
     s = GroupdProcess(str(tmp_path)).start()
     try:
         create(s, NewTopic("tc-kept", 1, 1, config={"cleanup.policy": "compact"}))
         incremental(s, "tc-kept", ("delete.retention.ms", "1000", AlterConfigOpType.SET))
-        assert s.stop() == 0
+        s.stop(sig)  # answered only once written: nothing to lose
         s.start()
         configs = values(s, "tc-kept")
         assert configs["cleanup.policy"] == ("compact", DYNAMIC_TOPIC)
