@@ -13,7 +13,7 @@ from groupd.storage.files import DataDirError
 from groupd.storage.log import partition_dir
 
 from . import __version__
-from .tools import groups as admin, acls as admin_acls, chaos_cli
+from .tools import acls as admin_acls, chaos_cli, commands as admin
 from .settings import ConfigError, Settings, add_config_arguments
 from groupd.coordinator.server.supervisor_link import SupervisorLink
 from groupd.coordinator.cluster.workers import worker_settings

@@ -12,10 +12,12 @@ import socket
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import pytest
 
-from groupd.coordinator.tools.chaos_client import ChaosClient
+if TYPE_CHECKING:  # imported when a server starts: a suite that uses no fixture imports nothing of groupd's
+    from groupd.coordinator.tools.chaos_client import ChaosClient
 
 # Settings for tests: no initial rebalance delay, short session timeouts allowed, consumer-protocol
 # heartbeats every 500 ms, few offsets partitions (a quick start), real messages (the memory plane).
@@ -65,11 +67,13 @@ class GroupdServer:
             self.admin_url = f"http://127.0.0.1:{admin_port}"
             settings = {**self.settings, "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
                         "admin.listener": self.admin_url, "data.dir": self.data_dir}
-            args = [sys.executable, "-m", "groupd.coordinator", "serve"]
+            args = [sys.executable, "-P", "-m", "groupd.coordinator", "serve"]  # -P: the caller's cwd is not on sys.path
             for key, value in settings.items():
                 args += ["--set", f"{key}={value}"]
             with open(self.log_path, "ab") as log:
                 self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+            from groupd.coordinator.tools.chaos_client import ChaosClient
+
             self.chaos = ChaosClient(self.admin_url, timeout=5)
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline and self._proc.poll() is None:

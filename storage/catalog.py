@@ -4,10 +4,15 @@ Clients need topics that exist with a stable partition count and a stable topic 
 `topics.json` (name → partitions, topic id, the topic's config overrides), and the cluster id lives in
 `meta.properties` as Kafka keeps it. The records plane reads a topic's effective config through
 `TopicCatalog.topic_config` (storage/topic_config.py).
+
+At start-up, before anything is served, the topics the config declares are written at once
+(`create`, `set_partitions`); while serving, the admin APIs' and auto-creates' changes (`add`,
+`resize`, `reconfigure`, `remove`) are written off the event loop, one at a time, and apply once written.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import glob
@@ -46,6 +51,7 @@ class TopicCatalog:
         self._by_id: dict[uuid.UUID, Topic] = {}
         self.version = 0  # bumped by every change: consumer groups refresh their topic metadata on it
         self.created_version = 0  # the version of the last creation: consumer groups re-resolve regexes on it
+        self._writing = asyncio.Lock()  # one change at a time while serving: each starts from the last
         self.config_defaults = KAFKA_DEFAULTS  # the broker's topic config defaults (Node sets them from the settings)
         self._effective: dict[str, TopicConfig] = {}  # topic_config's answers at `_effective_version`
         self._effective_version = -1
@@ -110,9 +116,11 @@ class TopicCatalog:
             self._effective[name] = config
         return config
 
-    def create(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
+    # -- at start-up, before anything is served: written at once (blocking) ----------------------
+
+    def create(self, name: str, partitions: int) -> Topic:
         assert name not in self._by_name, name
-        topic = Topic(name, partitions, _new_topic_id(), _pairs(configs or {}))
+        topic = Topic(name, partitions, _new_topic_id())
         self._save({**self._by_name, name: topic})
         self.created_version = self.version
         return self._by_name[name]  # a shared catalog keeps the topic another node created first
@@ -122,20 +130,55 @@ class TopicCatalog:
         self._save({**self._by_name, name: topic})
         return topic
 
-    def set_configs(self, name: str, configs: dict[str, str]) -> Topic | None:
-        """Topic `name`'s overrides become `configs` (validated by the caller); None when a shared
-        catalog's other writer deleted the topic meanwhile."""
-        topic = dataclasses.replace(self._by_name[name], configs=_pairs(configs))
-        self._save({**self._by_name, name: topic})
-        return self._by_name.get(name)
-
-    def delete(self, name: str) -> Topic:
-        topic = self._by_name[name]
-        self._save({n: t for n, t in self._by_name.items() if n != name})
-        return topic
-
     def _save(self, topics: dict[str, Topic]) -> None:
         atomic_write(self._path, encode_catalog(topics))
+        self._replace(topics)
+
+    # -- while serving: written off the event loop, one change at a time, visible once written ----
+    # (OSError or DataDirError: nothing changed)
+
+    async def add(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic | None:
+        """The new topic, with `configs` as its config overrides; None when it exists already (another
+        request created it first). A shared catalog keeps the topic another node created first."""
+        async with self._writing:
+            if name in self._by_name:
+                return None
+            await self._write({**self._by_name, name: Topic(name, partitions, _new_topic_id(), _pairs(configs or {}))})
+            self.created_version = self.version
+            return self._by_name.get(name)
+
+    async def resize(self, name: str, partitions: int) -> Topic | None:
+        """The topic with `partitions` partitions (or more: another change grew it first); None when
+        it is gone."""
+        async with self._writing:
+            topic = self._by_name.get(name)
+            if topic is None or topic.partitions >= partitions:
+                return topic
+            await self._write({**self._by_name, name: dataclasses.replace(topic, partitions=partitions)})
+            return self._by_name.get(name)
+
+    async def reconfigure(self, name: str, configs: dict[str, str]) -> Topic | None:
+        """The topic with `configs` (validated by the caller) as its whole set of config overrides;
+        None when it is gone."""
+        async with self._writing:
+            topic = self._by_name.get(name)
+            if topic is None:
+                return None
+            await self._write({**self._by_name, name: dataclasses.replace(topic, configs=_pairs(configs))})
+            return self._by_name.get(name)
+
+    async def remove(self, name: str) -> Topic | None:
+        """The deleted topic; None when it was gone already."""
+        async with self._writing:
+            topic = self._by_name.get(name)
+            if topic is None:
+                return None
+            await self._write({n: t for n, t in self._by_name.items() if n != name})
+            return topic
+
+    async def _write(self, topics: dict[str, Topic]) -> None:
+        path = self._path
+        await asyncio.get_running_loop().run_in_executor(None, lambda: atomic_write(path, encode_catalog(topics)))
         self._replace(topics)
 
     def _replace(self, topics: dict[str, Topic]) -> None:

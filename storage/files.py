@@ -1,13 +1,20 @@
 """The data directory's files outside the log: crash-safe small-file writes (write a temporary
 file, fsync it, rename it over the old one, fsync the directory: a reader sees the old or the new
-content, never a torn mix), the directory's checks at start-up, and its `.lock`."""
+content, never a torn mix), the directory's checks at start-up, and its `.lock`.
+
+A server changes its shared documents (the topic catalog, the ACLs, the SCRAM credentials, the
+group configs: a data-dir file, or in cluster mode an etcd key) off its event loop: `JsonFile.write`
+runs the blocking `save` on a thread, and `save_change` retries a change that another writer beat."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import fcntl
 import os
 import tempfile
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 LOCK_FILE = ".lock"  # Kafka's name for a log dir's lock
 
@@ -21,6 +28,36 @@ def node_lock_file(node_id: int) -> str:
 class DataDirError(Exception):
     """The data directory cannot be used; the message is one line that names the file and what
     to do about it."""
+
+
+class DocumentUnavailable(DataDirError):
+    """The store of a shared document (etcd) did not answer in time: the change may or may not have
+    been made (the next read of the document says which)."""
+
+
+class StaleDocument(Exception):
+    """Another node changed the document first: `latest` is what it holds now (decoded)."""
+
+    def __init__(self, latest: Any) -> None:
+        super().__init__("changed by another node")
+        self.latest = latest
+
+
+async def save_change(save: Callable[[Any], Awaitable[None]], compute: Callable[[], Any],
+                      follow: Callable[[Any], None], attempts: int = 5) -> Any:
+    """Save what `compute()` returns (None: nothing to change) and return it; when another node
+    changed the document first (StaleDocument), `follow` its content and compute again. The caller
+    makes one change of a document at a time (its lock), and applies the result once saved."""
+    for _ in range(attempts):
+        content = compute()
+        if content is None:
+            return None
+        try:
+            await save(content)
+            return content
+        except StaleDocument as e:
+            follow(e.latest)
+    raise DataDirError(f"other nodes changed the document {attempts} times during one change")
 
 
 def atomic_write(path: str, data: bytes) -> None:
@@ -61,6 +98,10 @@ class JsonFile:
 
     def save(self, content) -> None:
         atomic_write(self.path, self.encode(content))
+
+    async def write(self, content) -> None:
+        """`save` on a thread (encoding and both fsyncs): the event loop serves on meanwhile."""
+        await asyncio.get_running_loop().run_in_executor(None, self.save, content)
 
     @staticmethod
     def empty():

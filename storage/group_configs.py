@@ -1,12 +1,14 @@
 """Per-group config overrides (consumer.session.timeout.ms, consumer.heartbeat.interval.ms), kept
 across restarts in `group_configs.json` beside the topic catalog: Kafka keeps them in its config
-log; here a change is written to disk atomically (write, fsync, rename) before it takes effect."""
+log; here a change is written to disk atomically (write, fsync, rename; off the event loop, one
+change at a time) before it takes effect."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
-from .files import JsonFile
+from .files import JsonFile, save_change
 
 GROUP_CONFIGS_FILE = "group_configs.json"
 
@@ -41,6 +43,7 @@ class GroupConfigStore:
         self._file = file or GroupConfigsFile(data_dir)  # cluster mode: the overrides in etcd
         # changed in place, so readers holding it see every change
         self.overrides: Overrides = {}
+        self._writing = asyncio.Lock()  # one change at a time: each starts from the last one saved
         self.reload()
 
     def reload(self) -> None:
@@ -59,10 +62,10 @@ class GroupConfigStore:
             new[group_id] = dict(configs)
         return new
 
-    def replace(self, groups: Overrides) -> None:
-        """The overrides become `groups`, durably first."""
-        self._file.save(groups)
-        self.follow(groups)
-
-    def set(self, group_id: str, configs: dict[str, int]) -> None:
-        self.replace(self.with_group(group_id, configs))
+    async def set(self, group_id: str, configs: dict[str, int]) -> None:
+        """The group's overrides become `configs` (none: back to the defaults), written first (off the
+        loop; in cluster mode to etcd, where another node's change may come first, then this one is
+        made again on top of it); OSError or DataDirError changes nothing."""
+        async with self._writing:
+            saved = await save_change(self._file.write, lambda: self.with_group(group_id, configs), self.follow)
+            self.follow(saved)

@@ -7,133 +7,40 @@ Writers use OffsetCommitKey type 1, OffsetCommitValue v3 (v1 when the commit car
 timestamp) and GroupMetadataValue v3, as Kafka 4 does; readers accept every version (0–4; v4 is
 flexible). Other key types (KIP-848 and share groups) are reported as unknown so loaders can skip
 them with a warning.
+
+The classes and the field-by-field readers and writers are generated from Kafka's schemas
+(storage/generated_records.py, by storage/codegen.py); this module picks the versions groupd writes
+and keeps the precompiled paths of the commit and the load (an offset key and value in a few packs
+and unpacks, a v3 value held as its own body: storage/offset_value.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import struct
 from typing import Union
+
+from . import generated_records as generated
+from .generated_records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey
+from .offset_value import BARE as _BARE, OffsetCommitValue, is_v3_body as _is_v3_body
+from .offset_value import value_from_body as _value_from_body
+from .wire import CorruptRecord, UnknownRecordType
+from .wire import Reader as _Reader
+
+__all__ = ["OFFSET_COMMIT_KEY_TYPE", "GROUP_METADATA_KEY_TYPE", "OffsetCommitKey", "OffsetCommitValue",
+           "GroupMetadataKey", "GroupMetadataValue", "MemberMetadata", "Key", "Value", "Record",
+           "UnknownRecordType", "CorruptRecord", "KeyCache", "encode_key", "encode_value", "decode_key",
+           "decode_value", "decode"]
 
 OFFSET_COMMIT_KEY_TYPE = 1
 GROUP_METADATA_KEY_TYPE = 2
 
 
-# Record and OffsetCommitKey are not `frozen` (nothing mutates them; they hash as values): a frozen
-# dataclass sets each field through object.__setattr__, which made building them a fifth of loading
-# a log (one key, value and record per offset).
-@dataclasses.dataclass(unsafe_hash=True, slots=True)
-class OffsetCommitKey:
-    group: str
-    topic: str
-    partition: int
-
-
 _KEY_HEAD = struct.Struct(">hh")  # key type, group length
-_V3_HEAD = struct.Struct(">hqih")  # version 3, offset, leader epoch, metadata length
 _V1_HEAD = struct.Struct(">hqh")  # version 1, offset, metadata length
 _LENGTH = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
-_INT64 = struct.Struct(">q")
 _INT64X2 = struct.Struct(">qq")
-_BODY = struct.Struct(">qiH")  # offset, leader epoch, metadata length: the head of a v3 value's body
-_BODY_BARE = struct.Struct(">qiHq")  # ... without metadata, then the commit timestamp: the whole body
-_BARE = _BODY_BARE.size  # 22
-_LONG_METADATA = 0xFFFF  # in the length field: the real length follows as an uint32 (never durable)
-_LENGTH_U = struct.Struct(">H")
-_UINT32 = struct.Struct(">I")
-
-
-class OffsetCommitValue(bytes):
-    """A committed offset, held as one bytes object: the body of its v3 value (offset, leader epoch,
-    metadata, commit timestamp), then the expire timestamp when there is one. Memory keeps one per
-    committed offset: 72 bytes, where a slots object with its offset int took 104; and a v3 value
-    read from the log is its own body (`_v3_value`). Equal when every field is equal."""
-
-    __slots__ = ()
-
-    def __new__(cls, offset: int, leader_epoch: int, metadata: str, commit_timestamp: int,
-                expire_timestamp: int = -1) -> OffsetCommitValue:
-        if not metadata and expire_timestamp == -1:  # what most commits carry: one pack
-            return bytes.__new__(cls, _BODY_BARE.pack(offset, leader_epoch, 0, commit_timestamp))
-        # surrogatepass: a string that UTF-8 refuses is still held (the log writer refuses it, as
-        # it refuses metadata past int16, and the write's revert takes it back out of memory)
-        m = metadata.encode("utf-8", "surrogatepass")
-        head = _BODY.pack(offset, leader_epoch, len(m)) if len(m) < _LONG_METADATA else \
-            _BODY.pack(offset, leader_epoch, _LONG_METADATA) + _UINT32.pack(len(m))
-        tail = _INT64.pack(commit_timestamp) if expire_timestamp == -1 else _INT64X2.pack(commit_timestamp,
-                                                                                       expire_timestamp)
-        return bytes.__new__(cls, b"".join((head, m, tail)))
-
-    def __reduce__(self):
-        return _value_from_body, (bytes(self),)
-
-    def _metadata_span(self) -> tuple[int, int]:
-        n = _LENGTH_U.unpack_from(self, 12)[0]
-        if n != _LONG_METADATA:
-            return 14, 14 + n
-        n = _UINT32.unpack_from(self, 14)[0]
-        return 18, 18 + n
-
-    @property
-    def offset(self) -> int:
-        return _INT64.unpack_from(self)[0]
-
-    @property
-    def leader_epoch(self) -> int:  # -1 = none
-        return _INT32.unpack_from(self, 8)[0]
-
-    @property
-    def metadata(self) -> str:
-        if len(self) == _BARE:
-            return ""
-        start, end = self._metadata_span()
-        return self[start:end].decode("utf-8", "surrogatepass") if end > start else ""
-
-    @property
-    def commit_timestamp(self) -> int:
-        if len(self) == _BARE:  # no metadata, no expire timestamp: most offsets
-            return _INT64.unpack_from(self, 14)[0]
-        return _INT64.unpack_from(self, self._metadata_span()[1])[0]
-
-    @property
-    def expire_timestamp(self) -> int:  # -1 = none; only v1 carries it
-        if len(self) == _BARE:
-            return -1
-        end = self._metadata_span()[1]
-        return _INT64.unpack_from(self, end + 8)[0] if len(self) > end + 8 else -1
-
-    def timestamps(self) -> tuple[int, int]:
-        """(commit timestamp, expire timestamp): what expiry reads of every offset, in one go."""
-        if len(self) == _BARE:
-            return _INT64.unpack_from(self, 14)[0], -1
-        return self.commit_timestamp, self.expire_timestamp
-
-    def fields(self) -> tuple[int, int, str, int, int]:
-        return self.offset, self.leader_epoch, self.metadata, self.commit_timestamp, self.expire_timestamp
-
-    def __repr__(self) -> str:
-        return "OffsetCommitValue(offset=%r, leader_epoch=%r, metadata=%r, commit_timestamp=%r, " \
-            "expire_timestamp=%r)" % self.fields()
-
-    __str__ = __repr__
-
-
-_value_from_body = functools.partial(bytes.__new__, OffsetCommitValue)
-
-
-def _is_v3_body(value: OffsetCommitValue) -> bool:
-    """Whether a value with metadata is, as it is, a v3 body Kafka reads: no expire timestamp, and
-    metadata that fits an int16 length and is UTF-8 (what surrogatepass kept is not)."""
-    length = _LENGTH_U.unpack_from(value, 12)[0]
-    if len(value) != _BARE + length or length > 0x7FFF:
-        return False
-    try:
-        value[14:14 + length].decode()
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def _v3_value(data: bytes) -> OffsetCommitValue | None:
@@ -150,33 +57,6 @@ def _v3_value(data: bytes) -> OffsetCommitValue | None:
     return None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class GroupMetadataKey:
-    group: str
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class MemberMetadata:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout: int
-    session_timeout: int
-    subscription: bytes
-    assignment: bytes
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class GroupMetadataValue:
-    protocol_type: str  # "" = none
-    generation: int
-    protocol: str | None
-    leader: str | None
-    current_state_timestamp: int  # -1 = unknown
-    members: tuple[MemberMetadata, ...]
-
-
 Key = Union[OffsetCommitKey, GroupMetadataKey]
 Value = Union[OffsetCommitValue, GroupMetadataValue, None]
 
@@ -187,33 +67,8 @@ class Record:
     value: Value  # None = tombstone
 
 
-class UnknownRecordType(Exception):
-    def __init__(self, key_type: int) -> None:
-        super().__init__(f"unknown record key type {key_type}")
-        self.key_type = key_type
-
-
-class CorruptRecord(Exception):
-    pass
-
-
 # ---------------------------------------------------------------------------------------------
 # Writing
-
-
-def _str(s: str) -> bytes:
-    b = s.encode()
-    return struct.pack(">h", len(b)) + b
-
-
-def _nstr(s: str | None) -> bytes:
-    return b"\xff\xff" if s is None else _str(s)
-
-
-def _bytes(b: bytes) -> bytes:
-    return struct.pack(">i", len(b)) + b
-
-
 
 
 def encode_key(key: Key) -> bytes:
@@ -227,6 +82,8 @@ def encode_key(key: Key) -> bytes:
 
 
 _VERSION_3 = b"\x00\x03"
+_write_offset = generated.VALUE_WRITERS[OffsetCommitValue]
+_write_group = generated.VALUE_WRITERS[GroupMetadataValue]
 
 
 def encode_value(value: Value) -> bytes | None:
@@ -235,89 +92,14 @@ def encode_value(value: Value) -> bytes | None:
     if isinstance(value, OffsetCommitValue):
         if len(value) == _BARE or _is_v3_body(value):  # the value is the v3 record's body
             return _VERSION_3 + value
-        offset, epoch, metadata, commit, expire = value.fields()
-        metadata = metadata.encode()  # refuses what UTF-8 cannot hold
-        if expire != -1:  # v1: offset, metadata, commit ts, expire ts
-            return b"".join((_V1_HEAD.pack(1, offset, len(metadata)), metadata, _INT64X2.pack(commit, expire)))
-        return b"".join((_V3_HEAD.pack(3, offset, epoch, len(metadata)), metadata, _INT64.pack(commit)))
-    parts = [struct.pack(">h", 3), _str(value.protocol_type), struct.pack(">i", value.generation),
-             _nstr(value.protocol), _nstr(value.leader), struct.pack(">q", value.current_state_timestamp),
-             struct.pack(">i", len(value.members))]
-    for m in value.members:
-        parts += [_str(m.member_id), _nstr(m.group_instance_id), _str(m.client_id), _str(m.client_host),
-                  struct.pack(">ii", m.rebalance_timeout, m.session_timeout), _bytes(m.subscription),
-                  _bytes(m.assignment)]
-    return b"".join(parts)
+        # v1 (no leader epoch) only for an expire timestamp; the writer refuses metadata that UTF-8
+        # or an int16 length cannot hold
+        return _write_offset(value, 3 if value.expire_timestamp == -1 else 1)
+    return _write_group(value, 3)
 
 
 # ---------------------------------------------------------------------------------------------
 # Reading (every version)
-
-
-class _Reader:
-    __slots__ = ("buf", "pos", "flexible")
-
-    def __init__(self, buf: bytes, pos: int = 0, flexible: bool = False) -> None:
-        self.buf, self.pos, self.flexible = buf, pos, flexible
-
-    def _take(self, fmt: str):
-        try:
-            (v,) = struct.unpack_from(fmt, self.buf, self.pos)
-        except struct.error:
-            raise CorruptRecord("record ends early") from None
-        self.pos += struct.calcsize(fmt)
-        return v
-
-    def i16(self) -> int:
-        return self._take(">h")
-
-    def i32(self) -> int:
-        return self._take(">i")
-
-    def i64(self) -> int:
-        return self._take(">q")
-
-    def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            b = self._take(">B")
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-
-    def _length(self, wide: str) -> int:
-        return self.uvarint() - 1 if self.flexible else self._take(wide)
-
-    def raw(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise CorruptRecord("field runs past the end of the record")
-        b = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        return b
-
-    def nstr(self) -> str | None:
-        n = self._length(">h")
-        return None if n < 0 else self.raw(n).decode()
-
-    def str(self) -> str:
-        s = self.nstr()
-        if s is None:
-            raise CorruptRecord("null in a non-nullable string")
-        return s
-
-    def bytes(self) -> bytes:
-        n = self._length(">i")
-        return b"" if n < 0 else self.raw(n)
-
-    def array_len(self) -> int:
-        return self._length(">i")
-
-    def tags(self) -> None:
-        if self.flexible:
-            for _ in range(self.uvarint()):
-                self.uvarint()
-                self.raw(self.uvarint())
 
 
 def _offset_key(data: bytes) -> OffsetCommitKey | None:
@@ -337,6 +119,10 @@ def _offset_key(data: bytes) -> OffsetCommitKey | None:
 
 
 _OFFSET_KEY_TYPES = (b"\x00\x01", b"\x00\x00")  # the int16 key types of an offset commit
+# the field-by-field readers of the classic records (storage/generated_records.py); other types are unknown here
+_CLASSIC_KEYS = {t: generated.KEY_READERS[t] for t in (0, OFFSET_COMMIT_KEY_TYPE, GROUP_METADATA_KEY_TYPE)}
+_VALUE_READERS = {cls: (generated.VALUE_READERS[cls], generated.VALUE_VERSIONS[generated.VALUE_CLASSES[cls]])
+                  for cls in (OffsetCommitKey, GroupMetadataKey)}
 
 
 class KeyCache:
@@ -368,11 +154,10 @@ def decode_key(data: bytes) -> Key:
             return key
     r = _Reader(data)
     key_type = r.i16()
-    if key_type in (0, 1):
-        return OffsetCommitKey(r.str(), r.str(), r.i32())
-    if key_type == GROUP_METADATA_KEY_TYPE:
-        return GroupMetadataKey(r.str())
-    raise UnknownRecordType(key_type)
+    read = _CLASSIC_KEYS.get(key_type)
+    if read is None:
+        raise UnknownRecordType(key_type)
+    return read(r)
 
 
 def _offset_value(data: bytes) -> OffsetCommitValue | None:
@@ -398,33 +183,10 @@ def decode_value(key: Key, data: bytes | None) -> Value:
             return value
     r = _Reader(data)
     version = r.i16()
-    if not 0 <= version <= 4:
+    read, versions = _VALUE_READERS[type(key)]
+    if version not in versions:
         raise CorruptRecord(f"unknown value version {version}")
-    r.flexible = version >= 4
-    if isinstance(key, OffsetCommitKey):
-        offset = r.i64()
-        epoch = r.i32() if version >= 3 else -1
-        metadata = r.str()
-        commit_ts = r.i64()
-        expire_ts = r.i64() if version == 1 else -1
-        r.tags()
-        return OffsetCommitValue(offset, epoch, metadata, commit_ts, expire_ts)
-    protocol_type, generation = r.str(), r.i32()
-    protocol, leader = r.nstr(), r.nstr()
-    state_ts = r.i64() if version >= 2 else -1
-    members = []
-    for _ in range(max(r.array_len(), 0)):
-        member_id = r.str()
-        instance_id = r.nstr() if version >= 3 else None
-        client_id, client_host = r.str(), r.str()
-        rebalance_timeout = r.i32() if version >= 1 else -1
-        session_timeout = r.i32()
-        subscription, assignment = r.bytes(), r.bytes()
-        r.tags()
-        members.append(MemberMetadata(member_id, instance_id, client_id, client_host, rebalance_timeout,
-                                      session_timeout, subscription, assignment))
-    r.tags()
-    return GroupMetadataValue(protocol_type, generation, protocol, leader, state_ts, tuple(members))
+    return read(r, version)
 
 
 def decode(key: bytes, value: bytes | None, keys: KeyCache | None = None) -> Record:

@@ -40,8 +40,9 @@ def handle(node, request: Request):
 def _altered(request: Request, done: dict):
     refusal = controller_writes.refusal(done, "The credentials could not be stored.")
     if refusal is not None:
-        if "failed" in done:
-            log.error("SCRAM credentials not altered: cannot write the credential file: %s", done["failed"])
+        if "failed" in done or "timed_out" in done:
+            log.error("SCRAM credentials not altered: cannot write the credential file: %s",
+                      done.get("failed") or done["timed_out"])
         body = request.body
         names = dict.fromkeys(e.name for e in (*body.deletions, *body.upsertions))
         return _response([Result(n, *refusal) for n in names])

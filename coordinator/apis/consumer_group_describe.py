@@ -14,7 +14,6 @@ from groupd.protocol.codec import build_response
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import AclOperation, ResourceType
 from .request import Request
-from .consumer_group_heartbeat import topics_image
 from .describe_groups import OMITTED, group_operations
 
 KEY = ApiKey.CONSUMER_GROUP_DESCRIBE
@@ -40,7 +39,7 @@ def handle(node, request: Request):
     if "consumer" not in node.settings.group_coordinator_rebalance_protocols:
         return build_response(KEY, request.version, {"groups": [
             {**_failed(g, ErrorCode.unsupported_version), "authorized_operations": OMITTED} for g in body.group_ids]})
-    topics = topics_image(node)
+    topics = node.topics_image()
     groups = []
     for group_id in body.group_ids:
         if group_id == "":

@@ -14,7 +14,7 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import Encoded, build_response
 
-from groupd.coordinator.core.consumer.machine import ConsumerHeartbeatRequest, TopicsImage, error_reply
+from groupd.coordinator.core.consumer.machine import ConsumerHeartbeatRequest, error_reply
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import AclOperation, ResourceType
 from .request import Request, ms, respond
@@ -23,18 +23,6 @@ KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
 VERSIONS = (0, 1)
 
 STEADY_ANSWERS = 16_384  # encoded steady answers kept: one per live member (an old epoch's ages out)
-_image: tuple[object, TopicsImage] | None = None  # (catalog, its image at the catalog's version)
-
-
-def topics_image(node) -> TopicsImage:
-    """The node's topics for the consumer machine, rebuilt only when the catalog changed."""
-    global _image
-    catalog = node.catalog
-    if _image is None or _image[0] is not catalog or _image[1].version != catalog.version:
-        _image = (catalog, TopicsImage.of(catalog.version, catalog, catalog.created_version))
-    return _image[1]
-
-
 def handle(node, request: Request):
     body, version = request.body, request.version
     if "consumer" not in node.settings.group_coordinator_rebalance_protocols:
@@ -57,7 +45,7 @@ def handle(node, request: Request):
         client_id=request.header.client_id or "", client_host=request.client_host, version=version,
         describable=None if node.access is None else lambda name: authorized(
             node, request, AclOperation.DESCRIBE, ResourceType.TOPIC, name, audit=False))
-    result = node.coordinator.consumer_heartbeat(req, topics_image(node))
+    result = node.coordinator.consumer_heartbeat(req, node.topics_image())
     return respond(result, lambda reply: _answer(version, reply))
 
 

@@ -50,8 +50,8 @@ def handle(node, request: Request):
 def _created(request: Request, valid: list[AclBinding], results: list[tuple[ErrorCode, str | None]], done: dict):
     refusal = controller_writes.refusal(done, "The ACLs could not be stored.")
     if refusal is not None:
-        if "failed" in done:
-            log.error("ACLs not created: cannot write the ACL file: %s", done["failed"])
+        if "failed" in done or "timed_out" in done:
+            log.error("ACLs not created: cannot write the ACL file: %s", done.get("failed") or done["timed_out"])
         results = [refusal if error is ErrorCode.none else (error, message) for error, message in results]
     else:
         for acl in valid:

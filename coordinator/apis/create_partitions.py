@@ -2,7 +2,8 @@
 
 v1 changes only quota semantics; v2 is flexible; v3 adds nothing on the wire. Partitions can only
 be added, up to `topic.max.partitions` (INVALID_PARTITIONS beyond it); consumers see the new count
-through Metadata and their group leader rebalances.
+through Metadata and their group leader rebalances. The catalog is written off the event loop and
+the request answered once it is (a failed write adds nothing: see CreateTopics for its error).
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
+from groupd.storage.files import DataDirError
+
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import AclOperation, ResourceType
-from .request import Request
-from .create_topics import too_many_partitions
+from .request import Request, respond_all
+from .create_topics import too_many_partitions, write_failure
 
 KEY = ApiKey.CREATE_PARTITIONS
 VERSIONS = (0, 3)
@@ -54,7 +57,26 @@ def handle(node, request: Request):
     for t in body.topics:
         error, message = _check(node, request, t, counts[t.name] > 1)
         if error is ErrorCode.none and not body.validate_only:
-            node.catalog.set_partitions(t.name, t.count)
-            node.log_topic_change("partitions added", t.name, t.count, request)
-        results.append({"name": t.name, "error_code": error, "error_message": message})
-    return build_response(ApiKey.CREATE_PARTITIONS, request.version, {"results": results})
+            results.append(node.spawn(_resize(node, request, t.name, t.count)))
+        else:
+            results.append({"name": t.name, "error_code": error, "error_message": message})
+    return respond_all(results, lambda done: build_response(ApiKey.CREATE_PARTITIONS, request.version,
+                                                            {"results": done}))
+
+
+async def _resize(node, request: Request, name: str, count: int) -> dict:
+    """The topic's result once the catalog with its new count is written (or not)."""
+    try:
+        topic = await node.catalog.resize(name, count)
+    except (OSError, DataDirError) as e:
+        error, message = write_failure(e, "The partitions could not be stored")
+        node.log_topic_failure("partitions not added", name, message, request)
+        return {"name": name, "error_code": error, "error_message": message}
+    if topic is None:  # deleted while this request waited
+        return {"name": name, "error_code": ErrorCode.unknown_topic_or_partition,
+                "error_message": f"The topic '{name}' does not exist."}
+    if topic.partitions > count:  # another request grew it further while this one waited
+        return {"name": name, "error_code": ErrorCode.invalid_partitions, "error_message":
+                f"Topic currently has {topic.partitions} partitions, which is higher than the requested {count}."}
+    node.log_topic_change("partitions added", name, count, request)
+    return {"name": name, "error_code": ErrorCode.none, "error_message": None}

@@ -11,6 +11,10 @@ topic then still has one replica, which the v5+ answer says. A topic may have at
 count would hold the loop and memory); more gets INVALID_PARTITIONS. The topic's configs are checked
 as Kafka's controller checks them (INVALID_CONFIG with its message) and kept with the topic in the
 catalog; v5+ answers the new topic's effective configs (coordinator/core/topic_configs.py).
+
+The catalog is written off the event loop (storage/catalog.py) and the request answered once it is;
+a topic whose write failed gets UNKNOWN_SERVER_ERROR (REQUEST_TIMED_OUT when etcd did not answer in
+time, as Kafka answers when its controller cannot commit in time) and was not created.
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
 from groupd.storage.catalog import legal_topic_name
+from groupd.storage.files import DataDirError, DocumentUnavailable
 
+from groupd.coordinator.cluster import controller_writes
 from groupd.coordinator.core import topic_configs
 from groupd.coordinator.core.group_config import ConfigError
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from .request import Request
+from .request import Request, respond_all
 
 KEY = ApiKey.CREATE_TOPICS
 VERSIONS = (2, 7)
@@ -45,7 +51,7 @@ def _check(node, t, duplicated: bool, may_create) -> tuple[ErrorCode, str | None
         return ErrorCode.invalid_topic_exception, f"Topic name {t.name!r} is illegal", -1
     if node.catalog.get(t.name) is not None or t.name == node.offsets_topic.name:
         return ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists.", -1
-    configs = {c.name: c.value for c in t.configs}
+    configs = _configs(t)
     nulls = [name for name, value in configs.items() if value is None]
     if nulls:
         return ErrorCode.invalid_config, f"Null value not supported for topic configs: {','.join(nulls)}", -1
@@ -82,9 +88,22 @@ def _check(node, t, duplicated: bool, may_create) -> tuple[ErrorCode, str | None
     return ErrorCode.none, None, partitions
 
 
+def _configs(t) -> dict[str, str | None]:
+    """The topic's requested configs (the last of a name wins, as Kafka)."""
+    return {c.name: c.value for c in t.configs}
+
+
 def too_many_partitions(partitions: int, limit: int) -> str:
     return (f"Number of partitions {partitions} is more than topic.max.partitions ({limit}), the most a topic "
             "may have on this groupd.")
+
+
+def write_failure(e: Exception, what: str) -> tuple[ErrorCode, str]:
+    """The error a topic change whose catalog write raised `e` answers with (shared with DeleteTopics
+    and CreatePartitions)."""
+    if isinstance(e, DocumentUnavailable):
+        return ErrorCode.request_timed_out, controller_writes.TIMED_OUT
+    return ErrorCode.unknown_server_error, f"{what}: {e.strerror if isinstance(e, OSError) and e.strerror else e}"
 
 
 def handle(node, request: Request):
@@ -102,18 +121,39 @@ def handle(node, request: Request):
     results = []
     for t in body.topics:
         error, message, partitions = _check(node, t, counts[t.name] > 1, may_create)
-        topic_id = None
         if error is ErrorCode.none and not body.validate_only:
-            topic_id = node.catalog.create(t.name, partitions, {c.name: c.value for c in t.configs}).topic_id
-            node.log_topic_change("created", t.name, partitions, request)
-        ok = error is ErrorCode.none
-        # v5+ describes the new topic's configs only to a principal that may DESCRIBE_CONFIGS it
-        shown = ok and authorized(node, request, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, t.name)
-        results.append({"name": t.name, "topic_id": topic_id, "error_code": error,
-                        "error_message": message, "num_partitions": partitions if shown else -1,
-                        "replication_factor": 1 if shown else -1,
-                        "configs": topic_configs.created(node.settings, {c.name: c.value for c in t.configs})
-                        if shown else None,
-                        "topic_config_error_code": (ErrorCode.topic_authorization_failed if ok and not shown
-                                                    else ErrorCode.none).value})
-    return build_response(ApiKey.CREATE_TOPICS, request.version, {"topics": results})
+            # v5+ describes the new topic's configs only to a principal that may DESCRIBE_CONFIGS it
+            shown = authorized(node, request, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, t.name)
+            results.append(node.spawn(_create(node, request, t.name, partitions, _configs(t), shown)))
+            continue
+        shown = error is ErrorCode.none and authorized(node, request, AclOperation.DESCRIBE_CONFIGS,
+                                                       ResourceType.TOPIC, t.name)
+        results.append(_result(t.name, None, error, message, partitions,
+                               topic_configs.created(node.settings, _configs(t)) if shown else None))
+    return respond_all(results, lambda done: build_response(ApiKey.CREATE_TOPICS, request.version, {"topics": done}))
+
+
+async def _create(node, request: Request, name: str, partitions: int, configs: dict[str, str], shown: bool) -> dict:
+    """The topic's result once the catalog holding it is written (or not)."""
+    try:
+        topic = await node.catalog.add(name, partitions, configs)
+    except (OSError, DataDirError) as e:
+        error, message = write_failure(e, "The topic could not be stored")
+        node.log_topic_failure("not created", name, message, request)
+        return _result(name, None, error, message, -1, None)
+    if topic is None:  # another request created it while this one waited
+        return _result(name, None, ErrorCode.topic_already_exists, f"Topic '{name}' already exists.", -1, None)
+    node.log_topic_change("created", name, topic.partitions, request)
+    return _result(name, topic.topic_id, ErrorCode.none, None, topic.partitions,
+                   topic_configs.created(node.settings, dict(topic.configs)) if shown else None)
+
+
+def _result(name: str, topic_id, error: ErrorCode, message: str | None, partitions: int,
+            configs: list[dict] | None) -> dict:
+    """One topic's answer; `configs` (v5+) only for a principal that may DESCRIBE_CONFIGS it."""
+    ok, shown = error is ErrorCode.none, configs is not None
+    return {"name": name, "topic_id": topic_id, "error_code": error,
+            "error_message": message, "num_partitions": partitions if shown else -1,
+            "replication_factor": 1 if shown else -1, "configs": configs,
+            "topic_config_error_code": (ErrorCode.topic_authorization_failed if ok and not shown
+                                        else ErrorCode.none).value}

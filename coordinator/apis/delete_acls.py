@@ -43,8 +43,8 @@ def handle(node, request: Request):
 def _deleted(request: Request, invalid: list[str | None], done: dict):
     refusal = controller_writes.refusal(done, "The ACLs could not be stored.")
     if refusal is not None:
-        if "failed" in done:
-            log.error("ACLs not deleted: cannot write the ACL file: %s", done["failed"])
+        if "failed" in done or "timed_out" in done:
+            log.error("ACLs not deleted: cannot write the ACL file: %s", done.get("failed") or done["timed_out"])
         return _failed(request.version, [(ErrorCode.invalid_request, why) if why else refusal for why in invalid])
     deleted = iter([[acl_binding(row) for row in rows] for rows in done["deleted"]])
     results = []

@@ -1,7 +1,8 @@
 """DeleteTopics (20), v1–v6 (Kafka 4 removed v0).
 
 v4 is flexible; v5 adds error messages; v6 names topics by name or id (`topics[]` instead of
-`topic_names[]`) and returns ids.
+`topic_names[]`) and returns ids. The catalog is written off the event loop and the request answered
+once it is (a failed write deletes nothing: see CreateTopics for its error).
 """
 
 from __future__ import annotations
@@ -10,15 +11,18 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
+from groupd.storage.files import DataDirError
+
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from .request import Request
+from .request import Request, respond_all
+from .create_topics import write_failure
 
 KEY = ApiKey.DELETE_TOPICS
 VERSIONS = (1, 6)
 
 
-def _delete(node, name: str | None, topic_id, request: Request, cluster: bool) -> dict:
+def _delete(node, name: str | None, topic_id, request: Request, cluster: bool):
     """Delete one topic. Without DELETE on the cluster, a topic needs DESCRIBE (else its existence
     and, asked by id, its name stay hidden) and DELETE."""
     topic = node.catalog.get(name) if name is not None else node.catalog.by_id(topic_id)
@@ -31,11 +35,28 @@ def _delete(node, name: str | None, topic_id, request: Request, cluster: bool) -
             return {"name": checked, "topic_id": topic_id, "error_code": ErrorCode.topic_authorization_failed,
                     "error_message": None}
     if topic is None:
-        error = ErrorCode.unknown_topic_or_partition if name is not None else ErrorCode.unknown_topic_id
-        return {"name": name, "topic_id": topic_id, "error_code": error,
-                "error_message": "This server does not host this topic ID." if name is None else
-                "This server does not host this topic-partition."}
-    node.catalog.delete(topic.name)
+        return _unknown(name, topic_id)
+    return node.spawn(_remove(node, request, name, topic_id, topic.name))
+
+
+def _unknown(name: str | None, topic_id) -> dict:
+    error = ErrorCode.unknown_topic_or_partition if name is not None else ErrorCode.unknown_topic_id
+    return {"name": name, "topic_id": topic_id, "error_code": error,
+            "error_message": "This server does not host this topic ID." if name is None else
+            "This server does not host this topic-partition."}
+
+
+async def _remove(node, request: Request, name: str | None, topic_id, found: str) -> dict:
+    """The topic's result once the catalog without it is written (or not)."""
+    try:
+        topic = await node.catalog.remove(found)
+    except (OSError, DataDirError) as e:
+        error, message = write_failure(e, "The topic could not be deleted")
+        node.log_topic_failure("not deleted", found, message, request)
+        return {"name": name if name is not None else found, "topic_id": topic_id, "error_code": error,
+                "error_message": message}
+    if topic is None:  # another request deleted it while this one waited
+        return _unknown(name, topic_id)
     node.log_topic_change("deleted", topic.name, topic.partitions, request)
     return {"name": topic.name, "topic_id": topic.topic_id, "error_code": ErrorCode.none, "error_message": None}
 
@@ -52,4 +73,5 @@ def handle(node, request: Request):
         results = [_delete(node, t.name, t.topic_id, request, cluster) for t in body.topics]
     else:
         results = [_delete(node, name, None, request, cluster) for name in body.topic_names]
-    return build_response(ApiKey.DELETE_TOPICS, request.version, {"responses": results})
+    return respond_all(results, lambda done: build_response(ApiKey.DELETE_TOPICS, request.version,
+                                                            {"responses": done}))

@@ -86,8 +86,8 @@ def _alter(node, request: Request, resource_type: int, name: str, configs: list,
 def _written(node, request: Request, name: str, overrides: dict[str, int], done: dict) -> tuple[ErrorCode, str | None]:
     refusal = controller_writes.refusal(done, f"The group configs could not be written: {done.get('failed')}")
     if refusal is not None:
-        if "failed" in done:
-            log.error("group configs not written group=%s: %s", name, done["failed"])
+        if "failed" in done or "timed_out" in done:
+            log.error("group configs not written group=%s: %s", name, done.get("failed") or done["timed_out"])
         return refusal
     node.group_configs_altered(name, overrides, request)
     return ErrorCode.none, None

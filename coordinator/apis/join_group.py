@@ -18,7 +18,6 @@ from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.core.classic.replies import join_reply
 from groupd.coordinator.core.classic.requests import JoinRequest
 from .request import Request, ms, respond
-from .consumer_group_heartbeat import topics_image
 
 KEY = ApiKey.JOIN_GROUP
 VERSIONS = (0, 9)
@@ -38,7 +37,7 @@ def handle(node, request: Request):
         protocols=tuple((p.name, p.metadata) for p in body.protocols),
         version=version, client_id=request.header.client_id, client_host=request.client_host,
         reason=getattr(body, "reason", None))
-    return respond(node.coordinator.join(req, topics_image(node)), lambda reply: _response(version, reply))
+    return respond(node.coordinator.join(req, node.topics_image()), lambda reply: _response(version, reply))
 
 
 def _response(version: int, reply: dict):

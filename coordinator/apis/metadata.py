@@ -12,7 +12,9 @@ positions. An offsets partition's leader is its coordinator (LEADER_NOT_AVAILABL
 answered by name or id as Kafka does, as an internal topic (coordinator/runtime/offsets_topic.py); it is
 never auto-created into the catalog. Requested topics that do not exist are created when
 `auto.create.topics.enable` is on and the request allows it, and are answered without an error
-(KafkaJS fails on any topic error).
+(KafkaJS fails on any topic error) once the catalog holding them is written (off the event loop);
+a creation whose write failed answers LEADER_NOT_AVAILABLE, as Kafka answers a topic it is still
+creating, and the client's next Metadata tries again.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from groupd.storage.catalog import legal_topic_name
 from groupd.coordinator.security.authorizer import authorized, authorized_operations
 from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from groupd.coordinator.cluster.view import broker_entries
-from .request import Request
+from .request import Request, respond, respond_all
 
 KEY = ApiKey.METADATA
 VERSIONS = (0, 12)
@@ -98,12 +100,19 @@ def handle(node, request: Request):
                         or authorized(node, request, AclOperation.CREATE, ResourceType.TOPIC, name)):
                     topics.append(_error_entry(name, None, ErrorCode.topic_authorization_failed))
                     continue
-                topic = node.auto_create(name)
-                if topic is None:  # the controller worker creates it: the client asks again
-                    topics.append(_error_entry(name, None, ErrorCode.leader_not_available))
-                    continue
+                creating = node.auto_create(name)
+                # None: the controller worker creates it; a failed write: the client asks again
+                topics.append(_error_entry(name, None, ErrorCode.leader_not_available) if creating is None else
+                              respond(creating, lambda topic, name=name: topic_entry(node, topic) if topic else
+                                      _error_entry(name, None, ErrorCode.leader_not_available)))
+                continue
             topics.append(topic_entry(node, topic) if topic else
                           _error_entry(name, None, ErrorCode.unknown_topic_or_partition))
+    return respond_all(topics, lambda done: _response(node, request, done))
+
+
+def _response(node, request: Request, topics: list[dict]):
+    body, version = request.body, request.version
     if getattr(body, "include_topic_authorized_operations", False):  # v8+ (KIP-430): for the topics returned
         topics = [{**t, "topic_authorized_operations": authorized_operations(node, request, ResourceType.TOPIC,
                                                                              t["name"])}

@@ -8,7 +8,6 @@ import dataclasses
 import datetime
 from typing import TYPE_CHECKING, Any, Callable
 
-from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import Encoded, RequestHeader
 
 from groupd.coordinator.security.tls import ANONYMOUS  # the principal of a connection nobody authenticated

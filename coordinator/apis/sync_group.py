@@ -19,7 +19,6 @@ from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.core.classic.replies import sync_reply
 from groupd.coordinator.core.classic.requests import SyncRequest
 from .request import Request, respond
-from .consumer_group_heartbeat import topics_image
 
 KEY = ApiKey.SYNC_GROUP
 VERSIONS = (0, 5)
@@ -36,7 +35,7 @@ def handle(node, request: Request):
     assignments = {a.member_id: a.assignment for a in body.assignments}
     result = node.coordinator.sync(SyncRequest(body.group_id, body.generation_id, body.member_id,
                                           getattr(body, "group_instance_id", None), protocol_type, protocol_name,
-                                          assignments), topics_image(node))
+                                          assignments), node.topics_image())
     return respond(result, lambda reply: _response(version, reply))
 
 

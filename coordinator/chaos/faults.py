@@ -1,6 +1,6 @@
 """Fault injection: the table of armed faults (an API answered with Kafka's error, or held back, for
-a count of requests or a while), the connection's hook that applies them before a request is handled,
-and the operations the admin endpoint (coordinator/server/admin_http.py) runs. An injected error is answered
+a count of requests or a while), the hook that applies them before a request is handled (installed
+on the node only while a fault is armed), and the operations the admin endpoint (coordinator/server/admin_http.py) runs. An injected error is answered
 *instead of* handling the request, so a fault never half-applies anything durable."""
 
 from __future__ import annotations
@@ -149,12 +149,15 @@ class Fault:
 
 
 class FaultTable:
-    """Armed faults, in the order they were armed. `active` is the connection's one cheap check."""
+    """Armed faults, in the order they were armed. `on_change(active)` is told when the first fault
+    is armed and when the last one retires (Chaos installs and removes the connections' hook)."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic,
+                 on_change: Callable[[bool], None] = lambda active: None) -> None:
         self.faults: list[Fault] = []
         self._ids = itertools.count(1)
         self._clock = clock
+        self._on_change = on_change
 
     @property
     def active(self) -> bool:
@@ -169,6 +172,8 @@ class FaultTable:
         until = None if for_ms is None else self._clock() + for_ms / 1000
         fault = Fault(next(self._ids), kind, apis, group, error, delay_ms, count, until)
         self.faults.append(fault)
+        if len(self.faults) == 1:
+            self._on_change(True)
         metrics.CHAOS_ARMED.labels(kind).inc()
         log.info("fault armed id=%d kind=%s apis=%s group=%s error=%s delay_ms=%d count=%s for_ms=%s", fault.id, kind,
                  ",".join(api_label(a) for a in apis), group or "*", error.name.upper() if error else "-", delay_ms,
@@ -214,47 +219,53 @@ class FaultTable:
 
     def _retire(self, fault: Fault, why: str) -> None:
         self.faults.remove(fault)
+        if not self.faults:
+            self._on_change(False)
         log.info("fault %s id=%d kind=%s hits=%d", why, fault.id, fault.kind, fault.hits)
-
-
-# -- the connection's hook -------------------------------------------------------------------------
-
-def intercept(node: Node, handler: Handler, api_key: int, request: Request) -> Any:
-    """Handle `request` as the armed faults say: its error reply instead of handling it, or the
-    handler's answer (or the error) after the delay."""
-    delay_ms, error = node.faults.take(api_key, groups_of(api_key, request.body))
-    if delay_ms == 0:
-        return handler(node, request) if error is None else error_response(api_key, request.version, request.body,
-                                                                           error)
-    loop = asyncio.get_running_loop()
-    out = loop.create_future()
-
-    def run() -> None:
-        if out.done():  # the connection went away meanwhile
-            return
-        try:
-            result = (handler(node, request) if error is None
-                      else error_response(api_key, request.version, request.body, error))
-        except Exception as e:  # the connection logs it and closes, as for any handler failure
-            out.set_exception(e)
-            return
-        if isinstance(result, asyncio.Future):
-            result.add_done_callback(lambda f: forward(f, out))
-        else:
-            out.set_result(result)
-
-    loop.call_later(delay_ms / 1000, run)
-    return out
 
 
 # -- the operations the admin endpoint runs --------------------------------------------------------
 
 class Chaos:
-    """What `groupd chaos ...` asks of a running node."""
+    """What `groupd chaos ...` asks of a running node. It owns the fault table and, while a fault is
+    armed, installs its hook as the node's `intercept`, which every connection then dispatches
+    through; with nothing armed the hot path does not pass here at all."""
 
     def __init__(self, node: Node, connections: set[Connection]) -> None:
         self.node = node
         self.connections = connections
+        self.faults = FaultTable(on_change=self._install)
+
+    def _install(self, active: bool) -> None:
+        self.node.intercept = self.intercept if active else None
+
+    def intercept(self, handler: Handler, api_key: int, request: Request) -> Any:
+        """Handle `request` as the armed faults say: its error reply instead of handling it, or the
+        handler's answer (or the error) after the delay."""
+        node = self.node
+        delay_ms, error = self.faults.take(api_key, groups_of(api_key, request.body))
+        if delay_ms == 0:
+            return handler(node, request) if error is None else error_response(api_key, request.version,
+                                                                               request.body, error)
+        loop = asyncio.get_running_loop()
+        out = loop.create_future()
+
+        def run() -> None:
+            if out.done():  # the connection went away meanwhile
+                return
+            try:
+                result = (handler(node, request) if error is None
+                          else error_response(api_key, request.version, request.body, error))
+            except Exception as e:  # the connection logs it and closes, as for any handler failure
+                out.set_exception(e)
+                return
+            if isinstance(result, asyncio.Future):
+                result.add_done_callback(lambda f: forward(f, out))
+            else:
+                out.set_result(result)
+
+        loop.call_later(delay_ms / 1000, run)
+        return out
 
     async def rebalance(self, group: str) -> ErrorCode:
         return await self._forced("rebalance", group, self.node.coordinator.force_rebalance(group))
@@ -275,17 +286,17 @@ class Chaos:
         if key not in ERROR_REPLIES:
             raise FaultError(f"{api_label(key)} cannot be answered with an injected error (these can: "
                              f"{', '.join(api_label(a) for a in ERROR_REPLIES)})")
-        return self.node.faults.arm("error", (key,), group, error=error_named(error), count=count, for_ms=for_ms)
+        return self.faults.arm("error", (key,), group, error=error_named(error), count=count, for_ms=for_ms)
 
     def delay(self, api: str, delay_ms: int, group: str | None, count: int | None, for_ms: int | None) -> Fault:
         if delay_ms < 1:
             raise FaultError("the delay must be at least 1 ms")
-        return self.node.faults.arm("delay", (api_named(api),), group, delay_ms=delay_ms, count=count, for_ms=for_ms)
+        return self.faults.arm("delay", (api_named(api),), group, delay_ms=delay_ms, count=count, for_ms=for_ms)
 
     def move_coordinator(self, group: str, for_ms: int) -> Fault:
         """A coordinator failover as clients see it: the group's requests answer NOT_COORDINATOR for
         the duration while FindCoordinator keeps naming this node, then the group is served again."""
-        return self.node.faults.arm("move-coordinator", GROUP_APIS, group, error=ErrorCode.not_coordinator,
+        return self.faults.arm("move-coordinator", GROUP_APIS, group, error=ErrorCode.not_coordinator,
                                     for_ms=for_ms)
 
     def drop_connections(self, client_id: str | None) -> int:

@@ -1,8 +1,10 @@
 """The writes only the controller makes to the shared data dir (ACLs, SCRAM credentials, group
-configs, topic configs), each an operation of plain JSON values: the controller applies it at once, another worker
-hands it to the controller through its supervisor and answers once the controller did (Kafka's
-brokers forward these requests to their controller the same way). The result is a dict: `failed`
-(the file could not be written), `unavailable` (no controller answered), or the operation's own."""
+configs, topic configs), each an operation of plain JSON values: the controller applies it (the write runs off its
+event loop, coordinator/security/authorizer.py and the like), another worker hands it to the controller through
+its supervisor and answers once the controller did (Kafka's brokers forward these requests to their
+controller the same way). Either way the API gets a future of the result, a dict: `failed` (the file
+could not be written), `timed_out` (etcd did not answer: the change may have been made),
+`unavailable` (no controller answered), or the operation's own."""
 
 from __future__ import annotations
 
@@ -10,73 +12,80 @@ import asyncio
 import base64
 import dataclasses
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from groupd.protocol import ErrorCode
-from groupd.storage.files import DataDirError
+from groupd.storage.files import DataDirError, DocumentUnavailable
 
 from groupd.coordinator.security.authorizer import acl_binding, acl_row
 from groupd.coordinator.security.acls import AclFilter
 
 UNAVAILABLE = {"unavailable": True}
+TIMED_OUT = "The change was not confirmed in time (etcd did not answer); it may or may not have been made."
 
 
-def create_acls(node, args: dict) -> dict:
-    node.access.create([acl_binding(row) for row in args["acls"]])
+async def create_acls(node, args: dict) -> dict:
+    await node.access.create([acl_binding(row) for row in args["acls"]])
     return {}
 
 
-def delete_acls(node, args: dict) -> dict:
-    matched = node.access.delete(AclFilter(**f) for f in args["filters"])
+async def delete_acls(node, args: dict) -> dict:
+    matched = await node.access.delete(AclFilter(**f) for f in args["filters"])
     return {"deleted": [[acl_row(b) for b in bindings] for bindings in matched]}
 
 
-def alter_scram(node, args: dict) -> dict:
-    results = node.scram_users.alter(
+async def alter_scram(node, args: dict) -> dict:
+    results = await node.scram_users.alter(
         [SimpleNamespace(**d) for d in args["deletions"]],
         [SimpleNamespace(**{**u, "salt": base64.b64decode(u["salt"]),
                             "salted_password": base64.b64decode(u["salted_password"])}) for u in args["upsertions"]])
     return {"results": [[r.user, int(r.error), r.message] for r in results]}
 
 
-def set_group_configs(node, args: dict) -> dict:
-    node.set_group_configs(args["group"], args["configs"])
+async def set_group_configs(node, args: dict) -> dict:
+    await node.set_group_configs(args["group"], args["configs"])
     return {}
 
 
-def set_topic_configs(node, args: dict) -> dict:
+async def set_topic_configs(node, args: dict) -> dict:
     """A topic's config overrides (the catalog); `missing` when the topic is gone by now."""
-    try:
-        return {} if node.set_topic_configs(args["topic"], args["configs"]) else {"missing": True}
-    except DataDirError as e:  # cluster mode: etcd's catalog kept changing under the swap
-        return {"failed": str(e)}
+    return {} if await node.catalog.reconfigure(args["topic"], args["configs"]) else {"missing": True}
 
 
-OPERATIONS: dict[str, Callable[[Any, dict], dict]] = {
+OPERATIONS: dict[str, Callable[[Any, dict], Awaitable[dict]]] = {
     "create_acls": create_acls, "delete_acls": delete_acls, "alter_scram": alter_scram,
     "set_group_configs": set_group_configs, "set_topic_configs": set_topic_configs}
 
 
-def apply(node, op: str, args: dict) -> dict:
-    """Run `op` here, on the controller."""
+async def apply(node, op: str, args: dict) -> dict:
+    """Run `op` here, on the controller; its result once written, or why it was not. A failed write
+    changed nothing here."""
     try:
-        return OPERATIONS[op](node, args)
+        return await OPERATIONS[op](node, args)
+    except DocumentUnavailable as e:
+        return {"timed_out": str(e)}
     except OSError as e:
         return {"failed": e.strerror or str(e)}
+    except DataDirError as e:  # other nodes kept changing the document (cluster mode)
+        return {"failed": str(e)}
 
 
-def write(node, op: str, args: dict) -> dict | asyncio.Future:
-    """The result of `op`: now on the controller, else a future of the controller's answer."""
+def write(node, op: str, args: dict) -> asyncio.Future:
+    """A future of the result of `op`: written here on the controller, else the controller's answer."""
     if node.controller is None:
-        return apply(node, op, args)
+        return node.spawn(apply(node, op, args))
     return node.controller.call(op, args)
 
 
 def refusal(done: dict, not_stored: str) -> tuple[ErrorCode, str | None] | None:
-    """The error a write's result answers with: UNKNOWN_SERVER_ERROR and `not_stored` when the file could
-    not be written, NOT_CONTROLLER (which clients retry) when no controller answered; None when done."""
+    """The error a write's result answers with: UNKNOWN_SERVER_ERROR and `not_stored` when it could not
+    be written, REQUEST_TIMED_OUT when etcd did not answer in time (as Kafka answers when its controller
+    cannot commit in time: the change may or may not have been made), NOT_CONTROLLER (which clients
+    retry) when no controller answered; None when done."""
     if "failed" in done:
         return ErrorCode.unknown_server_error, not_stored
+    if "timed_out" in done:
+        return ErrorCode.request_timed_out, TIMED_OUT
     if "unavailable" in done:
         return ErrorCode.not_controller, None
     return None

@@ -184,3 +184,15 @@ class GroupConverted:
     group_id: str
     direction: str  # "upgrade" (classic → consumer) or "downgrade" (consumer → classic)
     members: int
+
+
+@_event
+class UpgradeRefused:
+    """A consumer-protocol member's join found a live classic group that cannot be upgraded (spec
+    §7.4; Kafka's validateOnlineUpgrade and convertToConsumerGroup): the group stays classic and
+    the joining member gets GROUP_ID_NOT_FOUND with `message`."""
+
+    group_id: str
+    reason: str  # one of consumer.migration.REFUSALS
+    message: str  # the heartbeat's error message, Kafka's
+    detail: str = ""  # what Kafka's log line adds (the parse error of a malformed protocol)

@@ -1,5 +1,6 @@
-"""The one small interface every group type (classic, consumer/KIP-848, later share) offers the
-partition, the offsets store and admin operations, so that they never know a type's machine."""
+"""The one small interface every group type (classic, consumer/KIP-848, later share and streams)
+offers the partition, the offsets store, admin operations and metrics, so that they never know a
+type's machine; and the one its machine offers the partition (`GroupMachine`), registered by type."""
 
 from __future__ import annotations
 
@@ -45,6 +46,9 @@ class Group(Protocol):
     def expirable(self) -> bool:
         """Whether the group goes once its last offset has expired."""
 
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode | None:
+        """OffsetFetch v9+'s member check (Kafka's Group.validateOffsetFetch)."""
+
     def validate_offset_delete(self) -> ErrorCode | None: ...
 
     def validate_delete(self) -> ErrorCode | None: ...
@@ -57,3 +61,30 @@ class Group(Protocol):
 
     def release_parked(self, error: ErrorCode) -> list[tuple[Any, Any]]:
         """The group was removed by a revert: (ticket, reply) for every request parked on it."""
+
+    # -- a read view for metrics
+    members: dict
+
+    def epochs(self) -> dict[str, int]:
+        """Its generation (`{"generation": n}`) or epochs (`{"group": n, "assignment": m}`)."""
+
+    def unreconciled(self) -> int:
+        """Members whose assignment is not yet their target (0 where the broker sets no target)."""
+
+
+class GroupMachine(Protocol):
+    """A group type's state machine as the partition routes to it (coordinator/core/partition.py
+    `GroupShard.machines`); each type's own requests go to it directly."""
+
+    def on_loaded(self, out: Any, group: Any, now: Any) -> None:
+        """The partition has replayed its log: arm the group's timers."""
+
+    def owns_timer(self, key: tuple) -> bool: ...
+
+    def on_timer(self, key: tuple, now: Any) -> Any: ...
+
+    def force_rebalance(self, out: Any, group: Any, now: Any) -> None:
+        """An operator's rebalance (fault injection)."""
+
+    def expire_members(self, out: Any, group: Any, member_ids: list[str], now: Any) -> None:
+        """An operator's expiry of these (known) members (fault injection)."""

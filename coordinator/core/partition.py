@@ -26,7 +26,7 @@ from groupd.coordinator.core.consumer.group import ConsumerGroup, ConsumerRecord
 from groupd.coordinator.core.consumer.machine import ConsumerHeartbeatRequest, ConsumerMachine, ConsumerSettings, TopicsImage
 from . import events as ev
 from .clock import Now
-from .group import Group
+from .group import Group, GroupMachine
 from .offsets import OffsetsStore
 from .outcome import Outcome
 from .requests import OffsetCommitRequest, OffsetDeleteRequest
@@ -69,6 +69,8 @@ class GroupShard:
                                         new_consumer_member_id or (lambda: new_member_id("consumer")), self.events,
                                         perf_ms, self.classic.downgraded)
         self.classic_members = ClassicMembers(self.consumer)  # classic members inside consumer groups
+        # group type -> its machine (coordinator/core/group.py GroupMachine); share and streams groups add rows
+        self.machines: dict[str, GroupMachine] = {"classic": self.classic, "consumer": self.consumer}
         # one apply per record key type; a new group type adds its records here
         self._apply: dict[type, Callable[[Any, Any], list[Record]]] = {
             OffsetCommitKey: self._apply_offset,
@@ -129,13 +131,11 @@ class GroupShard:
         """The partition has replayed its log: every group type starts its timers."""
         out = Outcome()
         for group in list(self.groups.values()):
-            (self.consumer if isinstance(group, ConsumerGroup) else self.classic).on_loaded(out, group, now)
+            self.machines[group.type].on_loaded(out, group, now)
         return out
 
     def on_timer(self, key: tuple, now: Now) -> Outcome:
-        if key[0].startswith("consumer"):
-            return self.consumer.on_timer(key, now)
-        return self.classic.on_timer(key, now)
+        return next(m for m in self.machines.values() if m.owns_timer(key)).on_timer(key, now)
 
     # =========================================================================================
     # the consumer protocol (coordinator/core/consumer/machine.py)
@@ -202,7 +202,7 @@ class GroupShard:
     def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode | None:
         """OffsetFetch v9's member check (spec §7.1); classic groups ignore it."""
         group = self.groups.get(group_id)
-        return group.validate_offset_fetch(member_id, member_epoch) if isinstance(group, ConsumerGroup) else None
+        return None if group is None else group.validate_offset_fetch(member_id, member_epoch)
 
     def delete_offsets(self, req: OffsetDeleteRequest) -> Outcome:
         return self.store.delete(req)
@@ -252,12 +252,10 @@ class GroupShard:
     def force_rebalance(self, group_id: str, now: Now) -> Outcome:
         out = Outcome(reply=E.none)
         group = self.groups.get(group_id)
-        if isinstance(group, ConsumerGroup):
-            self.consumer.bump_epoch(out, group, "forced")
-        elif group is not None:
-            self.classic.force_rebalance(out, group, now)
-        else:
+        if group is None:
             out.reply = E.group_id_not_found
+        else:
+            self.machines[group.type].force_rebalance(out, group, now)
         return out
 
     def expire_members(self, group_id: str, member_ids: list[str] | None, now: Now) -> Outcome:
@@ -271,11 +269,6 @@ class GroupShard:
         if any(m not in group.members for m in known):
             out.reply = E.unknown_member_id
             return out
-        if isinstance(group, ConsumerGroup):
-            if known:
-                self.consumer.fence(out, group, [group.members[m] for m in known], "forced", now)
-        else:
-            for member_id in known:
-                self.classic.expire_member(out, group, member_id, now, "forced")
+        self.machines[group.type].expire_members(out, group, known, now)
         return out
 

@@ -76,8 +76,7 @@ class CoordinatorCollector:
                 key = (group.type, group.state_name, group.protocol_type or "")
                 counts[key] = counts.get(key, 0) + 1
                 n_members += len(group.members)
-                if group.type == "consumer":
-                    n_unreconciled += group.unreconciled()
+                n_unreconciled += group.unreconciled()
             n_offsets += sum(len(values) for values in list(shard.offsets.values()))
         for (group_type, state, protocol_type), n in counts.items():
             by_state.add_metric([group_type, state, protocol_type], n)
@@ -110,11 +109,11 @@ class CoordinatorCollector:
                 group_state.add_metric([group.group_id, group.type, group.state_name, group.protocol_type or ""], 1)
                 if not generations:
                     continue
-                if group.type == "consumer":
-                    epochs.add_metric([group.group_id, "group"], group.group_epoch)
-                    epochs.add_metric([group.group_id, "assignment"], group.assignment_epoch)
-                else:
-                    generation.add_metric([group.group_id], group.generation)
+                for name, value in group.epochs().items():  # a generation, or a group's epochs
+                    if name == "generation":
+                        generation.add_metric([group.group_id], value)
+                    else:
+                        epochs.add_metric([group.group_id, name], value)
         yield from (group_members, group_state)
         if generations:
             yield from (generation, epochs)

@@ -136,8 +136,17 @@ def _group_converted(e: ev.GroupConverted) -> None:
              "consumer" if e.direction == "upgrade" else "classic", e.members)
 
 
+def _upgrade_refused(e: ev.UpgradeRefused) -> None:
+    """Kafka's levels: INFO when its validateOnlineUpgrade refuses (policy, protocol type, size),
+    WARN when the conversion finds a malformed embedded protocol or a custom assignor's userData."""
+    level = logging.WARNING if e.reason in ("malformed", "custom-assignor") else logging.INFO
+    log.log(level, "upgrade refused group=%s reason=%s: %s%s", e.group_id, e.reason, e.message,
+            f" ({e.detail})" if e.detail else "")
+
+
 HANDLERS = {
     ev.GroupConverted: _group_converted,
+    ev.UpgradeRefused: _upgrade_refused,
     ev.ConsumerGroupEpochBumped: _consumer_epoch_bumped,
     ev.ConsumerRegexResolutionFailed: _consumer_regex_resolution_failed,
     ev.ConsumerMemberJoined: _consumer_member_joined,

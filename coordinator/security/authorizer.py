@@ -1,21 +1,22 @@
 """The node's ACL authorizer in the shell: its bindings loaded from and written to the data dir
-before a change is visible, and every denial counted (by API and resource type) and logged at most
-once per interval per kind. The API modules call `authorized` before the core sees a request."""
+(off the event loop, one change at a time) before a change is visible, and every denial counted (by
+API and resource type) and logged at most once per interval per kind. The API modules call
+`authorized` before the core sees a request."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Iterable
 
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.storage.acls import AclFile
-from groupd.storage.files import DataDirError
+from groupd.storage.files import DataDirError, save_change
 
 from groupd.coordinator.observability import metrics
 from .acls import (CLUSTER_NAME, AclBinding, AclFilter, AclOperation, AclPermission, Authorizer, PatternType,
                    ResourceType)
-from groupd.coordinator.cluster.etcd.files import save_change
 from groupd.coordinator.observability.log_limit import LimitedLog
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ class Access:
     def __init__(self, settings: Settings, store=None) -> None:
         self._settings = settings
         self._file = store or AclFile(settings.data_dir)  # cluster mode: the ACLs in etcd (coordinator/cluster/etcd/files.py)
+        self._writing = asyncio.Lock()  # one change at a time: each computes from the last one saved
         self.reload()
 
     def reload(self) -> None:
@@ -49,30 +51,33 @@ class Access:
         self.authorizer = Authorizer(self._settings.super_users, self._settings.allow_everyone_if_no_acl_found,
                                      (acl_binding(row) for row in rows))
 
-    def create(self, bindings: Iterable[AclBinding]) -> None:
-        """Add the bindings (existing ones change nothing); written to disk before they apply.
-        OSError leaves the authorizer as it was."""
+    async def create(self, bindings: Iterable[AclBinding]) -> None:
+        """Add the bindings (existing ones change nothing); written (off the loop) before they apply.
+        OSError or DataDirError leaves the authorizer as it was."""
         bindings = list(dict.fromkeys(bindings))
 
         def rows():
             new = [b for b in bindings if b not in self.authorizer]
             return [acl_row(b) for b in [*self.authorizer, *new]] if new else None
-        if save_change(self._file.save, rows, self.follow) is not None:
-            for b in bindings:
-                self.authorizer.add(b)
+        async with self._writing:
+            if await save_change(self._file.write, rows, self.follow) is not None:
+                for b in bindings:
+                    self.authorizer.add(b)
 
-    def delete(self, filters: Iterable[AclFilter]) -> list[list[AclBinding]]:
+    async def delete(self, filters: Iterable[AclFilter]) -> list[list[AclBinding]]:
         """The bindings each filter removes (a binding matched by several filters is listed under
-        each, as Kafka does); written to disk before they go. OSError leaves everything as it was."""
+        each, as Kafka does); written (off the loop) before they go. OSError or DataDirError leaves
+        everything as it was."""
         filters, matched = list(filters), []
 
         def rows():
             matched[:] = [self.authorizer.matching(f) for f in filters]
             gone = {b for m in matched for b in m}
             return [acl_row(b) for b in self.authorizer if b not in gone] if gone else None
-        if save_change(self._file.save, rows, self.follow) is not None:
-            for b in {b for m in matched for b in m}:
-                self.authorizer.remove(b)
+        async with self._writing:
+            if await save_change(self._file.write, rows, self.follow) is not None:
+                for b in {b for m in matched for b in m}:
+                    self.authorizer.remove(b)
         return matched
 
 

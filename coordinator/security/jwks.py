@@ -9,7 +9,6 @@ import asyncio
 import json
 import logging
 import time
-import urllib.parse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:

@@ -1,16 +1,18 @@
 """SCRAM credentials managed through the admin APIs (KIP-554: DescribeUserScramCredentials,
 AlterUserScramCredentials): Kafka's per-user validation, the data dir's credential file (written
-before a change applies) and the live Users every SASL listener authenticates against."""
+off the event loop, one change at a time, before a change applies) and the live Users every SASL
+listener authenticates against."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 
 from groupd.protocol import ErrorCode
+from groupd.storage.files import save_change
 from groupd.storage.scram import Entries, ScramFile
 
-from groupd.coordinator.cluster.etcd.files import save_change
 from .sasl import Users
 from .scram import ITERATIONS, MAX_ITERATIONS, MECHANISM_CODES, ScramCredential, from_salted_password
 
@@ -43,6 +45,7 @@ class ScramUsers:
     def __init__(self, data_dir: str, users: Users, store=None) -> None:
         self.users = users
         self._file = store or ScramFile(data_dir)  # cluster mode: the credentials in etcd (coordinator/cluster/etcd/files.py)
+        self._writing = asyncio.Lock()  # one change at a time: each merges into the last one saved
         self.reload()
 
     def reload(self) -> None:
@@ -79,10 +82,11 @@ class ScramUsers:
                 out.append((Result(name), [(MECHANISM_CODES[m], c.iterations) for m, c in sorted(held[name].items())]))
         return out
 
-    def alter(self, deletions, upsertions) -> list[Result]:
+    async def alter(self, deletions, upsertions) -> list[Result]:
         """Kafka's ScramControlManager.alterCredentials: one change per user, deletions checked
         first; results are successful deletions, successful upsertions, then errors. Valid changes
-        are written to the file, then applied. OSError leaves everything as it was."""
+        are written to the file (off the loop), then applied. OSError or DataDirError leaves
+        everything as it was."""
         errors: dict[str, Result] = {}
         deletes: dict[str, int] = {}
         upserts: dict[str, object] = {}
@@ -120,10 +124,11 @@ class ScramUsers:
             for user, mechanisms in changes.items():
                 merged.setdefault(user, {}).update(mechanisms)
             return merged if changes else None
-        saved = save_change(self._file.save, entries, self.follow)
-        if saved is not None:
-            self._entries = saved
-            self._apply(changes)
+        async with self._writing:
+            saved = await save_change(self._file.write, entries, self.follow)
+            if saved is not None:
+                self._entries = saved
+                self._apply(changes)
         return [*(Result(n) for n in deletes), *(Result(n) for n in upserts), *errors.values()]
 
     def _invalid_deletion(self, name: str, code: int) -> Result | None:

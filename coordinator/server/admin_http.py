@@ -107,9 +107,9 @@ class AdminEndpoint:
                 raise HttpError(503, "offsets partitions still loading")
             return {"ready": True}
         if (method, path) == ("GET", "/chaos"):
-            return {"faults": chaos.node.faults.list()}
+            return {"faults": chaos.faults.list()}
         if (method, path) == ("DELETE", "/chaos"):
-            return {"cleared": chaos.node.faults.clear()}
+            return {"cleared": chaos.faults.clear()}
         if method != "POST" or not path.startswith("/chaos/"):
             raise HttpError(404, f"no such endpoint: {method} {path}")
         try:
@@ -120,7 +120,7 @@ class AdminEndpoint:
             raise HttpError(400, f"missing field {e}") from None
 
     async def _chaos(self, op: str, body: dict) -> Any:
-        chaos, show = self.chaos, self.chaos.node.faults.show
+        chaos, show = self.chaos, self.chaos.faults.show
         bounds = {"count": _number(body, "count"), "for_ms": _number(body, "for_ms")}
         if op == "rebalance":
             return _group_result(await chaos.rebalance(body["group"]), body["group"])

@@ -25,7 +25,6 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import MalformedRequest
 from groupd.protocol.framing import FrameReader, FrameTooLarge
 
-from groupd.coordinator.chaos import faults as chaos
 from groupd.coordinator.observability import metrics
 from groupd.coordinator.observability.log_limit import LimitedLog
 from groupd.coordinator.apis import HANDLERS, SUPPORTED_VERSIONS
@@ -326,8 +325,8 @@ class Connection(asyncio.Protocol):
         try:
             request = Request(header, body, self.client_host, self.endpoint.advertised, self.principal)
             self.client_id = header.client_id
-            reply = (handler(self.node, request) if not self.node.faults.active
-                     else chaos.intercept(self.node, handler, api_key, request))
+            intercept = self.node.intercept  # a fault is armed (coordinator/chaos/faults.py)
+            reply = handler(self.node, request) if intercept is None else intercept(handler, api_key, request)
         except Exception:
             log.exception("handler failed api=%s version=%d peer=%s", ApiKey(api_key).name,
                           version, self._peer)

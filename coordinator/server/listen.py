@@ -48,6 +48,18 @@ class ListenError(OSError):
         return f"{where}: {self.strerror}"
 
 
+def default_port_taken(error: OSError, settings, setting: str) -> str | None:
+    """When `error` is the port of `setting` in use while that setting is left at its default (a
+    second groupd on this host meets the first one's metrics port): the warning to log, and the
+    endpoint stays off. None when the bind failure is a start-up error (a port the user chose)."""
+    if error.errno != errno.EADDRINUSE or settings.origins.get(setting, "default") != "default":
+        return None
+    port = getattr(error, "port", 0)
+    return (f"{setting} is its default and port {port} is in use (another groupd on this host?): serving "
+            f"without it; give {setting} another port (--set {setting}={_EXAMPLES[setting].format(port + 1)}) "
+            "or empty to turn it off")
+
+
 def bind_failed(setting: str, host: str, port: int, error: OSError) -> OSError:
     """The error to raise for a bind of `setting` that failed: a ListenError where it has advice."""
     if error.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from groupd.coordinator.observability import collector, readiness
 
-from .listen import Listener
+from .listen import Listener, default_port_taken
 
 
 EXPOSITION_IDLE_S = 10.0  # a scrape connection that sends no complete request in this long is closed
@@ -70,6 +71,13 @@ async def serve(settings, node) -> str | None:
     routes = {url.path or "/metrics": exposition, "/": exposition, "/healthz": readiness.alive,
               "/ready": lambda: readiness.ready(node.coordinator)}
     open_: dict[_Exposition, None] = {}
-    listener = Listener("metrics", url.hostname or "0.0.0.0", url.port, lambda: _Exposition(routes, open_),
-                        backlog=128, setting="metrics.listener")
+    try:
+        listener = Listener("metrics", url.hostname or "0.0.0.0", url.port, lambda: _Exposition(routes, open_),
+                            backlog=128, setting="metrics.listener")
+    except OSError as e:
+        warning = default_port_taken(e, settings, "metrics.listener")
+        if warning is None:
+            raise
+        logging.getLogger("groupd").warning("%s", warning)
+        return None
     return url._replace(netloc=f"{url.hostname}:{listener.address[1]}").geturl()  # port 0: the one bound

@@ -9,17 +9,16 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from groupd.storage.catalog import Topic, load_cluster_id
-from groupd.storage.files import LOCK_FILE, DataDirLock, node_lock_file, prepare_data_dir
+from groupd.storage.files import LOCK_FILE, DataDirError, DataDirLock, node_lock_file, prepare_data_dir
 from groupd.storage.acls import AclFile
 from groupd.storage.group_configs import GroupConfigsFile, GroupConfigStore
 from groupd.storage.scram import ScramFile
 
 from groupd.coordinator.apis import VERSION_TABLE
+from groupd.coordinator.core.consumer.machine import TopicsImage
 from groupd.coordinator.security.authorizer import Access
 from groupd.coordinator.runtime import offsets_topic
-from groupd.coordinator.chaos.faults import FaultTable
 from groupd.coordinator.cluster.view import ClusterView, SingleNode
-from groupd.coordinator.cluster.etcd.files import save_change
 from groupd.coordinator.core.topic_configs import broker_defaults
 from groupd.coordinator.runtime.coordinator import GroupCoordinator
 from groupd.coordinator.security.sasl import Users
@@ -64,7 +63,9 @@ class Node:
         # the group coordinator of every offsets partition
         self.coordinator = GroupCoordinator(settings, self.group_configs.overrides)
         self.api_versions = VERSION_TABLE  # what ApiVersions advertises (the authenticator is handed it too)
-        self.faults = FaultTable()  # injected faults (coordinator/chaos/faults.py), armed through the admin endpoint
+        # while a fault is armed (coordinator/chaos/faults.py): intercept(handler, api_key, request)
+        self.intercept: Any = None
+        self._topics_image: tuple[Any, TopicsImage] | None = None  # (catalog, its image at its version)
         self.producer_id_block = (0, 1)  # InitProducerId's first id and step (workers: each its own)
         # log-end offsets of the data partitions other workers lead, for the lag metrics
         self.log_ends_elsewhere: dict[tuple[Any, int], int] = {}
@@ -72,9 +73,18 @@ class Node:
         # the shared files (coordinator/cluster/controller_writes.py) and auto-creates (coordinator/server/supervisor_link.py)
         self.controller: Any = None
         self._held: dict[asyncio.TimerHandle, tuple[asyncio.Future, Any]] = {}
+        self._writes: set[asyncio.Task] = set()  # control-plane writes under way (`spawn`)
+        self._creating: dict[str, asyncio.Task] = {}  # auto-creates under way, by topic
         self.closing = False
         # large answers (coordinator/apis.answer_off_loop), one at a time
         self.answers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="groupd-answers")
+
+    def topics_image(self) -> TopicsImage:
+        """The catalog's topics as the consumer machine sees them, rebuilt only when the catalog changed."""
+        catalog, cached = self.catalog, self._topics_image
+        if cached is None or cached[0] is not catalog or cached[1].version != catalog.version:
+            cached = self._topics_image = (catalog, TopicsImage.of(catalog.version, catalog, catalog.created_version))
+        return cached[1]
 
     def close(self) -> None:
         """Release the data directory (the lock also ends with the process)."""
@@ -104,13 +114,36 @@ class Node:
         that keeps the catalog (etcd); elsewhere CreateTopics and the like answer NOT_CONTROLLER."""
         return self.is_controller or self.cluster.keeps_shared_state()
 
-    def auto_create(self, name: str) -> Topic | None:
-        """The new topic; None when the controller is another worker: it is asked to create the topic,
-        which the client's next Metadata finds (Kafka's brokers forward an auto-create the same way)."""
+    def spawn(self, write) -> asyncio.Task:
+        """Run a control-plane write (a coroutine) as a task of its own, held until it is done."""
+        task = asyncio.get_running_loop().create_task(write)
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+        return task
+
+    def auto_create(self, name: str) -> asyncio.Future | None:
+        """A future of the topic, once the catalog holding it is written (None if the write failed:
+        logged, and the client's next Metadata tries again); None when the controller is another
+        worker: it is asked to create the topic, which the client's next Metadata finds (Kafka's
+        brokers forward an auto-create the same way). Requests for one topic share one write."""
         if self.controller is not None:
             self.controller.create_topic(name)
             return None
-        topic = self.catalog.create(name, self.settings.num_partitions)
+        creating = self._creating.get(name)
+        if creating is None:
+            creating = self._creating[name] = self.spawn(self._auto_create(name))
+            creating.add_done_callback(lambda _: self._creating.pop(name, None))
+        return creating
+
+    async def _auto_create(self, name: str) -> Topic | None:
+        try:
+            topic = await self.catalog.add(name, self.settings.num_partitions)
+        except (OSError, DataDirError) as e:
+            log.error("topic not created topic=%s reason=auto-create: cannot write the topic catalog: %s", name,
+                      e.strerror if isinstance(e, OSError) and e.strerror else e)
+            return None
+        if topic is None:  # another request created it first
+            return self.catalog.get(name)
         log.info("topic created topic=%s partitions=%d reason=auto-create", name, topic.partitions)
         return topic
 
@@ -123,16 +156,14 @@ class Node:
         log.info("topic %s topic=%s partitions=%d client=%s host=%s", what, name, partitions,
                  request.header.client_id, request.client_host)
 
-    def set_group_configs(self, group_id: str, configs: dict[str, int]) -> None:
-        """The group's overrides become `configs`: stored first (the data dir's file; etcd in cluster
-        mode, where another node's change may come first), then for the next heartbeat."""
-        save_change(self.group_configs.replace, lambda: self.group_configs.with_group(group_id, configs),
-                    self.group_configs.follow)
+    def log_topic_failure(self, what: str, name: str, why: str, request: Any) -> None:
+        log.error("topic %s topic=%s: %s client=%s host=%s", what, name, why, request.header.client_id,
+                  request.client_host)
 
-    def set_topic_configs(self, name: str, configs: dict[str, str]) -> bool:
-        """Topic `name`'s config overrides become `configs` (validated), stored in the catalog (the data
-        dir's topics.json; etcd in cluster mode); False when the topic is gone."""
-        return self.catalog.get(name) is not None and self.catalog.set_configs(name, configs) is not None
+    async def set_group_configs(self, group_id: str, configs: dict[str, int]) -> None:
+        """The group's overrides become `configs`: stored first (off the loop: the data dir's file; etcd
+        in cluster mode, where another node's change may come first), then for the next heartbeat."""
+        await self.group_configs.set(group_id, configs)
 
     def group_configs_altered(self, group_id: str, configs: dict[str, int], request: Any) -> None:
         """The group's overrides are `configs` now (written by the controller: coordinator/cluster/controller_writes.py)."""

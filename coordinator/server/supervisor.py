@@ -22,7 +22,7 @@ from groupd.coordinator.observability import merge as metrics_merge, readiness
 from groupd.coordinator.cluster.controller_writes import UNAVAILABLE
 from .metrics_http import EXPOSITION_MAX_CONNECTIONS
 from groupd.coordinator.settings import Settings
-from .listen import bind_failed
+from .listen import bind_failed, default_port_taken
 from .supervisor_link import MESSAGE_LIMIT
 
 log = logging.getLogger("groupd")
@@ -102,7 +102,7 @@ class Supervisor:
 
     async def _start(self, w: Worker) -> None:
         ours, theirs = socket.socketpair()
-        args = [sys.executable, "-m", "groupd.coordinator", *self.worker_args, "--worker", f"{w.index}:{theirs.fileno()}"]
+        args = [sys.executable, "-P", "-m", "groupd.coordinator", *self.worker_args, "--worker", f"{w.index}:{theirs.fileno()}"]
         w.proc = await asyncio.create_subprocess_exec(*args, pass_fds=(theirs.fileno(),))
         theirs.close()
         w.started, w.starts = time.monotonic(), w.starts + 1
@@ -211,7 +211,12 @@ class Supervisor:
         try:
             await asyncio.start_server(self._http, host, url.port, backlog=128)
         except OSError as e:
-            raise bind_failed("metrics.listener", host, url.port, e) from None
+            failed = bind_failed("metrics.listener", host, url.port, e)
+            warning = default_port_taken(failed, self.settings, "metrics.listener")
+            if warning is None:
+                raise failed from None
+            log.warning("%s", warning)
+            return None
         return self.settings.metrics_url
 
     async def _http(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -89,6 +89,10 @@ class SupervisorLink:
                 self.shared.check()  # what the controller wrote is what this worker serves from now on
             waiting.set_result(result)
 
+    async def _apply(self, node, message: dict) -> None:
+        result = await controller_writes.apply(node, message["op"], message["args"])
+        self.send(reply=message["call"], to=message["from"], result=result)
+
     async def _share_log_ends(self, plane) -> None:
         while True:
             self.send(log_ends=[[str(topic_id), p, end] for (topic_id, p), end in plane.high_watermarks()])
@@ -107,9 +111,8 @@ class SupervisorLink:
                     self.view.set_down(set(message["down"]))
                 if "create_topic" in message:
                     node.create_forwarded(message["create_topic"])
-                if "call" in message:  # this is the controller
-                    self.send(reply=message["call"], to=message["from"],
-                              result=controller_writes.apply(node, message["op"], message["args"]))
+                if "call" in message:  # this is the controller: the answer once written
+                    self._spawn(self._apply(node, message))
                 if "reply" in message:
                     self._answered(message["reply"], message["result"])
                 if "log_ends" in message:  # another worker's, replacing what it said before

@@ -1,6 +1,7 @@
 """`groupd acls list|add|remove`: a running groupd's ACLs through DescribeAcls, CreateAcls and
-DeleteAcls (Kafka's `kafka-acls.sh`, smaller). The connection is `User:ANONYMOUS` unless the server
-authenticates it, so on a secured server these need that principal to be allowed on the cluster."""
+DeleteAcls (Kafka's `kafka-acls.sh`, smaller). The connection's principal is `User:ANONYMOUS` on a
+PLAINTEXT listener; on a SASL or TLS one it is the user of `--command-config` (or its certificate's),
+which must be allowed on the cluster (or be a super user)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from typing import Any
 from groupd.protocol.apis import ApiKey
 
 from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, AclPermission, PatternType, ResourceType
-from .groups import AdminConnection, _check, common, report, table
+from .client import AdminConnection, check
+from .commands import common, report
+from .render import table
 
 ACLS_V = 3
 RESOURCES = {"group": ResourceType.GROUP, "topic": ResourceType.TOPIC,
@@ -84,7 +87,7 @@ def list_acls(conn: AdminConnection, args: argparse.Namespace) -> list[dict]:
     out = []
     for f in _filters(args):
         r = conn.request(ApiKey.DESCRIBE_ACLS, ACLS_V, f)
-        _check(r.error_code, "DescribeAcls", r.error_message)
+        check(r.error_code, "DescribeAcls", r.error_message)
         out += [_row(res.resource_type, res.resource_name, res.pattern_type, a.principal, a.host, a.operation,
                      a.permission_type) for res in r.resources for a in res.acls]
     return out
@@ -98,7 +101,7 @@ def add_acls(conn: AdminConnection, args: argparse.Namespace) -> list[dict]:
                   "permission_type": args.permission or AclPermission.ALLOW} for op in args.operation]
     r = conn.request(ApiKey.CREATE_ACLS, ACLS_V, {"creations": creations})
     for result in r.results:
-        _check(result.error_code, "CreateAcls", result.error_message)
+        check(result.error_code, "CreateAcls", result.error_message)
     return [_row(c["resource_type"], name, pattern, args.principal, args.host, c["operation"], c["permission_type"])
             for c in creations]
 
@@ -107,7 +110,7 @@ def remove_acls(conn: AdminConnection, args: argparse.Namespace) -> list[dict]:
     r = conn.request(ApiKey.DELETE_ACLS, ACLS_V, {"filters": _filters(args)})
     out = []
     for result in r.filter_results:
-        _check(result.error_code, "DeleteAcls", result.error_message)
+        check(result.error_code, "DeleteAcls", result.error_message)
         out += [_row(m.resource_type, m.resource_name, m.pattern_type, m.principal, m.host, m.operation,
                      m.permission_type) for m in result.matching_acls]
     return out
@@ -119,8 +122,8 @@ COMMANDS = {"list": (list_acls, "found"), "add": (add_acls, "created"), "remove"
 def run(args: argparse.Namespace) -> int:
     command, what = COMMANDS[args.acls_command]
 
-    def work(bootstrap: str) -> tuple[int, list[dict], str]:
-        with AdminConnection(bootstrap, timeout=args.timeout) as conn:
+    def work(bootstrap: str, security) -> tuple[int, list[dict], str]:
+        with AdminConnection(bootstrap, timeout=args.timeout, security=security) as conn:
             rows = command(conn, args)
         return 0, rows, _text(rows, what)
 

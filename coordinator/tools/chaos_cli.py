@@ -7,7 +7,10 @@ import argparse
 import os
 import sys
 
+from . import client_config
+from .commands import command_config_argument
 from .chaos_client import ChaosClient, ChaosError, duration_ms
+from groupd.coordinator.settings import ConfigError
 
 
 def add_parser(sub) -> None:
@@ -18,6 +21,9 @@ def add_parser(sub) -> None:
         p = ops.add_parser(name, help=help)
         p.add_argument("--admin", metavar="URL", default=os.environ.get("GROUPD_ADMIN_LISTENER"),
                        help="the admin endpoint, e.g. http://127.0.0.1:9465 (default: $GROUPD_ADMIN_LISTENER)")
+        command_config_argument(p)  # a groupd with sasl.users wants one of them: the properties' user
+        p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
+                       help="a Kafka client property (sasl.username, sasl.password, sasl.jaas.config, ...)")
         return p
 
     def bounded(p: argparse.ArgumentParser) -> None:
@@ -52,7 +58,14 @@ def run(args) -> int:
     if not args.admin:
         print("groupd: chaos needs --admin URL (or GROUPD_ADMIN_LISTENER)", file=sys.stderr)
         return 2
-    client = ChaosClient(args.admin)
+    try:
+        security, others = client_config.load(args.command_config, args.set)
+        if others:
+            raise ConfigError(f"--set {others[0]}: not a Kafka client property (chaos reads no groupd settings)")
+    except ConfigError as e:
+        print(f"groupd: configuration error: {e}", file=sys.stderr)
+        return 2
+    client = ChaosClient(args.admin, credentials=security.credentials())
     try:
         print(_call(client, args))
     except ChaosError as e:

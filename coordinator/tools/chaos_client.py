@@ -27,12 +27,15 @@ def duration_ms(text: str) -> int:
 
 
 class ChaosClient:
-    def __init__(self, url: str, timeout: float = 30.0) -> None:
+    def __init__(self, url: str, timeout: float = 30.0, credentials: tuple[str, str] | None = None) -> None:
         parts = urllib.parse.urlsplit(url.rstrip("/"))
-        # http://user:password@host:port: HTTP Basic, for a groupd with sasl.users
-        self.auth = ("Basic " + base64.b64encode(f"{urllib.parse.unquote(parts.username)}:"
-                                                 f"{urllib.parse.unquote(parts.password or '')}".encode()).decode()
-                     if parts.username else None)
+        # HTTP Basic, for a groupd with sasl.users: http://user:password@host:port, else `credentials`
+        # (`groupd chaos --command-config`: sasl.jaas.config's or sasl.username/sasl.password)
+        if parts.username:
+            credentials = (urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or ""))
+        self.auth = ("Basic " + base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode()).decode()
+                     if credentials else None)
+        self.user = credentials[0] if credentials else None
         self.url = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
         self.timeout = timeout
 
@@ -53,6 +56,11 @@ class ChaosClient:
                 reason = json.loads(e.read()).get("error", e.reason)
             except ValueError:
                 reason = e.reason
+            if e.code == 401:
+                reason = (f"the admin endpoint refused the credentials of {self.user!r}" if self.user else
+                          "the admin endpoint wants the credentials of a sasl.users user (HTTP Basic) and none are "
+                          "given: --command-config FILE with sasl.jaas.config (or sasl.username and sasl.password), "
+                          "or http://USER:PASSWORD@host:port")
             raise ChaosError(f"{reason} (HTTP {e.code})") from None
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, "reason", e)

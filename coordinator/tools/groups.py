@@ -7,221 +7,32 @@ itself: the client never follows Metadata or FindCoordinator to an advertised ad
 why `groupd groups list --bootstrap 127.0.0.1:9092` works from a host whose groupd runs in a
 compose network and advertises `groupd:9092`, a name only that network can resolve.
 
-Each command gathers plain data first (`list_groups`, `describe_group`, `delete_groups`,
-`delete_offsets`, `reset_offsets`, `health`), then prints it as a table or, with `--json`, as one
-JSON document. Without `--bootstrap` a command finds groupd where the settings `serve` reads
-(--config, GROUPD_* variables, --set) make it listen.
+This module gathers plain data (`list_groups`, `describe_group`, `delete_groups`, `delete_offsets`,
+`reset_offsets`, `health`) through the client (client.py); commands.py parses the command line and
+prints it as a table (render.py) or, with `--json`, as one JSON document. Without `--bootstrap` a command finds groupd where the settings `serve` reads
+(--config, GROUPD_* variables, --set) make it listen. A TLS or SASL listener is reached with Kafka's
+client properties, `--command-config FILE` or `--set key=value` as Kafka's tools take them
+(coordinator/tools/client_config.py).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import socket
-import struct
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from itertools import count
 from typing import Any
 
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
-from groupd.protocol.codec import RequestHeader, build_request, decode_response, encode_request
 from groupd.protocol.consumer import BadConsumerProtocol, assigned_partitions
 
-from .offset_reset import Partition, PlanError, clamp, parse_datetime, parse_duration, parse_topics, read_csv, to_csv
-from groupd.coordinator.settings import ConfigError, Settings, add_config_arguments
+from .client import (API_VERSIONS_V, CONSUMER_GROUP_DESCRIBE_V, DELETE_GROUPS_V, DESCRIBE_GROUPS_V, EARLIEST, LATEST,
+                     LIST_GROUPS_V, METADATA_V, OFFSET_COMMIT_V, OFFSET_DELETE_V, OFFSET_FETCH_V,
+                     AdminConnection, AdminError, Brokers, address, check)
+from .client_config import ClientConfig
+from .offset_reset import Partition, clamp, parse_datetime, parse_duration, parse_topics, read_csv
 from groupd.coordinator.runtime.offsets_topic import NAME as OFFSETS_TOPIC
 from groupd.coordinator.core.partitioning import partition_for
-
-EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
-COMMANDS = ("groups", "offsets", "health")
-
-# The versions the commands speak: all inside groupd's table (protocol/apis.py).
-LIST_GROUPS_V = 5       # states and each group's type
-DESCRIBE_GROUPS_V = 6   # GROUP_ID_NOT_FOUND for an unknown group instead of an empty "Dead" one
-CONSUMER_GROUP_DESCRIBE_V = 1  # consumer (KIP-848) groups: epochs, current and target assignments
-OFFSET_FETCH_V = 8      # batched groups; topics=null fetches every committed offset
-OFFSET_COMMIT_V = 8
-OFFSET_DELETE_V = 0
-DELETE_GROUPS_V = 2
-METADATA_V = 12
-LIST_OFFSETS_V = 7
-API_VERSIONS_V = 3
-FIND_COORDINATOR_V = 3
-
-
-class AdminError(Exception):
-    """A command cannot do what it was asked; the message is for the operator."""
-
-
-# ---------------------------------------------------------------------------------------------
-# The wire: one connection, size-prefixed frames, one request at a time (also the tests' client,
-# tests/support/process.py WireClient)
-
-
-def split_bootstrap(bootstrap: str) -> tuple[str, int]:
-    """`host:port`, `[v6 address]:port` or a listener `PLAINTEXT://host:port` → (host, port)."""
-    text = bootstrap.split(",")[0].strip()
-    if "://" in text:
-        text = text.split("://", 1)[1]
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise AdminError(f"bootstrap address {bootstrap!r} is not host:port")
-    return host.strip("[]"), int(port)
-
-
-class AdminConnection:
-    """A blocking Kafka connection: build a request from plain values (any version; fields a
-    version does not have are ignored), get the decoded kio response back."""
-
-    def __init__(self, bootstrap: str, client_id: str | None = "groupd-admin", timeout: float = 10.0) -> None:
-        host, port = split_bootstrap(bootstrap)
-        self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.client_id = client_id
-        self._ids = count(1)
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def frame(self, api_key: int, version: int, values: Mapping[str, Any],
-              correlation_id: int | None = None) -> tuple[int, bytes]:
-        cid = next(self._ids) if correlation_id is None else correlation_id
-        header = RequestHeader(api_key, version, cid, self.client_id)
-        return cid, encode_request(header, build_request(api_key, version, values))
-
-    def send_raw(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def read_frame(self) -> bytes:
-        (size,) = struct.unpack(">i", self._read_exactly(4))
-        return self._read_exactly(size)
-
-    def _read_exactly(self, n: int) -> bytes:
-        chunks = []
-        while n:
-            chunk = self.sock.recv(n)
-            if not chunk:
-                raise ConnectionError("server closed the connection")
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
-
-    def request(self, api_key: int, version: int, values: Mapping[str, Any]) -> Any:
-        cid, data = self.frame(api_key, version, values)
-        self.send_raw(data)
-        got, response = decode_response(api_key, version, self.read_frame())
-        if got != cid:
-            raise ConnectionError(f"correlation id {got} != {cid}")
-        return response
-
-
-# ---------------------------------------------------------------------------------------------
-# Which broker to ask: one node is every group's coordinator; with several (`groupd serve --workers
-# N`), a group's requests go to its coordinator, found as clients find it
-
-
-def _address(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def brokers(conn: AdminConnection) -> dict[int, str]:
-    """{node id: host:port} of the brokers Metadata lists (their advertised addresses)."""
-    r = conn.request(ApiKey.METADATA, METADATA_V, {"topics": [], "allow_auto_topic_creation": False,
-                                                   "include_topic_authorized_operations": False})
-    return {b.node_id: _address(b.host, b.port) for b in r.brokers}
-
-
-class Brokers:
-    """Connections to the brokers, opened as needed: the bootstrap alone when it is the only broker
-    (its advertised address may not be reachable from here), else each at its advertised address."""
-
-    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
-        self.bootstrap = AdminConnection(bootstrap, timeout=timeout)
-        self.timeout = timeout
-        self._open: dict[str, AdminConnection] = {}
-        try:
-            self.addresses = brokers(self.bootstrap)
-        except BaseException:
-            self.bootstrap.close()
-            raise
-
-    def __enter__(self) -> Brokers:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        for conn in (self.bootstrap, *self._open.values()):
-            conn.close()
-
-    def each(self) -> list[AdminConnection]:
-        """A connection to every broker."""
-        if len(self.addresses) <= 1:
-            return [self.bootstrap]
-        return [self._at(address) for address in self.addresses.values()]
-
-    def coordinator(self, group: str) -> AdminConnection:
-        """A connection to `group`'s coordinator, found as clients find it."""
-        if len(self.addresses) <= 1:
-            return self.bootstrap
-        r = self.bootstrap.request(ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_V, {"key": group, "key_type": 0})
-        _check(r.error_code, f"FindCoordinator for group {group!r}", r.error_message)
-        return self._at(_address(r.host, r.port))
-
-    def list_offsets(self, partitions: Mapping[str, Iterable[int]], timestamp: int) -> dict:
-        """ListOffsets of each data partition at its leader (Metadata's)."""
-        if len(self.addresses) <= 1 or not partitions:
-            return _list_offsets(self.bootstrap, partitions, timestamp)
-        meta = self.bootstrap.request(ApiKey.METADATA, METADATA_V, {
-            "topics": [{"name": t, "topic_id": uuid.UUID(int=0)} for t in sorted(partitions)],
-            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
-        leaders = {(t.name, p.partition_index): p.leader_id for t in meta.topics for p in t.partitions}
-        by_leader: dict[int, dict[str, set[int]]] = {}
-        for topic, ps in partitions.items():
-            for p in ps:
-                by_leader.setdefault(leaders.get((topic, p), -1), {}).setdefault(topic, set()).add(p)
-        out = {}
-        for leader, asked in by_leader.items():
-            address = self.addresses.get(leader)
-            if address is None:  # no leader now: no offsets
-                out.update({(t, p): None for t, ps in asked.items() for p in ps})
-            else:
-                out.update(_list_offsets(self._at(address), asked, timestamp))
-        return out
-
-    def _at(self, address: str) -> AdminConnection:
-        if address not in self._open:
-            self._open[address] = AdminConnection(address, timeout=self.timeout)
-        return self._open[address]
-
-
-def _check(error_code: ErrorCode, what: str, message: str | None = None) -> None:
-    if error_code is not ErrorCode.none:
-        raise AdminError(f"{what}: {error_code.name.upper()}" + (f" ({message})" if message else ""))
-
-
-# ---------------------------------------------------------------------------------------------
-# Requests
-
-
-def _list_offsets(conn: AdminConnection, partitions: Mapping[str, Iterable[int]], timestamp: int) -> dict:
-    """{(topic, partition): offset or None when that partition answered an error}."""
-    topics = [{"name": t, "partitions": [{"partition_index": p, "timestamp": timestamp,
-                                          "current_leader_epoch": -1} for p in sorted(ps)]}
-              for t, ps in sorted(partitions.items()) if ps]
-    if not topics:
-        return {}
-    r = conn.request(ApiKey.LIST_OFFSETS, LIST_OFFSETS_V, {"replica_id": -1, "isolation_level": 0, "topics": topics})
-    return {(t.name, p.partition_index): (p.offset if p.error_code is ErrorCode.none else None)
-            for t in r.topics for p in t.partitions}
-
 
 def _describe(conn: AdminConnection, group: str):
     """The DescribeGroups entry of `group`, or None when groupd does not know the group."""
@@ -229,7 +40,7 @@ def _describe(conn: AdminConnection, group: str):
                         {"groups": [group], "include_authorized_operations": False}).groups
     if g.error_code is ErrorCode.group_id_not_found:
         return None
-    _check(g.error_code, f"DescribeGroups {group}", g.error_message)
+    check(g.error_code, f"DescribeGroups {group}", g.error_message)
     return g
 
 
@@ -239,7 +50,7 @@ def _describe_consumer_group(conn: AdminConnection, group: str):
                         {"group_ids": [group], "include_authorized_operations": False}).groups
     if g.error_code in (ErrorCode.group_id_not_found, ErrorCode.unsupported_version):
         return None
-    _check(g.error_code, f"ConsumerGroupDescribe {group}", g.error_message)
+    check(g.error_code, f"ConsumerGroupDescribe {group}", g.error_message)
     return g
 
 
@@ -251,11 +62,11 @@ def _committed(conn: AdminConnection, group: str) -> dict[tuple[str, int], tuple
     r = conn.request(ApiKey.OFFSET_FETCH, OFFSET_FETCH_V,
                      {"groups": [{"group_id": group, "topics": None}], "require_stable": True})
     (g,) = r.groups
-    _check(g.error_code, f"OffsetFetch {group}")
+    check(g.error_code, f"OffsetFetch {group}")
     out = {}
     for t in g.topics:
         for p in t.partitions:
-            _check(p.error_code, f"OffsetFetch {group} {t.name}-{p.partition_index}")
+            check(p.error_code, f"OffsetFetch {group} {t.name}-{p.partition_index}")
             if p.committed_offset >= 0:
                 out[(t.name, p.partition_index)] = (p.committed_offset, p.metadata)
     return out
@@ -272,14 +83,14 @@ def _assignment(protocol_type: str, data: bytes) -> dict[str, list[int]] | None:
 
 
 def list_groups(bootstrap: str, states: Iterable[str] = (), types: Iterable[str] = (),
-                timeout: float = 10.0) -> list[dict]:
+                timeout: float = 10.0, security: ClientConfig | None = None) -> list[dict]:
     """Every group, or those in one of `states` and of one of `types` (ListGroups filters)."""
-    with Brokers(bootstrap, timeout) as cluster:  # each broker lists the groups it coordinates
+    with Brokers(bootstrap, timeout, security) as cluster:  # each broker lists the groups it coordinates
         replies = [conn.request(ApiKey.LIST_GROUPS, LIST_GROUPS_V, {"states_filter": list(states),
                                                                     "types_filter": list(types)})
                    for conn in cluster.each()]
     for r in replies:
-        _check(r.error_code, "ListGroups")
+        check(r.error_code, "ListGroups")
     return sorted(({"group": g.group_id, "state": g.group_state, "protocol_type": g.protocol_type,
                     "type": g.group_type} for r in replies for g in r.groups), key=lambda g: g["group"])
 
@@ -295,17 +106,18 @@ class UnknownGroup(AdminError):
         super().__init__(f"group {group!r} does not exist")
 
 
-def describe_group(bootstrap: str, group: str, timeout: float = 10.0) -> dict:
+def describe_group(bootstrap: str, group: str, timeout: float = 10.0, security: ClientConfig | None = None) -> dict:
     """State, protocol, members (assignments decoded for the consumer protocol) and committed
     offsets with the log-end offset and lag of each partition."""
-    with Brokers(bootstrap, timeout) as cluster:
+    with Brokers(bootstrap, timeout, security) as cluster:
         return _describe_group(cluster, group)
 
 
-def describe_groups(bootstrap: str, groups: Iterable[str], timeout: float = 10.0) -> tuple[list[dict], list[str]]:
+def describe_groups(bootstrap: str, groups: Iterable[str], timeout: float = 10.0,
+                    security: ClientConfig | None = None) -> tuple[list[dict], list[str]]:
     """Each group's description, and the names of those groupd does not know."""
     found, missing = [], []
-    with Brokers(bootstrap, timeout) as cluster:
+    with Brokers(bootstrap, timeout, security) as cluster:
         for group in groups:
             try:
                 found.append(_describe_group(cluster, group))
@@ -314,8 +126,8 @@ def describe_groups(bootstrap: str, groups: Iterable[str], timeout: float = 10.0
     return found, missing
 
 
-def all_group_ids(bootstrap: str, timeout: float = 10.0) -> list[str]:
-    return [g["group"] for g in list_groups(bootstrap, timeout=timeout)]
+def all_group_ids(bootstrap: str, timeout: float = 10.0, security: ClientConfig | None = None) -> list[str]:
+    return [g["group"] for g in list_groups(bootstrap, timeout=timeout, security=security)]
 
 
 def _describe_group(cluster: Brokers, group: str) -> dict:
@@ -381,9 +193,10 @@ def _by_topic(partitions: Iterable[tuple[str, int]]) -> dict[str, set[int]]:
     return out
 
 
-def delete_groups(bootstrap: str, groups: Iterable[str], timeout: float = 10.0) -> dict[str, str | None]:
+def delete_groups(bootstrap: str, groups: Iterable[str], timeout: float = 10.0,
+                  security: ClientConfig | None = None) -> dict[str, str | None]:
     """{group: None when deleted, else its error name} (DeleteGroups: only Empty groups go)."""
-    with Brokers(bootstrap, timeout) as cluster:
+    with Brokers(bootstrap, timeout, security) as cluster:
         by_coordinator: dict[AdminConnection, list[str]] = {}
         for group in dict.fromkeys(groups):
             by_coordinator.setdefault(cluster.coordinator(group), []).append(group)
@@ -392,11 +205,12 @@ def delete_groups(bootstrap: str, groups: Iterable[str], timeout: float = 10.0) 
     return {g.group_id: None if g.error_code is ErrorCode.none else g.error_code.name.upper() for g in results}
 
 
-def delete_offsets(bootstrap: str, group: str, topics: Iterable[str], timeout: float = 10.0) -> dict:
+def delete_offsets(bootstrap: str, group: str, topics: Iterable[str], timeout: float = 10.0,
+                   security: ClientConfig | None = None) -> dict:
     """Delete `group`'s committed offsets of `topics` (`T` or `T:P,...`) with OffsetDelete:
     {"error": the group-level error or None, "partitions": [{topic, partition, error}]}."""
     scope = parse_topics(topics)
-    with Brokers(bootstrap, timeout) as cluster:
+    with Brokers(bootstrap, timeout, security) as cluster:
         conn = cluster.coordinator(group)
         partitions = list(scope.partitions) + _topic_partitions(conn, scope.topics)
         r = conn.request(ApiKey.OFFSET_DELETE, OFFSET_DELETE_V, {"group_id": group, "topics": [
@@ -419,7 +233,7 @@ def _topic_partitions(conn: AdminConnection, topics: Iterable[str]) -> list[tupl
         "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False})
     out = []
     for t in meta.topics:
-        _check(t.error_code, f"topic {t.name!r}")
+        check(t.error_code, f"topic {t.name!r}")
         out += [(t.name, p.partition_index) for p in sorted(t.partitions, key=lambda p: p.partition_index)]
     return out
 
@@ -432,13 +246,13 @@ INACTIVE = ("Empty", "Dead")
 
 def reset_offsets(bootstrap: str, group: str, scenario: str, value: Any = None, *, topics: Iterable[str] = (),
                   all_topics: bool = False, execute: bool = False, timeout: float = 10.0,
-                  warn: Callable[[str], None] = lambda line: None) -> dict:
+                  warn: Callable[[str], None] = lambda line: None, security: ClientConfig | None = None) -> dict:
     """Kafka's --reset-offsets: plan new offsets for the partitions of `topics` (`T`, `T:P,...`),
     of every committed partition (`all_topics`) or of the plan file (`from_file`: its text), and
     commit them with `execute`. Only while the group is inactive (Empty, or unknown: the commit
     creates it), as kafka-consumer-groups: the commit uses generation -1, which a group with
     members refuses anyway, so a member joining in between makes it fail rather than race."""
-    with Brokers(bootstrap, timeout) as cluster:
+    with Brokers(bootstrap, timeout, security) as cluster:
         conn = cluster.coordinator(group)
         found = _group_state(conn, group)
         if found is not None and found not in INACTIVE:
@@ -514,12 +328,13 @@ def _log_offsets(cluster: Brokers, partitions: list[Partition], timestamp: int) 
     return found
 
 
-def health(bootstrap: str, timeout: float = 5.0, ready: bool = False) -> tuple[bool, str]:
+def health(bootstrap: str, timeout: float = 5.0, ready: bool = False,
+           security: ClientConfig | None = None) -> tuple[bool, str]:
     """(healthy, one line): healthy when ApiVersions answers error 0 within `timeout` seconds;
     with `ready`, only once every offsets partition is loaded too (`offsets_partitions_loaded`)."""
     start = time.monotonic()
     try:
-        with AdminConnection(bootstrap, client_id="groupd-health", timeout=timeout) as conn:
+        with AdminConnection(bootstrap, client_id="groupd-health", timeout=timeout, security=security) as conn:
             conn.sock.settimeout(max(timeout - (time.monotonic() - start), 0.001))
             r = conn.request(ApiKey.API_VERSIONS, API_VERSIONS_V,
                              {"client_software_name": "groupd-health", "client_software_version": "1"})
@@ -555,7 +370,7 @@ def offsets_partitions_loaded(conn: AdminConnection) -> tuple[int, int]:
     if topic.error_code is not ErrorCode.none:
         raise AdminError(f"Metadata for {OFFSETS_TOPIC} answered {topic.error_code.name.upper()}")
     probes = probe_groups(len(topic.partitions))
-    addresses = {b.node_id: _address(b.host, b.port) for b in r.brokers}
+    addresses = {b.node_id: address(b.host, b.port) for b in r.brokers}
     by_leader: dict[int, list[str]] = {}
     for p in topic.partitions:
         by_leader.setdefault(p.leader_id if len(addresses) > 1 else -2, []).append(probes[p.partition_index])
@@ -565,7 +380,8 @@ def offsets_partitions_loaded(conn: AdminConnection) -> tuple[int, int]:
         if leader == -2:  # the only broker: the connection we have
             loaded += _describable(conn, groups, unloaded)
         elif leader in addresses:
-            with AdminConnection(addresses[leader], conn.client_id, conn.sock.gettimeout() or 10.0) as at:
+            with AdminConnection(addresses[leader], conn.client_id, conn.sock.gettimeout() or 10.0,
+                                 security=conn.security) as at:
                 loaded += _describable(at, groups, unloaded)
     return loaded, len(probes)
 
@@ -585,287 +401,3 @@ def probe_groups(partitions: int) -> list[str]:
         found.setdefault(partition_for(name, partitions), name)
         i += 1
     return [found[p] for p in range(partitions)]
-
-
-# ---------------------------------------------------------------------------------------------
-# The command line
-
-
-def listener_address(settings: Settings) -> str:
-    """host:port of the first PLAINTEXT listener of groupd's `listeners` (else the first; the
-    commands speak neither TLS nor SASL), a wildcard host meaning loopback: where a command finds
-    the groupd those settings configure."""
-    if not settings.listeners:
-        raise ConfigError("listeners must name at least one PLAINTEXT://host:port")
-    listener = next((l for l in settings.listeners
-                     if settings.listener_security_protocol_map.get(l.name) == "PLAINTEXT"), settings.listeners[0])
-    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(listener.host, listener.host)
-    return f"[{host}]:{listener.port}" if ":" in host else f"{host}:{listener.port}"
-
-
-def resolve_bootstrap(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> str:
-    """`--bootstrap` when given; else the listener of the settings `serve` would read from the
-    same sources (--config FILE, GROUPD_* variables, --set), so `groupd health --set
-    listeners=PLAINTEXT://:19092` looks where `groupd serve --set listeners=...` listens.
-    A bad setting is a ConfigError, as for serve."""
-    if args.bootstrap:
-        return args.bootstrap
-    return listener_address(Settings.load(args.config, env=env, overrides=args.set, cross_checks=False))
-
-
-STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead",  # classic
-          "Assigning", "Reconciling")  # consumer (KIP-848) groups
-TYPES = ("classic", "consumer", "share", "streams")
-
-
-def _choices(allowed: tuple[str, ...], what: str) -> Callable[[str], list[str]]:
-    """A comma-separated list of `allowed` names (any case) → Kafka's spelling of each."""
-    by_lower = {a.lower(): a for a in allowed}
-
-    def parse(text: str) -> list[str]:
-        items = [s.strip() for s in text.split(",") if s.strip()]
-        bad = [s for s in items if s.lower() not in by_lower]
-        if bad or not items:
-            raise argparse.ArgumentTypeError(f"{', '.join(bad) or repr(text)}: not a {what} "
-                                             f"(one of {', '.join(allowed)})")
-        return [by_lower[s.lower()] for s in items]
-    return parse
-
-
-def common(sp: argparse.ArgumentParser, json_output: bool = True, timeout: float = 10.0) -> None:
-    """The options every command that talks to a running groupd takes."""
-    sp.add_argument("--bootstrap", "--bootstrap-server", dest="bootstrap", metavar="HOST:PORT", default=None,
-                    help="groupd's address (default: the first PLAINTEXT listener in the settings serve "
-                         "reads: --config, GROUPD_* variables, --set)")
-    add_config_arguments(sp)
-    sp.add_argument("--timeout", type=float, default=timeout, metavar="SECONDS",
-                    help=f"network timeout (default {timeout:g})")
-    if json_output:
-        sp.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
-
-
-def add_parsers(sub: argparse._SubParsersAction) -> None:
-    """Register `groups`, `offsets` and `health` on groupd's sub-command parser."""
-    groups = sub.add_parser("groups", help="list, describe and delete groups of a running groupd")
-    groups_sub = groups.add_subparsers(dest="groups_command", required=True)
-    listing = groups_sub.add_parser("list", help="every group: id, state, protocol type, type (ListGroups)")
-    listing.add_argument("--state", type=_choices(STATES, "group state"), action="extend", default=[],
-                         metavar="S[,S...]", help="only groups in one of these states")
-    listing.add_argument("--type", type=_choices(TYPES, "group type"), action="extend", default=[],
-                         metavar="T[,T...]", help="only groups of one of these types")
-    common(listing)
-    describe = groups_sub.add_parser("describe", help="groups' state, members, assignments and committed offsets")
-    which = describe.add_mutually_exclusive_group(required=True)
-    which.add_argument("group", nargs="*", default=[])
-    which.add_argument("--all-groups", action="store_true", help="every group groupd knows")
-    common(describe)
-    delete = groups_sub.add_parser("delete", help="delete Empty groups and their offsets (DeleteGroups)")
-    delete.add_argument("group", nargs="+")
-    common(delete)
-
-    offsets = sub.add_parser("offsets", help="change a group's committed offsets")
-    offsets_sub = offsets.add_subparsers(dest="offsets_command", required=True)
-    drop = offsets_sub.add_parser("delete", help="delete a group's committed offsets of topics (OffsetDelete)")
-    drop.add_argument("group")
-    drop.add_argument("--topic", action="append", required=True, metavar="T[:P,...]",
-                      help="a topic, or some of its partitions (repeatable)")
-    common(drop)
-    reset = offsets_sub.add_parser("reset", help="plan new committed offsets and, with --execute, commit them "
-                                                 "(only while the group is Empty)")
-    reset.add_argument("group")
-    scope = reset.add_mutually_exclusive_group()
-    scope.add_argument("--topic", action="append", metavar="T[:P,...]",
-                       help="a topic, or some of its partitions (repeatable)")
-    scope.add_argument("--all-topics", action="store_true", help="every partition the group has an offset for")
-    to = reset.add_mutually_exclusive_group(required=True)
-    to.add_argument("--to-earliest", action="store_true", help="each partition's earliest offset (ListOffsets)")
-    to.add_argument("--to-latest", action="store_true", help="each partition's log-end offset (ListOffsets)")
-    to.add_argument("--to-current", action="store_true",
-                    help="the committed offset (the log-end offset where there is none)")
-    to.add_argument("--to-offset", type=_non_negative, metavar="N", help="offset N on every partition")
-    to.add_argument("--shift-by", type=int, metavar="N",
-                    help="the committed offset plus N (negative: back), kept within [earliest, latest]")
-    to.add_argument("--to-datetime", metavar="ISO8601",
-                    help="the first offset at or after this time (YYYY-MM-DDTHH:mm:SS.sss, local unless a zone)")
-    to.add_argument("--by-duration", metavar="PnDTnHnMnS", help="the first offset at or after this long ago")
-    to.add_argument("--from-file", metavar="CSV", help="the offsets of a topic,partition,offset file (--export)")
-    run_mode = reset.add_mutually_exclusive_group()
-    run_mode.add_argument("--execute", action="store_true", help="commit the plan (default: print it only)")
-    run_mode.add_argument("--dry-run", action="store_true", help="print the plan only (the default)")
-    reset.add_argument("--export", action="store_true", help="print the plan as CSV topic,partition,offset")
-    common(reset)
-
-    health_parser = sub.add_parser("health", help="exit 0 if groupd answers ApiVersions within the timeout, else 1")
-    health_parser.add_argument("--ready", action="store_true",
-                               help="exit 0 only once every offsets partition is loaded (readiness)")
-    common(health_parser, json_output=False, timeout=5.0)
-
-
-def _non_negative(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError("an offset is 0 or more")
-    return n
-
-
-def _warn(line: str) -> None:
-    print(f"groupd: warning: {line}", file=sys.stderr)
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run a parsed `groups`, `offsets` or `health` command; the exit status."""
-    if args.command == "offsets" and args.offsets_command == "reset" and not (
-            args.topic or args.all_topics or args.from_file):  # a usage mistake: 2, as argparse's
-        prog = "groupd offsets reset"
-        print(f"{prog}: one of the reset scopes is needed: --topic T[:P,...] or --all-topics (see {prog} --help)",
-              file=sys.stderr)
-        return 2
-    if args.command == "health":
-        return report(args, lambda bootstrap: _health(args, bootstrap))
-    return report(args, lambda bootstrap: _command(args, bootstrap))
-
-
-def _health(args: argparse.Namespace, bootstrap: str) -> tuple[int, Any, str]:
-    ok, line = health(bootstrap, args.timeout, args.ready)
-    return (0 if ok else 1), None, line
-
-
-def report(args: argparse.Namespace, work: Callable[[str], tuple[int, Any, str]]) -> int:
-    """Find groupd (resolve_bootstrap), run a command's `work(bootstrap)` → (exit status, data,
-    text) and print the text, or the data with --json; a failure is one line on stderr. The exit
-    status."""
-    try:
-        bootstrap = resolve_bootstrap(args)
-    except ConfigError as e:
-        print(f"groupd: configuration error: {e}", file=sys.stderr)
-        return 2
-    try:
-        code, data, text = work(bootstrap)
-    except (AdminError, PlanError) as e:
-        print(f"groupd: {e}", file=sys.stderr)
-        return 1
-    except OSError as e:
-        print(f"groupd: {bootstrap}: {e.strerror or e}", file=sys.stderr)
-        return 1
-    output = json.dumps(data, indent=2) if getattr(args, "json", False) and data is not None else text
-    if output:
-        print(output)
-    return code
-
-
-def _command(args: argparse.Namespace, bootstrap: str) -> tuple[int, Any, str]:
-    """(exit status, the JSON document, the text) of a groups or offsets command."""
-    timeout = args.timeout
-    if args.command == "groups" and args.groups_command == "list":
-        data: Any = list_groups(bootstrap, args.state, args.type, timeout)
-        return 0, data, table(["GROUP", "STATE", "PROTOCOL-TYPE", "TYPE"],
-                               [[g["group"], g["state"], g["protocol_type"] or "-", g["type"]] for g in data])
-    if args.command == "groups" and args.groups_command == "describe":
-        names = all_group_ids(bootstrap, timeout) if args.all_groups else list(dict.fromkeys(args.group))
-        found, missing = describe_groups(bootstrap, names, timeout)
-        for group in missing:
-            print(f"groupd: group {group!r} does not exist", file=sys.stderr)
-        one = len(names) == 1 and not args.all_groups
-        if one and not found:
-            return 1, None, ""
-        data = found[0] if one else found
-        text = "\n\n".join(_describe_text(d) for d in found) if found else "no groups"
-        if any(o["lag"] is None and o["offset"] is not None for d in found for o in d["offsets"]):
-            text += "\n\n" + LAG_FOOTNOTE
-        return (1 if missing else 0), data, text
-    if args.command == "groups":
-        results = delete_groups(bootstrap, args.group, timeout)
-        failed = {g: e for g, e in results.items() if e is not None}
-        for group, error in failed.items():
-            print(f"groupd: group {group!r} could not be deleted: {error}"
-                  + (" (it has members; stop them first)" if error == "NON_EMPTY_GROUP" else ""), file=sys.stderr)
-        deleted = [g for g, e in results.items() if e is None]
-        text = f"deleted group{'s' if len(deleted) > 1 else ''} " + ", ".join(repr(g) for g in deleted) if deleted else ""
-        return (1 if failed else 0), {"deleted": deleted, "failed": failed}, text
-    if args.offsets_command == "delete":
-        r = delete_offsets(bootstrap, args.group, args.topic, timeout)
-        if r["error"] is not None:
-            raise AdminError(f"cannot delete the offsets of group {args.group!r}: {r['error']}"
-                             + _OFFSET_DELETE_HINTS.get(r["error"], ""))
-        failed = any(p["error"] for p in r["partitions"])
-        if failed:
-            print(f"groupd: some offsets of group {args.group!r} were not deleted", file=sys.stderr)
-        return (1 if failed else 0), r, table(["TOPIC", "PARTITION", "STATUS"], [
-            [p["topic"], p["partition"], f"Error: {p['error']}" if p["error"] else "Successful"]
-            for p in r["partitions"]])
-    scenario = next(s for s in SCENARIOS if getattr(args, s) not in (None, False))
-    value = getattr(args, scenario)
-    if scenario == "from_file":
-        value = _read_plan_file(value)
-    r = reset_offsets(bootstrap, args.group, scenario, value, topics=args.topic or (), all_topics=args.all_topics,
-                      execute=args.execute, timeout=timeout, warn=_warn)
-    if args.export:
-        return 0, r, to_csv({(o["topic"], o["partition"]): o["offset"] for o in r["offsets"]}).rstrip("\n")
-    return 0, r, _reset_text(r)
-
-
-_OFFSET_DELETE_HINTS = {"NON_EMPTY_GROUP": " (it has members; stop them first)",
-                        "GROUP_ID_NOT_FOUND": " (no such group)",
-                        "GROUP_SUBSCRIBED_TO_TOPIC": " (its members consume that topic)"}
-
-LAG_FOOTNOTE = ("LAG -: the committed offset is past the log-end offset: groupd does not hold those records "
-                "(the records plane keeps them in memory, so a restart empties it; records.plane: none keeps none)")
-
-
-def _read_plan_file(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except OSError as e:
-        raise AdminError(f"cannot read --from-file {path}: {e.strerror or e}") from None
-
-
-def table(header: list[str], rows: list[list[Any]]) -> str:
-    cells = [header] + [["-" if c is None else str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
-
-
-def _partitions(assignment: dict[str, list[int]] | None, size: int) -> str:
-    if assignment is None:
-        return f"({size} bytes)"
-    return " ".join(f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in sorted(assignment.items())) or "-"
-
-
-def _describe_text(d: dict) -> str:
-    members = d["members"]
-    plural = "s" if len(members) != 1 else ""
-    if d["type"] == "consumer":
-        out = [f"group {d['group']}: consumer group {d['state']}, group epoch {d['group_epoch']}, assignment "
-               f"epoch {d['assignment_epoch']}, assignor {d['protocol']}, {len(members)} member{plural}"]
-        if members:
-            out += ["", table(["MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "EPOCH", "ASSIGNMENT", "TARGET"],
-                               [[m["member_id"], m["client_id"], m["client_host"], m["group_instance_id"],
-                                 m["member_epoch"], _partitions(m["assignment"], 0),
-                                 _partitions(m["target_assignment"], 0)] for m in members])]
-    else:
-        out = [f"group {d['group']}: {d['state']}, protocol type {d['protocol_type'] or '-'}, "
-               f"protocol {d['protocol'] or '-'}, {len(members)} member{plural}"]
-    if members and d["type"] == "classic":
-        out += ["", table(["MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "ASSIGNMENT"],
-                           [[m["member_id"], m["client_id"], m["client_host"], m["group_instance_id"],
-                             _partitions(m["assignment"], m["assignment_bytes"])] for m in members])]
-    out += ["", table(["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
-                       "CLIENT-ID"],  # kafka-consumer-groups --describe's columns
-                      [[o["topic"], o["partition"], o["offset"], o["log_end_offset"], o["lag"], o["member_id"],
-                        o["client_host"], o["client_id"]]
-                       for o in d["offsets"]])
-            if d["offsets"] else "no committed offsets"]
-    return "\n".join(out)
-
-
-def _reset_text(r: dict) -> str:
-    rows = table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
-                 [[r["group"], o["topic"], o["partition"], o["offset"]] for o in r["offsets"]])
-    if not r["execute"]:
-        return rows + "\n(dry run: nothing committed; add --execute to commit)"
-    return rows + f"\ncommitted {len(r['offsets'])} offset{'s' if len(r['offsets']) != 1 else ''}" + (
-        f" (group {r['group']} is new)" if r["created"] else "")

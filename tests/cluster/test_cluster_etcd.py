@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from groupd.coordinator.tools.groups import AdminConnection
+from groupd.coordinator.tools.client import AdminConnection
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from tests.support.etcd_server import EtcdServer, cluster_node, coordinators
@@ -308,27 +308,37 @@ def test_topic_configs_live_in_etcd_with_the_catalog(nodes):
                "node 2 describes node 1's change")
 
 
-def test_a_catalog_change_that_loses_the_race_is_applied_on_top_of_the_winner(etcd, tmp_path):
+async def test_a_catalog_change_that_loses_the_race_is_applied_on_top_of_the_winner(etcd, tmp_path):
+    import aetcd
+
     from groupd.coordinator.cluster.etcd.catalog import CATALOG_KEY, EtcdCatalog, EtcdDocument
 
-    one, two, three = (EtcdCatalog(EtcdDocument([etcd.endpoint], CATALOG_KEY, 5), str(tmp_path)) for _ in range(3))
-    one.create("x", 1)
-    made_by_one = one.create("z", 2)
-    two.create("y", 3)  # two had not seen x and z: its swap loses, then applies on top
-    assert sorted(t.name for t in two) == ["x", "y", "z"]
-    assert three.create("z", 5) == made_by_one  # both created z: the first one's id and count stay
-    value, revision = EtcdDocument([etcd.endpoint], CATALOG_KEY, 5).get()
-    one.follow(value, revision)
-    assert {t.name: t.partitions for t in one} == {"x": 1, "y": 3, "z": 2}
-    two.set_configs("x", {"cleanup.policy": "compact"})  # configs swap like any change
-    one.set_configs("z", {"retention.ms": "5"})  # loses to two's, then applies on top
-    assert dict(one.get("x").configs) == {"cleanup.policy": "compact"} and one.topic_config("x").compact
-    assert one.topic_config("z").retention_ms == 5
-    three.set_partitions("z", 4)  # three had not seen one's configs: both changes hold
-    assert (three.get("z").partitions, dict(three.get("z").configs)) == (4, {"retention.ms": "5"})
-    one.delete("y")
-    two.set_configs("y", {"retention.ms": "7"})  # deleted by one meanwhile: stays deleted
-    assert two.get("y") is None
+    host, _, port = etcd.endpoint.rpartition(":")
+    async with aetcd.Client(host, int(port), timeout=5) as client:
+        def document() -> EtcdDocument:
+            return EtcdDocument([etcd.endpoint], CATALOG_KEY, 5, client=lambda: client)
+
+        one, two, three = (EtcdCatalog(document(), str(tmp_path)) for _ in range(3))
+        one.create("x", 1)  # at start-up: over etcd's JSON gateway
+        made_by_one = await one.add("z", 2)  # while serving: through the asyncio client
+        assert await two.add("y", 3) is not None  # two had not seen x and z: its swap loses, then applies on top
+        assert sorted(t.name for t in two) == ["x", "y", "z"]
+        assert await three.add("z", 5) == made_by_one  # both created z: the first one's id and count stay
+        assert await one.add("z", 7) is None  # one knows z: nothing written
+        value, revision = await document().read()
+        one.follow(value, revision)
+        assert {t.name: t.partitions for t in one} == {"x": 1, "y": 3, "z": 2}
+        assert await two.remove("x") is not None and await three.resize("y", 4) is not None
+        one.follow(*await document().read())
+        assert {t.name: t.partitions for t in one} == {"y": 4, "z": 2}
+        # configs swap like any change; a change of a topic's configs keeps another node's resize of it
+        assert await two.reconfigure("z", {"cleanup.policy": "compact"}) is not None
+        assert await three.resize("z", 6) is not None  # three had not seen two's configs
+        one.follow(*await document().read())
+        assert (one.get("z").partitions, dict(one.get("z").configs)) == (6, {"cleanup.policy": "compact"})
+        assert one.topic_config("z").compact
+        assert await one.remove("y") is not None
+        assert await three.reconfigure("y", {"retention.ms": "7"}) is None  # deleted meanwhile: stays deleted
 
 
 def test_acls_scram_credentials_and_group_configs_changed_on_one_node_hold_on_the_other(tmp_path, etcd):
@@ -402,6 +412,97 @@ def test_with_etcd_stopped_no_node_acknowledges_and_both_serve_again_once_it_is_
     error, seen = wait_until(lambda: (f := fetch(at.bootstrap, group))[0] == ErrorCode.none and f, 30, "loaded again")
     assert seen[0] in (1, 2)  # 1 acknowledged; a 2 answered NOT_COORDINATOR may have landed
     assert commit(at.bootstrap, group, {0: 3}) == {0: ErrorCode.none}
+
+
+def test_heartbeats_are_answered_while_admin_writes_wait_for_a_stopped_etcd(tmp_path, etcd):
+    """CreateAcls and a Metadata auto-create write to etcd. With etcd stopped (SIGSTOP) the node goes on
+    answering heartbeats while both wait (an etcd call off the event loop, design.md); each is answered
+    once its write times out (or etcd answers), and nothing acknowledged before is lost."""
+    import json
+    import select
+
+    from groupd.protocol.codec import decode_response
+    from tests.support.authz import GROUP, READ, acl, authorizer_settings, create_acls
+    from tests.support.etcd_server import etcd_get
+    from tests.support.process import WireClient, join_and_sync
+
+    # a longer lease than the other tests' (its quarter bounds each etcd call): the writes wait seconds
+    node = cluster_node(str(tmp_path / "data"), etcd, 1, *SETTINGS, *authorizer_settings(allow_everyone=True),
+                        "cluster.lease.ms=12000").start()
+
+    def acls_in_etcd() -> set[str]:
+        return {row["resource_name"] for row in json.loads(etcd_get(etcd.endpoint, "/groupd/acls.json"))["acls"]}
+
+    def topic(c: WireClient, name: str):
+        return c.request(ApiKey.METADATA, 12, {"topics": [{"name": name, "topic_id": None}],
+                                               "allow_auto_topic_creation": True,
+                                               "include_topic_authorized_operations": False}).topics[0]
+
+    def joined(c: WireClient):
+        try:
+            return join_and_sync(c, "g")
+        except AssertionError:  # its partition not claimed or loaded yet
+            return None
+
+    try:
+        bob = {"principal": "User:bob"}  # ACLs that bind nobody the test acts as
+        assert create_acls(node.bootstrap, acl(GROUP, "kept", READ, **bob)) == [ErrorCode.none]
+        with WireClient(node.bootstrap, timeout=60) as c:
+            assert topic(c, "kept-topic").error_code == ErrorCode.none
+            member_id, generation = wait_until(lambda: joined(c), 60, "the member joins")
+            writes = {}
+            etcd.pause()
+            try:
+                for name, (api, version, body) in {
+                        "acl": (ApiKey.CREATE_ACLS, 3, {"creations": [acl(GROUP, "paused", READ, **bob)]}),
+                        "topic": (ApiKey.METADATA, 12, {"topics": [{"name": "paused-topic", "topic_id": None}],
+                                                        "allow_auto_topic_creation": True,
+                                                        "include_topic_authorized_operations": False})}.items():
+                    w = WireClient(node.bootstrap, timeout=60)
+                    cid, data = w.frame(api, version, body)
+                    w.send_raw(data)
+                    writes[name] = (w, api, version, cid)
+                beats = {name: 0 for name in writes}  # heartbeats answered while each write waited
+                answers = {}
+
+                def all_answered() -> bool:
+                    c.request(ApiKey.HEARTBEAT, 4, {"group_id": "g", "generation_id": generation,
+                                                    "member_id": member_id, "group_instance_id": None})
+                    for name, (w, api, version, cid) in writes.items():
+                        if name in answers:
+                            continue
+                        if select.select([w.sock], [], [], 0)[0]:
+                            try:
+                                got, answers[name] = decode_response(api, version, w.read_frame())
+                            except ConnectionError:  # closed instead: the assertions below say so
+                                answers[name] = None
+                                continue
+                            assert got == cid
+                        else:
+                            beats[name] += 1
+                    return len(answers) == len(writes)
+                wait_until(all_answered, 120, "both writes are answered")
+            finally:
+                etcd.resume()
+                for w, *_ in writes.values():
+                    w.close()
+        assert beats["acl"] >= 3 and beats["topic"] >= 3, (beats, answers)
+        acl_error = answers["acl"].results[0].error_code
+        assert acl_error in (ErrorCode.request_timed_out, ErrorCode.none), answers["acl"]
+        assert answers["topic"].topics[0].error_code in (ErrorCode.leader_not_available, ErrorCode.none)
+
+        # nothing acknowledged is lost, and with etcd back the same writes succeed
+        assert create_acls(node.bootstrap, acl(GROUP, "after", READ, **bob)) == [ErrorCode.none]
+        stored = acls_in_etcd()
+        assert {"kept", "after"} <= stored and (acl_error != ErrorCode.none or "paused" in stored)
+        with WireClient(node.bootstrap) as c:
+            assert wait_until(lambda: topic(c, "paused-topic").error_code == ErrorCode.none, 60,
+                              "the auto-create succeeds with etcd back")
+            assert topic(c, "kept-topic").error_code == ErrorCode.none
+        stored = {t["name"] for t in json.loads(etcd_get(etcd.endpoint, "/groupd/topics"))["topics"]}
+        assert {"kept-topic", "paused-topic"} <= stored
+    finally:
+        assert node.stop() == 0, node.log()
 
 
 def test_the_owner_compacts_and_after_a_failover_the_other_node_compacts_and_loads_every_offset(tmp_path, etcd):

@@ -50,14 +50,12 @@ def group_on(partition: int) -> str:
     return next(g for g in (f"g{i}" for i in range(10_000)) if partition_for(g, PARTITIONS) == partition)
 
 
-
-
 @pytest.fixture
 async def node(tmp_path):
     settings = Settings.load(None, env={}, overrides=[f"data.dir={tmp_path}", "node.id=1",
                                                       f"offsets.topic.num.partitions={PARTITIONS}", "topics=t:2"])
     node = Node(settings, cluster=ThreeBrokers())
-    node.coordinator.start()
+    node.coordinator.start(p for p in range(PARTITIONS) if node.cluster.owns(p))  # as the server tells it
     await wait_for(lambda: readiness.is_ready(node.coordinator))
     yield node
     await node.coordinator.close()

@@ -15,7 +15,8 @@ import pytest
 
 from groupd.coordinator.observability import readiness
 from groupd.coordinator.core.requests import OffsetCommitRequest
-from groupd.coordinator.runtime.coordinator import GroupCoordinator, PartitionState
+from groupd.coordinator.runtime.coordinator import GroupCoordinator
+from groupd.coordinator.runtime.partitions import PartitionState
 from groupd.coordinator.settings import Settings
 
 from groupd.storage import inspect

@@ -15,7 +15,8 @@ from groupd.coordinator.core.classic.requests import JoinRequest
 from groupd.coordinator.cluster.view import SingleNode
 from groupd.coordinator.core.partitioning import partition_for
 from groupd.coordinator.core.requests import OffsetCommitRequest, OffsetFetchRequest
-from groupd.coordinator.runtime.coordinator import GroupCoordinator, PartitionState
+from groupd.coordinator.runtime.coordinator import GroupCoordinator
+from groupd.coordinator.runtime.partitions import PartitionState
 from groupd.coordinator.settings import Settings
 from groupd.protocol import ErrorCode
 from groupd.storage.log import PartitionLog

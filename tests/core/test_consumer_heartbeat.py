@@ -247,7 +247,7 @@ def test_a_reloaded_partition_keeps_epochs_and_arms_the_timers_again(d):
 
 def test_metrics_count_consumer_groups_by_type_and_state_and_unreconciled_members(d):
     from groupd.coordinator.observability.collector import CoordinatorCollector
-    from groupd.coordinator.runtime.coordinator import PartitionState
+    from groupd.coordinator.runtime.partitions import PartitionState
 
     d.consumer_heartbeat(join("a"), TOPICS)
     d.consumer_heartbeat(join("b"), TOPICS)  # b's partitions are still a's: both differ from their target

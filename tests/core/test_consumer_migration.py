@@ -81,23 +81,31 @@ def test_without_upgrade_in_the_policy_the_classic_group_stays(policy):
     d = driver(policy)
     classic_group(d)
     r = d.consumer_heartbeat(join("c"), TOPICS)
-    assert (r["error_code"], r["error_message"]) == (E.group_id_not_found, "Group g is not a consumer group.")
+    message = "Cannot upgrade classic group g to consumer group because online upgrade is disabled."
+    assert (r["error_code"], r["error_message"]) == (E.group_id_not_found, message)
     assert isinstance(d.shard.groups["g"], ClassicGroup)
+    assert [(e.reason, e.message) for e in d.events if type(e).__name__ == "UpgradeRefused"] == [("disabled", message)]
 
 
 def test_a_custom_assignors_user_data_blocks_the_upgrade():
     d = driver()
     classic_group(d, user_data=b"custom")
     r = d.consumer_heartbeat(join("c"), TOPICS)
-    assert r["error_code"] == E.group_id_not_found and "custom assignor" in r["error_message"]
+    assert (r["error_code"], r["error_message"]) == (E.group_id_not_found, (
+        "Cannot upgrade classic group g to consumer group because an unsupported custom assignor is in use. Please "
+        "refer to the documentation or switch to a default assignor before re-attempting the upgrade."))
     assert isinstance(d.shard.groups["g"], ClassicGroup)
+    assert [e.reason for e in d.events if type(e).__name__ == "UpgradeRefused"] == ["custom-assignor"]
 
 
 def test_a_group_over_the_consumer_max_size_is_not_upgraded():
     d = driver()
     d.settings.consumer.max_size = 1
     classic_group(d)
-    assert d.consumer_heartbeat(join("c"), TOPICS)["error_code"] == E.group_id_not_found
+    r = d.consumer_heartbeat(join("c"), TOPICS)
+    assert (r["error_code"], r["error_message"]) == (E.group_id_not_found, "Cannot upgrade classic group g to "
+                                                     "consumer group because the group size exceeds the consumer "
+                                                     "group maximum size.")
 
 
 @pytest.mark.parametrize("with_offsets", [False, True])

@@ -125,12 +125,12 @@ def test_a_classic_member_keeps_the_session_timeout_of_its_join(d, overrides):
 
 # -- kept across restarts --------------------------------------------------------------------------
 
-def test_the_store_writes_each_change_and_a_restart_reads_it_back(tmp_path):
+async def test_the_store_writes_each_change_and_a_restart_reads_it_back(tmp_path):
     store = GroupConfigStore(str(tmp_path))
     held = store.overrides
-    store.set("g", {SESSION: 50000})
-    store.set("h", {HEARTBEAT: 6000})
-    store.set("h", {})
+    await store.set("g", {SESSION: 50000})
+    await store.set("h", {HEARTBEAT: 6000})
+    await store.set("h", {})
     assert held == {"g": {SESSION: 50000}}  # changed in place: readers holding it see it
     assert GroupConfigStore(str(tmp_path)).overrides == {"g": {SESSION: 50000}}
 

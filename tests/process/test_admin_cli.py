@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from groupd.coordinator.tools.groups import LAG_FOOTNOTE, AdminError, resolve_bootstrap, split_bootstrap
+from groupd.coordinator.tools.client import AdminError, split_bootstrap
+from groupd.coordinator.tools.commands import LAG_FOOTNOTE, resolve_bootstrap
 from groupd.coordinator.settings import ConfigError
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
@@ -474,8 +475,9 @@ def test_reset_export_then_from_file_round_trips(server, tmp_path):
     r = groupd("offsets", "reset", "exported", "--from-file", str(tmp_path / "missing.csv"), *b)
     assert (r.returncode, r.stderr) == (1, f"groupd: cannot read --from-file {tmp_path / 'missing.csv'}: No such file or directory\n")
     r = groupd("offsets", "reset", "exported", "--to-earliest", *b)  # a usage mistake: 2, as the README says
-    assert (r.returncode, r.stdout, r.stderr) == (2, "", "groupd offsets reset: one of the reset scopes is needed: "
-                                                  "--topic T[:P,...] or --all-topics (see groupd offsets reset --help)\n")
+    assert (r.returncode, r.stdout, r.stderr) == (
+        2, "", "groupd offsets reset: one of the reset scopes is needed: --topic T[:P,...] or --all-topics "
+               "(see groupd offsets reset --help)\n")
 
 
 plane = groupd_fixture("topics=r3:3", "records.plane=memory", name="plane")

@@ -28,7 +28,8 @@ import urllib.request
 import pytest
 import yaml
 
-from groupd.coordinator.tools.groups import AdminError, describe_group
+from groupd.coordinator.tools.client import AdminError
+from groupd.coordinator.tools.groups import describe_group
 from groupd.coordinator.settings import KEYS, ConfigError, Settings, env_var
 from tests.support.harness import wait_until
 from tests.support.process import ROOT, free_port

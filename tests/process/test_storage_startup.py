@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -144,6 +145,35 @@ def test_a_busy_metrics_port_names_metrics_listener_alone(tmp_path):
     line = assert_one_line(out, f"127.0.0.1:{port} (metrics.listener)", "address already in use",
                            f"--set metrics.listener=http://:{port + 1}/metrics")
     assert "`listeners`" not in line and "(listeners)" not in line
+
+
+def test_a_second_local_groupd_serves_without_the_default_metrics_port_of_the_first(tmp_path):
+    # metrics.listener left at its default (http://:9464/metrics, the first listener's host): a port
+    # another groupd holds is a warning naming metrics.listener, and this one serves without metrics
+    with socket.socket() as taken:
+        try:
+            taken.bind(("127.0.0.1", 9464))
+            taken.listen()
+        except OSError:
+            pass  # something holds it already: the same case
+        log = tmp_path / "groupd.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "groupd.coordinator", "serve", "--set",
+                                     f"data.dir={tmp_path / 'd'}", "--set",
+                                     f"listeners=PLAINTEXT://127.0.0.1:{free_port()}"],
+                                    cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 30
+            while "offsets log loaded" not in log.read_text() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            text = log.read_text()
+            assert proc.poll() is None and "offsets log loaded" in text, text
+        finally:
+            proc.terminate()
+            assert proc.wait(30) == 0
+    warning = next(line for line in text.splitlines() if " WARNING " in line)
+    assert "metrics.listener is its default and port 9464 is in use" in warning, text
+    assert "--set metrics.listener=http://:9465/metrics" in warning and "metrics=off" in text
 
 
 # -- the log CLI and a closed stdout ---------------------------------------------------------------

@@ -11,6 +11,7 @@ import threading
 import pytest
 
 from groupd.coordinator.runtime import coordinator as runtime
+from groupd.coordinator.runtime import housekeeping, partitions
 from groupd.coordinator.core.outcome import Effect
 from groupd.coordinator.runtime.coordinator import GroupCoordinator
 from groupd.coordinator.settings import Settings
@@ -47,7 +48,7 @@ def failing_first(calls: list, result=None, failures: int = 1):
 
 async def test_compaction_check_that_raises_runs_again(coordinator, monkeypatch, caplog):
     calls = []
-    monkeypatch.setattr(runtime, "closed_bytes", failing_first(calls, 0))
+    monkeypatch.setattr(housekeeping, "closed_bytes", failing_first(calls, 0))
     coordinator("log.cleaner.backoff.ms=20")
     with caplog.at_level(logging.ERROR, "groupd"):
         await wait_for(lambda: len(calls) >= 3)
@@ -104,7 +105,7 @@ async def test_a_long_load_reports_progress_then_one_final_line(coordinator, mon
             release.wait(30)  # until the test has seen progress reported
         return load(self, p, *shard_and_ownership)
 
-    monkeypatch.setattr(runtime, "LOAD_PROGRESS_S", 0.05)
+    monkeypatch.setattr(partitions, "LOAD_PROGRESS_S", 0.05)
     monkeypatch.setattr(GroupCoordinator, "_load", slow_partition_2)
     with caplog.at_level(logging.INFO, "groupd"):
         groups = coordinator("offsets.topic.num.partitions=3")

@@ -1,5 +1,6 @@
 """The ACL file in the data dir (storage/acls.py, coordinator/security/authorizer.py): every change is on disk
-before it applies, a failed or torn write keeps the previous set, a damaged file stops start-up."""
+(written off the event loop) before it applies, a failed or torn write keeps the previous set, a
+damaged file stops start-up."""
 
 from __future__ import annotations
 
@@ -29,26 +30,26 @@ def allowed(access: Access, group: str) -> bool:
     return access.authorizer.authorize("User:alice", HOST, AclOperation.READ, ResourceType.GROUP, group)
 
 
-def test_created_and_deleted_acls_are_loaded_by_the_next_start(tmp_path):
+async def test_created_and_deleted_acls_are_loaded_by_the_next_start(tmp_path):
     first = Access(settings(tmp_path))
-    first.create([read_group("a"), read_group("b"), read_group("a")])
-    assert first.delete([AclFilter(ResourceType.GROUP, "b")]) == [[read_group("b")]]
+    await first.create([read_group("a"), read_group("b"), read_group("a")])
+    assert await first.delete([AclFilter(ResourceType.GROUP, "b")]) == [[read_group("b")]]
     again = Access(settings(tmp_path))
     assert list(again.authorizer) == [read_group("a")] and allowed(again, "a") and not allowed(again, "b")
 
 
-def test_a_failed_write_changes_nothing(tmp_path, monkeypatch):
+async def test_a_failed_write_changes_nothing(tmp_path, monkeypatch):
     access = Access(settings(tmp_path))
-    access.create([read_group("a")])
+    await access.create([read_group("a")])
 
     def crash(*_):  # the rename never happens: the process died after writing the temporary file
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(OSError):
-        access.create([read_group("b")])
+        await access.create([read_group("b")])
     with pytest.raises(OSError):
-        access.delete([AclFilter()])
+        await access.delete([AclFilter()])
     assert list(access.authorizer) == [read_group("a")] and not allowed(access, "b")
     monkeypatch.undo()
     assert list(Access(settings(tmp_path)).authorizer) == [read_group("a")]  # the torn .tmp is ignored

@@ -9,17 +9,20 @@ from groupd.coordinator.core import topic_configs as tc
 from groupd.coordinator.settings import Settings
 
 
-def test_the_catalog_reads_a_topics_effective_config(tmp_path):
+async def test_the_catalog_reads_a_topics_effective_config(tmp_path):
     catalog = TopicCatalog(str(tmp_path))
     catalog.use_defaults(tc.broker_defaults(Settings.load(env={}, overrides=["log.retention.bytes=1000"])))
-    catalog.create("t", 1, {"cleanup.policy": "compact", "segment.bytes": "1048576"})
+    await catalog.add("t", 1, {"cleanup.policy": "compact", "segment.bytes": "1048576"})
     config = catalog.topic_config("t")
     assert (config.compact, config.delete, config.segment_bytes, config.retention_bytes) == (True, False, 1048576, 1000)
-    catalog.set_configs("t", {"retention.ms": "5"})
+    await catalog.reconfigure("t", {"retention.ms": "5"})
     assert (catalog.topic_config("t").compact, catalog.topic_config("t").retention_ms) == (False, 5)
     assert catalog.topic_config("unknown").segment_bytes == DEFAULT.segment_bytes
     again = TopicCatalog(str(tmp_path))  # from topics.json
     assert dict(again.get("t").configs) == {"retention.ms": "5"}
+    assert await catalog.reconfigure("gone", {}) is None
+    await catalog.resize("t", 3)  # other changes keep the configs
+    assert dict(catalog.get("t").configs) == {"retention.ms": "5"}
 
 
 def test_a_catalog_without_configs_reads_as_before(tmp_path):

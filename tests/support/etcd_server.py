@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from groupd.coordinator.tools.groups import AdminConnection
+from groupd.coordinator.tools.client import AdminConnection
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from .process import GroupdProcess, free_port

@@ -1,21 +1,23 @@
 """Cluster mode's topic catalog: one JSON document in etcd (`/groupd/topics`, the format of
 topics.json) that every node reads and changes, so they all list the same topics with the same ids.
 
-A change is a compare-and-swap on the document's revision through etcd's JSON gateway: synchronous,
-as the catalog's callers are (a few ms on the loop, bounded by a timeout; topic changes are rare).
-A swap that loses to another node's change applies the same change again on top of it. Other
-nodes' changes arrive with the cluster's poll (`EtcdCluster.follow`).
+A change is a compare-and-swap on the document's revision: at start-up (the config's topics, before
+anything is served) through etcd's JSON gateway, blocking; while serving through the cluster's
+asyncio client, so that an etcd that does not answer holds up only the request that changes the
+catalog. A swap that loses to another node's change applies the same change again on top of it.
+Other nodes' changes arrive with the cluster's poll (`EtcdCluster.follow`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import os
 
 from groupd.storage.catalog import CATALOG_FILE, Topic, TopicCatalog, decode_catalog, encode_catalog
-from groupd.storage.topic_config import KAFKA_DEFAULTS
 from groupd.storage.files import DataDirError
+from groupd.storage.topic_config import KAFKA_DEFAULTS
 
 from .files import EtcdDocument
 
@@ -31,6 +33,7 @@ class EtcdCatalog(TopicCatalog):
         self._by_name: dict[str, Topic] = {}
         self._by_id = {}
         self.version = self.created_version = 0
+        self._writing = asyncio.Lock()
         self.revision = 0  # of the document this node last saw
         self.config_defaults, self._effective, self._effective_version = KAFKA_DEFAULTS, {}, -1  # topic_config
         value, revision = document.get()
@@ -44,8 +47,9 @@ class EtcdCatalog(TopicCatalog):
             self.follow(value, revision)
 
     def follow(self, value: bytes, revision: int) -> None:
-        """The document as etcd has it now (at start, and when another node changed it)."""
-        if revision == self.revision:
+        """The document as etcd has it now (at start, and when another node changed it); a poll's read
+        from before this node's own newer change is not taken."""
+        if revision <= self.revision:
             return
         try:
             topics = decode_catalog(value)
@@ -67,6 +71,21 @@ class EtcdCatalog(TopicCatalog):
             topics = _rebase(before, topics, self._by_name)
         raise DataDirError(f"the topic catalog in etcd ({self._document.key}) changed {SWAP_ATTEMPTS} times "
                           "during one change")
+
+    async def _write(self, topics: dict[str, Topic]) -> None:
+        """`_save` through the asyncio client (DocumentUnavailable when etcd does not answer in time)."""
+        for _ in range(SWAP_ATTEMPTS):
+            revision = await self._document.replace(encode_catalog(topics), self.revision)
+            if revision is not None:
+                if revision > self.revision:  # else a poll already took this change, or a newer one
+                    self.revision = revision
+                    self._replace(topics)
+                return
+            before = dict(self._by_name)
+            value, revision = await self._document.read()
+            self.follow(value or b'{"topics": []}', revision)
+            topics = _rebase(before, topics, self._by_name)
+        raise DataDirError(f"the topic catalog in etcd ({CATALOG_KEY}) changed {SWAP_ATTEMPTS} times during one change")
 
 
 def _rebase(before: dict[str, Topic], wanted: dict[str, Topic], now: dict[str, Topic]) -> dict[str, Topic]:

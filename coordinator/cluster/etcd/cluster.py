@@ -33,7 +33,7 @@ from groupd.storage.files import DataDirError
 from groupd.storage.owned_log import Ownership
 
 from groupd.coordinator.cluster.view import Broker, ClusterError, ClusterView
-from groupd.coordinator.runtime.coordinator import PartitionState
+from groupd.coordinator.runtime.partitions import PartitionState
 
 from .catalog import EtcdCatalog
 from .files import EtcdDocument, EtcdFile
@@ -123,16 +123,19 @@ class EtcdCluster(ClusterView):
 
     def topic_catalog(self, data_dir: str) -> EtcdCatalog:
         """The cluster's catalog, in etcd; other nodes' changes arrive with every poll."""
-        document = EtcdDocument(self.endpoints, self.prefix + "topics", max(self.lease_s / 4, 0.5), self._ssl())
+        document = self._document(self.prefix + "topics")
         catalog = EtcdCatalog(document, data_dir)
         self._followed[document.key] = catalog.follow
         return catalog
 
     def shared_file(self, file, on_change) -> EtcdFile:
-        shared = EtcdFile(file, EtcdDocument(self.endpoints, self.prefix + file.name, max(self.lease_s / 4, 0.5),
-                                             self._ssl()), on_change)
+        shared = EtcdFile(file, self._document(self.prefix + file.name), on_change)
         self._followed[shared.document.key] = shared.follow
         return shared
+
+    def _document(self, key: str) -> EtcdDocument:
+        """A shared document: read at start-up over HTTP, changed while serving through this client."""
+        return EtcdDocument(self.endpoints, key, max(self.lease_s / 4, 0.5), self._ssl(), lambda: self.client)
 
     # -- etcd -------------------------------------------------------------------------------------
 

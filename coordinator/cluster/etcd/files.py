@@ -1,14 +1,17 @@
-"""Cluster mode's shared documents in etcd: `EtcdDocument`, one key read and swapped synchronously
-through etcd's JSON gateway, and `EtcdFile`, one of the data dir's JSON files (the ACLs, the SCRAM
-credentials, the per-group configs) kept in etcd instead, so that every node holds the same.
+"""Cluster mode's shared documents in etcd: `EtcdDocument`, one key read and swapped, and `EtcdFile`,
+one of the data dir's JSON files (the ACLs, the SCRAM credentials, the per-group configs) kept in
+etcd instead, so that every node holds the same.
 
-Their callers are synchronous (an admin request changing ACLs, a node starting): a call costs a few
-ms on the loop, bounded by a timeout; these change rarely. Other nodes' changes arrive with the
-cluster's poll (`EtcdCluster.follow`).
+At start-up, before the node serves anything, a document is read (and a lone node's file seeds it)
+with blocking calls to etcd's JSON gateway, bounded by a timeout. While serving, every call goes
+through the asyncio etcd client the cluster's lease uses (`aetcd`), so that an etcd that does not
+answer holds up only the admin request that changes the document, never the event loop (design.md).
+Other nodes' changes arrive with the cluster's poll (`EtcdCluster.follow`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
@@ -16,18 +19,21 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from groupd.storage.files import DataDirError, JsonFile
+from groupd.storage.files import DataDirError, DocumentUnavailable, JsonFile, StaleDocument
 
 log = logging.getLogger("groupd")
 
 
 class EtcdDocument:
-    """One etcd key read and swapped with plain HTTP (etcd's v3 JSON gateway), trying each endpoint."""
+    """One etcd key: at start-up read and swapped with plain HTTP (etcd's v3 JSON gateway, trying each
+    endpoint: `get`, `swap`), while serving through the cluster's asyncio client (`read`, `replace`)."""
 
-    def __init__(self, endpoints: list[str], key: str, timeout: float, ssl_context=None) -> None:
+    def __init__(self, endpoints: list[str], key: str, timeout: float, ssl_context=None,
+                 client: Callable[[], Any] | None = None) -> None:
         self.endpoints, self.key, self.timeout = endpoints, key, timeout
         self.ssl_context = ssl_context  # for https:// endpoints (cluster.etcd.ssl.*)
         self._key64 = base64.b64encode(key.encode()).decode()
+        self._client = client  # the cluster's connected aetcd client (EtcdCluster.client)
 
     def _call(self, path: str, body: dict) -> dict:
         import urllib.request  # not on every serve's import path: only cluster mode calls etcd
@@ -59,34 +65,34 @@ class EtcdDocument:
             "success": [{"request_put": {"key": self._key64, "value": base64.b64encode(value).decode()}}]})
         return int(reply["header"]["revision"]) if reply.get("succeeded") else None
 
+    async def _await(self, call) -> Any:
+        if self._client is None or self._client() is None:
+            raise DocumentUnavailable(f"etcd is not connected for {self.key}")
+        try:  # the client's own deadline is the timeout; the guard covers a call that never returns
+            return await asyncio.wait_for(call(self._client()), self.timeout + 1)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            raise DocumentUnavailable(f"etcd did not answer for {self.key}: {e!r}") from None
 
-class StaleDocument(Exception):
-    """Another node changed the document first: `latest` is what it holds now (decoded)."""
+    async def read(self) -> tuple[bytes | None, int]:
+        """`get` through the asyncio client; DocumentUnavailable when etcd does not answer in time."""
+        found = await self._await(lambda client: client.get(self.key.encode()))
+        return (None, 0) if found is None else (found.value, found.mod_revision)
 
-    def __init__(self, latest: Any) -> None:
-        super().__init__("changed by another node")
-        self.latest = latest
-
-
-def save_change(save: Callable[[Any], None], compute: Callable[[], Any], follow: Callable[[Any], None],
-                attempts: int = 5) -> Any:
-    """Save what `compute()` returns (None: nothing to change) and return it; when another node
-    changed the document first (StaleDocument), `follow` its content and compute again."""
-    for _ in range(attempts):
-        content = compute()
-        if content is None:
-            return None
-        try:
-            save(content)
-            return content
-        except StaleDocument as e:
-            follow(e.latest)
-    raise DataDirError(f"other nodes changed the document {attempts} times during one change")
+    async def replace(self, value: bytes, revision: int) -> int | None:
+        """`swap` through the asyncio client; DocumentUnavailable when etcd does not answer in time (the
+        value may have been put: the poll and the next change read what etcd holds)."""
+        def txn(client):
+            tx, key = client.transactions, self.key.encode()
+            return client.transaction(compare=[tx.mod(key) == revision], success=[tx.put(key, value)], failure=[])
+        ok, responses = await self._await(txn)
+        return responses[0].response_put.header.revision if ok else None
 
 
 class EtcdFile:
-    """Stands in for a data-dir `JsonFile` (`load()`, `save(content)`): the same content under
-    `<cluster.etcd.prefix>/<file name>`. `save` is a compare-and-swap on the revision this
+    """Stands in for a data-dir `JsonFile` (`load()` at start-up, `await write(content)` while serving):
+    the same content under `<cluster.etcd.prefix>/<file name>`. `write` is a compare-and-swap on the revision this
     node last saw and raises StaleDocument when another node came first; `on_change(content)` hears
     other nodes' changes. A lone node's file seeds the key the first time."""
 
@@ -111,14 +117,16 @@ class EtcdFile:
             value, self.revision = self.document.get()
         return self._decode(value)
 
-    def save(self, content: Any) -> None:
-        revision = self.document.swap(self.file.encode(content), self.revision)
+    async def write(self, content: Any) -> None:
+        revision = await self.document.replace(self.file.encode(content), self.revision)
         if revision is None:
-            value, self.revision = self.document.get()
+            value, revision = await self.document.read()
+            self.revision = max(self.revision, revision)
             raise StaleDocument(self._decode(value))
-        self.revision = revision
+        self.revision = max(self.revision, revision)
 
     def follow(self, value: bytes, revision: int) -> None:
-        if revision != self.revision:
+        """The document as a poll read it; one read before this node's own newer write is not taken."""
+        if revision > self.revision:
             self.revision = revision
             self.on_change(self._decode(value))

@@ -59,7 +59,10 @@ class Member:
     session_timeout_ms: int
     protocol_type: str
     protocols: tuple[tuple[str, bytes], ...]  # (name, metadata) in preference order
-    assignment: bytes = b""
+    assignment: bytes = b""  # the leader's, from when its record is appended (the record's apply)
+    # what Kafka's member holds: the leader's assignment once durable and sent to the members, reset
+    # when a rebalance or a failed write resets it; an upgrade starts from it (spec §7.4)
+    propagated: bytes = b""
     awaiting_join: Any = None  # the ticket of a parked JoinGroup
     awaiting_sync: Any = None  # the ticket of a parked SyncGroup
     is_new: bool = False
@@ -304,6 +307,15 @@ class ClassicGroup:
     def validate_delete(self) -> ErrorCode | None:
         return None if self.state is EMPTY else E.non_empty_group
 
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode | None:
+        return None  # OffsetFetch v9's member check is the consumer protocol's; classic groups ignore it
+
+    def epochs(self) -> dict[str, int]:
+        return {"generation": self.generation}
+
+    def unreconciled(self) -> int:
+        return 0  # a classic member's assignment is whatever its leader gave it
+
     def describe(self) -> dict:
         stable = self.state is STABLE
         return {
@@ -342,14 +354,19 @@ class ClassicGroup:
                 self.update_member(member, protocols, m.rebalance_timeout if m.rebalance_timeout != -1
                                    else m.session_timeout, m.session_timeout, None)
 
-    def release_parked(self, error: ErrorCode) -> list[tuple[Any, Any]]:
-        """The group is gone (a revert removed it): every parked request gets the error."""
+    def release_parked(self, error: ErrorCode, name_members: bool = False) -> list[tuple[Any, Any]]:
+        """The group is gone (a revert removed it, its partition unloaded, an upgrade converted it):
+        every parked request gets the error, once; `name_members`: each join reply names its member,
+        as Kafka's completeAllJoinFutures does when an upgrade converts the group. A later step of
+        this group object (the leader's assignment becoming durable) finds nothing to answer again."""
         released = []
         for member in self.members.values():
             if member.awaiting_join is not None:
-                released.append((member.awaiting_join, join_reply(error, "")))
+                released.append((member.awaiting_join, join_reply(error, member.member_id if name_members else "")))
+                self.set_awaiting_join(member, None)
             if member.awaiting_sync is not None:
                 released.append((member.awaiting_sync, sync_reply(error)))
+                member.awaiting_sync = None
         return released
 
     def metadata_value(self, assignments: dict[str, bytes] | None = None) -> GroupMetadataValue:
@@ -378,7 +395,7 @@ class ClassicGroup:
             group.add(Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                              m.rebalance_timeout if m.rebalance_timeout != -1 else m.session_timeout,
                              m.session_timeout, value.protocol_type, ((value.protocol or "", m.subscription),),
-                             assignment=m.assignment))
+                             assignment=m.assignment, propagated=m.assignment))
         group.protocol_type, group.leader_id = value.protocol_type or None, value.leader
         group.compute_subscribed_topics()
         group.durable = value

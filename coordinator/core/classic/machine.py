@@ -332,7 +332,7 @@ class ClassicMachine:
 
     def _reset_assignments_with_error(self, out: Outcome, group: ClassicGroup, error: ErrorCode, now: Now) -> None:
         for member in group.members.values():
-            member.assignment = b""
+            member.assignment = member.propagated = b""
             if member.awaiting_sync is not None:
                 out.released.append((member.awaiting_sync, sync_reply(error)))
                 member.awaiting_sync = None
@@ -428,6 +428,15 @@ class ClassicMachine:
         if group.members and group.can_rebalance():
             self._prepare_rebalance(out, group, now, "forced")
 
+    def expire_members(self, out: Outcome, group: ClassicGroup, member_ids: list[str], now: Now) -> None:
+        """An operator's expiry of these members (fault injection), one by one as their timers would."""
+        for member_id in member_ids:
+            self.expire_member(out, group, member_id, now, "forced")
+
+    @staticmethod
+    def owns_timer(key: tuple) -> bool:
+        return not key[0].startswith("consumer")
+
     def _join_timer_expired(self, out: Outcome, group: ClassicGroup, now: Now) -> None:
         if group.initial_delay is not None:
             delay, remaining = group.initial_delay
@@ -506,6 +515,7 @@ class ClassicMachine:
             self._prepare_rebalance(out, group, now, "write-failed", error.name)
             return out
         for member in group.members.values():  # apply() has stored the assignments
+            member.propagated = member.assignment
             if member.awaiting_sync is not None:
                 out.released.append((member.awaiting_sync, sync_reply(
                     E.none, group.protocol_type, group.protocol_name, member.assignment)))

@@ -159,6 +159,9 @@ class ConsumerGroup:
 
     # -- the Group interface (coordinator/core/group.py) ---------------------------------------------
 
+    def epochs(self) -> dict[str, int]:
+        return {"group": self.group_epoch, "assignment": self.assignment_epoch}
+
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
                                version: int = 9) -> ErrorCode | None:
         """Spec §7.1 (Kafka's ConsumerGroup.validateOffsetCommit)."""

@@ -202,13 +202,15 @@ class ConsumerMachine:
         out = Outcome()
         existing = self.groups.get(req.group_id)
         if existing is None or not isinstance(existing, ConsumerGroup):
-            if req.member_epoch != 0:
-                out.reply = error_reply(E.group_id_not_found, f"Group {req.group_id} not found.")
+            if req.member_epoch != 0:  # Kafka's answers to a heartbeat that cannot create the group
+                out.reply = error_reply(E.group_id_not_found, f"Group {req.group_id} not found." if existing is None
+                                        else f"Group {req.group_id} is not a consumer group.")
                 return out
             if existing is not None and existing.state_name != "Empty":
-                try:  # online upgrade (spec §7.4)
+                try:  # online upgrade (spec §7.4), whatever the classic group's state
                     group = self._upgrade(out, existing, topics, now)
                 except CannotConvert as e:
+                    self.events.append(ev.UpgradeRefused(req.group_id, e.reason, str(e), e.detail))
                     out.reply = error_reply(E.group_id_not_found, str(e))
                     return out
             else:
@@ -329,11 +331,14 @@ class ConsumerMachine:
 
     def _upgrade(self, out: Outcome, classic, topics: TopicsImage, now: Now) -> ConsumerGroup:
         """The live classic group becomes a consumer group: its records, its parked JoinGroup and
-        SyncGroup answered REBALANCE_IN_PROGRESS, a session per member; the view to go on with."""
+        SyncGroup answered REBALANCE_IN_PROGRESS, a session per member; the view to go on with.
+        Kafka's order: the policy, protocol type and size are checked first (a refusal leaves the
+        parked requests alone); the parked requests are answered before the members' protocols are
+        read, so a malformed one or a custom assignor's userData refuses with them answered."""
         validate_online_upgrade(classic, self.settings.migration_policy, self.settings.max_size)
+        out.released += classic.release_parked(E.rebalance_in_progress, name_members=True)
         records = upgrade_records(classic, topics.by_name)
         out.records += records
-        out.released += classic.release_parked(E.rebalance_in_progress)
         group = converted_view(classic.group_id, records)
         for member_id, member in group.members.items():
             self.arm_session(out, group.group_id, member_id, member.metadata, now)
@@ -604,6 +609,19 @@ class ConsumerMachine:
         self.remove_members(out, group, members, reason, now)
         for member in members:
             self.events.append(ev.ConsumerMemberFenced(group.group_id, member.member_id, member.instance_id, reason))
+
+    def force_rebalance(self, out: Outcome, group: ConsumerGroup, now: Now) -> None:
+        """An operator's rebalance (fault injection): a new group epoch."""
+        self.bump_epoch(out, group, "forced")
+
+    def expire_members(self, out: Outcome, group: ConsumerGroup, member_ids: list[str], now: Now) -> None:
+        """An operator's expiry of these members (fault injection): fenced as by their session timeout."""
+        if member_ids:
+            self.fence(out, group, [group.members[m] for m in member_ids], "forced", now)
+
+    @staticmethod
+    def owns_timer(key: tuple) -> bool:
+        return key[0].startswith("consumer")
 
     def forget(self, group_id: str, member_id: str) -> None:
         """A removed member's timers."""

@@ -6,7 +6,8 @@ its generation and its last assignment, and back. Sans-IO.
 
 from __future__ import annotations
 
-from groupd.protocol.consumer import BadConsumerProtocol, decode_assignment, decode_subscription, encode_assignment
+from groupd.protocol.consumer import (BadConsumerProtocol, Subscription, decode_assignment, decode_subscription,
+                                      encode_assignment)
 from groupd.storage.consumer_records import (
     ClassicMemberMetadata,
     ClassicProtocol,
@@ -29,16 +30,58 @@ from .reconciliation import MemberAssignment, MemberState
 
 UPGRADE_POLICIES = ("bidirectional", "upgrade")
 DOWNGRADE_POLICIES = ("bidirectional", "downgrade")
+# why an upgrade is refused (UpgradeRefused.reason); each answers GROUP_ID_NOT_FOUND, as Kafka does
+REFUSALS = ("disabled", "protocol-type", "max-size", "malformed", "custom-assignor")
 
 
 class CannotConvert(Exception):
-    """The group stays what it is; the message is Kafka's."""
+    """The group stays what it is; the message is Kafka's, `reason` one of REFUSALS, `detail` what
+    Kafka's log line adds to it."""
+
+    def __init__(self, message: str, reason: str = "", detail: str = "") -> None:
+        super().__init__(message)
+        self.reason, self.detail = reason, detail
+
+
+def _refused(group_id: str, because: str, reason: str, detail: str = "") -> CannotConvert:
+    return CannotConvert(f"Cannot upgrade classic group {group_id} to consumer group because {because}.", reason,
+                         detail)
 
 
 def validate_online_upgrade(classic: ClassicGroup, policy: str, max_size: int) -> None:
-    if (policy not in UPGRADE_POLICIES or classic.protocol_type != "consumer"
-            or len(classic.members) > max_size):
-        raise CannotConvert(f"Group {classic.group_id} is not a consumer group.")
+    """Kafka's validateOnlineUpgrade, in its order: only these three refuse a classic group before
+    its conversion; its state (a rebalance under way, members not yet synced) never does."""
+    g = classic.group_id
+    if policy not in UPGRADE_POLICIES:
+        raise _refused(g, "online upgrade is disabled", "disabled")
+    if classic.protocol_type != "consumer":
+        raise _refused(g, "the group does not use the consumer embedded protocol", "protocol-type")
+    if len(classic.members) > max_size:
+        raise _refused(g, "the group size exceeds the consumer group maximum size", "max-size")
+
+
+def _member_protocols(classic: ClassicGroup, m) -> tuple[dict[str, list[int]], Subscription]:
+    """A member's last assignment and its subscription, checked as Kafka's
+    ConsumerGroup.fromClassicGroup does: the assignment the member was given (not a leader's one
+    still being written: no member has received it), where an empty one (a member that joined and
+    has not synced, or whose assignment a rebalance reset) is none; one with userData (a custom
+    assignor's, or the sticky state librdkafka's leader echoes from each member's subscription)
+    would be lost, which refuses; then the subscription of the group's protocol (the member's first
+    one before the group's first generation chose one)."""
+    g = classic.group_id
+    try:
+        owned, user_data = decode_assignment(m.propagated)
+    except BadConsumerProtocol as e:
+        raise _refused(g, "the embedded consumer protocol is malformed", "malformed", str(e)) from None
+    if user_data:
+        raise _refused(g, "an unsupported custom assignor is in use. Please refer to the documentation or switch "
+                          "to a default assignor before re-attempting the upgrade", "custom-assignor",
+                       "userData from a custom assignor would be lost")
+    protocol = classic.protocol_name or (m.protocols[0][0] if m.protocols else "")
+    try:
+        return owned, decode_subscription(m.metadata(protocol))
+    except BadConsumerProtocol as e:
+        raise _refused(g, "the embedded consumer protocol is malformed", "malformed", str(e)) from None
 
 
 def upgrade_records(classic: ClassicGroup, topics_by_name) -> list[Record]:
@@ -48,17 +91,7 @@ def upgrade_records(classic: ClassicGroup, topics_by_name) -> list[Record]:
     g, epoch = classic.group_id, classic.generation
     metadata, targets, currents = [], [], []
     for m in classic.members.values():
-        protocol = classic.protocol_name or (m.protocols[0][0] if m.protocols else "")
-        try:
-            subscription = decode_subscription(m.metadata(protocol))
-            owned, user_data = decode_assignment(m.assignment)
-        except BadConsumerProtocol:
-            raise CannotConvert(f"Cannot upgrade classic group {g} to consumer group because the embedded "
-                                "consumer protocol is malformed.") from None
-        if user_data:
-            raise CannotConvert(f"Cannot upgrade classic group {g} to consumer group because an unsupported "
-                                "custom assignor is in use (its userData would be lost). Please refer to the "
-                                "documentation or switch to a default assignor before re-attempting the upgrade.")
+        owned, subscription = _member_protocols(classic, m)
         assigned = {topics_by_name[t].topic_id: frozenset(ps) for t, ps in owned.items() if t in topics_by_name}
         metadata.append(Record(ConsumerGroupMemberMetadataKey(g, m.member_id), ConsumerGroupMemberMetadataValue(
             m.group_instance_id, subscription.rack_id, m.client_id, m.client_host,
