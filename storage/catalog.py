@@ -20,6 +20,7 @@ import json
 import os
 import re
 import uuid
+from collections.abc import Callable
 
 from .files import DataDirError, atomic_write
 from .topic_config import KAFKA_DEFAULTS, TopicConfig, effective
@@ -157,14 +158,16 @@ class TopicCatalog:
             await self._write({**self._by_name, name: dataclasses.replace(topic, partitions=partitions)})
             return self._by_name.get(name)
 
-    async def reconfigure(self, name: str, configs: dict[str, str]) -> Topic | None:
-        """The topic with `configs` (validated by the caller) as its whole set of config overrides;
-        None when it is gone."""
+    async def reconfigure(self, name: str, change: Callable[[dict[str, str]], dict[str, str]]) -> Topic | None:
+        """The topic with `change(its current config overrides)` as its whole set of them (`change`
+        checks them, and raises to change nothing), computed under the write lock so that concurrent
+        changes do not lose each other; None when the topic is gone."""
         async with self._writing:
             topic = self._by_name.get(name)
             if topic is None:
                 return None
-            await self._write({**self._by_name, name: dataclasses.replace(topic, configs=_pairs(configs))})
+            configs = _pairs(change(dict(topic.configs)))
+            await self._write({**self._by_name, name: dataclasses.replace(topic, configs=configs)})
             return self._by_name.get(name)
 
     async def remove(self, name: str) -> Topic | None:

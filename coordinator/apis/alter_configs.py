@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from groupd.protocol.apis import ApiKey
 
-from groupd.coordinator.core import group_config, topic_configs
+from groupd.coordinator.core.group_config import replaced
 from .request import Request
-from .incremental_alter_configs import GROUP, TOPIC, alter_each
+from .incremental_alter_configs import alter_each
 
 KEY = ApiKey.ALTER_CONFIGS
 VERSIONS = (0, 2)
@@ -19,6 +19,5 @@ VERSIONS = (0, 2)
 def handle(node, request: Request):
     body = request.body
     return alter_each(node, request, [(r.resource_type, r.resource_name, [(c.name, c.value) for c in r.configs])
-                                      for r in body.resources],
-                      {GROUP: lambda current, configs: group_config.replaced(configs),
-                       TOPIC: lambda current, configs: topic_configs.replaced(configs)}, body.validate_only)
+                                      for r in body.resources], lambda current, configs: replaced(configs),
+                      body.validate_only)

@@ -21,7 +21,6 @@ from groupd.protocol.codec import build_response
 
 from groupd.coordinator.security.authorizer import config_resource_denied
 from groupd.coordinator.security.acls import AclOperation
-from groupd.coordinator.core import topic_configs
 from groupd.coordinator.core.group_config import ConfigError, incrementally_altered, validate
 from groupd.coordinator.cluster import controller_writes
 from .alter_topic_configs import alter_topic
@@ -39,18 +38,16 @@ def handle(node, request: Request):
     body = request.body
     return alter_each(node, request, [(r.resource_type, r.resource_name, [(c.name, c.config_operation, c.value)
                                                                           for c in r.configs])
-                                      for r in body.resources],
-                      {GROUP: incrementally_altered, TOPIC: topic_configs.incrementally_altered}, body.validate_only)
+                                      for r in body.resources], incrementally_altered, body.validate_only)
 
 
 def alter_each(node, request: Request, resources: list[tuple[int, str, list]],
-               changes: Mapping[int, Callable[[Mapping, list], dict]], validate_only: bool):
-    """The response, one result per resource (shared with AlterConfigs, whose `changes` replace the
-    overrides), each resource type changed by its function in `changes`; a future of it while the
-    controller writes on another worker's behalf."""
+               change: Callable[[Mapping[str, int], list], dict[str, int]], validate_only: bool):
+    """The response, one result per resource (shared with AlterConfigs, whose `change` replaces a
+    group's overrides; a topic's: alter_topic_configs.py); a future of it while the controller writes on another worker's behalf."""
     counts = Counter((t, name) for t, name, _ in resources)
     outcomes = [(ErrorCode.invalid_request, "Duplicate resource.") if counts[(resource_type, name)] > 1 else
-                _alter(node, request, resource_type, name, configs, changes, validate_only)
+                _alter(node, request, resource_type, name, configs, change, validate_only)
                 for resource_type, name, configs in resources]
     return respond_all(outcomes, lambda done: build_response(ApiKey(request.header.api_key), request.version, {"responses": [
         {"error_code": error, "error_message": message, "resource_type": resource_type, "resource_name": name}
@@ -58,12 +55,12 @@ def alter_each(node, request: Request, resources: list[tuple[int, str, list]],
 
 
 def _alter(node, request: Request, resource_type: int, name: str, configs: list,
-           changes: Mapping[int, Callable[[Mapping, list], dict]], validate_only: bool):
+           change: Callable[[Mapping[str, int], list], dict[str, int]], validate_only: bool):
     denied = config_resource_denied(node, request, AclOperation.ALTER_CONFIGS, resource_type, name)
     if denied is not None:
         return denied, None
     if resource_type == TOPIC:
-        return alter_topic(node, request, name, configs, changes[TOPIC], validate_only)
+        return alter_topic(node, request, name, configs, validate_only)
     if resource_type == BROKER:
         return ErrorCode.invalid_config, ("groupd's broker configs are static: set them in its settings (YAML, "
                                           "GROUPD_* or --set) and restart")
@@ -72,7 +69,7 @@ def _alter(node, request: Request, resource_type: int, name: str, configs: list,
     if not name:
         return ErrorCode.invalid_request, "Group name must not be empty"
     try:
-        overrides = changes[GROUP](node.group_configs.overrides.get(name, {}), configs)
+        overrides = change(node.group_configs.overrides.get(name, {}), configs)
         validate(overrides, node.settings)
     except ConfigError as e:
         return e.error_code, str(e)

@@ -17,6 +17,8 @@ from typing import Any, Awaitable, Callable
 from groupd.protocol import ErrorCode
 from groupd.storage.files import DataDirError, DocumentUnavailable
 
+from groupd.coordinator.core import topic_configs
+from groupd.coordinator.core.group_config import ConfigError
 from groupd.coordinator.security.authorizer import acl_binding, acl_row
 from groupd.coordinator.security.acls import AclFilter
 
@@ -48,8 +50,15 @@ async def set_group_configs(node, args: dict) -> dict:
 
 
 async def set_topic_configs(node, args: dict) -> dict:
-    """A topic's config overrides (the catalog); `missing` when the topic is gone by now."""
-    return {} if await node.catalog.reconfigure(args["topic"], args["configs"]) else {"missing": True}
+    """A topic's config changes (IncrementalAlterConfigs' operations, or AlterConfigs' whole set) applied
+    to its overrides as they are when written, and checked: `configs` (the new overrides), `refused`
+    ([error code, message]), or `missing` when the topic is gone by now."""
+    try:
+        topic = await node.catalog.reconfigure(args["topic"], lambda current: topic_configs.checked(
+            topic_configs.altered(current, args["changes"], args["incremental"]), node.settings))
+    except ConfigError as e:
+        return {"refused": [int(e.error_code), str(e)]}
+    return {"configs": dict(topic.configs)} if topic else {"missing": True}
 
 
 OPERATIONS: dict[str, Callable[[Any, dict], Awaitable[dict]]] = {

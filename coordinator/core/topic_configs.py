@@ -191,6 +191,12 @@ def replaced(configs: Iterable[tuple[str, str | None]]) -> dict[str, str | None]
     return dict(configs)
 
 
+def altered(current: Mapping[str, str], changes: list, incremental: bool) -> dict[str, str | None]:
+    """`current` overrides changed by IncrementalAlterConfigs' (name, operation, value) `changes`, or
+    replaced by AlterConfigs' (name, value) ones."""
+    return incrementally_altered(current, changes) if incremental else replaced(changes)
+
+
 def checked(overrides: Mapping[str, str | None], settings) -> dict[str, str]:
     """The overrides when Kafka's LogConfig.validate accepts them over this broker's defaults
     (unknown names, types, ranges, consistency); ConfigError INVALID_CONFIG with Kafka's message."""
