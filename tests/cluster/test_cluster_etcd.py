@@ -332,13 +332,13 @@ async def test_a_catalog_change_that_loses_the_race_is_applied_on_top_of_the_win
         one.follow(*await document().read())
         assert {t.name: t.partitions for t in one} == {"y": 4, "z": 2}
         # configs swap like any change; a change of a topic's configs keeps another node's resize of it
-        assert await two.reconfigure("z", {"cleanup.policy": "compact"}) is not None
+        assert await two.reconfigure("z", lambda current: {"cleanup.policy": "compact"}) is not None
         assert await three.resize("z", 6) is not None  # three had not seen two's configs
         one.follow(*await document().read())
         assert (one.get("z").partitions, dict(one.get("z").configs)) == (6, {"cleanup.policy": "compact"})
         assert one.topic_config("z").compact
         assert await one.remove("y") is not None
-        assert await three.reconfigure("y", {"retention.ms": "7"}) is None  # deleted meanwhile: stays deleted
+        assert await three.reconfigure("y", lambda current: {"retention.ms": "7"}) is None  # deleted meanwhile: stays deleted
 
 
 def test_acls_scram_credentials_and_group_configs_changed_on_one_node_hold_on_the_other(tmp_path, etcd):
