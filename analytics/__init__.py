@@ -3,7 +3,7 @@ data directory's `__consumer_offsets` segments with the server's own codec, and 
 turns them into Parquet tables (commit history, the compacted offsets, rebalance history, commit
 rates, Burrow-style partition status).
 
-Installed with the `spark` extra (`pip install 'groupd[spark]'`); the server never imports this
+Installed with the `spark` extra (`.ci/install-python spark` in groupd's clone); the server never imports this
 package. Entry points:
 
     groupd analytics run --data-dir D --out OUT [--master URL] [--since TIME] [--until TIME]

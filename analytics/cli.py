@@ -86,7 +86,7 @@ def run_command(args) -> int:
 
         from . import pipeline, session
     except ImportError as e:
-        return _error(f"{e}: the pipeline needs the spark extra: pip install 'groupd[spark]'", 2)
+        return _error(f"{e}: the pipeline needs the spark extra: in groupd's clone, .ci/install-python spark", 2)
 
     start = time.monotonic()
     running = SparkSession.getActiveSession()  # in-process callers (tests, notebooks) keep theirs
@@ -116,7 +116,7 @@ def report_command(args) -> int:
     try:
         from . import report
     except ImportError as e:
-        return _error(f"{e}: the report needs the spark extra: pip install 'groupd[spark]'", 2)
+        return _error(f"{e}: the report needs the spark extra: in groupd's clone, .ci/install-python spark", 2)
     out = args.out or os.path.join(args.tables, "report.html")
     try:
         rows = report.write(args.tables, out)

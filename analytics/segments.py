@@ -27,9 +27,15 @@ from collections.abc import Iterator
 from groupd.protocol.consumer import BadConsumerProtocol, assigned_partitions, subscribed_topics
 from groupd.storage.inspect import partitions as offsets_partitions
 from groupd.storage.log import list_segments, partition_dir
+from groupd.storage.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    decode_key,
+    decode_value,
+)
 from groupd.storage.scanner import scan
-from groupd.storage.records import (GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, decode_key,
-                             decode_value)
 
 # record kinds
 OFFSET_COMMIT = "offset_commit"

@@ -21,8 +21,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, ShortType, StringType, StructField,
-                               StructType, TimestampType)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from . import SOURCE_NAME
 from .segments import COLUMNS, MEMBER_FIELDS, Segment, list_data_dir, read_segment, with_records

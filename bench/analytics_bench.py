@@ -29,8 +29,14 @@ sys.path.insert(0, REPO)
 
 from groupd.protocol.consumer import encode_assignment, encode_subscription  # noqa: E402
 from groupd.storage.log import PartitionLog  # noqa: E402
-from groupd.storage.records import (GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey,  # noqa: E402
-                             OffsetCommitValue, Record)
+from groupd.storage.records import (  # noqa: E402
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+)
 
 
 def free_port() -> int:

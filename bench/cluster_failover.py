@@ -29,9 +29,9 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from groupd.protocol import ErrorCode  # noqa: E402
+from tests.cluster.test_cluster_etcd import commit, fetch  # noqa: E402
 from tests.support.etcd_server import EtcdServer, cluster_node, coordinators  # noqa: E402
 from tests.support.harness import wait_until  # noqa: E402
-from tests.cluster.test_cluster_etcd import commit, fetch  # noqa: E402
 
 GROUPS = [f"bench-{i}" for i in range(64)]
 

@@ -26,8 +26,9 @@ import random
 import time
 import uuid
 
-from members import closed_loop, connect, run_main  # members also puts the repo root on sys.path
 from kafka_requests import request_type
+from members import closed_loop, connect, run_main  # members also puts the repo root on sys.path
+
 from groupd.protocol.codec import RequestHeader, build_request, encode_request
 
 HEARTBEAT, DESCRIBE = 68, 69  # ConsumerGroupHeartbeat v1, ConsumerGroupDescribe v1 (both flexible)

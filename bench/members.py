@@ -38,6 +38,7 @@ sys.path.insert(0, os.path.dirname(BENCH))  # the repo root: protocol.codec, pro
 from echo_server import install_loop_policy  # noqa: E402
 from kafka_requests import request_type  # noqa: E402
 from loadgen import Conn, Stats, _proc_cpu_s  # noqa: E402
+
 from groupd.coordinator.core.partitioning import partition_for  # noqa: E402
 from groupd.protocol.codec import RequestHeader, build_request, decode_response, encode_request  # noqa: E402
 from groupd.protocol.consumer import encode_assignment, encode_subscription  # noqa: E402

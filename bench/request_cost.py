@@ -32,9 +32,9 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 sys.modules.setdefault("hypothesis", None)  # as coordinator/__main__.py: kio's strategies are not needed
 
+from groupd.coordinator.security.listeners import endpoints  # noqa: E402
 from groupd.coordinator.server.connection import Connection, RequestMemory  # noqa: E402
 from groupd.coordinator.server.node import Node  # noqa: E402
-from groupd.coordinator.security.listeners import endpoints  # noqa: E402
 from groupd.coordinator.settings import Settings  # noqa: E402
 from groupd.protocol.apis import ApiKey  # noqa: E402
 from groupd.protocol.codec import RequestHeader, build_request, decode_response, encode_request  # noqa: E402

@@ -25,6 +25,7 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH)
 sys.path.insert(0, os.path.dirname(BENCH))
 from storage_bench import _commit_load, cpu_seconds, table  # noqa: E402
+
 from tests.support.process import GroupdProcess, free_ports  # noqa: E402
 
 

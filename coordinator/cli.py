@@ -9,14 +9,16 @@ import os
 import signal
 import sys
 
+from groupd.coordinator.cluster.workers import worker_settings
+from groupd.coordinator.server.supervisor_link import SupervisorLink
 from groupd.storage.files import DataDirError
 from groupd.storage.log import partition_dir
 
 from . import __version__
-from .tools import acls as admin_acls, chaos_cli, commands as admin
 from .settings import ConfigError, Settings, add_config_arguments
-from groupd.coordinator.server.supervisor_link import SupervisorLink
-from groupd.coordinator.cluster.workers import worker_settings
+from .tools import acls as admin_acls
+from .tools import chaos_cli
+from .tools import commands as admin
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     admin.add_parsers(sub)  # groups, offsets, health: talk to a running groupd
     admin_acls.add_parsers(sub)  # acls list|add|remove: likewise
     chaos_cli.add_parser(sub)  # fault injection through the admin endpoint
-    analytics = sub.add_parser("analytics", help="the PySpark pipeline over the offsets log (needs groupd[spark])")
+    analytics = sub.add_parser("analytics", help="the PySpark pipeline over the offsets log (needs the spark extra)")
     analytics_sub = analytics.add_subparsers(dest="analytics_command", required=True)
     run = analytics_sub.add_parser("run", help="read a data dir with Spark and write the Parquet tables")
     run.add_argument("--data-dir", required=True, help="the server's data.dir (a live one is fine)")
@@ -175,7 +177,9 @@ def _main(argv: list[str] | None) -> int:
         print(f"groupd: configuration error: {e}", file=sys.stderr)
         return 2
     if args.command == "config":
-        from groupd.coordinator.tools.config_show import show  # and with it PyYAML, which `serve` without a config file never needs
+        from groupd.coordinator.tools.config_show import (
+            show,  # and with it PyYAML, which `serve` without a config file never needs
+        )
 
         for warning in settings.warnings:
             print(f"groupd: warning: {warning}", file=sys.stderr)

@@ -67,7 +67,8 @@ class GroupdServer:
             self.admin_url = f"http://127.0.0.1:{admin_port}"
             settings = {**self.settings, "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
                         "admin.listener": self.admin_url, "data.dir": self.data_dir}
-            args = [sys.executable, "-P", "-m", "groupd.coordinator", "serve"]  # -P: the caller's cwd is not on sys.path
+            # -P: the caller's cwd is not on sys.path
+            args = [sys.executable, "-P", "-m", "groupd.coordinator", "serve"]
             for key, value in settings.items():
                 args += ["--set", f"{key}={value}"]
             with open(self.log_path, "ab") as log:

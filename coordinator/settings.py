@@ -4,6 +4,8 @@ a YAML file, `GROUPD_<KEY>` environment variables and `--set key=value` argument
 Keys carry Kafka's names and defaults. An unknown key in a file or `--set`, or a bad value, stops
 start-up with a message that names the key and what it accepts; an unknown `GROUPD_*` variable
 is only a warning (`Settings.warnings`), since orchestrators inject variables with that prefix.
+Over 500 lines because it is the table of every key (name, default, parser, documentation) with the
+parsers and cross-checks they share; config/groupd.yaml documents the same keys for operators.
 """
 
 from __future__ import annotations
@@ -18,9 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-
 from groupd.storage.catalog import legal_topic_name
-
 
 
 class ConfigError(Exception):

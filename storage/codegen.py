@@ -24,6 +24,9 @@ form ("type": "data") names its record types in validVersions, in the new form (
 and end every struct with a tagged-field section; a tagged field is written only when it is not its
 default; a nullable struct is preceded by an int8 (-1 null, 1 present); a field outside a version
 takes its default when read.
+
+Over 500 lines because it is one translation, schema to Python, whose readers, writers and dataclasses
+share the field model; what it writes is checked in and tested for staleness.
 """
 
 from __future__ import annotations

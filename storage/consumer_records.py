@@ -25,14 +25,27 @@ from typing import Union
 
 from . import generated_records as generated
 from . import records
-from .generated_records import (ClassicMemberMetadata, ClassicProtocol, ConsumerGroupCurrentMemberAssignmentKey,
-                                ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupMemberMetadataKey,
-                                ConsumerGroupMemberMetadataValue, ConsumerGroupMetadataKey, ConsumerGroupMetadataValue,
-                                ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValue,
-                                ConsumerGroupRegularExpressionKey, ConsumerGroupRegularExpressionValue,
-                                ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue,
-                                ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue,
-                                PartitionMetadata, TopicMetadata, TopicPartitions)
+from .generated_records import (
+    ClassicMemberMetadata,
+    ClassicProtocol,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    PartitionMetadata,
+    TopicMetadata,
+    TopicPartitions,
+)
 from .records import CorruptRecord, Record
 from .wire import Reader
 

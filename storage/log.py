@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from .files import fsync_dir
 from .consumer_records import decode, encode_key, encode_value
+from .files import fsync_dir
 from .records import KeyCache, Record
 from .scanner import Damage, record_count, scan_segments
 

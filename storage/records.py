@@ -22,7 +22,9 @@ from typing import Union
 
 from . import generated_records as generated
 from .generated_records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey
-from .offset_value import BARE as _BARE, OffsetCommitValue, is_v3_body as _is_v3_body
+from .offset_value import BARE as _BARE
+from .offset_value import OffsetCommitValue
+from .offset_value import is_v3_body as _is_v3_body
 from .offset_value import value_from_body as _value_from_body
 from .wire import CorruptRecord, UnknownRecordType
 from .wire import Reader as _Reader

@@ -22,7 +22,8 @@ COMPACT, DELETE = "compact", "delete"
 MIN_SEGMENT_BYTES = 1024 * 1024  # Kafka 4.0 (KIP-1030); 14 bytes before
 
 
-_JAVA_DOUBLE = re.compile(r"[+-]?(NaN|Infinity|([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[fFdD]?)")  # Double.parseDouble's
+# what Java's Double.parseDouble takes (no underscores, no "inf", ASCII digits)
+_JAVA_DOUBLE = re.compile(r"[+-]?(NaN|Infinity|([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[fFdD]?)")
 
 
 class TopicConfigError(ValueError):

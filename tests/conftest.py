@@ -3,7 +3,6 @@ import pytest
 from tests.support.harness import ClientProcess, stack_available
 from tests.support.process import GroupdProcess, groupd_fixture
 
-
 # one server per test module, with a few declared topics
 groupd = groupd_fixture("topics=t1:1,t3:3,t6:6", "group.initial.rebalance.delay.ms=0",
                         "group.min.session.timeout.ms=1000", name="groupd")

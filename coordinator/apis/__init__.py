@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from groupd.protocol.apis import ApiKey
 
-from .request import Handler
 from . import (
     alter_configs,
     alter_user_scram_credentials,
@@ -44,6 +43,7 @@ from . import (
     sasl_handshake,
     sync_group,
 )
+from .request import Handler
 
 MODULES = (produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
            heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,

@@ -6,11 +6,11 @@ their defaults). As IncrementalAlterConfigs: GROUP and TOPIC resources.
 
 from __future__ import annotations
 
+from groupd.coordinator.core.group_config import replaced
 from groupd.protocol.apis import ApiKey
 
-from groupd.coordinator.core.group_config import replaced
-from .request import Request
 from .incremental_alter_configs import alter_each
+from .request import Request
 
 KEY = ApiKey.ALTER_CONFIGS
 VERSIONS = (0, 2)

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import logging
 
-from groupd.protocol import ErrorCode
-from groupd.protocol.apis import ApiKey
-
-from groupd.storage.catalog import legal_topic_name
-
+from groupd.coordinator.cluster import controller_writes
 from groupd.coordinator.core.group_config import ConfigError
 from groupd.coordinator.core.topic_configs import altered, checked
-from groupd.coordinator.cluster import controller_writes
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.storage.catalog import legal_topic_name
+
 from .request import Request, respond
 
 log = logging.getLogger("groupd")

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import logging
 
+from groupd.coordinator.cluster import controller_writes
+from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
+from groupd.coordinator.security.scram_users import Result
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from groupd.coordinator.cluster import controller_writes
-from groupd.coordinator.security.scram_users import Result
 from .request import Request, respond
 
 KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS

@@ -7,14 +7,14 @@ INVALID_GROUP_ID. Partitions are listed with their topic names; topics no longer
 
 from __future__ import annotations
 
+from groupd.coordinator.security.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import AclOperation, ResourceType
-from .request import Request
 from .describe_groups import OMITTED, group_operations
+from .request import Request
 
 KEY = ApiKey.CONSUMER_GROUP_DESCRIBE
 VERSIONS = (0, 1)

@@ -10,13 +10,13 @@ from __future__ import annotations
 import datetime
 import functools
 
+from groupd.coordinator.core.consumer.machine import ConsumerHeartbeatRequest, error_reply
+from groupd.coordinator.security.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import Encoded, build_response
 
-from groupd.coordinator.core.consumer.machine import ConsumerHeartbeatRequest, error_reply
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import AclOperation, ResourceType
 from .request import Request, ms, respond
 
 KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
@@ -67,3 +67,8 @@ def _steady(version: int, member_id: str, member_epoch: int, heartbeat_interval_
 def _response(version: int, reply: dict):
     return build_response(KEY, version, {
         **reply, "heartbeat_interval": datetime.timedelta(milliseconds=reply["heartbeat_interval_ms"])})
+
+
+def error_response(version: int, body, error: ErrorCode):
+    """The answer carrying only `error` (an injected fault's)."""
+    return build_response(KEY, version, {**error_reply(error), "heartbeat_interval": datetime.timedelta(0)})

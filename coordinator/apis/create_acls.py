@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import logging
 
+from groupd.coordinator.cluster import controller_writes
+from groupd.coordinator.security.acls import AclBinding, AclOperation
+from groupd.coordinator.security.authorizer import acl_row
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.cluster import controller_writes
-from groupd.coordinator.security.authorizer import acl_row
-from groupd.coordinator.security.acls import AclBinding, AclOperation
-from .request import Request, respond
 from .describe_acls import refused
+from .request import Request, respond
 
 KEY = ApiKey.CREATE_ACLS
 VERSIONS = (1, 3)

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 from collections import Counter
 
+from groupd.coordinator.security.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
-
 from groupd.storage.files import DataDirError
 
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import AclOperation, ResourceType
-from .request import Request, respond_all
 from .create_topics import too_many_partitions, write_failure
+from .request import Request, respond_all
 
 KEY = ApiKey.CREATE_PARTITIONS
 VERSIONS = (0, 3)

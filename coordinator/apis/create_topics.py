@@ -21,18 +21,17 @@ from __future__ import annotations
 
 from collections import Counter
 
-from groupd.protocol import ErrorCode
-from groupd.protocol.apis import ApiKey
-from groupd.protocol.codec import build_response
-
-from groupd.storage.catalog import legal_topic_name
-from groupd.storage.files import DataDirError, DocumentUnavailable
-
 from groupd.coordinator.cluster import controller_writes
 from groupd.coordinator.core import topic_configs
 from groupd.coordinator.core.group_config import ConfigError
-from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
+from groupd.storage.catalog import legal_topic_name
+from groupd.storage.files import DataDirError, DocumentUnavailable
+
 from .request import Request, respond_all
 
 KEY = ApiKey.CREATE_TOPICS

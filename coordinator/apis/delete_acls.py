@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import logging
 
+from groupd.coordinator.cluster import controller_writes
+from groupd.coordinator.security.acls import AclOperation
+from groupd.coordinator.security.authorizer import acl_binding
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.cluster import controller_writes
-from groupd.coordinator.security.authorizer import acl_binding
-from groupd.coordinator.security.acls import AclOperation
-from .request import Request, respond
 from .describe_acls import acl_filter, refused
+from .request import Request, respond
 
 KEY = ApiKey.DELETE_ACLS
 VERSIONS = (1, 3)

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import asyncio
 
+from groupd.coordinator.security.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
+from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.protocol import ErrorCode
-
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import AclOperation, ResourceType
 from .request import Request, respond
 
 KEY = ApiKey.DELETE_GROUPS

@@ -7,16 +7,15 @@ once it is (a failed write deletes nothing: see CreateTopics for its error).
 
 from __future__ import annotations
 
+from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
-
 from groupd.storage.files import DataDirError
 
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from .request import Request, respond_all
 from .create_topics import write_failure
+from .request import Request, respond_all
 
 KEY = ApiKey.DELETE_TOPICS
 VERSIONS = (1, 6)

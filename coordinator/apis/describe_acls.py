@@ -8,12 +8,12 @@ without an authorizer: SECURITY_DISABLED. A filter with an UNKNOWN code gets INV
 
 from __future__ import annotations
 
+from groupd.coordinator.security.acls import CLUSTER_NAME, AclFilter, AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import CLUSTER_NAME, AclFilter, AclOperation, ResourceType
 from .request import Request
 
 KEY = ApiKey.DESCRIBE_ACLS

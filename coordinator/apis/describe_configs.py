@@ -12,20 +12,24 @@ DEFAULT_CONFIG otherwise; the cluster-wide default resource ("") has none (no dy
 
 from __future__ import annotations
 
+from groupd.coordinator.core import topic_configs
+from groupd.coordinator.core.group_config import (
+    CONSUMER_HEARTBEAT_INTERVAL_MS,
+    CONSUMER_SESSION_TIMEOUT_MS,
+    NAMES,
+    defaults,
+)
+from groupd.coordinator.runtime import offsets_topic
+from groupd.coordinator.security.acls import AclOperation
+from groupd.coordinator.security.authorizer import config_resource_denied
+from groupd.coordinator.settings import KEYS
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
-
 from groupd.storage.catalog import legal_topic_name
 
-from groupd.coordinator.security.authorizer import config_resource_denied
-from groupd.coordinator.security.acls import AclOperation
-from groupd.coordinator.core.group_config import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS, NAMES, defaults
-from groupd.coordinator.core import topic_configs
-from groupd.coordinator.runtime import offsets_topic
-from groupd.coordinator.settings import KEYS
-from .request import Request
 from .incremental_alter_configs import BROKER, GROUP, TOPIC
+from .request import Request
 
 KEY = ApiKey.DESCRIBE_CONFIGS
 VERSIONS = (1, 4)

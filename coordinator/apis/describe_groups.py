@@ -8,12 +8,12 @@ GROUP_ID_NOT_FOUND with a message (KIP-1043) instead of an empty "Dead" group.
 
 from __future__ import annotations
 
+from groupd.coordinator.security.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized, authorized_operations
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.security.authorizer import authorized, authorized_operations
-from groupd.coordinator.security.acls import AclOperation, ResourceType
 from .request import LARGE_ANSWER_ROWS, Request, answer_off_loop
 
 KEY = ApiKey.DESCRIBE_GROUPS

@@ -8,12 +8,12 @@ CLUSTER_AUTHORIZATION_FAILED and one such result per requested user (with an emp
 
 from __future__ import annotations
 
+from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from .request import Request
 
 KEY = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS

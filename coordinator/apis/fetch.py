@@ -33,15 +33,15 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+from groupd.coordinator.runtime.offsets_topic import log_range
+from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 from groupd.storage.log import read_batches
 from groupd.storage.records_plane import plane_for
 
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from groupd.coordinator.runtime.offsets_topic import log_range
 from .request import Request
 
 KEY = ApiKey.FETCH

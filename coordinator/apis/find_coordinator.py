@@ -9,13 +9,13 @@ transactions and share groups have no coordinator here.
 
 from __future__ import annotations
 
+from groupd.coordinator.cluster.view import address
+from groupd.coordinator.security.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import AclOperation, ResourceType
-from groupd.coordinator.cluster.view import address
 from .request import Request
 
 GROUP, TRANSACTION, SHARE = 0, 1, 2
@@ -54,3 +54,14 @@ def handle(node, request: Request):
         coordinators = [_lookup(node, request, key, key_type) for key in body.coordinator_keys]
         return build_response(ApiKey.FIND_COORDINATOR, request.version, {"coordinators": coordinators})
     return build_response(ApiKey.FIND_COORDINATOR, request.version, _lookup(node, request, body.key, key_type))
+
+
+def error_response(version: int, body, error: ErrorCode):
+    """The answer carrying only `error`, for every key asked (an injected fault's)."""
+    def lookup(key: str) -> dict:
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": error, "error_message": None}
+
+    if version >= 4:
+        return build_response(ApiKey.FIND_COORDINATOR, version,
+                              {"coordinators": [lookup(k) for k in body.coordinator_keys]})
+    return build_response(ApiKey.FIND_COORDINATOR, version, lookup(body.key))

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from functools import cache
 
+from groupd.coordinator.core.classic.requests import HeartbeatRequest
+from groupd.coordinator.security.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import Encoded, build_response
 
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import AclOperation, ResourceType
-from groupd.coordinator.core.classic.requests import HeartbeatRequest
 from .request import Request
 
 KEY = ApiKey.HEARTBEAT
@@ -33,3 +33,8 @@ def handle(node, request: Request):
     error = node.coordinator.heartbeat(HeartbeatRequest(body.group_id, body.generation_id, body.member_id,
                                                    getattr(body, "group_instance_id", None)))
     return _response(request.version, error)
+
+
+def error_response(version: int, body, error: ErrorCode):
+    """The answer carrying only `error` (an injected fault's)."""
+    return _response(version, error)

@@ -15,14 +15,14 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Mapping
 
+from groupd.coordinator.cluster import controller_writes
+from groupd.coordinator.core.group_config import ConfigError, incrementally_altered, validate
+from groupd.coordinator.security.acls import AclOperation
+from groupd.coordinator.security.authorizer import config_resource_denied
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.security.authorizer import config_resource_denied
-from groupd.coordinator.security.acls import AclOperation
-from groupd.coordinator.core.group_config import ConfigError, incrementally_altered, validate
-from groupd.coordinator.cluster import controller_writes
 from .alter_topic_configs import alter_topic
 from .request import Request, respond, respond_all
 
@@ -44,7 +44,8 @@ def handle(node, request: Request):
 def alter_each(node, request: Request, resources: list[tuple[int, str, list]],
                change: Callable[[Mapping[str, int], list], dict[str, int]], validate_only: bool):
     """The response, one result per resource (shared with AlterConfigs, whose `change` replaces a
-    group's overrides; a topic's: alter_topic_configs.py); a future of it while the controller writes on another worker's behalf."""
+    group's overrides; a topic's: alter_topic_configs.py); a future of it while the controller writes
+    on another worker's behalf."""
     counts = Counter((t, name) for t, name, _ in resources)
     outcomes = [(ErrorCode.invalid_request, "Duplicate resource.") if counts[(resource_type, name)] > 1 else
                 _alter(node, request, resource_type, name, configs, change, validate_only)

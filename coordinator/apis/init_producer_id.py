@@ -24,13 +24,13 @@ until their timeout; UNSUPPORTED_VERSION wrongly blames the request's version.
 
 from __future__ import annotations
 
+from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized, denied
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 from groupd.storage.records_plane import producer_ids_for
 
-from groupd.coordinator.security.authorizer import authorized, denied
-from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from .request import Request
 
 KEY = ApiKey.INIT_PRODUCER_ID

@@ -9,14 +9,14 @@ SkipAssignment (KIP-814: a static leader re-joining a Stable group keeps the old
 
 from __future__ import annotations
 
+from groupd.coordinator.core.classic.replies import join_reply
+from groupd.coordinator.core.classic.requests import JoinRequest
+from groupd.coordinator.security.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import AclOperation, ResourceType
-from groupd.coordinator.core.classic.replies import join_reply
-from groupd.coordinator.core.classic.requests import JoinRequest
 from .request import Request, ms, respond
 
 KEY = ApiKey.JOIN_GROUP
@@ -46,3 +46,8 @@ def _response(version: int, reply: dict):
     elif reply["protocol_name"] == "":
         reply = {**reply, "protocol_name": None}
     return build_response(ApiKey.JOIN_GROUP, version, reply)
+
+
+def error_response(version: int, body, error: ErrorCode):
+    """The answer carrying only `error` (an injected fault's)."""
+    return _response(version, {**join_reply(error, body.member_id), "protocol_name": "" if version < 7 else None})

@@ -8,13 +8,13 @@ v0–v2 carry one member id and answer with a single top-level error.
 
 from __future__ import annotations
 
+from groupd.coordinator.core.classic.requests import LeaveRequest
+from groupd.coordinator.security.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import AclOperation, ResourceType
-from groupd.coordinator.core.classic.requests import LeaveRequest
 from .request import Request, respond
 
 KEY = ApiKey.LEAVE_GROUP
@@ -40,3 +40,8 @@ def _response(version: int, reply: dict):
         return build_response(ApiKey.LEAVE_GROUP, version, {"error_code": error})
     return build_response(ApiKey.LEAVE_GROUP, version, {"error_code": error, "members": [
         {"member_id": m, "group_instance_id": i, "error_code": e} for m, i, e in members]})
+
+
+def error_response(version: int, body, error: ErrorCode):
+    """The answer carrying only `error` (an injected fault's)."""
+    return build_response(ApiKey.LEAVE_GROUP, version, {"error_code": error, "members": []})

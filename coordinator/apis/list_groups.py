@@ -7,12 +7,12 @@ Filters compare case-insensitively after trimming; an unknown value matches noth
 
 from __future__ import annotations
 
+from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from .request import Request
 
 KEY = ApiKey.LIST_GROUPS

@@ -21,14 +21,14 @@ loaded is LEADER_NOT_AVAILABLE (retriable).
 
 from __future__ import annotations
 
+from groupd.coordinator.runtime.offsets_topic import log_range
+from groupd.coordinator.security.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 from groupd.storage.records_plane import plane_for
 
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import AclOperation, ResourceType
-from groupd.coordinator.runtime.offsets_topic import log_range
 from .request import Request
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5

@@ -8,7 +8,8 @@ over the name, which the Java client sends as "" with an id).
 
 The brokers, the controller and each partition's leader come from the node's view of the cluster
 (coordinator/cluster/view.py; a lone node is all three); leader epoch -1, so no client tries to validate
-positions. An offsets partition's leader is its coordinator (LEADER_NOT_AVAILABLE while none). `__consumer_offsets` is listed among all topics and
+positions. An offsets partition's leader is its coordinator (LEADER_NOT_AVAILABLE while none).
+`__consumer_offsets` is listed among all topics and
 answered by name or id as Kafka does, as an internal topic (coordinator/runtime/offsets_topic.py); it is
 never auto-created into the catalog. Requested topics that do not exist are created when
 `auto.create.topics.enable` is on and the request allows it, and are answered without an error
@@ -21,15 +22,14 @@ from __future__ import annotations
 
 import uuid
 
+from groupd.coordinator.cluster.view import broker_entries
+from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized, authorized_operations
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
-
 from groupd.storage.catalog import legal_topic_name
 
-from groupd.coordinator.security.authorizer import authorized, authorized_operations
-from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from groupd.coordinator.cluster.view import broker_entries
 from .request import Request, respond, respond_all
 
 KEY = ApiKey.METADATA

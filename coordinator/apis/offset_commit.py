@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import struct
 
+from groupd.coordinator.core.requests import OffsetCommitRequest
+from groupd.coordinator.security.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.bounds import encode_uvarint
 from groupd.protocol.codec import Encoded
 
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import AclOperation, ResourceType
-from groupd.coordinator.core.requests import OffsetCommitRequest
 from .request import Request, ms, respond
 
 KEY = ApiKey.OFFSET_COMMIT
@@ -32,8 +32,7 @@ def handle(node, request: Request):
     body, version = request.body, request.version
     order = [(t.name, [p.partition_index for p in t.partitions]) for t in body.topics]
     if not authorized(node, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
-        denied = ErrorCode.group_authorization_failed
-        return _response(version, order, {(name, p): denied for name, parts in order for p in parts})
+        return error_response(version, body, ErrorCode.group_authorization_failed)
     unknown: dict[tuple[str, int], ErrorCode] = {}
     offsets = []
     for t in body.topics:
@@ -86,3 +85,9 @@ def _response(version: int, order, errors: dict) -> Encoded:
             out += (_INT16.pack(len(encoded)), encoded, _INT32.pack(len(parts)))
             out += [_PARTITION.pack(p, errors[(name, p)]) for p in parts]
     return Encoded.of(b"".join(out), flexible)
+
+
+def error_response(version: int, body, error: ErrorCode) -> Encoded:
+    """The answer carrying only `error`, in every requested partition (an injected fault's)."""
+    order = [(t.name, [p.partition_index for p in t.partitions]) for t in body.topics]
+    return _response(version, order, {(name, p): error for name, parts in order for p in parts})

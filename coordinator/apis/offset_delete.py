@@ -7,13 +7,13 @@ UNKNOWN_TOPIC_OR_PARTITION; a group-level error replaces the topic list.
 
 from __future__ import annotations
 
+from groupd.coordinator.core.requests import OffsetDeleteRequest
+from groupd.coordinator.security.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import AclOperation, ResourceType
-from groupd.coordinator.core.requests import OffsetDeleteRequest
 from .request import Request, respond
 
 KEY = ApiKey.OFFSET_DELETE

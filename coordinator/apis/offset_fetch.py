@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import asyncio
 
+from groupd.coordinator.core.requests import OffsetFetchRequest
+from groupd.coordinator.security.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.core.requests import OffsetFetchRequest
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import AclOperation, ResourceType
 from .request import LARGE_ANSWER_ROWS, Request, answer_off_loop, respond
 
 KEY = ApiKey.OFFSET_FETCH
@@ -116,3 +116,16 @@ def handle(node, request: Request):
     if isinstance(result, list) and len(result) > LARGE_ANSWER_ROWS:
         return answer_off_loop(node, request, lambda: make_single(result))
     return respond(result, make_single)
+
+
+def error_response(version: int, body, error: ErrorCode):
+    """The answer carrying only `error` (an injected fault's): per group from v8, in every requested
+    partition at v1 (no top-level error there), else top-level."""
+    if version >= 8:
+        return build_response(ApiKey.OFFSET_FETCH, version, {
+            "groups": [{"group_id": g.group_id, "topics": [], "error_code": error} for g in body.groups]})
+    if version == 1:
+        return build_response(ApiKey.OFFSET_FETCH, version, {"topics": [{"name": t.name, "partitions": [
+            {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+             "error_code": error} for p in t.partition_indexes]} for t in body.topics or ()]})
+    return build_response(ApiKey.OFFSET_FETCH, version, {"topics": [], "error_code": error})

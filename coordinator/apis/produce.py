@@ -8,7 +8,8 @@ are listed (clients.md §1.2). Every partition is answered INVALID_REQUEST (non-
 producers fail fast instead of retrying forever) with a message naming the setting, and the
 server logs it once per client id and host.
 
-With `records.plane: memory` (the default) each partition's record batches are validated (`groupd.storage.records_plane.batches`)
+With `records.plane: memory` (the default) each partition's record batches are validated
+(`groupd.storage.records_plane.batches`)
 and appended to the in-memory partition, which assigns their offsets; idempotent producers'
 sequences are checked as Kafka does (a retried batch is answered with its first offsets).
 Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION (Produce never auto-creates), INVALID_TOPIC_EXCEPTION
@@ -24,16 +25,16 @@ from __future__ import annotations
 
 import logging
 
+from groupd.coordinator.runtime.offsets_topic import INVALID_APPEND
+from groupd.coordinator.security.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
+from groupd.coordinator.system_clock import wall_ms
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 from groupd.storage.records_plane import plane_for
 from groupd.storage.records_plane.plane import TRANSACTIONS_UNSUPPORTED
 
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import AclOperation, ResourceType
-from groupd.coordinator.runtime.offsets_topic import INVALID_APPEND
-from groupd.coordinator.system_clock import wall_ms
 from .request import Request
 
 KEY = ApiKey.PRODUCE

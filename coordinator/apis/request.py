@@ -8,9 +8,8 @@ import dataclasses
 import datetime
 from typing import TYPE_CHECKING, Any, Callable
 
-from groupd.protocol.codec import Encoded, RequestHeader
-
 from groupd.coordinator.security.tls import ANONYMOUS  # the principal of a connection nobody authenticated
+from groupd.protocol.codec import Encoded, RequestHeader
 
 if TYPE_CHECKING:
     from groupd.coordinator.server.node import Node

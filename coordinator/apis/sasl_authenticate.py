@@ -7,10 +7,9 @@ that gets here (no exchange in progress) is answered ILLEGAL_SASL_STATE, connect
 
 from __future__ import annotations
 
+from groupd.coordinator.security.authenticator import authenticate_response
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
-
-from groupd.coordinator.security.authenticator import authenticate_response
 
 from .request import Request
 

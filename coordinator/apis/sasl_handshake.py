@@ -9,10 +9,9 @@ re-authenticate now) is answered ILLEGAL_SASL_STATE with no mechanisms, and the 
 
 from __future__ import annotations
 
+from groupd.coordinator.security.authenticator import handshake_response
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
-
-from groupd.coordinator.security.authenticator import handshake_response
 
 from .request import Request
 

@@ -10,14 +10,14 @@ assignment is durable.
 
 from __future__ import annotations
 
+from groupd.coordinator.core.classic.replies import sync_reply
+from groupd.coordinator.core.classic.requests import SyncRequest
+from groupd.coordinator.security.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.security.acls import AclOperation, ResourceType
-from groupd.coordinator.core.classic.replies import sync_reply
-from groupd.coordinator.core.classic.requests import SyncRequest
 from .request import Request, respond
 
 KEY = ApiKey.SYNC_GROUP
@@ -41,3 +41,8 @@ def handle(node, request: Request):
 
 def _response(version: int, reply: dict):
     return build_response(ApiKey.SYNC_GROUP, version, reply)
+
+
+def error_response(version: int, body, error: ErrorCode):
+    """The answer carrying only `error` (an injected fault's)."""
+    return _response(version, sync_reply(error))

@@ -1,26 +1,32 @@
 """Fault injection: the table of armed faults (an API answered with Kafka's error, or held back, for
 a count of requests or a while), the hook that applies them before a request is handled (installed
-on the node only while a fault is armed), and the operations the admin endpoint (coordinator/server/admin_http.py) runs. An injected error is answered
+on the node only while a fault is armed), and the operations the admin endpoint
+(coordinator/server/admin_http.py) runs. An injected error is answered
 *instead of* handling the request, so a fault never half-applies anything durable."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import datetime
 import itertools
 import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
+from groupd.coordinator.apis import (
+    consumer_group_heartbeat,
+    find_coordinator,
+    heartbeat,
+    join_group,
+    leave_group,
+    offset_commit,
+    offset_fetch,
+    sync_group,
+)
+from groupd.coordinator.apis.request import forward
+from groupd.coordinator.observability import metrics
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
-from groupd.protocol.codec import build_response
-
-from groupd.coordinator.observability import metrics
-from groupd.coordinator.apis.request import forward
-from groupd.coordinator.core.classic.replies import join_reply, sync_reply
-from groupd.coordinator.core.consumer.machine import error_reply
 
 if TYPE_CHECKING:
     from groupd.coordinator.apis.request import Handler, Request
@@ -36,49 +42,18 @@ class FaultError(ValueError):
     """A fault that cannot be armed as asked (unknown API or error name, bad bounds)."""
 
 
-# -- error replies: each API's answer carrying only the error ---------------------------------------
+# -- error replies: each API module's answer carrying only the error -------------------------------
 
-def _offset_commit(version: int, body: Any, error: ErrorCode) -> dict:
-    return {"topics": [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": error}
-                                                       for p in t.partitions]} for t in body.topics]}
-
-
-def _offset_fetch(version: int, body: Any, error: ErrorCode) -> dict:
-    if version >= 8:
-        return {"groups": [{"group_id": g.group_id, "topics": [], "error_code": error} for g in body.groups]}
-    if version == 1:  # no top-level error: it goes into every requested partition
-        return {"topics": [{"name": t.name, "partitions": [
-            {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
-             "error_code": error} for p in t.partition_indexes]} for t in body.topics or ()]}
-    return {"topics": [], "error_code": error}
-
-
-def _find_coordinator(version: int, body: Any, error: ErrorCode) -> dict:
-    def lookup(key: str) -> dict:
-        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": error, "error_message": None}
-
-    if version >= 4:
-        return {"coordinators": [lookup(k) for k in body.coordinator_keys]}
-    return lookup(body.key)
-
-
-ERROR_REPLIES: dict[ApiKey, Callable[[int, Any, ErrorCode], dict]] = {
-    A.JOIN_GROUP: lambda v, body, e: {**join_reply(e, body.member_id), "protocol_name": "" if v < 7 else None},
-    A.SYNC_GROUP: lambda v, body, e: sync_reply(e),
-    A.HEARTBEAT: lambda v, body, e: {"error_code": e},
-    A.LEAVE_GROUP: lambda v, body, e: {"error_code": e, "members": []},
-    A.OFFSET_COMMIT: _offset_commit,
-    A.OFFSET_FETCH: _offset_fetch,
-    A.CONSUMER_GROUP_HEARTBEAT: lambda v, body, e: {**error_reply(e), "heartbeat_interval": datetime.timedelta(0)},
-    A.FIND_COORDINATOR: _find_coordinator,
-}
+ERROR_REPLIES: dict[ApiKey, Callable[[int, Any, ErrorCode], Any]] = {
+    m.KEY: m.error_response for m in (join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
+                                      consumer_group_heartbeat, find_coordinator)}
 
 # the requests a coordinator failover answers NOT_COORDINATOR (FindCoordinator keeps naming this node)
 GROUP_APIS = tuple(api for api in ERROR_REPLIES if api is not A.FIND_COORDINATOR)
 
 
 def error_response(api_key: int, version: int, body: Any, error: ErrorCode) -> Any:
-    return build_response(api_key, version, ERROR_REPLIES[ApiKey(api_key)](version, body, error))
+    return ERROR_REPLIES[ApiKey(api_key)](version, body, error)
 
 
 def groups_of(api_key: int, body: Any) -> tuple[str, ...]:

@@ -14,13 +14,12 @@ import dataclasses
 from types import SimpleNamespace
 from typing import Any, Awaitable, Callable
 
-from groupd.protocol import ErrorCode
-from groupd.storage.files import DataDirError, DocumentUnavailable
-
 from groupd.coordinator.core import topic_configs
 from groupd.coordinator.core.group_config import ConfigError
-from groupd.coordinator.security.authorizer import acl_binding, acl_row
 from groupd.coordinator.security.acls import AclFilter
+from groupd.coordinator.security.authorizer import acl_binding, acl_row
+from groupd.protocol import ErrorCode
+from groupd.storage.files import DataDirError, DocumentUnavailable
 
 UNAVAILABLE = {"unavailable": True}
 TIMED_OUT = "The change was not confirmed in time (etcd did not answer); it may or may not have been made."

@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from groupd.coordinator.settings import Listener
 from groupd.storage.catalog import TopicCatalog
 from groupd.storage.files import JsonFile
-
-from groupd.coordinator.settings import Listener
 
 
 class ClusterError(Exception):

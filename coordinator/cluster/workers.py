@@ -9,8 +9,9 @@ import dataclasses
 from typing import Sequence
 from urllib.parse import urlsplit
 
-from .view import Broker, ClusterView
 from groupd.coordinator.settings import Listener, Settings
+
+from .view import Broker, ClusterView
 
 
 def shifted(listeners: Sequence[Listener], by: int) -> tuple[Listener, ...]:

@@ -5,7 +5,6 @@ retention (spec §7, §8, §9.4, §11). It asks a group only through the `Group`
 from __future__ import annotations
 
 from groupd.protocol import ErrorCode
-
 from groupd.storage.records import OffsetCommitKey, OffsetCommitValue, Record
 
 from .clock import Now

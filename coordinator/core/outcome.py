@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Any
 
 from groupd.protocol import ErrorCode
-
 from groupd.storage.records import Record
 
 from .clock import Now

@@ -11,19 +11,22 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from groupd.protocol import ErrorCode
-
-from groupd.storage.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, Record
-
 from groupd.coordinator.core.classic.group import EMPTY, ClassicGroup
 from groupd.coordinator.core.classic.machine import ClassicMachine
 from groupd.coordinator.core.classic.replies import join_reply
 from groupd.coordinator.core.classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
-from groupd.storage.consumer_records import ConsumerGroupKey
-
 from groupd.coordinator.core.consumer.classic_members import ClassicMembers
 from groupd.coordinator.core.consumer.group import ConsumerGroup, ConsumerRecords
-from groupd.coordinator.core.consumer.machine import ConsumerHeartbeatRequest, ConsumerMachine, ConsumerSettings, TopicsImage
+from groupd.coordinator.core.consumer.machine import (
+    ConsumerHeartbeatRequest,
+    ConsumerMachine,
+    ConsumerSettings,
+    TopicsImage,
+)
+from groupd.protocol import ErrorCode
+from groupd.storage.consumer_records import ConsumerGroupKey
+from groupd.storage.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, Record
+
 from . import events as ev
 from .clock import Now
 from .group import Group, GroupMachine

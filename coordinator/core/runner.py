@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from groupd.protocol import ErrorCode
-
 from groupd.storage.records import Record
 
 TIMED_OUT = ErrorCode.coordinator_not_available  # REQUEST_TIMED_OUT, as a coordinator maps it

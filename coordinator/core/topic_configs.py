@@ -11,8 +11,16 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from groupd.protocol import ErrorCode
-from groupd.storage.topic_config import (BY_NAME, KAFKA_DEFAULTS, LIST, NAMES, TopicConfigError, effective,
-                                         text_of, validate)
+from groupd.storage.topic_config import (
+    BY_NAME,
+    KAFKA_DEFAULTS,
+    LIST,
+    NAMES,
+    TopicConfigError,
+    effective,
+    text_of,
+    validate,
+)
 from groupd.storage.topic_config_docs import DOCS
 
 from .group_config import APPEND, DELETE, SET, SUBTRACT, ConfigError

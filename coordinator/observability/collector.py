@@ -11,12 +11,10 @@ from collections.abc import Callable
 from prometheus_client import REGISTRY
 from prometheus_client.core import GaugeMetricFamily
 
+from groupd.coordinator.system_clock import wall_ms
 from groupd.storage.records_plane import plane_for
 
-from groupd.coordinator.system_clock import wall_ms
-
 from .metrics import REQUESTS
-
 
 LogEnd = Callable[[str, int], "int | None"]  # (topic, partition) → log-end offset, None for no such partition
 

@@ -19,7 +19,6 @@ from prometheus_client.utils import floatToGoString
 
 from groupd.protocol.apis import ApiKey
 
-
 disable_created_metrics()  # `_created` series double the exposition and no dashboard uses them
 
 # -- connections ---------------------------------------------------------------------------------
@@ -117,7 +116,7 @@ def authorization_denied(api_key: int, resource_type: str) -> None:
     child.inc()
 
 
-# -- groups (the core's events, counted by coordinator/observability/observe.py) --------------------------------------------------------
+# -- groups (the core's events, counted by coordinator/observability/observe.py) -------------------
 REBALANCES_STARTED = Counter("groupd_rebalances_started_total", "Rebalances started, by reason", ["reason"])
 REBALANCES_COMPLETED = Counter("groupd_rebalances_completed_total",
                                 "Rebalances completed, by the state they ended in (Stable, or Empty)", ["state"])

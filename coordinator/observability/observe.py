@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 from groupd.coordinator.core import events as ev
+
 from . import metrics as m
 
 log = logging.getLogger("groupd.group")

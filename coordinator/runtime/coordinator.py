@@ -5,7 +5,6 @@ reply once durable or revert), plugging in the partition's log writer and the lo
 
 from __future__ import annotations
 
-
 import asyncio
 import base64
 import logging
@@ -14,23 +13,21 @@ import uuid
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any
 
-from groupd.protocol import ErrorCode
-
-
-from groupd.coordinator.observability import observe
-from groupd.coordinator.system_clock import mono_ms, now
-from .log_workers import LogWorkers
-from .log_writer import LogWriter
-from groupd.coordinator.core.runner import Runner
-from groupd.coordinator.core.partitioning import partition_for
 from groupd.coordinator.core.classic.replies import join_reply, sync_reply
 from groupd.coordinator.core.classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
-from groupd.coordinator.core.outcome import Outcome
 from groupd.coordinator.core.consumer.machine import ConsumerHeartbeatRequest, TopicsImage, error_reply
-from groupd.coordinator.core.requests import OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest
+from groupd.coordinator.core.outcome import Outcome
 from groupd.coordinator.core.partition import GroupSettings, GroupShard
+from groupd.coordinator.core.partitioning import partition_for
+from groupd.coordinator.core.requests import OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest
+from groupd.coordinator.core.runner import Runner
+from groupd.coordinator.observability import observe
+from groupd.coordinator.system_clock import mono_ms, now
+from groupd.protocol import ErrorCode
 
 from .housekeeping import Housekeeping
+from .log_workers import LogWorkers
+from .log_writer import LogWriter
 from .partitions import Claim, PartitionLifecycle, PartitionState, resolve
 
 log = logging.getLogger("groupd")

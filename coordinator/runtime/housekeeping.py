@@ -4,25 +4,22 @@ retries."""
 
 from __future__ import annotations
 
-
 import asyncio
 import logging
-import time
 import multiprocessing
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-
+from groupd.coordinator.observability import metrics
+from groupd.coordinator.system_clock import now, wall_ms
 from groupd.storage.compaction import closed_bytes, compact, die_with_parent
 from groupd.storage.files import remove_files
 from groupd.storage.owned_compaction import closed_counted_bytes, compact_owned
 from groupd.storage.owned_log import unlisted_segments
 
-from groupd.coordinator.observability import metrics
-from groupd.coordinator.system_clock import now, wall_ms
 from .log_writer import LogWriter
-
 from .partitions import Claim, PartitionState
 
 log = logging.getLogger("groupd")

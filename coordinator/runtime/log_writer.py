@@ -25,11 +25,10 @@ import time
 from collections.abc import Callable
 
 from groupd.protocol import ErrorCode
-
 from groupd.storage.log import PartitionLog, encode
+from groupd.storage.records import Record
 
 from .log_workers import LogWorkers
-from groupd.storage.records import Record
 
 # Kafka's DefaultRecordBatch.RECORD_BATCH_OVERHEAD and DefaultRecord.MAX_RECORD_OVERHEAD: a bound
 # on the batch one request's records make, checked against message.max.bytes

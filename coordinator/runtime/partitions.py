@@ -4,25 +4,23 @@ decides (Kafka's onElection / onResignation)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import asyncio
 import enum
 import gc
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any, Protocol
 
+from groupd.coordinator.core.partition import GroupShard
+from groupd.coordinator.observability import metrics
+from groupd.coordinator.system_clock import now
 from groupd.protocol import ErrorCode
-
 from groupd.storage.log import LoadResult, PartitionLog
 from groupd.storage.owned_log import OwnedPartitionLog, Ownership
 
 from . import heap
-from groupd.coordinator.observability import metrics
-from groupd.coordinator.system_clock import now
 from .log_writer import LogWriter
-from groupd.coordinator.core.partition import GroupShard
 
 log = logging.getLogger("groupd")
 

@@ -9,14 +9,14 @@ It takes a frame and returns a Step that says what the connection does next; it 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import enum
 import struct
+from collections.abc import Mapping
 
 from groupd.protocol import ErrorCode, codec
 from groupd.protocol.apis import ApiKey
 
-import datetime
-from collections.abc import Mapping
 from .oauthbearer import OAuthBearerServer, OAuthConfig
 from .sasl import AuthenticationFailed, Users, new_exchange
 

@@ -9,15 +9,23 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Iterable
 
+from groupd.coordinator.observability import metrics
+from groupd.coordinator.observability.log_limit import LimitedLog
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.storage.acls import AclFile
 from groupd.storage.files import DataDirError, save_change
 
-from groupd.coordinator.observability import metrics
-from .acls import (CLUSTER_NAME, AclBinding, AclFilter, AclOperation, AclPermission, Authorizer, PatternType,
-                   ResourceType)
-from groupd.coordinator.observability.log_limit import LimitedLog
+from .acls import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclFilter,
+    AclOperation,
+    AclPermission,
+    Authorizer,
+    PatternType,
+    ResourceType,
+)
 
 if TYPE_CHECKING:
     from groupd.coordinator.apis.request import Request
@@ -38,7 +46,8 @@ class Access:
 
     def __init__(self, settings: Settings, store=None) -> None:
         self._settings = settings
-        self._file = store or AclFile(settings.data_dir)  # cluster mode: the ACLs in etcd (coordinator/cluster/etcd/files.py)
+        # cluster mode: the ACLs in etcd (coordinator/cluster/etcd/files.py)
+        self._file = store or AclFile(settings.data_dir)
         self._writing = asyncio.Lock()  # one change at a time: each computes from the last one saved
         self.reload()
 

@@ -11,11 +11,12 @@ import ssl
 import time
 
 from groupd.coordinator.observability import metrics
-from .jwks import Jwks
 from groupd.coordinator.observability.log_limit import LimitedLog
+from groupd.coordinator.settings import Listener, Settings
+
+from .jwks import Jwks
 from .oauthbearer import OAuthConfig
 from .sasl import Users
-from groupd.coordinator.settings import Listener, Settings
 from .tls import server_context
 
 log = logging.getLogger("groupd.security")

@@ -44,7 +44,8 @@ class ScramUsers:
 
     def __init__(self, data_dir: str, users: Users, store=None) -> None:
         self.users = users
-        self._file = store or ScramFile(data_dir)  # cluster mode: the credentials in etcd (coordinator/cluster/etcd/files.py)
+        # cluster mode: the credentials in etcd (coordinator/cluster/etcd/files.py)
+        self._file = store or ScramFile(data_dir)
         self._writing = asyncio.Lock()  # one change at a time: each merges into the last one saved
         self.reload()
 

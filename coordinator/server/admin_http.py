@@ -22,10 +22,10 @@ import logging
 from typing import Any
 from urllib.parse import urlsplit
 
-from groupd.protocol import ErrorCode
-
 from groupd.coordinator.chaos.faults import Chaos, FaultError
 from groupd.coordinator.security.sasl import Users
+from groupd.protocol import ErrorCode
+
 from .listen import bind_failed
 
 log = logging.getLogger("groupd.admin")

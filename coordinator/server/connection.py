@@ -20,23 +20,23 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from groupd.coordinator.apis import HANDLERS, SUPPORTED_VERSIONS
+from groupd.coordinator.apis.api_versions import unsupported_version_response
+from groupd.coordinator.apis.request import Request
+from groupd.coordinator.observability import metrics
+from groupd.coordinator.observability.log_limit import LimitedLog
+from groupd.coordinator.security.authenticator import Action, Authenticator, State, Step
+from groupd.coordinator.security.listeners import authenticated, authentication_failed
+from groupd.coordinator.security.tls import ANONYMOUS, certificate_principal
 from groupd.protocol import codec
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import MalformedRequest
 from groupd.protocol.framing import FrameReader, FrameTooLarge
 
-from groupd.coordinator.observability import metrics
-from groupd.coordinator.observability.log_limit import LimitedLog
-from groupd.coordinator.apis import HANDLERS, SUPPORTED_VERSIONS
-from groupd.coordinator.apis.request import Request
-from groupd.coordinator.apis.api_versions import unsupported_version_response
-from groupd.coordinator.security.authenticator import Action, Authenticator, State, Step
-from groupd.coordinator.security.listeners import authenticated, authentication_failed
-from groupd.coordinator.security.tls import ANONYMOUS, certificate_principal
-
 if TYPE_CHECKING:
-    from .node import Node
     from groupd.coordinator.security.listeners import Endpoint
+
+    from .node import Node
 
 log = logging.getLogger("groupd.connection")
 bad_frame_log = LimitedLog(log, "bad-frame")  # one client can send thousands a second

@@ -13,7 +13,6 @@ from groupd.coordinator.observability import collector, readiness
 
 from .listen import Listener, default_port_taken
 
-
 EXPOSITION_IDLE_S = 10.0  # a scrape connection that sends no complete request in this long is closed
 EXPOSITION_MAX_CONNECTIONS = 32  # beyond this, the oldest connection makes room for the new one
 

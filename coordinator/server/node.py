@@ -8,22 +8,21 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from groupd.storage.catalog import Topic, load_cluster_id
-from groupd.storage.files import LOCK_FILE, DataDirError, DataDirLock, node_lock_file, prepare_data_dir
-from groupd.storage.acls import AclFile
-from groupd.storage.group_configs import GroupConfigsFile, GroupConfigStore
-from groupd.storage.scram import ScramFile
-
 from groupd.coordinator.apis import VERSION_TABLE
-from groupd.coordinator.core.consumer.machine import TopicsImage
-from groupd.coordinator.security.authorizer import Access
-from groupd.coordinator.runtime import offsets_topic
 from groupd.coordinator.cluster.view import ClusterView, SingleNode
+from groupd.coordinator.core.consumer.machine import TopicsImage
 from groupd.coordinator.core.topic_configs import broker_defaults
+from groupd.coordinator.runtime import offsets_topic
 from groupd.coordinator.runtime.coordinator import GroupCoordinator
+from groupd.coordinator.security.authorizer import Access
 from groupd.coordinator.security.sasl import Users
 from groupd.coordinator.security.scram_users import ScramUsers
 from groupd.coordinator.settings import Settings
+from groupd.storage.acls import AclFile
+from groupd.storage.catalog import Topic, load_cluster_id
+from groupd.storage.files import LOCK_FILE, DataDirError, DataDirLock, node_lock_file, prepare_data_dir
+from groupd.storage.group_configs import GroupConfigsFile, GroupConfigStore
+from groupd.storage.scram import ScramFile
 
 log = logging.getLogger("groupd")
 
@@ -70,7 +69,8 @@ class Node:
         # log-end offsets of the data partitions other workers lead, for the lag metrics
         self.log_ends_elsewhere: dict[tuple[Any, int], int] = {}
         # a worker that is not the controller: its link to the controller, which makes the writes of
-        # the shared files (coordinator/cluster/controller_writes.py) and auto-creates (coordinator/server/supervisor_link.py)
+        # the shared files (coordinator/cluster/controller_writes.py) and auto-creates
+        # (coordinator/server/supervisor_link.py)
         self.controller: Any = None
         self._held: dict[asyncio.TimerHandle, tuple[asyncio.Future, Any]] = {}
         self._writes: set[asyncio.Task] = set()  # control-plane writes under way (`spawn`)

@@ -9,24 +9,24 @@ import signal
 import time
 from typing import TYPE_CHECKING
 
+from groupd.coordinator.chaos.faults import Chaos
+from groupd.coordinator.cluster.shared_files import CHECK_INTERVAL_S, SharedFiles
+from groupd.coordinator.cluster.workers import producer_id_block
+from groupd.coordinator.observability import readiness
+from groupd.coordinator.security.authorizer import tick_denial_logs
+from groupd.coordinator.security.listeners import Endpoint, authentication_failed, endpoints, failure_log, oauth_jwks
+from groupd.coordinator.security.sasl import Users
+from groupd.coordinator.security.tls_transport import TlsTransport
+from groupd.coordinator.settings import Settings
+from groupd.coordinator.system_clock import wall_ms
 from groupd.storage.records_plane import plane_for
 
 from . import metrics_http
-from groupd.coordinator.observability import readiness
-from groupd.coordinator.security.authorizer import tick_denial_logs
 from .admin_http import AdminEndpoint
-from groupd.coordinator.chaos.faults import Chaos
 from .connection import Connection, RequestMemory, bad_frame_log
-from .listen import ListenError, Listener, accept_log  # noqa: F401 (ListenError: the CLI's)
+from .listen import Listener, ListenError, accept_log  # noqa: F401 (ListenError: the CLI's)
 from .node import Node
-from groupd.coordinator.security.sasl import Users
-from groupd.coordinator.security.listeners import Endpoint, authentication_failed, endpoints, failure_log, oauth_jwks
-from groupd.coordinator.settings import Settings
-from groupd.coordinator.cluster.shared_files import CHECK_INTERVAL_S, SharedFiles
 from .supervisor_link import SupervisorLink
-from groupd.coordinator.cluster.workers import producer_id_block
-from groupd.coordinator.security.tls_transport import TlsTransport
-from groupd.coordinator.system_clock import wall_ms
 
 if TYPE_CHECKING:
     from groupd.coordinator.cluster.etcd.cluster import EtcdCluster

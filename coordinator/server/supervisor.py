@@ -15,14 +15,15 @@ import sys
 import time
 from urllib.parse import urlsplit
 
+from groupd.coordinator.cluster.controller_writes import UNAVAILABLE
+from groupd.coordinator.observability import merge as metrics_merge
+from groupd.coordinator.observability import readiness
+from groupd.coordinator.settings import Settings
 from groupd.storage.catalog import load_cluster_id
 from groupd.storage.files import DataDirLock, prepare_data_dir
 
-from groupd.coordinator.observability import merge as metrics_merge, readiness
-from groupd.coordinator.cluster.controller_writes import UNAVAILABLE
-from .metrics_http import EXPOSITION_MAX_CONNECTIONS
-from groupd.coordinator.settings import Settings
 from .listen import bind_failed, default_port_taken
+from .metrics_http import EXPOSITION_MAX_CONNECTIONS
 from .supervisor_link import MESSAGE_LIMIT
 
 log = logging.getLogger("groupd")

@@ -9,11 +9,10 @@ import socket
 import uuid
 from typing import Callable
 
-from groupd.storage.records_plane import plane_for
-
 from groupd.coordinator.cluster import controller_writes
 from groupd.coordinator.observability import readiness
 from groupd.coordinator.settings import Settings
+from groupd.storage.records_plane import plane_for
 
 # one message per line, each side's reader bound: a forwarded write (a CreateAcls of thousands of
 # bindings) or its answer is as large as the request allowed, far over asyncio's 64 KiB default
@@ -25,9 +24,11 @@ from groupd.coordinator.cluster.workers import WorkerView
 class SupervisorLink:
     """The worker's end of its socket to the supervisor, one JSON object per line. Up: `serving` once
     it listens, `ready` once every owned partition is loaded (with the worker's private metrics
-    address), `log_ends` of the data partitions it leads (every LOG_ENDS_S), `create_topic` (an auto-create) and `call` (a write of coordinator/cluster/controller_writes.py)
+    address), `log_ends` of the data partitions it leads (every LOG_ENDS_S), `create_topic` (an auto-create)
+    and `call` (a write of coordinator/cluster/controller_writes.py)
     for the controller, and from the controller the `reply` to a call. Down: `down` (the workers not
-    serving now), the other workers' `log_ends`, to the controller `create_topic` and `call`, to the caller the `reply`. The
+    serving now), the other workers' `log_ends`, to the controller `create_topic` and `call`, to the caller
+    the `reply`. The
     supervisor gone (EOF) stops the worker."""
 
     READY_POLL_S = 0.02

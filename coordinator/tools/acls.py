@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, AclPermission, PatternType, ResourceType
 from groupd.protocol.apis import ApiKey
 
-from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, AclPermission, PatternType, ResourceType
 from .client import AdminConnection, check
 from .commands import common, report
 from .render import table

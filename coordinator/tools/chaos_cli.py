@@ -7,10 +7,11 @@ import argparse
 import os
 import sys
 
-from . import client_config
-from .commands import command_config_argument
-from .chaos_client import ChaosClient, ChaosError, duration_ms
 from groupd.coordinator.settings import ConfigError
+
+from . import client_config
+from .chaos_client import ChaosClient, ChaosError, duration_ms
+from .commands import command_config_argument
 
 
 def add_parser(sub) -> None:

@@ -5,7 +5,8 @@ file, and the same keys through `--set key=value`), and the connection they desc
 it), then SASL (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER with a token from a file or an OAuth token
 endpoint) over SaslHandshake v1 and SaslAuthenticate v2. A plaintext connection that a listener
 closes is diagnosed (`diagnose`): whether it wants TLS, SASL and which mechanisms, in one line.
-Blocking, standard library plus `cryptography` (PKCS12), for the commands' blocking client."""
+Blocking, standard library plus `cryptography` (PKCS12), for the commands' blocking client. About
+500 lines: the properties, TLS and the SASL clients are the one translation of Kafka's client config."""
 
 from __future__ import annotations
 
@@ -25,12 +26,12 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from groupd.coordinator.security.scram import HASHES as SCRAM_HASHES
+from groupd.coordinator.security.scram import ITERATIONS
+from groupd.coordinator.settings import SASL_MECHANISMS, SECURITY_PROTOCOLS, ConfigError
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import RequestHeader, build_request, decode_response, encode_request
-
-from groupd.coordinator.security.scram import HASHES as SCRAM_HASHES, ITERATIONS
-from groupd.coordinator.settings import SASL_MECHANISMS, SECURITY_PROTOCOLS, ConfigError
 
 # What the commands read; ALIASES: librdkafka's names for some of them.
 KEYS = ("security.protocol", "sasl.mechanism", "sasl.jaas.config", "sasl.username", "sasl.password",
@@ -419,7 +420,8 @@ def oauth_token(config: ClientConfig) -> str:
                 return f.read().strip()
         except OSError as e:
             raise ConfigError(f"cannot read the OAUTHBEARER token file {path}: {e.strerror}") from None
-    from urllib import error as url_error, request as url_request  # only a token endpoint needs them
+    from urllib import error as url_error  # only a token endpoint needs them
+    from urllib import request as url_request
 
     _, options = config.jaas
     client_id = options.get("clientId", config.get("sasl.oauthbearer.client.id"))

@@ -9,15 +9,23 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from groupd.coordinator.settings import ConfigError, Settings, add_config_arguments
 
 from . import client_config
 from .client import AdminError
-from .groups import (SCENARIOS, all_group_ids, delete_groups, delete_offsets, describe_groups, health, list_groups,
-                     reset_offsets)
-from .render import describe_text, reset_text, table
 from .client_config import ClientConfig
+from .groups import (
+    SCENARIOS,
+    all_group_ids,
+    delete_groups,
+    delete_offsets,
+    describe_groups,
+    health,
+    list_groups,
+    reset_offsets,
+)
 from .offset_reset import PlanError, to_csv
-from groupd.coordinator.settings import ConfigError, Settings, add_config_arguments
+from .render import describe_text, reset_text, table
 
 COMMANDS = ("groups", "offsets", "health")
 

@@ -9,7 +9,8 @@ compose network and advertises `groupd:9092`, a name only that network can resol
 
 This module gathers plain data (`list_groups`, `describe_group`, `delete_groups`, `delete_offsets`,
 `reset_offsets`, `health`) through the client (client.py); commands.py parses the command line and
-prints it as a table (render.py) or, with `--json`, as one JSON document. Without `--bootstrap` a command finds groupd where the settings `serve` reads
+prints it as a table (render.py) or, with `--json`, as one JSON document. Without `--bootstrap` a command
+finds groupd where the settings `serve` reads
 (--config, GROUPD_* variables, --set) make it listen. A TLS or SASL listener is reached with Kafka's
 client properties, `--command-config FILE` or `--set key=value` as Kafka's tools take them
 (coordinator/tools/client_config.py).
@@ -22,17 +23,33 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from groupd.coordinator.core.partitioning import partition_for
+from groupd.coordinator.runtime.offsets_topic import NAME as OFFSETS_TOPIC
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.consumer import BadConsumerProtocol, assigned_partitions
 
-from .client import (API_VERSIONS_V, CONSUMER_GROUP_DESCRIBE_V, DELETE_GROUPS_V, DESCRIBE_GROUPS_V, EARLIEST, LATEST,
-                     LIST_GROUPS_V, METADATA_V, OFFSET_COMMIT_V, OFFSET_DELETE_V, OFFSET_FETCH_V,
-                     AdminConnection, AdminError, Brokers, address, check)
+from .client import (
+    API_VERSIONS_V,
+    CONSUMER_GROUP_DESCRIBE_V,
+    DELETE_GROUPS_V,
+    DESCRIBE_GROUPS_V,
+    EARLIEST,
+    LATEST,
+    LIST_GROUPS_V,
+    METADATA_V,
+    OFFSET_COMMIT_V,
+    OFFSET_DELETE_V,
+    OFFSET_FETCH_V,
+    AdminConnection,
+    AdminError,
+    Brokers,
+    address,
+    check,
+)
 from .client_config import ClientConfig
 from .offset_reset import Partition, clamp, parse_datetime, parse_duration, parse_topics, read_csv
-from groupd.coordinator.runtime.offsets_topic import NAME as OFFSETS_TOPIC
-from groupd.coordinator.core.partitioning import partition_for
+
 
 def _describe(conn: AdminConnection, group: str):
     """The DescribeGroups entry of `group`, or None when groupd does not know the group."""

@@ -5,8 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 
-
-
 def table(header: list[str], rows: list[list[Any]]) -> str:
     cells = [header] + [["-" if c is None else str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]

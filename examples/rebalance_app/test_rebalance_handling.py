@@ -12,9 +12,8 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-
 from app import WordCounter
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 TOPIC = "words"
 

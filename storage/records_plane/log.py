@@ -21,7 +21,7 @@ from collections import deque
 
 from groupd.protocol import ErrorCode
 
-from .batches import ProducedBatch, BatchError, first_record_at_or_after, record_with_max_timestamp
+from .batches import BatchError, ProducedBatch, first_record_at_or_after, record_with_max_timestamp
 
 PRODUCER_BATCHES_KEPT = 5  # Kafka keeps the last 5 batches per producer for duplicate detection
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms: idle producers are forgotten

@@ -18,7 +18,6 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import Encoded, encode_response
 from tests.support.process import ROOT, GroupdProcess, WireClient, groupd_fixture
 
-
 server = groupd_fixture("topics=t3:3")
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import decode_response
-
 from tests.support.process import WireClient
 
 

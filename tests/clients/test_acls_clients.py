@@ -8,8 +8,15 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
-                                   ResourcePatternType, ResourceType)
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from tests.support.authz import ANONYMOUS, client_config, start_secured
 
@@ -61,9 +68,17 @@ def test_confluent_admin_creates_describes_and_deletes_acls(admin_server):
 
 
 def test_kafka_python_admin_creates_describes_and_deletes_acls(admin_server):
-    from kafka.admin import (ACL, ACLFilter, ACLOperation, ACLPermissionType, KafkaAdminClient,
-                             ResourcePattern, ResourcePatternFilter)
-    from kafka.admin import ACLResourcePatternType, ResourceType as KpResourceType
+    from kafka.admin import (
+        ACL,
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        ResourcePattern,
+        ResourcePatternFilter,
+    )
+    from kafka.admin import ResourceType as KpResourceType
     admin = KafkaAdminClient(bootstrap_servers=admin_server.bootstrap, request_timeout_ms=WAIT_S * 1000)
     try:
         created = ACL(ANONYMOUS, "*", ACLOperation.READ, ACLPermissionType.ALLOW,

@@ -59,8 +59,9 @@ def test_java_admin_lists_consumer_offsets_only_when_asked_for_internal_topics(g
 
 
 def test_kcat_reads_the_offsets_log_from_consumer_offsets(groupd):
-    from groupd.coordinator.core.partitioning import partition_for
     from confluent_kafka import Consumer, TopicPartition
+
+    from groupd.coordinator.core.partitioning import partition_for
 
     c = Consumer({"bootstrap.servers": groupd.bootstrap, "group.id": "kcat-reads-this", "enable.auto.commit": False})
     c.commit(offsets=[TopicPartition("t3", 0, 42)], asynchronous=False)

@@ -19,6 +19,7 @@ import pytest
 
 from tests.support.harness import ClientProcess, wait_until
 from tests.support.process import GroupdProcess
+
 from .test_consumer_protocol_clients import SETTINGS, SIX, group_name, owns_exactly
 
 pytestmark = pytest.mark.clients

@@ -14,16 +14,24 @@ import subprocess
 
 import pytest
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
-                                   NewTopic, ResourceType)
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+    ResourceType,
+)
 
 from groupd.protocol import ErrorCode
 from tests.support.process import GroupdProcess
 
 pytestmark = pytest.mark.clients
 
-DYNAMIC_TOPIC, STATIC_BROKER, DEFAULT = (ConfigSource.DYNAMIC_TOPIC_CONFIG.value, ConfigSource.STATIC_BROKER_CONFIG.value,
-                                         ConfigSource.DEFAULT_CONFIG.value)
+DYNAMIC_TOPIC = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+STATIC_BROKER = ConfigSource.STATIC_BROKER_CONFIG.value
+DEFAULT = ConfigSource.DEFAULT_CONFIG.value
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from groupd.protocol import ErrorCode
-from tests.support.harness import wait_until
 from tests.cluster.test_workers import at, find, group_on, start_workers, worker_pid
+from tests.support.harness import wait_until
 
 pytestmark = pytest.mark.clients
 

@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from groupd.protocol import ErrorCode
 from groupd.coordinator.apis import SUPPORTED_VERSIONS
+from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from tests.support.process import WireClient, groupd_fixture
 
@@ -197,9 +197,9 @@ def test_consumer_offsets_refuses_produce_and_lists_its_log_offsets(start_groupd
 
 @pytest.mark.parametrize("plane", ["memory", "none"])
 def test_consumer_offsets_fetch_serves_the_offsets_log_batches(start_groupd, plane):
+    from groupd.coordinator.core.partitioning import partition_for
     from groupd.storage.log import records_of
     from groupd.storage.records_plane.batches import iter_batches
-    from groupd.coordinator.core.partitioning import partition_for
 
     server = start_groupd("offsets.topic.num.partitions=3", "topics=t:1", f"records.plane={plane}")
     p = partition_for("g", 3)

@@ -338,7 +338,8 @@ async def test_a_catalog_change_that_loses_the_race_is_applied_on_top_of_the_win
         assert (one.get("z").partitions, dict(one.get("z").configs)) == (6, {"cleanup.policy": "compact"})
         assert one.topic_config("z").compact
         assert await one.remove("y") is not None
-        assert await three.reconfigure("y", lambda current: {"retention.ms": "7"}) is None  # deleted meanwhile: stays deleted
+        # deleted meanwhile: stays deleted
+        assert await three.reconfigure("y", lambda current: {"retention.ms": "7"}) is None
 
 
 def test_acls_scram_credentials_and_group_configs_changed_on_one_node_hold_on_the_other(tmp_path, etcd):

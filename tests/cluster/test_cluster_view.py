@@ -4,15 +4,14 @@ view of three brokers where this node (1) owns the even partitions and nobody th
 
 from __future__ import annotations
 
-
 import pytest
 
-from groupd.coordinator.observability import readiness
 from groupd.coordinator.apis import find_coordinator, metadata
 from groupd.coordinator.apis.request import Request
 from groupd.coordinator.cluster.view import Broker, ClusterView
-from groupd.coordinator.server.node import Node
 from groupd.coordinator.core.partitioning import partition_for
+from groupd.coordinator.observability import readiness
+from groupd.coordinator.server.node import Node
 from groupd.coordinator.settings import Listener, Settings
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey

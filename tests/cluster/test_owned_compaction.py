@@ -13,12 +13,11 @@ import time
 
 import pytest
 
-from groupd.coordinator.observability import readiness
 from groupd.coordinator.core.requests import OffsetCommitRequest
+from groupd.coordinator.observability import readiness
 from groupd.coordinator.runtime.coordinator import GroupCoordinator
 from groupd.coordinator.runtime.partitions import PartitionState
 from groupd.coordinator.settings import Settings
-
 from groupd.storage import inspect
 from groupd.storage.files import remove_files
 from groupd.storage.owned_compaction import closed_counted_bytes, compact_owned

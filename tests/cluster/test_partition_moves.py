@@ -10,11 +10,11 @@ import threading
 
 import pytest
 
-from groupd.coordinator.observability import readiness
-from groupd.coordinator.core.classic.requests import JoinRequest
 from groupd.coordinator.cluster.view import SingleNode
+from groupd.coordinator.core.classic.requests import JoinRequest
 from groupd.coordinator.core.partitioning import partition_for
 from groupd.coordinator.core.requests import OffsetCommitRequest, OffsetFetchRequest
+from groupd.coordinator.observability import readiness
 from groupd.coordinator.runtime.coordinator import GroupCoordinator
 from groupd.coordinator.runtime.partitions import PartitionState
 from groupd.coordinator.settings import Settings

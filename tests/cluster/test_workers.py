@@ -311,9 +311,9 @@ def test_acls_scram_users_and_group_configs_sent_to_any_worker_are_written_by_th
     answers once it wrote them, and then serves them itself."""
     from kafka.admin import ACL, ACLOperation, ACLPermissionType, KafkaAdminClient, ResourcePattern, ResourceType
 
-    from tests.support.authz import LITERAL, READ, TOPIC, acl, create_acls
     from tests.security.test_acls_wire import ANY_FILTER
     from tests.security.test_scram_users import credentials, upsertion
+    from tests.support.authz import LITERAL, READ, TOPIC, acl, create_acls
 
     s = start_workers(str(tmp_path), "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                       "allow.everyone.if.no.acl.found=true")

@@ -2,9 +2,9 @@
 the supervisor's merge of the workers' metrics (coordinator/observability/merge.py)."""
 
 from groupd.coordinator.cluster.view import broker_entries
+from groupd.coordinator.cluster.workers import WorkerView, producer_id_block, worker_settings
 from groupd.coordinator.observability.merge import merge
 from groupd.coordinator.settings import Listener, Settings
-from groupd.coordinator.cluster.workers import WorkerView, producer_id_block, worker_settings
 
 
 def settings(*overrides: str) -> Settings:

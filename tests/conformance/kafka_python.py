@@ -21,7 +21,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from .common import CACHE, logs_dir, Entry, Result, run_bounded, start_groupd, stop_groupd, tail
+from .common import CACHE, Entry, Result, logs_dir, run_bounded, start_groupd, stop_groupd, tail
 
 VERSION = "3.0.12"
 KEY = f"kafka-python-{VERSION}"

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .common import CACHE, logs_dir, Entry, Result, run_bounded, safe_name, start_groupd, stop_groupd, tail
+from .common import CACHE, Entry, Result, logs_dir, run_bounded, safe_name, start_groupd, stop_groupd, tail
 
 KJS_PACKAGE = "@confluentinc/kafka-javascript"
 KJS_VERSION = "1.10.1"  # bundles librdkafka 2.15.1

@@ -9,12 +9,12 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from groupd.coordinator.core.clock import Now
 from groupd.coordinator.core.classic.group import EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup
-from groupd.coordinator.core.runner import Runner
 from groupd.coordinator.core.classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
-from groupd.coordinator.core.requests import OffsetCommitRequest, OffsetDeleteRequest
+from groupd.coordinator.core.clock import Now
 from groupd.coordinator.core.partition import GroupSettings, GroupShard
+from groupd.coordinator.core.requests import OffsetCommitRequest, OffsetDeleteRequest
+from groupd.coordinator.core.runner import Runner
 from groupd.protocol import ErrorCode
 from groupd.storage.records import Record
 

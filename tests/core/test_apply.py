@@ -1,8 +1,9 @@
 """Spec §12.6 and style §2: `apply(record)` is the one path by which durable state changes, for
 log loading and live writes alike."""
 
-from groupd.coordinator.core.clock import Now
 from groupd.coordinator.core.classic.group import EMPTY, PREPARING_REBALANCE, STABLE
+from groupd.coordinator.core.clock import Now
+from groupd.protocol.consumer import encode_subscription
 from groupd.storage.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -11,8 +12,6 @@ from groupd.storage.records import (
     OffsetCommitValue,
     Record,
 )
-
-from groupd.protocol.consumer import encode_subscription
 
 from .driver import Driver, stable_group
 

@@ -8,6 +8,7 @@ from groupd.coordinator.core.consumer.reconciliation import MemberState
 from groupd.coordinator.core.partition import GroupSettings
 from groupd.protocol import ErrorCode
 from groupd.protocol.consumer import assigned_partitions, encode_subscription
+
 from .driver import Driver
 from .test_consumer_heartbeat import FOO, TOPICS, assert_replay_matches, group, hb, join, owned
 

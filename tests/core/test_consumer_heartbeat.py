@@ -12,6 +12,7 @@ from groupd.coordinator.core.partition import GroupSettings
 from groupd.protocol import ErrorCode
 from groupd.storage.catalog import Topic
 from groupd.storage.consumer_records import ConsumerGroupMetadataKey
+
 from .driver import Driver
 
 E = ErrorCode

@@ -10,6 +10,7 @@ from groupd.coordinator.core.partition import GroupSettings
 from groupd.protocol import ErrorCode
 from groupd.protocol.consumer import assigned_partitions, encode_assignment, encode_subscription
 from groupd.storage.records import GroupMetadataKey
+
 from .driver import Driver, completing_group
 from .test_consumer_classic_members import classic_join
 from .test_consumer_heartbeat import FOO, TOPICS, assert_replay_matches, hb, join, owned

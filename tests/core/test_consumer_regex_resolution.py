@@ -11,6 +11,7 @@ from groupd.coordinator.core.partition import GroupSettings
 from groupd.protocol import ErrorCode
 from groupd.storage.catalog import Topic
 from groupd.storage.consumer_records import ConsumerGroupMetadataKey, ConsumerGroupRegularExpressionKey
+
 from .driver import Driver
 from .test_consumer_heartbeat import BAR, FOO, assert_replay_matches, assigned, group, hb, join
 

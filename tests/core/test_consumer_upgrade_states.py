@@ -16,13 +16,19 @@ import dataclasses
 
 import pytest
 
-from groupd.coordinator.observability import observe
 from groupd.coordinator.core.classic.group import ClassicGroup
 from groupd.coordinator.core.consumer.group import ConsumerGroup
 from groupd.coordinator.core.partition import GroupSettings
+from groupd.coordinator.observability import observe
 from groupd.protocol import ErrorCode
-from groupd.protocol.consumer import assigned_partitions, decode_assignment, decode_subscription, encode_assignment
-from groupd.protocol.consumer import encode_subscription
+from groupd.protocol.consumer import (
+    assigned_partitions,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+
 from .driver import Driver
 from .test_consumer_heartbeat import FOO, TOPICS, assert_replay_matches, hb, join
 

@@ -3,7 +3,6 @@ expiry take the transitions a join and a session timer take, write through the o
 leave a log that replays to the same state."""
 
 from groupd.coordinator.core.classic.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE
-
 from groupd.coordinator.core.partition import GroupSettings
 
 from .driver import Driver, E, empty_group, stable_group

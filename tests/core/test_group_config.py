@@ -5,13 +5,22 @@ consumer machine answering the next heartbeat with the group's interval and armi
 import pytest
 
 from groupd.coordinator.core.consumer.machine import ConsumerSettings
-from groupd.coordinator.core.group_config import (APPEND, DELETE, SET, SUBTRACT, ConfigError, incrementally_altered, replaced,
-                                      validate)
-from groupd.coordinator.settings import Settings
+from groupd.coordinator.core.group_config import (
+    APPEND,
+    DELETE,
+    SET,
+    SUBTRACT,
+    ConfigError,
+    incrementally_altered,
+    replaced,
+    validate,
+)
 from groupd.coordinator.core.partition import GroupSettings
+from groupd.coordinator.settings import Settings
 from groupd.protocol import ErrorCode
 from groupd.storage.files import DataDirError
 from groupd.storage.group_configs import GroupConfigStore
+
 from .driver import Driver
 from .test_consumer_classic_members import classic_member
 from .test_consumer_heartbeat import TOPICS, hb, join

@@ -8,8 +8,8 @@ from groupd.coordinator.core.partition import GroupSettings
 from groupd.storage.records import GroupMetadataKey, GroupMetadataValue
 
 from .driver import (
-    E,
     Driver,
+    E,
     completing_group,
     new_member,
     preparing_group,

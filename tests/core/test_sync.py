@@ -8,7 +8,6 @@ from groupd.storage.records import GroupMetadataKey
 
 from .driver import E, completing_group, stable_group
 
-
 # -- §4.2 validation ---------------------------------------------------------------------------------
 
 def test_sync_for_unknown_group_is_unknown_member_id(d):

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from groupd.protocol import ErrorCode as E
-from groupd.storage.topic_config import TopicConfig, TopicConfigError, parse, validate
 from groupd.coordinator.core import topic_configs as tc
 from groupd.coordinator.core.group_config import APPEND, DELETE, SET, SUBTRACT, ConfigError
 from groupd.coordinator.settings import Settings
+from groupd.protocol import ErrorCode as E
+from groupd.storage.topic_config import TopicConfig, TopicConfigError, parse, validate
 
 
 def settings(*overrides: str) -> Settings:
@@ -36,8 +36,10 @@ def test_values_parse_as_kafka_parses_them(name, text, value):
 @pytest.mark.parametrize("name, text, message", [
     ("retention.ms", "-2", "Invalid value -2 for configuration retention.ms: Value must be at least -1"),
     ("retention.ms", "1.5", "Invalid value 1.5 for configuration retention.ms: Not a number of type LONG"),
-    ("segment.bytes", "2147483648", "Invalid value 2147483648 for configuration segment.bytes: Not a number of type INT"),
-    ("segment.bytes", "1048575", "Invalid value 1048575 for configuration segment.bytes: Value must be at least 1048576"),
+    ("segment.bytes", "2147483648",
+     "Invalid value 2147483648 for configuration segment.bytes: Not a number of type INT"),
+    ("segment.bytes", "1048575",
+     "Invalid value 1048575 for configuration segment.bytes: Value must be at least 1048576"),
     ("segment.ms", "0", "Invalid value 0 for configuration segment.ms: Value must be at least 1"),
     ("min.cleanable.dirty.ratio", "1.5",
      "Invalid value 1.5 for configuration min.cleanable.dirty.ratio: Value must be no more than 1"),
@@ -46,7 +48,8 @@ def test_values_parse_as_kafka_parses_them(name, text, value):
     ("min.cleanable.dirty.ratio", "1_0",
      "Invalid value 1_0 for configuration min.cleanable.dirty.ratio: Not a number of type DOUBLE"),
     ("retention.ms", "\u0663", "Invalid value \u0663 for configuration retention.ms: Not a number of type LONG"),
-    ("preallocate", "yes", "Invalid value yes for configuration preallocate: Expected value to be either true or false"),
+    ("preallocate", "yes",
+     "Invalid value yes for configuration preallocate: Expected value to be either true or false"),
     ("compression.type", "brotli", "Invalid value brotli for configuration compression.type: String must be one of: "
                                    "uncompressed, zstd, lz4, snappy, gzip, producer"),
     ("retention.hours", "1", "Unknown topic config name: retention.hours"),
@@ -86,7 +89,8 @@ def test_the_defaults_come_from_the_file_the_environment_and_set_too(tmp_path):
     path.write_text("log.cleanup.policy: compact\nlog.retention.ms: null\n")
     s = Settings.load(str(path), env={"GROUPD_LOG_ROLL_MS": "60000"}, overrides=["log.retention.bytes=10"])
     defaults = tc.broker_defaults(s)
-    assert (defaults["cleanup.policy"], defaults["segment.ms"], defaults["retention.bytes"]) == (("compact",), 60000, 10)
+    assert (defaults["cleanup.policy"], defaults["segment.ms"], defaults["retention.bytes"]) == \
+        (("compact",), 60000, 10)
     assert s.origins["log.cleanup.policy"].startswith("file")
 
 

@@ -52,23 +52,55 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import confluent_kafka  # noqa: E402
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Producer, TopicPartition  # noqa: E402
-from confluent_kafka import ConsumerGroupTopicPartitions  # noqa: E402
-from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,  # noqa: E402
-                                   AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
-                                   NewTopic, ResourcePatternType, ResourceType)
-from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion  # noqa: E402
+from confluent_kafka import (  # noqa: E402
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    ConsumerGroupTopicPartitions,  # noqa: E402
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import (  # noqa: E402  # noqa: E402
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 
-from groupd.protocol import ErrorCode  # noqa: E402
 from groupd.coordinator.apis import SUPPORTED_VERSIONS  # noqa: E402
+from groupd.protocol import ErrorCode  # noqa: E402
 from groupd.protocol.apis import ApiKey  # noqa: E402
 from groupd.protocol.codec import build_response, decode_response, encode_response  # noqa: E402
 from tests.support.process import GroupdProcess  # noqa: E402
-from .test_golden import (ASSIGNMENT, GROUP, MEMBER, RESPONSE_CORRELATION_ID,  # noqa: E402
-                               SUBSCRIPTION, case_id, check_against_kafka_python, encoded_response,
-                               kafka_python_class, kafka_python_message, kafka_python_plain,
-                               key_fields, plain, supported)
+
+from .test_golden import (  # noqa: E402
+    ASSIGNMENT,
+    GROUP,
+    MEMBER,
+    RESPONSE_CORRELATION_ID,
+    SUBSCRIPTION,
+    case_id,
+    check_against_kafka_python,
+    encoded_response,
+    kafka_python_class,
+    kafka_python_message,
+    kafka_python_plain,
+    key_fields,
+    plain,
+    supported,
+)
 
 GOLDEN = Path(__file__).resolve().parent
 LIBRDKAFKA = (f"librdkafka {confluent_kafka.libversion()[0]} "

@@ -39,8 +39,17 @@ from groupd.coordinator.apis.api_versions import unsupported_version_response
 from groupd.coordinator.apis.produce import MESSAGE as PRODUCE_REFUSAL
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
-from groupd.protocol.codec import (MalformedRequest, RequestHeader, build_response, decode_request,
-                            encode_request, encode_response, is_flexible, parse_header, peek_header)
+from groupd.protocol.codec import (
+    MalformedRequest,
+    RequestHeader,
+    build_response,
+    decode_request,
+    encode_request,
+    encode_response,
+    is_flexible,
+    parse_header,
+    peek_header,
+)
 
 GOLDEN = Path(__file__).parent
 RESPONSE_CORRELATION_ID = 0x12345678  # four distinct bytes: a swapped or shifted id shows

@@ -10,8 +10,8 @@ import pytest
 
 from groupd.protocol.apis import ApiKey
 from tests.support.harness import ClientProcess
-from tests.support.prometheus import Prometheus
 from tests.support.process import WireClient, commit_offsets, free_port
+from tests.support.prometheus import Prometheus
 
 pytestmark = pytest.mark.clients
 

@@ -15,8 +15,8 @@ import urllib.request
 import pytest
 import yaml
 
-from tests.support.prometheus import CONFIG_DIR, Prometheus
 from tests.support.process import ROOT, commit_offsets, free_port
+from tests.support.prometheus import CONFIG_DIR, Prometheus
 
 RULES = os.path.join(CONFIG_DIR, "prometheus-rules.yml")
 DASHBOARD = os.path.join(CONFIG_DIR, "grafana", "dashboards", "groupd.json")

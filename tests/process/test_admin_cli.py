@@ -15,9 +15,9 @@ import time
 
 import pytest
 
+from groupd.coordinator.settings import ConfigError
 from groupd.coordinator.tools.client import AdminError, split_bootstrap
 from groupd.coordinator.tools.commands import LAG_FOOTNOTE, resolve_bootstrap
-from groupd.coordinator.settings import ConfigError
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from tests.support.harness import ClientProcess, wait_until

@@ -23,15 +23,22 @@ import pyarrow.parquet as pq
 import pyspark  # noqa: F401 — the `spark` extra is part of the test install; a missing one is an error
 import pytest
 
-from groupd.analytics import SOURCE_NAME, TABLES, cli as analytics_cli, pipeline, segments
+from groupd.analytics import SOURCE_NAME, TABLES, pipeline, segments
+from groupd.analytics import cli as analytics_cli
 from groupd.analytics.source import SCHEMA, GroupdOffsetsDataSource
 from groupd.coordinator.cli import main as groupd_main
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.storage import compaction, inspect
 from groupd.storage.log import PartitionLog, list_segments, partition_dir
-from groupd.storage.records import (GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey,
-                             OffsetCommitValue, Record)
+from groupd.storage.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+)
 from tests.support.harness import ClientProcess, wait_until
 from tests.support.process import ROOT, GroupdProcess, WireClient
 

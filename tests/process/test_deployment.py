@@ -15,22 +15,22 @@ from __future__ import annotations
 import json
 import os
 import re
-import tomllib
 import shlex
 import shutil
 import signal
 import subprocess
 import sysconfig
 import time
+import tomllib
 import urllib.parse
 import urllib.request
 
 import pytest
 import yaml
 
+from groupd.coordinator.settings import KEYS, ConfigError, Settings, env_var
 from groupd.coordinator.tools.client import AdminError
 from groupd.coordinator.tools.groups import describe_group
-from groupd.coordinator.settings import KEYS, ConfigError, Settings, env_var
 from tests.support.harness import wait_until
 from tests.support.process import ROOT, free_port
 

@@ -21,6 +21,7 @@ from groupd.storage.log import PartitionLog
 from groupd.storage.records import OffsetCommitKey, OffsetCommitValue, Record
 from tests.support.process import ROOT, GroupdProcess, free_port
 
+
 def serve(data_dir: str, port: int | None = None) -> subprocess.CompletedProcess:
     """`groupd serve` expected to fail at start-up (the timeout catches one that serves instead)."""
     args = [sys.executable, "-m", "groupd.coordinator", "serve", "--set", f"data.dir={data_dir}",

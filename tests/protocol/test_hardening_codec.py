@@ -17,8 +17,7 @@ import kio.serial._serialize as kio_serialize
 import pytest
 
 from groupd.protocol.apis import ApiKey
-from groupd.protocol.codec import (MalformedRequest, decode_request, encode_request, is_flexible,
-                            parse_header)
+from groupd.protocol.codec import MalformedRequest, decode_request, encode_request, is_flexible, parse_header
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = json.loads((ROOT / "tests/golden/requests.json").read_text())

@@ -10,14 +10,12 @@ import threading
 
 import pytest
 
+from groupd.coordinator.core.outcome import Effect
 from groupd.coordinator.runtime import coordinator as runtime
 from groupd.coordinator.runtime import housekeeping, partitions
-from groupd.coordinator.core.outcome import Effect
 from groupd.coordinator.runtime.coordinator import GroupCoordinator
 from groupd.coordinator.settings import Settings
 from tests.support.process import wait_for
-
-
 
 
 @pytest.fixture

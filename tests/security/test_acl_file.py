@@ -8,8 +8,15 @@ import os
 
 import pytest
 
+from groupd.coordinator.security.acls import (
+    AclBinding,
+    AclFilter,
+    AclOperation,
+    AclPermission,
+    PatternType,
+    ResourceType,
+)
 from groupd.coordinator.security.authorizer import Access
-from groupd.coordinator.security.acls import AclBinding, AclFilter, AclOperation, AclPermission, PatternType, ResourceType
 from groupd.coordinator.settings import Settings
 from groupd.storage.acls import ACLS_FILE
 from groupd.storage.files import DataDirError

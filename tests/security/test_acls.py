@@ -2,8 +2,11 @@
 
 import pytest
 
-from groupd.coordinator.security.acls import (AclBinding, AclFilter, AclOperation as Op, AclPermission as Perm, Authorizer,
-                              PatternType as Pat, ResourceType as Res)
+from groupd.coordinator.security.acls import AclBinding, AclFilter, Authorizer
+from groupd.coordinator.security.acls import AclOperation as Op
+from groupd.coordinator.security.acls import AclPermission as Perm
+from groupd.coordinator.security.acls import PatternType as Pat
+from groupd.coordinator.security.acls import ResourceType as Res
 from groupd.coordinator.settings import parse_super_users
 
 ALICE, BOB, CAROL = "User:alice", "User:bob", "User:carol"

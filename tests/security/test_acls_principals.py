@@ -9,6 +9,7 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from tests.support.authz import GROUP, PREFIXED, READ, TOPIC, acl, authorizer_settings
 from tests.support.process import GroupdProcess, WireClient, free_port, join_and_sync
+
 from .test_acls_wire import commit, join
 from .test_security_wire import plain_login
 

@@ -17,8 +17,29 @@ import pytest
 
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
-from tests.support.authz import (ALLOW, ALTER, ALTER_CONFIGS, ANONYMOUS, ANY, CLUSTER, CREATE, DELETE, DENY, DESCRIBE, GROUP, LITERAL, MATCH,
-                         PREFIXED, READ, TOPIC, WRITE, acl, connect, create_acls, start_secured)
+from tests.support.authz import (
+    ALLOW,
+    ALTER,
+    ALTER_CONFIGS,
+    ANONYMOUS,
+    ANY,
+    CLUSTER,
+    CREATE,
+    DELETE,
+    DENY,
+    DESCRIBE,
+    GROUP,
+    LITERAL,
+    MATCH,
+    PREFIXED,
+    READ,
+    TOPIC,
+    WRITE,
+    acl,
+    connect,
+    create_acls,
+    start_secured,
+)
 from tests.support.process import ROOT, GroupdProcess, WireClient, free_port, join_and_sync
 
 E = ErrorCode

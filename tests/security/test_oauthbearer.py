@@ -6,10 +6,17 @@ import pytest
 
 from groupd.coordinator.apis import SUPPORTED_VERSIONS
 from groupd.coordinator.security.authenticator import Action, Authenticator
-from groupd.coordinator.security.oauthbearer import INVALID_TOKEN, InvalidToken, OAuthBearerServer, OAuthConfig, validate
+from groupd.coordinator.security.oauthbearer import (
+    INVALID_TOKEN,
+    InvalidToken,
+    OAuthBearerServer,
+    OAuthConfig,
+    validate,
+)
 from groupd.coordinator.security.sasl import AuthenticationFailed
 from groupd.protocol.apis import ApiKey
 from tests.support import oauth
+
 from .test_sasl import frame
 
 SIGNER = oauth.Signer("k1")

@@ -11,9 +11,18 @@ import time
 
 import pytest
 from confluent_kafka import Consumer
-from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType,
-                                   ResourceType, ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
-                                   UserScramCredentialUpsertion)
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 from kafka.net.sasl.scram import ScramClient
 
 from groupd.protocol import ErrorCode

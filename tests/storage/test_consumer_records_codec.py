@@ -47,8 +47,8 @@ from groupd.storage.consumer_records import (
     topic_partitions,
 )
 from groupd.storage.log import PartitionLog, partition_dir, records_of
-from groupd.storage.scanner import scan
 from groupd.storage.records import CorruptRecord, OffsetCommitKey, OffsetCommitValue, Record, UnknownRecordType
+from groupd.storage.scanner import scan
 
 
 def hexbytes(*fields: str) -> bytes:

@@ -17,9 +17,39 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from groupd.storage import codegen
-from groupd.storage.consumer_records import ClassicMemberMetadata, ClassicProtocol, ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue, ConsumerGroupMetadataKey, ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValue, ConsumerGroupRegularExpressionKey, ConsumerGroupRegularExpressionValue, ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue, PartitionMetadata, TopicMetadata, TopicPartitions, decode, encode_key, encode_value
+from groupd.storage.consumer_records import (
+    ClassicMemberMetadata,
+    ClassicProtocol,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    PartitionMetadata,
+    TopicMetadata,
+    TopicPartitions,
+    decode,
+    encode_key,
+    encode_value,
+)
+from groupd.storage.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+)
 from groupd.storage.wire import uvarint as _uv  # its bytes: the vectors of tests/storage/test_records_codec.py
-from groupd.storage.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey, OffsetCommitValue, Record
 
 
 @pytest.mark.parametrize("out", codegen.OUTPUTS, ids=lambda out: out.module)

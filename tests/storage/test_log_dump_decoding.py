@@ -6,9 +6,15 @@ import json
 import uuid
 
 from groupd.protocol.consumer import encode_assignment, encode_subscription
-from groupd.storage.consumer_records import (ClassicMemberMetadata, ClassicProtocol, ConsumerGroupCurrentMemberAssignmentKey,
-                                      ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupMemberMetadataKey,
-                                      ConsumerGroupMemberMetadataValue, TopicPartitions)
+from groupd.storage.consumer_records import (
+    ClassicMemberMetadata,
+    ClassicProtocol,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    TopicPartitions,
+)
 from groupd.storage.inspect import describe
 from groupd.storage.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, Record
 

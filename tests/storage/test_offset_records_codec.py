@@ -6,8 +6,17 @@ import struct
 import pytest
 
 from groupd.storage.consumer_records import decode, decode_key
-from groupd.storage.records import (CorruptRecord, GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record, _Reader,
-                             decode_value, encode_key, encode_value)
+from groupd.storage.records import (
+    CorruptRecord,
+    GroupMetadataKey,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+    _Reader,
+    decode_value,
+    encode_key,
+    encode_value,
+)
 
 
 def s16(s: str) -> bytes:

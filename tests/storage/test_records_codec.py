@@ -13,7 +13,6 @@ import struct
 import pytest
 
 from groupd.storage.log import build_batch, encode, records_of
-from groupd.storage.scanner import scan
 from groupd.storage.records import (
     CorruptRecord,
     GroupMetadataKey,
@@ -29,6 +28,7 @@ from groupd.storage.records import (
     encode_key,
     encode_value,
 )
+from groupd.storage.scanner import scan
 
 
 def hexbytes(*fields: str) -> bytes:

@@ -13,8 +13,8 @@ import uuid
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from groupd.protocol import ErrorCode as E
 from groupd.coordinator.apis import SUPPORTED_VERSIONS
+from groupd.protocol import ErrorCode as E
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import decode_response
 from groupd.storage.records_plane.batches import BatchError, iter_batches, split

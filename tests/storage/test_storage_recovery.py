@@ -29,8 +29,8 @@ import time
 
 import pytest
 
-from groupd.coordinator.core.partitioning import partition_for
 from groupd.coordinator.core.partition import GroupSettings, GroupShard
+from groupd.coordinator.core.partitioning import partition_for
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.storage.compaction import compact

@@ -7,10 +7,10 @@ import asyncio
 
 import pytest
 
-from groupd.storage.catalog import TopicCatalog
-from groupd.storage.topic_config import DEFAULT
 from groupd.coordinator.core import topic_configs as tc
 from groupd.coordinator.settings import Settings
+from groupd.storage.catalog import TopicCatalog
+from groupd.storage.topic_config import DEFAULT
 
 
 async def test_the_catalog_reads_a_topics_effective_config(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from groupd.protocol.apis import ApiKey
+
 from .process import GroupdProcess, WireClient
 
 ANONYMOUS = "User:ANONYMOUS"

@@ -16,6 +16,7 @@ import pytest
 from groupd.coordinator.tools.client import AdminConnection
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
+
 from .process import GroupdProcess, free_port
 
 LEASE_MS = 2000  # short, so that a dead node's partitions move within seconds

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import is_flexible, parse_header
+
 from .process import WireClient
 
 GOLDEN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "golden", "requests.json")

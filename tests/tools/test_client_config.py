@@ -4,9 +4,16 @@ SCRAM client against RFC 7677's example and groupd's own server side."""
 
 import pytest
 
-from groupd.coordinator.tools.client_config import ClientConfig, SecurityError, load, parse_jaas, parse_properties, scram_client
 from groupd.coordinator.security.sasl import ScramMechanism, Users
 from groupd.coordinator.settings import ConfigError
+from groupd.coordinator.tools.client_config import (
+    ClientConfig,
+    SecurityError,
+    load,
+    parse_jaas,
+    parse_properties,
+    scram_client,
+)
 
 
 def test_java_properties_syntax():

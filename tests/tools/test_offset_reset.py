@@ -5,8 +5,16 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from groupd.coordinator.tools.offset_reset import (PlanError, Scope, clamp, parse_datetime, parse_duration, parse_topics,
-                                      read_csv, to_csv)
+from groupd.coordinator.tools.offset_reset import (
+    PlanError,
+    Scope,
+    clamp,
+    parse_datetime,
+    parse_duration,
+    parse_topics,
+    read_csv,
+    to_csv,
+)
 
 
 def test_a_topic_argument_is_a_whole_topic_or_listed_partitions():

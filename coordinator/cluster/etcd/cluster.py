@@ -9,7 +9,9 @@ compactions' output), all bound to the node's lease; `manifests/<p>` the stamps 
 shared documents (`topics`, `acls.json`, `scram-credentials.json`, `group_configs.json`:
 coordinator/cluster/etcd/catalog.py,
 coordinator/cluster/etcd/files.py), without a lease.
-docs/workers-and-cluster.md says what this guarantees and why.
+docs/workers-and-cluster.md says what this guarantees and why. Over 500 lines because the lease,
+the claims, the data dir's binding and the fencing are one protocol with etcd, sharing the lease and
+the poll; connecting to etcd lives in client.py, the shared documents in files.py and catalog.py.
 """
 
 from __future__ import annotations
@@ -22,20 +24,18 @@ import logging
 import math
 import os
 import ssl
-import sys
 import time
 import uuid
 from collections.abc import Sequence
-from urllib.parse import urlsplit
 
+from groupd.coordinator.cluster.view import Broker, ClusterError, ClusterView
+from groupd.coordinator.runtime.partitions import PartitionState
 from groupd.storage.catalog import CLUSTER_MARK, new_cluster_id, read_meta, write_meta
 from groupd.storage.files import DataDirError
 from groupd.storage.owned_log import Ownership
 
-from groupd.coordinator.cluster.view import Broker, ClusterError, ClusterView
-from groupd.coordinator.runtime.partitions import PartitionState
-
 from .catalog import EtcdCatalog
+from .client import gateway_ssl, new_client, reason, tls_files
 from .files import EtcdDocument, EtcdFile
 
 log = logging.getLogger("groupd")
@@ -51,17 +51,6 @@ def rendezvous(partition: int, nodes: Sequence[int]) -> int | None:
     return max(nodes, key=weight, default=None)
 
 
-
-
-def _install_cluster_extra() -> str:
-    """How to add the `cluster` extra to the Python that runs this groupd. groupd is not on PyPI (a
-    `pip install 'groupd[cluster]'` would fetch someone else's package, or nothing): from the clone."""
-    root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))  # coordinator/cluster/etcd/
-    if os.path.isfile(os.path.join(root, "pyproject.toml")):  # a checkout (the editable install)
-        return (f"install the cluster extra into this Python: {sys.executable} -m pip install -e "
-                f"'{root}[cluster]' (or, for the clone's .venv, {os.path.join(root, '.ci', 'install-python')} cluster)")
-    return ("install the cluster extra: in groupd's clone, .ci/install-python cluster; for the image, build it "
-            "with --build-arg GROUPD_EXTRAS=cluster")
 
 
 class EtcdCluster(ClusterView):
@@ -142,54 +131,17 @@ class EtcdCluster(ClusterView):
     def _new_client(self, endpoint: str):
         if self._client_factory is not None:
             return self._client_factory(endpoint)
-        try:
-            import aetcd  # the `cluster` extra: only cluster mode needs it
-        except ImportError:
-            raise ClusterError("cluster.etcd.endpoints is set but the etcd client (aetcd) is missing: "
-                               + _install_cluster_extra()) from None
-
-        url = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
-        host = f"[{url.hostname}]" if ":" in url.hostname else url.hostname
-        timeout = max(self.lease_s / 4, 0.5)
-        if url.scheme == "https":
-            return _tls_client(aetcd, host, url.port or 2379, timeout, self._grpc_credentials())
-        return aetcd.Client(host, url.port or 2379, timeout=timeout)
-
-    def _tls_files(self) -> tuple[bytes | None, bytes | None, bytes | None]:
-        """The PEM bytes of cluster.etcd.ssl.cafile, .keyfile and .certfile (None: not set)."""
-        out = []
-        for name in ("cafile", "keyfile", "certfile"):
-            path = self.settings.value(f"cluster.etcd.ssl.{name}")
-            try:
-                out.append(open(path, "rb").read() if path else None)
-            except OSError as e:
-                raise ClusterError(f"cannot read cluster.etcd.ssl.{name}={path}: {e.strerror}") from None
-        return out[0], out[1], out[2]
-
-    def _grpc_credentials(self):
-        import grpc
-
-        ca, key, cert = self._tls_files()
-        return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+        return new_client(self.settings, endpoint, max(self.lease_s / 4, 0.5))
 
     def _ssl(self) -> ssl.SSLContext | None:
         """The TLS context of the JSON gateway's https:// calls (the shared documents)."""
-        if not self.https:
-            return None
-        s = self.settings
-        try:
-            context = ssl.create_default_context(cafile=s.cluster_etcd_ssl_cafile or None)
-            if s.cluster_etcd_ssl_certfile:
-                context.load_cert_chain(s.cluster_etcd_ssl_certfile, s.cluster_etcd_ssl_keyfile)
-        except (OSError, ssl.SSLError) as e:
-            raise ClusterError(f"cannot load cluster.etcd.ssl.* ({e})") from None
-        return context
+        return gateway_ssl(self.settings) if self.https else None
 
     async def connect(self) -> None:
         """Reach etcd (the first endpoint that answers), agree on the cluster id and check that
         data.dir is the cluster's (`bind_data_dir`)."""
         if self.https:
-            self._tls_files()  # unreadable files: one line now, not one error per endpoint
+            tls_files(self.settings)  # unreadable files: one line now, not one error per endpoint
         errors = []
         for endpoint in self.endpoints * 2:
             client = self._new_client(endpoint)
@@ -197,7 +149,7 @@ class EtcdCluster(ClusterView):
                 await client.connect()
                 await client.get(self.key("cluster.id"))
             except Exception as e:
-                errors.append(f"{endpoint}: {_reason(e)}")
+                errors.append(f"{endpoint}: {reason(e)}")
                 await client.close()
                 continue
             self.client = client
@@ -216,7 +168,7 @@ class EtcdCluster(ClusterView):
             raise DataDirError(f"cannot write {e.filename or self.settings.data_dir}: {e.strerror}") from None
         except Exception as e:
             await self.client.close()
-            raise ClusterError(f"etcd failed while checking data.dir against the cluster: {_reason(e)}") from None
+            raise ClusterError(f"etcd failed while checking data.dir against the cluster: {reason(e)}") from None
 
     async def bind_data_dir(self) -> str:
         """The cluster id, once data.dir and etcd (under the prefix) name each other: the data dir's
@@ -572,31 +524,3 @@ def _describe(meta: dict[str, str] | None) -> str:
         return f"a lone node's (cluster {meta['cluster.id']})"
     return (f"cluster {meta['cluster.id']}'s (directory.id {meta.get('directory.id', '?')}, etcd prefix "
             f"{meta[CLUSTER_MARK]})")
-
-
-def _reason(error: Exception) -> str:
-    """gRPC's error in one line (its details, not the whole status dump)."""
-    details = getattr(error, "details", None)
-    text = details() if callable(details) else None
-    return " ".join((text or str(error) or type(error).__name__).split())
-
-
-def _tls_client(aetcd, host: str, port: int, timeout: float, credentials):
-    """An aetcd client over TLS (aetcd 1.0 opens insecure channels only): the same stubs on a secure channel."""
-    from aetcd import rpc, watcher
-
-    class TlsClient(aetcd.Client):
-        async def connect(self) -> None:
-            if self._connected.is_set():
-                return
-            self.channel = rpc.secure_channel(f"{self._host}:{self._port}", credentials,
-                                              options=self._options.items())
-            self.kvstub = rpc.KVStub(self.channel)
-            self.clusterstub = rpc.ClusterStub(self.channel)
-            self.leasestub = rpc.LeaseStub(self.channel)
-            self.maintenancestub = rpc.MaintenanceStub(self.channel)
-            self._watcher = watcher.Watcher(rpc.WatchStub(self.channel), timeout=self._timeout,
-                                            metadata=self.metadata)
-            self._connected.set()
-
-    return TlsClient(host, port, timeout=timeout)

@@ -18,11 +18,11 @@ import enum
 from collections import Counter
 from typing import Any
 
+from groupd.coordinator.core.group import static_member_error
 from groupd.protocol import ErrorCode
 from groupd.protocol.consumer import BadConsumerProtocol, subscribed_topics
 from groupd.storage.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, Record
 
-from groupd.coordinator.core.group import static_member_error
 from .replies import join_reply, sync_reply
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000  # Kafka's CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS

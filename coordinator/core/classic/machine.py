@@ -19,13 +19,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from groupd.protocol import ErrorCode
-
-from groupd.storage.records import GroupMetadataKey, GroupMetadataValue, Record
-
 from groupd.coordinator.core import events as ev
 from groupd.coordinator.core.clock import Now
 from groupd.coordinator.core.outcome import Outcome
+from groupd.protocol import ErrorCode
+from groupd.storage.records import GroupMetadataKey, GroupMetadataValue, Record
+
 from .group import (
     COMPLETING_REBALANCE,
     EMPTY,

@@ -6,16 +6,16 @@ Heartbeat tells them to re-join while they have a reconciliation to do. Sans-IO.
 
 from __future__ import annotations
 
-from groupd.protocol import ErrorCode
-from groupd.protocol.consumer import BadConsumerProtocol, decode_subscription, encode_assignment
-from groupd.storage.consumer_records import ClassicMemberMetadata, ClassicProtocol
-
 from groupd.coordinator.core import events as ev
 from groupd.coordinator.core.classic.replies import join_reply, sync_reply
 from groupd.coordinator.core.classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
 from groupd.coordinator.core.clock import Now
 from groupd.coordinator.core.group import static_member_error
 from groupd.coordinator.core.outcome import Outcome, reply_when_written
+from groupd.protocol import ErrorCode
+from groupd.protocol.consumer import BadConsumerProtocol, decode_subscription, encode_assignment
+from groupd.storage.consumer_records import ClassicMemberMetadata, ClassicProtocol
+
 from .group import ConsumerGroup, ConsumerMember
 from .machine import ConsumerHeartbeatRequest, ConsumerMachine, TopicsImage
 from .migration import can_downgrade, downgrade_records

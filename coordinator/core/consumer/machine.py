@@ -17,6 +17,10 @@ import dataclasses
 import uuid
 from collections.abc import Callable, Mapping
 
+from groupd.coordinator.core import events as ev
+from groupd.coordinator.core.clock import Now
+from groupd.coordinator.core.group_config import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS
+from groupd.coordinator.core.outcome import Effect, Outcome, reply_when_written
 from groupd.protocol import ErrorCode
 from groupd.storage.consumer_records import (
     ClassicMemberMetadata,
@@ -30,15 +34,13 @@ from groupd.storage.consumer_records import (
     ConsumerGroupRegularExpressionKey,
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue,
-    TopicMetadata as TopicMetadataRecord,
     topic_partitions,
+)
+from groupd.storage.consumer_records import (
+    TopicMetadata as TopicMetadataRecord,
 )
 from groupd.storage.records import GroupMetadataKey, Record
 
-from groupd.coordinator.core import events as ev
-from groupd.coordinator.core.clock import Now
-from groupd.coordinator.core.group_config import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS
-from groupd.coordinator.core.outcome import Effect, Outcome, reply_when_written
 from .assignors import ASSIGNORS, PartitionAssignorError, TopicMetadata
 from .group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -46,15 +48,27 @@ from .group import (
     ConsumerGroup,
     ConsumerMember,
     current_value,
-    target_member_of,
     member_tombstones,
+    target_member_of,
 )
-from .reconciliation import (NEW_MEMBER, FencedMemberEpoch, MemberAssignment, MemberState, reconcile,
-                             validate_member_epoch)
-from .target_assignment import TargetMember, build_target_assignment, preferred_assignor
-from .migration import (CannotConvert, can_downgrade, converted_view, downgrade_records, upgrade_records,
-                        validate_online_upgrade)
+from .migration import (
+    CannotConvert,
+    can_downgrade,
+    converted_view,
+    downgrade_records,
+    upgrade_records,
+    validate_online_upgrade,
+)
+from .reconciliation import (
+    NEW_MEMBER,
+    FencedMemberEpoch,
+    MemberAssignment,
+    MemberState,
+    reconcile,
+    validate_member_epoch,
+)
 from .regex_resolution import regex_change, regexes_to_resolve, resolve, result_records
+from .target_assignment import TargetMember, build_target_assignment, preferred_assignor
 from .topic_regex import InvalidRegularExpression, compile_topic_regex
 
 E = ErrorCode

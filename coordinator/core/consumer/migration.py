@@ -6,8 +6,14 @@ its generation and its last assignment, and back. Sans-IO.
 
 from __future__ import annotations
 
-from groupd.protocol.consumer import (BadConsumerProtocol, Subscription, decode_assignment, decode_subscription,
-                                      encode_assignment)
+from groupd.coordinator.core.classic.group import ClassicGroup
+from groupd.protocol.consumer import (
+    BadConsumerProtocol,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+)
 from groupd.storage.consumer_records import (
     ClassicMemberMetadata,
     ClassicProtocol,
@@ -24,7 +30,6 @@ from groupd.storage.consumer_records import (
 )
 from groupd.storage.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, Record
 
-from groupd.coordinator.core.classic.group import ClassicGroup
 from .group import ConsumerGroup, ConsumerMember, ConsumerRecords, current_value
 from .reconciliation import MemberAssignment, MemberState
 

@@ -39,7 +39,8 @@ public class TopicConfigs {
             } catch (ExecutionException e) {
                 bad = e.getCause().getClass().getSimpleName();
             }
-            System.out.println("{\"created\": " + created + ", \"altered\": " + altered + ", \"bad\": \"" + bad + "\"}");
+            System.out.println("{\"created\": " + created + ", \"altered\": " + altered
+                + ", \"bad\": \"" + bad + "\"}");
         }
     }
 }
