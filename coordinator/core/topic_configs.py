@@ -60,9 +60,9 @@ def _broker_values(settings, name: str, unit: int) -> list[tuple[str, int]]:
     if name in SETTINGS:
         out = []
         if not settings.origins.get(name, "default").startswith("default") and settings.value(name) is not None:
-            out.append((_text(settings.value(name)), STATIC_BROKER_CONFIG))
+            out.append((setting_text(settings.value(name)), STATIC_BROKER_CONFIG))
         if SETTINGS[name] is not None:
-            out.append((_text(SETTINGS[name]), DEFAULT_CONFIG))
+            out.append((setting_text(SETTINGS[name]), DEFAULT_CONFIG))
         return out
     if name in _KAFKA_UNSET:
         return []
@@ -84,8 +84,6 @@ def setting_text(value: Any) -> str | None:
         return "true" if value else "false"
     return str(value)
 
-
-_text = setting_text
 
 
 def _synonyms(settings, topic_name: str) -> list[dict]:

@@ -70,6 +70,11 @@ def test_validate_checks_names_nulls_and_consistency():
     assert validate({"cleanup.policy": "compact"})["cleanup.policy"] == ("compact",)
 
 
+def test_the_settings_behind_topic_defaults_have_kafkas_defaults():
+    from groupd.coordinator.settings import KEYS_BY_NAME
+    assert {name: KEYS_BY_NAME[name].default for name in tc.SETTINGS} == tc.SETTINGS
+
+
 def test_broker_defaults_follow_kafkas_synonyms():
     assert tc.broker_defaults(settings())["retention.ms"] == 7 * 24 * 3600_000
     assert tc.broker_defaults(settings("log.retention.hours=1"))["retention.ms"] == 3600_000
