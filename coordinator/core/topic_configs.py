@@ -85,7 +85,6 @@ def setting_text(value: Any) -> str | None:
     return str(value)
 
 
-
 def _synonyms(settings, topic_name: str) -> list[dict]:
     """Kafka's ConfigHelper.configSynonyms: the broker synonyms' values, by source then synonym,
     from the first that is the topic config's main broker synonym on."""
