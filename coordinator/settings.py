@@ -86,6 +86,24 @@ def _str(v: Any) -> str:
     return str(v)
 
 
+def _optional(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Kafka's settings with no default (null): unset (None, or empty outside YAML) or `parse`d."""
+    return lambda v: None if v is None or (isinstance(v, str) and not v.strip()) else parse(v)
+
+
+def _cleanup_policy(v: Any) -> tuple[str, ...]:
+    items = _csv(v)
+    if not set(items) <= {"compact", "delete"}:
+        raise ValueError("a comma-separated list of compact, delete")
+    return items
+
+
+def _timestamp_type(v: Any) -> str:
+    if _str(v).strip() not in ("CreateTime", "LogAppendTime"):
+        raise ValueError("CreateTime or LogAppendTime")
+    return _str(v).strip()
+
+
 def _choice(*allowed: str) -> Callable[[Any], str]:
     def parse(v: Any) -> str:
         s = _str(v).strip().lower()
@@ -351,13 +369,33 @@ KEYS: tuple[Key, ...] = (
     Key("offsets.commit.timeout.ms", 5000, _int(1), "how long a log write may take before it fails"),
     Key("message.max.bytes", 1048588, _int(1),
         "largest record batch one request may write to the offsets log; a bigger one fails alone "
-        "(OffsetCommit: INVALID_COMMIT_OFFSET_SIZE)"),
+        "(OffsetCommit: INVALID_COMMIT_OFFSET_SIZE); also the default of topics' max.message.bytes"),
     Key("log.flush.interval.ms", 0, _int(0),
         "0: fsync every batch before replying (no acknowledged commit is lost); N: fsync every N ms "
         "(faster; a machine crash may lose the last N ms, a process crash loses nothing)"),
     Key("min.cleanable.dirty.ratio", 0.5, _ratio, "compact a partition when this share of its closed segments is dirty"),
-    Key("log.cleaner.delete.retention.ms", 86400000, _int(0), "how long tombstones are kept before compaction drops them"),
+    Key("log.cleaner.delete.retention.ms", 86400000, _int(0), "how long tombstones are kept before compaction "
+        "drops them; also the default of topics' delete.retention.ms"),
     Key("log.cleaner.backoff.ms", 15000, _int(1), "how often partitions are checked for compaction"),
+    # the defaults of the topics' configs (Kafka's broker names for them; a topic's own config wins)
+    Key("log.cleanup.policy", "delete", _cleanup_policy, "topics' default cleanup.policy: delete, compact or both"),
+    Key("log.retention.ms", None, _optional(_int()),
+        "topics' default retention.ms; unset: log.retention.minutes, else log.retention.hours; negative: no limit"),
+    Key("log.retention.minutes", None, _optional(_int()), "topics' default retention in minutes when log.retention.ms "
+        "is unset; unset: log.retention.hours"),
+    Key("log.retention.hours", 168, _int(), "topics' default retention in hours when log.retention.ms and "
+        "log.retention.minutes are unset"),
+    Key("log.retention.bytes", -1, _int(), "topics' default retention.bytes (per partition); -1: no size limit"),
+    Key("log.segment.bytes", 1073741824, _int(1048576, 2**31 - 1), "topics' default segment.bytes"),
+    Key("log.roll.ms", None, _optional(_int(1)), "topics' default segment.ms; unset: log.roll.hours"),
+    Key("log.roll.hours", 168, _int(1, 2**31 - 1), "topics' default segment.ms in hours when log.roll.ms is unset"),
+    Key("log.cleaner.min.compaction.lag.ms", 0, _int(0), "topics' default min.compaction.lag.ms"),
+    Key("log.message.timestamp.type", "CreateTime", _timestamp_type,
+        "topics' default message.timestamp.type: CreateTime or LogAppendTime"),
+    Key("default.replication.factor", 1, _int(1, 32767),
+        "replicas of a topic created with replication factor -1 (Kafka's); groupd keeps one copy of each "
+        "partition and also accepts CreateTopics asking for up to this many replicas (a single node otherwise "
+        "refuses more than its broker count: INVALID_REPLICATION_FACTOR)"),
     Key("metrics.listener", "http://:9464/metrics", _url,
         "where Prometheus scrapes groupd's metrics; no host = the first listener's host; empty turns the "
         "endpoint off"),
@@ -484,6 +522,17 @@ class Settings:
     min_cleanable_dirty_ratio: float
     log_cleaner_delete_retention_ms: int
     log_cleaner_backoff_ms: int
+    log_cleanup_policy: tuple[str, ...]
+    log_retention_ms: int | None
+    log_retention_minutes: int | None
+    log_retention_hours: int
+    log_retention_bytes: int
+    log_segment_bytes: int
+    log_roll_ms: int | None
+    log_roll_hours: int
+    log_cleaner_min_compaction_lag_ms: int
+    log_message_timestamp_type: str
+    default_replication_factor: int
     metrics_listener: str
     admin_listener: str
     metrics_group_generation_enabled: bool

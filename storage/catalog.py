@@ -1,12 +1,13 @@
 """The topic catalog and the cluster id, kept in the data directory across restarts.
 
-groupd stores no records, but clients need topics that exist with a stable partition count and a
-stable topic id: the catalog is `topics.json` (name → partitions, topic id), and the cluster id
-lives in `meta.properties` as Kafka keeps it.
+Clients need topics that exist with a stable partition count and a stable topic id: the catalog is
+`topics.json` (name → partitions, topic id, the topic's config overrides), and the cluster id lives in
+`meta.properties` as Kafka keeps it. The records plane reads a topic's effective config through
+`TopicCatalog.topic_config` (storage/topic_config.py).
 
 At start-up, before anything is served, the topics the config declares are written at once
 (`create`, `set_partitions`); while serving, the admin APIs' and auto-creates' changes (`add`,
-`resize`, `remove`) are written off the event loop, one at a time, and apply once written.
+`resize`, `reconfigure`, `remove`) are written off the event loop, one at a time, and apply once written.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ import json
 import os
 import re
 import uuid
+from collections.abc import Callable
 
 from .files import DataDirError, atomic_write
+from .topic_config import KAFKA_DEFAULTS, TopicConfig, effective
 
 CATALOG_FILE = "topics.json"
 META_FILE = "meta.properties"
@@ -37,6 +40,7 @@ class Topic:
     name: str
     partitions: int
     topic_id: uuid.UUID
+    configs: tuple[tuple[str, str], ...] = ()  # the topic's config overrides (Kafka's names), sorted by name
 
 
 class TopicCatalog:
@@ -49,6 +53,9 @@ class TopicCatalog:
         self.version = 0  # bumped by every change: consumer groups refresh their topic metadata on it
         self.created_version = 0  # the version of the last creation: consumer groups re-resolve regexes on it
         self._writing = asyncio.Lock()  # one change at a time while serving: each starts from the last
+        self.config_defaults = KAFKA_DEFAULTS  # the broker's topic config defaults (Node sets them from the settings)
+        self._effective: dict[str, TopicConfig] = {}  # topic_config's answers at `_effective_version`
+        self._effective_version = -1
         for topic in self._read().values():
             self._index(topic)
 
@@ -91,6 +98,25 @@ class TopicCatalog:
     def by_id(self, topic_id: uuid.UUID) -> Topic | None:
         return self._by_id.get(topic_id)
 
+    def use_defaults(self, defaults: dict) -> None:
+        """The broker's topic config defaults (typed, by topic config name) that topics without an
+        override run with."""
+        self.config_defaults = defaults
+        self._effective_version = -1
+
+    def topic_config(self, name: str) -> TopicConfig:
+        """The effective config of topic `name`: its overrides over the broker's defaults, typed (the
+        broker's defaults for a topic the catalog does not hold). Cached until the catalog changes."""
+        if self._effective_version != self.version:
+            self._effective.clear()
+            self._effective_version = self.version
+        config = self._effective.get(name)
+        if config is None:
+            topic = self._by_name.get(name)
+            config = TopicConfig.of(effective(dict(topic.configs) if topic else {}, self.config_defaults))
+            self._effective[name] = config
+        return config
+
     # -- at start-up, before anything is served: written at once (blocking) ----------------------
 
     def create(self, name: str, partitions: int) -> Topic:
@@ -112,13 +138,13 @@ class TopicCatalog:
     # -- while serving: written off the event loop, one change at a time, visible once written ----
     # (OSError or DataDirError: nothing changed)
 
-    async def add(self, name: str, partitions: int) -> Topic | None:
-        """The new topic; None when it exists already (another request created it first). A shared
-        catalog keeps the topic another node created first."""
+    async def add(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic | None:
+        """The new topic, with `configs` as its config overrides; None when it exists already (another
+        request created it first). A shared catalog keeps the topic another node created first."""
         async with self._writing:
             if name in self._by_name:
                 return None
-            await self._write({**self._by_name, name: Topic(name, partitions, _new_topic_id())})
+            await self._write({**self._by_name, name: Topic(name, partitions, _new_topic_id(), _pairs(configs or {}))})
             self.created_version = self.version
             return self._by_name.get(name)
 
@@ -130,6 +156,18 @@ class TopicCatalog:
             if topic is None or topic.partitions >= partitions:
                 return topic
             await self._write({**self._by_name, name: dataclasses.replace(topic, partitions=partitions)})
+            return self._by_name.get(name)
+
+    async def reconfigure(self, name: str, change: Callable[[dict[str, str]], dict[str, str]]) -> Topic | None:
+        """The topic with `change(its current config overrides)` as its whole set of them (`change`
+        checks them, and raises to change nothing), computed under the write lock so that concurrent
+        changes do not lose each other; None when the topic is gone."""
+        async with self._writing:
+            topic = self._by_name.get(name)
+            if topic is None:
+                return None
+            configs = _pairs(change(dict(topic.configs)))
+            await self._write({**self._by_name, name: dataclasses.replace(topic, configs=configs)})
             return self._by_name.get(name)
 
     async def remove(self, name: str) -> Topic | None:
@@ -160,7 +198,8 @@ class TopicCatalog:
 
 def encode_catalog(topics: dict[str, Topic]) -> bytes:
     """The catalog's JSON document (topics.json, or cluster mode's copy in etcd)."""
-    doc = {"topics": [{"name": t.name, "partitions": t.partitions, "id": str(t.topic_id)} for t in topics.values()]}
+    doc = {"topics": [{"name": t.name, "partitions": t.partitions, "id": str(t.topic_id),
+                       **({"configs": dict(t.configs)} if t.configs else {})} for t in topics.values()]}
     return json.dumps(doc, indent=1).encode()
 
 
@@ -170,8 +209,15 @@ def decode_catalog(data: bytes) -> dict[str, Topic]:
     for entry in json.loads(data)["topics"]:
         if not legal_topic_name(entry["name"]) or not isinstance(entry["partitions"], int) or entry["partitions"] < 1:
             raise ValueError(f"bad entry {entry!r}")
-        topics[entry["name"]] = Topic(entry["name"], entry["partitions"], uuid.UUID(entry["id"]))
+        configs = entry.get("configs", {})
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in configs.items()):
+            raise ValueError(f"bad configs {configs!r}")
+        topics[entry["name"]] = Topic(entry["name"], entry["partitions"], uuid.UUID(entry["id"]), _pairs(configs))
     return topics
+
+
+def _pairs(configs: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(configs.items()))
 
 
 def _new_topic_id() -> uuid.UUID:

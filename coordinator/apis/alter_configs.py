@@ -1,7 +1,7 @@
 """AlterConfigs (33), v0–v2: v1 changes nothing on the wire, v2 is flexible.
 
 The legacy API: the configs listed for a resource become its whole set (those not listed go back to
-their defaults). As IncrementalAlterConfigs, only GROUP resources hold configs here.
+their defaults). As IncrementalAlterConfigs: GROUP and TOPIC resources.
 """
 
 from __future__ import annotations

@@ -3,23 +3,30 @@ v3 its type and documentation, v4 is flexible.
 
 A GROUP resource (type 32) lists the group's consumer.session.timeout.ms and
 consumer.heartbeat.interval.ms: its override (source GROUP_CONFIG) or the broker's value
-(DEFAULT_CONFIG); the group need not exist. A topic or this broker has no configs here: an empty
-list (an unknown topic: UNKNOWN_TOPIC_OR_PARTITION).
+(DEFAULT_CONFIG); the group need not exist. A TOPIC lists every Kafka topic config with its effective
+value, source and synonyms (coordinator/core/topic_configs.py: a compacted topic answers exactly
+cleanup.policy=compact); an unknown topic: UNKNOWN_TOPIC_OR_PARTITION. The BROKER resource of this
+node lists groupd's settings, read-only (they are static), STATIC_BROKER_CONFIG when given,
+DEFAULT_CONFIG otherwise; the cluster-wide default resource ("") has none (no dynamic configs).
 """
 
 from __future__ import annotations
 
+from groupd.coordinator.core import topic_configs
 from groupd.coordinator.core.group_config import (
     CONSUMER_HEARTBEAT_INTERVAL_MS,
     CONSUMER_SESSION_TIMEOUT_MS,
     NAMES,
     defaults,
 )
+from groupd.coordinator.runtime import offsets_topic
 from groupd.coordinator.security.acls import AclOperation
 from groupd.coordinator.security.authorizer import config_resource_denied
+from groupd.coordinator.settings import KEYS
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
+from groupd.storage.catalog import legal_topic_name
 
 from .incremental_alter_configs import BROKER, GROUP, TOPIC
 from .request import Request
@@ -27,8 +34,8 @@ from .request import Request
 KEY = ApiKey.DESCRIBE_CONFIGS
 VERSIONS = (1, 4)
 
-DEFAULT_CONFIG, GROUP_CONFIG = 5, 8  # DescribeConfigsResponse.ConfigSource
-INT = 3  # ConfigType
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 4, 5, 8  # DescribeConfigsResponse.ConfigSource
+BOOLEAN, STRING, INT, LONG, DOUBLE, PASSWORD = 1, 2, 3, 5, 6, 9  # ConfigType
 DOCUMENTATION = {
     CONSUMER_SESSION_TIMEOUT_MS: "The timeout to detect client failures when using the consumer group protocol.",
     CONSUMER_HEARTBEAT_INTERVAL_MS: "The heartbeat interval given to the members of a consumer group.",
@@ -44,13 +51,13 @@ def handle(node, request: Request):
             error, message, configs = denied, None, []
         else:
             error, message, configs = _describe(node, r.resource_type, r.resource_name, r.configuration_keys,
-                                                getattr(body, "include_documentation", False))  # v3+
+                                                body.include_synonyms, getattr(body, "include_documentation", False))
         results.append({"error_code": error, "error_message": message, "resource_type": r.resource_type,
                         "resource_name": r.resource_name, "configs": configs})
     return build_response(KEY, request.version, {"results": results})
 
 
-def _describe(node, resource_type: int, name: str, keys, documented: bool):
+def _describe(node, resource_type: int, name: str, keys, synonyms: bool, documented: bool):
     if resource_type == GROUP:
         if not name:
             return ErrorCode.invalid_request, "Group name must not be empty", []
@@ -62,12 +69,59 @@ def _describe(node, resource_type: int, name: str, keys, documented: bool):
              "documentation": DOCUMENTATION[n] if documented else None}
             for n in NAMES if keys is None or n in keys]
     if resource_type == TOPIC:
-        if node.catalog.get(name) is None:
+        if name == node.offsets_topic.name:
+            overrides = offsets_topic.configs(node.settings)
+        elif node.catalog.get(name) is not None:
+            overrides = dict(node.catalog.get(name).configs)
+        elif not legal_topic_name(name):
+            return ErrorCode.invalid_topic_exception, f"Topic name {name!r} is illegal", []
+        else:
             return ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.", []
-        return ErrorCode.none, None, []
+        return ErrorCode.none, None, topic_configs.describe(node.settings, overrides, keys, synonyms, documented)
     if resource_type == BROKER:
-        if name not in ("", str(node.node_id)):
+        if name == "":
+            return ErrorCode.none, None, []  # the cluster-wide dynamic defaults: groupd has none
+        if not name.lstrip("-").isdigit():
+            return ErrorCode.invalid_request, f"Broker id must be an integer, but it is: {name}", []
+        if int(name) != node.node_id:
             return (ErrorCode.invalid_request,
                     f"Unexpected broker id, expected {node.node_id} or empty string, but received {name}", [])
-        return ErrorCode.none, None, []
+        return ErrorCode.none, None, _broker(node.settings, keys, synonyms, documented)
     return ErrorCode.invalid_request, f"Unsupported resource type {resource_type}", []
+
+
+def _broker(settings, keys, synonyms: bool, documented: bool) -> list[dict]:
+    """This node's settings as broker configs: all read-only (groupd changes none at run time), the
+    secret ones sensitive with no value."""
+    out = []
+    for key in KEYS:
+        if keys and key.name not in keys:
+            continue
+        shown = key.name
+        if key.name == "advertised.listeners" and not settings.advertised_listeners:
+            shown = "listeners"  # unset: the listeners are advertised, as by Kafka
+        value = None if key.secret else topic_configs.setting_text(settings.value(shown))
+        given = not settings.origins.get(shown, "default").startswith("default")
+        source = STATIC_BROKER_CONFIG if given else DEFAULT_CONFIG
+        chain = [{"name": key.name, "value": value, "source": source}] if given else []
+        if key.default is not None:
+            chain.append({"name": key.name, "value": None if key.secret else topic_configs.setting_text(key.default),
+                          "source": DEFAULT_CONFIG})
+        out.append({"name": key.name, "value": value, "read_only": True, "is_sensitive": key.secret,
+                    "config_source": source, "synonyms": chain if synonyms else [],
+                    "config_type": _type(key), "documentation": key.doc if documented else None})
+    return out
+
+
+def _type(key) -> int:
+    """DescribeConfigs' ConfigType of a setting, from its default (an unset one: a duration)."""
+    default = key.default
+    if key.secret:
+        return PASSWORD
+    if isinstance(default, bool):
+        return BOOLEAN
+    if isinstance(default, float):
+        return DOUBLE
+    if default is None or isinstance(default, int):
+        return LONG if key.name.endswith((".ms", ".bytes")) else INT
+    return STRING

@@ -1,10 +1,12 @@
 """IncrementalAlterConfigs (44), v0–v1: v1 is flexible, nothing else changes.
 
-Only GROUP resources (type 32) hold configs here: `consumer.session.timeout.ms` and
-`consumer.heartbeat.interval.ms` per group (spec §2.4), validated against the broker's
-group.consumer.min/max bounds as Kafka's GroupConfig does (INVALID_CONFIG with its message), kept
-in the data directory (storage/group_configs.py) and read by the group's next heartbeat. The group
-need not exist. groupd keeps no topic or broker configs: altering one is INVALID_CONFIG.
+GROUP resources (type 32): `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms` per
+group (spec §2.4), validated against the broker's group.consumer.min/max bounds as Kafka's GroupConfig
+does (INVALID_CONFIG with its message), kept in the data directory (storage/group_configs.py) and read
+by the group's next heartbeat. The group need not exist. TOPIC resources: Kafka's topic configs
+(SET, DELETE, APPEND and SUBTRACT for list configs), kept with the topic catalog
+(coordinator/apis/alter_topic_configs.py). groupd's broker configs are its static settings: altering
+one is INVALID_CONFIG.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
+from .alter_topic_configs import alter_topic
 from .request import Request, respond, respond_all
 
 KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
@@ -40,8 +43,9 @@ def handle(node, request: Request):
 
 def alter_each(node, request: Request, resources: list[tuple[int, str, list]],
                change: Callable[[Mapping[str, int], list], dict[str, int]], validate_only: bool):
-    """The response, one result per resource (shared with AlterConfigs, whose `change` replaces the
-    overrides); a future of it while the controller writes on another worker's behalf."""
+    """The response, one result per resource (shared with AlterConfigs, whose `change` replaces a
+    group's overrides; a topic's: alter_topic_configs.py); a future of it while the controller writes
+    on another worker's behalf."""
     counts = Counter((t, name) for t, name, _ in resources)
     outcomes = [(ErrorCode.invalid_request, "Duplicate resource.") if counts[(resource_type, name)] > 1 else
                 _alter(node, request, resource_type, name, configs, change, validate_only)
@@ -56,9 +60,11 @@ def _alter(node, request: Request, resource_type: int, name: str, configs: list,
     denied = config_resource_denied(node, request, AclOperation.ALTER_CONFIGS, resource_type, name)
     if denied is not None:
         return denied, None
-    if resource_type in (TOPIC, BROKER):
-        return ErrorCode.invalid_config, ("groupd keeps no topic or broker configs; only GROUP resources "
-                                          "(consumer.session.timeout.ms, consumer.heartbeat.interval.ms) can be altered")
+    if resource_type == TOPIC:
+        return alter_topic(node, request, name, configs, validate_only)
+    if resource_type == BROKER:
+        return ErrorCode.invalid_config, ("groupd's broker configs are static: set them in its settings (YAML, "
+                                          "GROUPD_* or --set) and restart")
     if resource_type != GROUP:
         return ErrorCode.invalid_request, f"Unexpected resource type {resource_type}"
     if not name:

@@ -1,5 +1,5 @@
 """The writes only the controller makes to the shared data dir (ACLs, SCRAM credentials, group
-configs), each an operation of plain JSON values: the controller applies it (the write runs off its
+configs, topic configs), each an operation of plain JSON values: the controller applies it (the write runs off its
 event loop, coordinator/security/authorizer.py and the like), another worker hands it to the controller through
 its supervisor and answers once the controller did (Kafka's brokers forward these requests to their
 controller the same way). Either way the API gets a future of the result, a dict: `failed` (the file
@@ -14,6 +14,8 @@ import dataclasses
 from types import SimpleNamespace
 from typing import Any, Awaitable, Callable
 
+from groupd.coordinator.core import topic_configs
+from groupd.coordinator.core.group_config import ConfigError
 from groupd.coordinator.security.acls import AclFilter
 from groupd.coordinator.security.authorizer import acl_binding, acl_row
 from groupd.protocol import ErrorCode
@@ -46,9 +48,21 @@ async def set_group_configs(node, args: dict) -> dict:
     return {}
 
 
+async def set_topic_configs(node, args: dict) -> dict:
+    """A topic's config changes (IncrementalAlterConfigs' operations, or AlterConfigs' whole set) applied
+    to its overrides as they are when written, and checked: `configs` (the new overrides), `refused`
+    ([error code, message]), or `missing` when the topic is gone by now."""
+    try:
+        topic = await node.catalog.reconfigure(args["topic"], lambda current: topic_configs.checked(
+            topic_configs.altered(current, args["changes"], args["incremental"]), node.settings))
+    except ConfigError as e:
+        return {"refused": [int(e.error_code), str(e)]}
+    return {"configs": dict(topic.configs)} if topic else {"missing": True}
+
+
 OPERATIONS: dict[str, Callable[[Any, dict], Awaitable[dict]]] = {
     "create_acls": create_acls, "delete_acls": delete_acls, "alter_scram": alter_scram,
-    "set_group_configs": set_group_configs}
+    "set_group_configs": set_group_configs, "set_topic_configs": set_topic_configs}
 
 
 async def apply(node, op: str, args: dict) -> dict:

@@ -13,6 +13,12 @@ INVALID_APPEND = f"Cannot append to internal topic {NAME}"  # Kafka's ReplicaMan
 _ID_NAMESPACE = uuid.UUID("5f0c1c3e-6a4e-4d2b-9c39-2b8f3e0a7d11")
 
 
+def configs(settings) -> dict[str, str]:
+    """The offsets topic's config overrides, as Kafka creates __consumer_offsets (DescribeConfigs)."""
+    return {"cleanup.policy": "compact", "compression.type": "producer",
+            "segment.bytes": str(settings.offsets_topic_segment_bytes)}
+
+
 def topic(settings, cluster_id: str) -> Topic:
     """The topic, with an id that stays the same for the data directory (derived from its cluster id)."""
     return Topic(NAME, settings.offsets_topic_num_partitions, uuid.uuid5(_ID_NAMESPACE, f"{cluster_id}/{NAME}"))

@@ -11,6 +11,7 @@ from typing import Any
 from groupd.coordinator.apis import VERSION_TABLE
 from groupd.coordinator.cluster.view import ClusterView, SingleNode
 from groupd.coordinator.core.consumer.machine import TopicsImage
+from groupd.coordinator.core.topic_configs import broker_defaults
 from groupd.coordinator.runtime import offsets_topic
 from groupd.coordinator.runtime.coordinator import GroupCoordinator
 from groupd.coordinator.security.authorizer import Access
@@ -41,6 +42,7 @@ class Node:
                                 else LOCK_FILE).acquire("groupd serve")
         self.cluster_id = self.cluster.cluster_id or load_cluster_id(settings.data_dir, settings.node_id)
         self.catalog = self.cluster.topic_catalog(settings.data_dir)
+        self.catalog.use_defaults(broker_defaults(settings))  # topics' configs default to the log.* settings
         # ACL authorization, on when authorizer.class.name is set (coordinator/security/authorizer.py). In cluster
         # mode the ACLs, the SCRAM credentials and the group configs live in etcd (cluster.shared_file)
         self.access = Access(settings, self.cluster.shared_file(

@@ -281,6 +281,33 @@ def test_every_node_sees_the_same_topic_catalog(nodes, etcd):
     assert not os.path.exists(os.path.join(nodes[0].data_dir, "topics.json"))
 
 
+def described_topic(bootstrap: str, topic: str) -> dict[str, str]:
+    with AdminConnection(bootstrap, "cluster-test") as c:
+        r = c.request(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [{
+            "resource_type": 2, "resource_name": topic, "configuration_keys": ["cleanup.policy", "retention.ms"]}],
+            "include_synonyms": False, "include_documentation": False}).results[0]
+    return {c.name: c.value for c in r.configs}
+
+
+def test_topic_configs_live_in_etcd_with_the_catalog(nodes):
+    """A topic created with configs on one node, altered on the other: both describe the same."""
+    with AdminConnection(nodes[1].bootstrap, "cluster-test") as c:
+        r = c.request(ApiKey.CREATE_TOPICS, 7, {"topics": [{
+            "name": "compacted", "num_partitions": 1, "replication_factor": -1, "assignments": [],
+            "configs": [{"name": "cleanup.policy", "value": "compact"}]}], "timeout_ms": 5000, "validate_only": False})
+    assert r.topics[0].error_code == ErrorCode.none
+    wait_until(lambda: described_topic(nodes[0].bootstrap, "compacted").get("cleanup.policy") == "compact", 30,
+               "node 1 describes the topic node 2 created")
+    with AdminConnection(nodes[0].bootstrap, "cluster-test") as c:
+        r = c.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+            "resource_type": 2, "resource_name": "compacted", "configs": [
+                {"name": "retention.ms", "config_operation": 0, "value": "1000"}]}], "validate_only": False})
+    assert r.responses[0].error_code == ErrorCode.none
+    assert described_topic(nodes[0].bootstrap, "compacted") == {"cleanup.policy": "compact", "retention.ms": "1000"}
+    wait_until(lambda: described_topic(nodes[1].bootstrap, "compacted").get("retention.ms") == "1000", 30,
+               "node 2 describes node 1's change")
+
+
 async def test_a_catalog_change_that_loses_the_race_is_applied_on_top_of_the_winner(etcd, tmp_path):
     import aetcd
 
@@ -304,6 +331,15 @@ async def test_a_catalog_change_that_loses_the_race_is_applied_on_top_of_the_win
         assert await two.remove("x") is not None and await three.resize("y", 4) is not None
         one.follow(*await document().read())
         assert {t.name: t.partitions for t in one} == {"y": 4, "z": 2}
+        # configs swap like any change; a change of a topic's configs keeps another node's resize of it
+        assert await two.reconfigure("z", lambda current: {"cleanup.policy": "compact"}) is not None
+        assert await three.resize("z", 6) is not None  # three had not seen two's configs
+        one.follow(*await document().read())
+        assert (one.get("z").partitions, dict(one.get("z").configs)) == (6, {"cleanup.policy": "compact"})
+        assert one.topic_config("z").compact
+        assert await one.remove("y") is not None
+        # deleted meanwhile: stays deleted
+        assert await three.reconfigure("y", lambda current: {"retention.ms": "7"}) is None
 
 
 def test_acls_scram_credentials_and_group_configs_changed_on_one_node_hold_on_the_other(tmp_path, etcd):

@@ -123,6 +123,35 @@ def test_topics_are_written_by_the_controller_and_seen_by_the_other_worker(serve
     assert wait_until(partitions_seen, timeout=10, what="the new topic on worker 1") == 3
 
 
+def topic_configs(bootstrap: str, topic: str) -> dict[str, tuple[str, int]]:
+    with WireClient(bootstrap) as w:
+        r = w.request(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [{
+            "resource_type": 2, "resource_name": topic, "configuration_keys": ["cleanup.policy", "retention.ms"]}],
+            "include_synonyms": False, "include_documentation": False}).results[0]
+    assert r.error_code is ErrorCode.none, r.error_message
+    return {c.name: (c.value, c.config_source) for c in r.configs}
+
+
+def test_topic_configs_altered_at_the_other_worker_are_written_by_the_controller(server):
+    body = {"topics": [{"name": "configured", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                        "configs": [{"name": "cleanup.policy", "value": "compact"}]}],
+            "timeout_ms": 5000, "validate_only": False}
+    with WireClient(at(server, 0)) as w:
+        assert w.request(ApiKey.CREATE_TOPICS, 7, body).topics[0].error_code is ErrorCode.none
+    wait_until(lambda: metadata(at(server, 1), ["configured"]).topics[0].error_code is ErrorCode.none, timeout=10,
+               what="the new topic on worker 1")
+    assert topic_configs(at(server, 1), "configured")["cleanup.policy"] == ("compact", 1)
+    with WireClient(at(server, 1)) as w:
+        altered = w.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+            "resource_type": 2, "resource_name": "configured", "configs": [
+                {"name": "retention.ms", "config_operation": 0, "value": "60000"},
+                {"name": "cleanup.policy", "config_operation": 2, "value": "delete"}]}], "validate_only": False})
+    assert altered.responses[0].error_code is ErrorCode.none, altered.responses[0].error_message
+    expected = {"cleanup.policy": ("compact,delete", 1), "retention.ms": ("60000", 1)}
+    assert topic_configs(at(server, 1), "configured") == expected  # at once where it was asked
+    wait_until(lambda: topic_configs(at(server, 0), "configured") == expected, timeout=10, what="worker 0's view")
+
+
 def test_an_auto_create_on_the_other_worker_is_done_by_the_controller(server):
     first = metadata(at(server, 1), ["auto"], allow_auto_topic_creation=True).topics[0]
     assert first.error_code is ErrorCode.leader_not_available  # Kafka's answer while the controller creates it

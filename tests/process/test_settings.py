@@ -9,6 +9,7 @@ import sys
 import pytest
 import yaml
 
+from groupd.coordinator.core.topic_configs import SETTINGS as TOPIC_DEFAULTS
 from groupd.coordinator.settings import KEYS, ConfigError, Settings, attribute, env_var
 from tests.support.process import ROOT
 
@@ -191,6 +192,8 @@ READ_ELSEWHERE = {
     "group.consumer.max.heartbeat.interval.ms": "validated here: bounds group.consumer.heartbeat.interval.ms",
     "group.consumer.min.session.timeout.ms": "validated here: bounds group.consumer.session.timeout.ms",
     "group.consumer.max.session.timeout.ms": "validated here: bounds group.consumer.session.timeout.ms",
+    **{name: "read by name: the topics' config defaults (coordinator/core/topic_configs.py SETTINGS)"
+       for name in TOPIC_DEFAULTS},
 }
 
 

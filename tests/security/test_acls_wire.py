@@ -60,6 +60,7 @@ ACLS = [
     acl(TOPIC, "auto-", DESCRIBE, pattern=PREFIXED),
     acl(TOPIC, "auto-ok-", CREATE, pattern=PREFIXED),
     acl(GROUP, "cfg", ALTER_CONFIGS),  # DESCRIBE_CONFIGS implied
+    acl(TOPIC, "u", ALTER_CONFIGS),  # its configs only: DESCRIBE_CONFIGS implied, not DESCRIBE
 ]
 
 
@@ -413,6 +414,17 @@ def test_config_apis_check_describe_and_alter_configs_on_their_resource(server):
             return r.responses[0].error_code
         assert alter("cfg") is E.none
         assert alter("peek") is E.group_authorization_failed
+
+        def alter_topic(topic: str):
+            r = c.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+                "resource_type": config_topic, "resource_name": topic, "configs": [
+                    {"name": "cleanup.policy", "config_operation": 0, "value": "compact"}]}], "validate_only": False})
+            return r.responses[0].error_code
+        assert alter_topic("u") is E.none
+        assert alter_topic("t") is E.topic_authorization_failed  # READ is not enough
+        described = describe_configs(c, config_topic, "u")
+        assert described.error_code is E.none
+        assert {x.name: x.value for x in described.configs}["cleanup.policy"] == "compact"
 
 
 def test_the_acl_apis_need_describe_and_alter_on_the_cluster(server):

@@ -11,11 +11,13 @@ Other nodes' changes arrive with the cluster's poll (`EtcdCluster.follow`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 
 from groupd.storage.catalog import CATALOG_FILE, Topic, TopicCatalog, decode_catalog, encode_catalog
 from groupd.storage.files import DataDirError
+from groupd.storage.topic_config import KAFKA_DEFAULTS
 
 from .files import EtcdDocument
 
@@ -33,6 +35,7 @@ class EtcdCatalog(TopicCatalog):
         self.version = self.created_version = 0
         self._writing = asyncio.Lock()
         self.revision = 0  # of the document this node last saw
+        self.config_defaults, self._effective, self._effective_version = KAFKA_DEFAULTS, {}, -1  # topic_config
         value, revision = document.get()
         seed = os.path.join(data_dir, CATALOG_FILE)
         if value is None and os.path.exists(seed):  # a lone node's catalog becomes the cluster's
@@ -87,11 +90,18 @@ class EtcdCatalog(TopicCatalog):
 
 def _rebase(before: dict[str, Topic], wanted: dict[str, Topic], now: dict[str, Topic]) -> dict[str, Topic]:
     """`wanted` was `before` changed; the same change applied to `now`, another node's newer catalog
-    (a topic both created keeps the other node's id)."""
+    (a topic both created keeps the other node's id; a topic changed here keeps the other node's
+    change of its other fields; a topic the other node deleted stays deleted)."""
     out = dict(now)
     for name, topic in wanted.items():
-        if before.get(name) != topic and not (name not in before and name in now):
+        old = before.get(name)
+        if old == topic or (old is None and name in now):
+            continue
+        if old is None:
             out[name] = topic
+        elif name in now and now[name].topic_id == topic.topic_id:
+            out[name] = dataclasses.replace(now[name], **{f: getattr(topic, f) for f in ("partitions", "configs")
+                                                          if getattr(topic, f) != getattr(old, f)})
     for name in before.keys() - wanted.keys():
         out.pop(name, None)
     return out
