@@ -205,3 +205,23 @@ def compare(kafka: Side, groupd: Side) -> list[str]:
 
 
 Scenario = Callable[[Side], None]
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def allowlist() -> dict[str, list[tuple[str, str]]]:
+    """{scenario: [(finding, difference)]} from allowlist.txt (`F<n> <scenario> <difference>`)."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    with open(os.path.join(HERE, "allowlist.txt"), encoding="utf-8") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line.strip() or line.startswith("#"):
+                continue
+            finding, name, diff = line.split(" ", 2)
+            out.setdefault(name, []).append((finding, diff))
+    return out
+
+
+def findings() -> set[str]:
+    with open(os.path.join(HERE, "FINDINGS.md"), encoding="utf-8") as f:
+        return set(re.findall(r"^## (F\d+)\b", f.read(), re.M))
+

@@ -18,8 +18,7 @@ from tests.support.process import GroupdProcess
 
 from .conftest import create_topics
 from .corpus import CORPUS
-from .diff import Side, compare, run
-from .test_corpus import allowlist
+from .diff import Side, allowlist, compare, run
 
 
 def main(argv: list[str] | None = None) -> int:

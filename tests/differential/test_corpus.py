@@ -6,34 +6,13 @@ listed difference that no longer happens fails too, so the list stays exact.
 
 from __future__ import annotations
 
-import os
-import re
-
 import pytest
 
 from .corpus import CORPUS
-from .diff import Side, compare, run
+from .diff import Side, allowlist, compare, findings, run
+from .test_consumer_groups_command import COMMANDS
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 pytestmark = pytest.mark.differential
-
-
-def allowlist() -> dict[str, list[tuple[str, str]]]:
-    """{scenario: [(finding, difference)]} from allowlist.txt (`F<n> <scenario> <difference>`)."""
-    out: dict[str, list[tuple[str, str]]] = {}
-    with open(os.path.join(HERE, "allowlist.txt"), encoding="utf-8") as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if not line.strip() or line.startswith("#"):
-                continue
-            finding, name, diff = line.split(" ", 2)
-            out.setdefault(name, []).append((finding, diff))
-    return out
-
-
-def findings() -> set[str]:
-    with open(os.path.join(HERE, "FINDINGS.md"), encoding="utf-8") as f:
-        return set(re.findall(r"^## (F\d+)\b", f.read(), re.M))
 
 
 @pytest.mark.parametrize("name", sorted(CORPUS))
@@ -53,9 +32,10 @@ def test_scenario(name, servers):
 
 
 def test_allowlist_is_argued():
-    """Every allowlisted difference names a finding of FINDINGS.md and a scenario of the corpus."""
+    """Every allowlisted difference names a finding of FINDINGS.md and a scenario of the corpus or a
+    kafka-consumer-groups command of test_consumer_groups_command.py."""
     known = findings()
     for name, entries in allowlist().items():
-        assert name in CORPUS, f"allowlist.txt names an unknown scenario {name}"
+        assert name in CORPUS or name in COMMANDS, f"allowlist.txt names an unknown scenario {name}"
         for finding, diff in entries:
             assert finding in known, f"allowlist.txt: {finding} ({name} {diff}) has no section in FINDINGS.md"

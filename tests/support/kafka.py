@@ -87,10 +87,13 @@ def classpath(version: str = VERSION) -> str:
 
 
 def java_command(main: str, *args: str, heap: str = HEAP, version: str = VERSION,
-                 log_level: str = "warn") -> list[str]:
-    """`java` running `main` from Kafka's jars with a modest heap that starts fast."""
+                 log_level: str = "warn", show_time: bool = False) -> list[str]:
+    """`java` running `main` from Kafka's jars with a modest heap that starts fast (log lines on
+    stderr through slf4j-simple, with the date only when `show_time`: a tool's output stays comparable)."""
     return ["java", heap, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-            f"-Dorg.slf4j.simpleLogger.defaultLogLevel={log_level}", "-Dorg.slf4j.simpleLogger.showDateTime=true",
+            f"-Dorg.slf4j.simpleLogger.defaultLogLevel={log_level}",
+            f"-Dorg.slf4j.simpleLogger.showDateTime={str(show_time).lower()}",
+            "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSS",
             "-cp", classpath(version), main, *args]
 
 
@@ -143,7 +146,8 @@ class KafkaBroker(ServerProcess):
                              cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, timeout=timeout)
         if fmt.returncode:
             raise RuntimeError(f"kafka-storage format failed ({fmt.returncode}):\n{self.log()}")
-        self.proc = subprocess.Popen(java_command("kafka.Kafka", config, version=self.version, log_level="info"),
+        self.proc = subprocess.Popen(java_command("kafka.Kafka", config, version=self.version, log_level="info",
+                                                  show_time=True),
                                      cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT)
         try:
             self._wait_ready(time.monotonic() + timeout)
