@@ -9,6 +9,7 @@ other. Requests are the same on both servers; ids a server hands out are taken f
 from __future__ import annotations
 
 import datetime
+import time
 from typing import Any
 
 from groupd.protocol import ErrorCode
@@ -450,6 +451,15 @@ class Member:
             owned = sorted((self.s.topic_ids.get(t["topic_id"], "?"), sorted(t["partitions"])) for t in self.owned)
             self.s.record(label, {"error_code": r.error_code, "member_epoch": self.epoch, "owned": owned})
 
+    def settle_assigned(self, label: str, timeout: float = 30.0) -> None:
+        """Heartbeat until the member owns partitions (a regex resolves off the heartbeat path in both
+        servers, Kafka's on a background thread): a bounded poll, then `settle(label)`."""
+        deadline = time.monotonic() + timeout
+        while not self.owned and time.monotonic() < deadline:
+            self.heartbeat(None)
+            time.sleep(0.05)
+        self.settle(label)
+
     def leave(self, label: str) -> Any:
         r = self.s.call(label, ApiKey.CONSUMER_GROUP_HEARTBEAT, self.version,
                         cgh(self.group, self.id, -1, instance=self.join.get("instance")), self.client)
@@ -504,6 +514,22 @@ def consumer_heartbeat_errors(s: Side) -> None:
     m.heartbeat("bad-regex", regex="(unclosed")
     m.leave("leave")
     m.leave("leave-again")
+
+
+@scenario
+def consumer_first_epoch(s: Side) -> None:
+    """The epoch a new group's first member gets, by what it subscribes to (FINDINGS.md F2)."""
+    for name, topics, regex in (("names", ["dt1"], None), ("empty-names", [], None), ("regex", None, "dt.*"),
+                                ("unknown-topic", ["nosuch"], None)):
+        m = Member(s, s.group(name), "eeeeeeee-0000-4000-8000-00000000000e", "c", topics=topics, regex=regex)
+        m.heartbeat(f"{name}-join" if regex is None else None)  # Kafka may resolve a regex before answering
+        if regex is None:
+            m.settle(f"{name}-settled")
+        else:
+            m.settle_assigned(f"{name}-settled")
+        s.call(f"{name}-describe", ApiKey.CONSUMER_GROUP_DESCRIBE, 1,
+               {"group_ids": [s.group(name)], "include_authorized_operations": False})
+        m.leave(f"{name}-leave")
 
 
 @scenario
