@@ -120,6 +120,8 @@ def _encode_topic_partitions(partitions: dict[str, list[int]]) -> bytes:
     return b"".join(out)
 
 
-def encode_assignment(partitions: dict[str, list[int]], user_data: bytes = b"") -> bytes:
-    return (struct.pack(">h", 0) + _encode_topic_partitions(partitions)
-            + struct.pack(">i", len(user_data)) + user_data)
+def encode_assignment(partitions: dict[str, list[int]], user_data: bytes | None = b"") -> bytes:
+    """v0; `user_data=None` writes null user data (length -1), as Kafka's ConsumerProtocol does for an
+    assignment without any (the ones the coordinator builds for classic members of a consumer group)."""
+    tail = struct.pack(">i", -1) if user_data is None else struct.pack(">i", len(user_data)) + user_data
+    return struct.pack(">h", 0) + _encode_topic_partitions(partitions) + tail

@@ -148,7 +148,7 @@ class ClassicMembers:
         assignment = {topics.by_id[t].name: sorted(ps)
                       for t, ps in sorted(member.assignment.assigned_partitions.items()) if ps and t in topics.by_id}
         return Outcome(reply=sync_reply(E.none, "consumer", req.protocol_name or self._protocol_name(group, names),
-                                        encode_assignment(assignment)))
+                                        encode_assignment(assignment, None)))
 
     def heartbeat(self, group: ConsumerGroup, req: HeartbeatRequest, now: Now) -> ErrorCode:
         member = self._member(group, req.member_id, req.group_instance_id, req.generation)
