@@ -6,7 +6,8 @@ its generation and its last assignment, and back. Sans-IO.
 
 from __future__ import annotations
 
-from groupd.protocol.consumer import BadConsumerProtocol, decode_assignment, decode_subscription, encode_assignment
+from groupd.protocol.consumer import (BadConsumerProtocol, assignment_version, decode_assignment, decode_subscription,
+                                      encode_assignment)
 from groupd.storage.consumer_records import (
     ClassicMemberMetadata,
     ClassicProtocol,
@@ -109,7 +110,7 @@ def downgrade_records(group: ConsumerGroup, staying: list[ConsumerMember], now_w
                       if ps and t in names}
         members.append(MemberMetadata(m.member_id, meta.instance_id, meta.client_id, meta.client_host,
                                       meta.rebalance_timeout_ms, m.classic.session_timeout_ms, subscription,
-                                      encode_assignment(assignment, None)))
+                                      encode_assignment(assignment, None, assignment_version(subscription))))
     value = GroupMetadataValue(protocol_type="consumer", generation=group.group_epoch, protocol=protocol,
                                leader=staying[0].member_id, current_state_timestamp=now_wall, members=tuple(members))
     return group.delete_records() + [Record(GroupMetadataKey(group.group_id), value)]
