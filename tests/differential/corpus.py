@@ -91,6 +91,18 @@ def join_alone(s: Side, group: str, version: int = 9, client: str = "c", label: 
     return r.member_id, r.generation_id
 
 
+def wait_state(s: Side, group: str, state: str, timeout: float = 60.0) -> None:
+    """Poll DescribeGroups (unrecorded) until `group` is in `state`: a request sent on one connection
+    must have landed before the next one on another connection may race it. A bound, not a sleep."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = s.client("poll").request(ApiKey.DESCRIBE_GROUPS, 5, {"groups": [group],
+                                                                 "include_authorized_operations": False})
+        if r.groups[0].group_state == state:
+            return
+        time.sleep(0.02)
+
+
 CORPUS: dict[str, Scenario] = {}
 
 
@@ -207,6 +219,7 @@ def rebalance_two_members(s: Side) -> None:
     a, gen = join_alone(s, g, client="a")
     b0 = s.call("b-join", ApiKey.JOIN_GROUP, 9, join(g), client="b")
     pending_b = s.send("b-join-again", ApiKey.JOIN_GROUP, 9, join(g, member=b0.member_id), client="b")
+    wait_state(s, g, "PreparingRebalance")  # b's join is on another connection: let it land first
     s.call("a-heartbeat", ApiKey.HEARTBEAT, 4, heartbeat(g, gen, a), client="a")
     s.call("a-commit-preparing", ApiKey.OFFSET_COMMIT, 9, commit(g, {"dt3": {0: 1}}, gen, a), client="c")
     s.call("describe-preparing", ApiKey.DESCRIBE_GROUPS, 5, {"groups": [g], "include_authorized_operations": False}, client="c")
@@ -235,12 +248,9 @@ def session_expiry(s: Side) -> None:
     """A member that stops heartbeating is removed after its session timeout (1 s)."""
     g = s.group()
     member, gen = join_alone(s, g, session=1000, rebalance=1000)
-    for _ in range(600):  # bounded poll (the server's own timer does the work)
-        r = s.client("poll").request(ApiKey.DESCRIBE_GROUPS, 5, {"groups": [g], "include_authorized_operations": False})
-        if r.groups[0].group_state == "Empty":
-            break
-        s.client("poll").request(ApiKey.API_VERSIONS, 3, {"client_software_name": "x", "client_software_version": "1"})
-    s.record("expired", r)
+    wait_state(s, g, "Empty")  # the server's own timer does the work
+    s.record("expired", s.client("poll").request(ApiKey.DESCRIBE_GROUPS, 5, {
+        "groups": [g], "include_authorized_operations": False}))
     s.call("heartbeat-expired", ApiKey.HEARTBEAT, 4, heartbeat(g, gen, member))
     s.call("commit-expired", ApiKey.OFFSET_COMMIT, 9, commit(g, {"dt1": {0: 1}}, gen, member))
 
@@ -564,6 +574,40 @@ def consumer_two_members(s: Side) -> None:
     a.leave("a-leave")
     b.settle("b-settled-alone")
     b.leave("b-leave")
+
+
+def _migration(s: Side, v: int) -> None:
+    """KIP-848 online migration (policy bidirectional): a consumer-protocol member joins a classic group
+    (upgrade), the classic member rejoins the consumer group through JoinGroup, then the consumer-protocol
+    member leaves (downgrade back to a classic group). `v`: the classic member's ConsumerProtocol
+    subscription version (the assignments the coordinator builds for it follow it)."""
+    g = s.group()
+    sub = encode_subscription(["dt3"]) if v == 0 else encode_subscription(["dt3"], owned={})
+    protocols = [{"name": "range", "metadata": sub}]
+    a, gen = join_alone(s, g, client="a", session=30_000, rebalance=10_000, protocols=protocols)
+    s.call("describe-classic", ApiKey.DESCRIBE_GROUPS, 5, {"groups": [g], "include_authorized_operations": False})
+    b = Member(s, g, "bbbbbbbb-0000-4000-8000-0000000000b8", "b", topics=["dt3"])
+    b.heartbeat("b-join")
+    s.call("cg-describe-upgraded", ApiKey.CONSUMER_GROUP_DESCRIBE, 1,
+           {"group_ids": [g], "include_authorized_operations": False})
+    s.call("a-heartbeat", ApiKey.HEARTBEAT, 4, heartbeat(g, gen, a), client="a")
+    ra = s.call("a-rejoin", ApiKey.JOIN_GROUP, 9, join(g, member=a, session=30_000, rebalance=10_000,
+                                                       protocols=protocols), client="a")
+    s.call("a-sync", ApiKey.SYNC_GROUP, 5, sync(g, ra.generation_id, a), client="a")
+    b.settle("b-settled")
+    s.call("a-heartbeat-2", ApiKey.HEARTBEAT, 4, heartbeat(g, ra.generation_id, a), client="a")
+    s.call("cg-describe-mixed", ApiKey.CONSUMER_GROUP_DESCRIBE, 1,
+           {"group_ids": [g], "include_authorized_operations": False})
+    s.call("list-mixed", ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
+    b.leave("b-leave")
+    s.call("describe-downgraded", ApiKey.DESCRIBE_GROUPS, 5, {"groups": [g], "include_authorized_operations": False})
+    s.call("cg-describe-downgraded", ApiKey.CONSUMER_GROUP_DESCRIBE, 1,
+           {"group_ids": [g], "include_authorized_operations": False})
+    s.call("list-downgraded", ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
+    s.call("a-leave", ApiKey.LEAVE_GROUP, 5, leave(g, a), client="a")
+
+
+versions("migration_upgrade_downgrade", range(0, 2), _migration)
 
 
 @scenario
