@@ -611,6 +611,36 @@ versions("migration_upgrade_downgrade", range(0, 2), _migration)
 
 
 @scenario
+def classic_member_in_consumer_group(s: Side) -> None:
+    """A classic consumer (JoinGroup/SyncGroup/Heartbeat/OffsetCommit/LeaveGroup) in a KIP-848 group."""
+    g = s.group()
+    b = Member(s, g, "bbbbbbbb-0000-4000-8000-0000000000b9", "b", topics=["dt3"])
+    b.heartbeat("b-join")
+    b.settle("b-settled")
+    j = s.call("a-join", ApiKey.JOIN_GROUP, 9, join(g), client="a")
+    j = s.call("a-join-again", ApiKey.JOIN_GROUP, 9, join(g, member=j.member_id), client="a")
+    a, gen = j.member_id, j.generation_id
+    s.call("a-sync-early", ApiKey.SYNC_GROUP, 5, sync(g, gen, a), client="a")
+    b.settle("b-revoked")  # b gives up what the new member gets
+    s.call("a-heartbeat", ApiKey.HEARTBEAT, 4, heartbeat(g, gen, a), client="a")
+    j = s.call("a-rejoin", ApiKey.JOIN_GROUP, 9, join(g, member=a), client="a")
+    gen = j.generation_id
+    s.call("a-sync", ApiKey.SYNC_GROUP, 5, sync(g, gen, a), client="a")
+    s.call("a-heartbeat-2", ApiKey.HEARTBEAT, 4, heartbeat(g, gen, a), client="a")
+    s.call("a-heartbeat-bad-generation", ApiKey.HEARTBEAT, 4, heartbeat(g, gen + 7, a), client="a")
+    s.call("a-commit", ApiKey.OFFSET_COMMIT, 9, commit(g, {"dt3": {0: 4}}, gen, a), client="a")
+    s.call("a-commit-bad-generation", ApiKey.OFFSET_COMMIT, 9, commit(g, {"dt3": {0: 4}}, gen + 7, a), client="a")
+    s.call("a-commit-v2", ApiKey.OFFSET_COMMIT, 2, commit(g, {"dt3": {0: 5}}, gen, a), client="a")
+    s.call("describe-classic-api", ApiKey.DESCRIBE_GROUPS, 5, {"groups": [g], "include_authorized_operations": False})
+    s.call("cg-describe", ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [g], "include_authorized_operations": False})
+    s.call("a-leave", ApiKey.LEAVE_GROUP, 5, leave(g, a), client="a")
+    b.settle("b-after-a-left")
+    s.call("cg-describe-after", ApiKey.CONSUMER_GROUP_DESCRIBE, 1,
+           {"group_ids": [g], "include_authorized_operations": False})
+    b.leave("b-leave")
+
+
+@scenario
 def mixed_protocols(s: Side) -> None:
     """A classic JoinGroup for a consumer group and a ConsumerGroupHeartbeat for a classic group."""
     cg, classic = s.group("cg"), s.group("classic")
