@@ -7,7 +7,7 @@ PY      := $(VENV)/bin/python
 ARGS    ?=
 PYTEST_ARGS ?=
 
-.PHONY: serve test install install-test clients kafka bench fuzz clean conformance conformance-full cluster-crash-loop differential
+.PHONY: serve test install install-test clients kafka bench bench-kafka fuzz clean conformance conformance-full cluster-crash-loop differential
 
 serve: install
 	$(VENV)/bin/groupd serve $(ARGS)
@@ -52,6 +52,10 @@ conformance-full: install-test
 
 bench: install
 	$(PY) bench/run_apiversions.py
+
+# Apache Kafka as a benchmark target (bench/kafka_reference.py): ready time and idle RSS, --hold keeps it up
+bench-kafka: install kafka
+	$(PY) bench/kafka_reference.py $(ARGS)
 
 # The long fuzz run: 1 M mutated requests against a real server (FRAMES=, SEED= to change)
 FRAMES ?= 1000000

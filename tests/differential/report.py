@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -25,14 +26,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("scenarios", nargs="*", help="scenario names (default: all)")
     parser.add_argument("--steps", action="store_true", help="print every normalised answer")
+    parser.add_argument("--keep", action="store_true", help="keep both servers' data dirs and logs")
     args = parser.parse_args(argv)
     unknown = [n for n in args.scenarios if n not in CORPUS]
     if unknown:
         parser.error(f"unknown scenarios: {unknown}")
     started = time.monotonic()
-    kafka = KafkaBroker(tempfile.mkdtemp(prefix="differential-kafka-")).start()
+    dirs = [tempfile.mkdtemp(prefix="differential-kafka-"), tempfile.mkdtemp(prefix="differential-groupd-")]
+    kafka = KafkaBroker(dirs[0]).start()
     print(f"kafka {kafka.version} ready in {time.monotonic() - started:.1f} s", file=sys.stderr)
-    groupd = GroupdProcess(tempfile.mkdtemp(prefix="differential-groupd-"), *groupd_settings()).start()
+    groupd = GroupdProcess(dirs[1], *groupd_settings()).start()
     listed = {name: {d: f for f, d in entries} for name, entries in allowlist().items()}
     unlisted = 0
     try:
@@ -51,6 +54,11 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         groupd.stop()
         kafka.stop()
+        for d in dirs:
+            if args.keep:
+                print(f"kept {d}", file=sys.stderr)
+            else:
+                shutil.rmtree(d, ignore_errors=True)
     print(f"{unlisted} unlisted differences; {time.monotonic() - started:.1f} s", file=sys.stderr)
     return 1 if unlisted else 0
 

@@ -19,6 +19,7 @@ import os
 import subprocess
 import time
 import uuid
+from collections.abc import Sequence
 
 import pytest
 
@@ -32,6 +33,8 @@ from .process import ROOT, ServerProcess, free_port
 VERSION = os.environ.get("KAFKA_REF_VERSION", "4.3.1")
 CACHE = os.path.expanduser(os.environ.get("KAFKA_TEST_CLIENTS", "~/.cache/groupd-clients"))
 HEAP = os.environ.get("KAFKA_REF_HEAP", "-Xmx512m")
+# the tests' JVM: a shared 2-core machine, so a small heap, the serial collector and the C1 compiler only
+TEST_JVM = [HEAP, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
 
 # The settings both servers of a differential test run with (names are the same in Kafka and groupd)
 OFFSETS_PARTITIONS = 5
@@ -86,11 +89,12 @@ def classpath(version: str = VERSION) -> str:
     return os.pathsep.join(jars)
 
 
-def java_command(main: str, *args: str, heap: str = HEAP, version: str = VERSION,
+def java_command(main: str, *args: str, jvm: Sequence[str] | None = None, version: str = VERSION,
                  log_level: str = "warn", show_time: bool = False) -> list[str]:
-    """`java` running `main` from Kafka's jars with a modest heap that starts fast (log lines on
-    stderr through slf4j-simple, with the date only when `show_time`: a tool's output stays comparable)."""
-    return ["java", heap, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
+    """`java` running `main` from Kafka's jars, by default with TEST_JVM (a modest heap that starts fast;
+    `jvm=[]`: the JVM's defaults, as bench/kafka_reference.py measures Kafka). Log lines go to stderr
+    through slf4j-simple, dated only when `show_time` (a tool's output stays comparable)."""
+    return ["java", *(TEST_JVM if jvm is None else jvm),
             f"-Dorg.slf4j.simpleLogger.defaultLogLevel={log_level}",
             f"-Dorg.slf4j.simpleLogger.showDateTime={str(show_time).lower()}",
             "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSS",
@@ -111,8 +115,9 @@ class KafkaBroker(ServerProcess):
     stop_timeout = 60.0
 
     def __init__(self, data_dir: str, settings: dict[str, str] | None = None, port: int | None = None,
-                 version: str = VERSION) -> None:
+                 version: str = VERSION, jvm: Sequence[str] | None = None) -> None:
         self.data_dir = data_dir
+        self.jvm = jvm
         self.version = version
         self.port = port or free_port()
         self.controller_port = free_port()
@@ -146,8 +151,8 @@ class KafkaBroker(ServerProcess):
                              cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, timeout=timeout)
         if fmt.returncode:
             raise RuntimeError(f"kafka-storage format failed ({fmt.returncode}):\n{self.log()}")
-        self.proc = subprocess.Popen(java_command("kafka.Kafka", config, version=self.version, log_level="info",
-                                                  show_time=True),
+        self.proc = subprocess.Popen(java_command("kafka.Kafka", config, jvm=self.jvm, version=self.version,
+                                                  log_level="info", show_time=True),
                                      cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT)
         try:
             self._wait_ready(time.monotonic() + timeout)
