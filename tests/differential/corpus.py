@@ -43,11 +43,17 @@ def join(group: str, member: str = "", instance: str | None = None, session: int
 
 
 def sync(group: str, generation: int, member: str, assignments: dict[str, dict[str, list[int]]] | None = None,
-         instance: str | None = None, protocol_type: str | None = "consumer", protocol_name: str | None = "range") -> dict:
+         instance: str | None = None, protocol_type: str | None = "consumer",
+         protocol_name: str | None = "range") -> dict:
     return {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": instance,
             "protocol_type": protocol_type, "protocol_name": protocol_name,
             "assignments": [{"member_id": m, "assignment": encode_assignment(a)}
                             for m, a in (assignments or {}).items()]}
+
+
+def described(groups: list[str]) -> dict:
+    """A DescribeGroups request (without authorized operations)."""
+    return {"groups": groups, "include_authorized_operations": False}
 
 
 def heartbeat(group: str, generation: int, member: str, instance: str | None = None) -> dict:
@@ -149,10 +155,10 @@ def _classic_life(s: Side, v: int) -> None:
     s.call("commit", ApiKey.OFFSET_COMMIT, min(max(v, 2), 9),
            commit(g, {"dt3": {0: 5, 1: 6}}, gen, member, instance if v >= 7 else None))
     s.call("describe", ApiKey.DESCRIBE_GROUPS, DESCRIBE_FOR_JOIN[v],
-           {"groups": [g], "include_authorized_operations": False})
+           described([g]))
     s.call("leave", ApiKey.LEAVE_GROUP, LEAVE_FOR_JOIN[v], leave(g, member, instance))
     s.call("describe-after-leave", ApiKey.DESCRIBE_GROUPS, DESCRIBE_FOR_JOIN[v],
-           {"groups": [g], "include_authorized_operations": False})
+           described([g]))
     s.call("fetch", ApiKey.OFFSET_FETCH, 6, fetch(6, g, {"dt3": [0, 1, 2]}))
 
 
@@ -222,10 +228,10 @@ def rebalance_two_members(s: Side) -> None:
     wait_state(s, g, "PreparingRebalance")  # b's join is on another connection: let it land first
     s.call("a-heartbeat", ApiKey.HEARTBEAT, 4, heartbeat(g, gen, a), client="a")
     s.call("a-commit-preparing", ApiKey.OFFSET_COMMIT, 9, commit(g, {"dt3": {0: 1}}, gen, a), client="c")
-    s.call("describe-preparing", ApiKey.DESCRIBE_GROUPS, 5, {"groups": [g], "include_authorized_operations": False}, client="c")
+    s.call("describe-preparing", ApiKey.DESCRIBE_GROUPS, 5, described([g]), client="c")
     ra = s.call("a-rejoin", ApiKey.JOIN_GROUP, 9, join(g, member=a), client="a")
     rb = pending_b.result()
-    s.call("describe-completing", ApiKey.DESCRIBE_GROUPS, 5, {"groups": [g], "include_authorized_operations": False}, client="c")
+    s.call("describe-completing", ApiKey.DESCRIBE_GROUPS, 5, described([g]), client="c")
     s.call("a-heartbeat-completing", ApiKey.HEARTBEAT, 4, heartbeat(g, ra.generation_id, a), client="c")
     s.call("commit-completing", ApiKey.OFFSET_COMMIT, 9, commit(g, {"dt3": {0: 2}}, ra.generation_id, a),
            client="c")
@@ -234,7 +240,7 @@ def rebalance_two_members(s: Side) -> None:
         a: {"dt3": [0, 1]}, rb.member_id: {"dt3": [2]}}), client="a")
     follower.result()
     s.call("a-heartbeat-stable", ApiKey.HEARTBEAT, 4, heartbeat(g, ra.generation_id, a), client="a")
-    s.call("describe-stable", ApiKey.DESCRIBE_GROUPS, 5, {"groups": [g], "include_authorized_operations": False}, client="c")
+    s.call("describe-stable", ApiKey.DESCRIBE_GROUPS, 5, described([g]), client="c")
     s.call("list", ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []}, client="c")
     s.call("b-leave", ApiKey.LEAVE_GROUP, 5, leave(g, rb.member_id), client="b")
     s.call("a-heartbeat-after-leave", ApiKey.HEARTBEAT, 4, heartbeat(g, ra.generation_id, a), client="a")
@@ -265,7 +271,7 @@ def rebalance_timeout(s: Side) -> None:
                                                                    rebalance=1500), client="b")
     rb = pending_b.result()  # a never rejoins: the join phase ends at the rebalance timeout without it
     s.call("a-heartbeat", ApiKey.HEARTBEAT, 4, heartbeat(g, 1, a), client="a")
-    s.call("describe", ApiKey.DESCRIBE_GROUPS, 5, {"groups": [g], "include_authorized_operations": False})
+    s.call("describe", ApiKey.DESCRIBE_GROUPS, 5, described([g]))
     s.call("b-sync", ApiKey.SYNC_GROUP, 5, sync(g, rb.generation_id, rb.member_id, {rb.member_id: {"dt3": [0]}}),
            client="b")
     s.call("b-leave", ApiKey.LEAVE_GROUP, 5, leave(g, rb.member_id), client="b")
@@ -285,11 +291,11 @@ def static_member_fencing(s: Side) -> None:
     s.call("new-heartbeat", ApiKey.HEARTBEAT, 4, heartbeat(g, new.generation_id, new.member_id, "i-1"), client="b")
     s.call("new-commit", ApiKey.OFFSET_COMMIT, 9, commit(g, {"dt1": {0: 4}}, new.generation_id, new.member_id, "i-1"),
            client="b")
-    s.call("describe", ApiKey.DESCRIBE_GROUPS, 5, {"groups": [g], "include_authorized_operations": False}, client="c")
+    s.call("describe", ApiKey.DESCRIBE_GROUPS, 5, described([g]), client="c")
     s.call("leave-wrong-member", ApiKey.LEAVE_GROUP, 5, leave(g, old, "i-1"), client="a")
     s.call("leave-unknown-instance", ApiKey.LEAVE_GROUP, 5, leave(g, "", "i-2"), client="a")
     s.call("leave-by-instance", ApiKey.LEAVE_GROUP, 5, leave(g, "", "i-1"), client="b")
-    s.call("describe-after", ApiKey.DESCRIBE_GROUPS, 5, {"groups": [g], "include_authorized_operations": False}, client="c")
+    s.call("describe-after", ApiKey.DESCRIBE_GROUPS, 5, described([g]), client="c")
 
 
 # ---- OffsetCommit / OffsetFetch ---------------------------------------------------------------
@@ -382,7 +388,7 @@ def _delete(s: Side, v: int) -> None:
     live, empty, member = live_and_empty(s)
     s.call("delete", ApiKey.DELETE_GROUPS, v, {"groups_names": [live, empty, s.group("none"), ""]})
     s.call("fetch-deleted", ApiKey.OFFSET_FETCH, 8, fetch(8, empty, {"dt1": [0]}))
-    s.call("describe-deleted", ApiKey.DESCRIBE_GROUPS, 5, {"groups": [empty], "include_authorized_operations": False})
+    s.call("describe-deleted", ApiKey.DESCRIBE_GROUPS, 5, described([empty]))
     s.call("leave", ApiKey.LEAVE_GROUP, 5, leave(live, member), client="a")
     s.call("delete-after-leave", ApiKey.DELETE_GROUPS, v, {"groups_names": [live]})
     s.call("delete-again", ApiKey.DELETE_GROUPS, v, {"groups_names": [live]})
@@ -397,8 +403,9 @@ def offset_delete(s: Side) -> None:
     member, gen = join_alone(s, live, client="a")  # subscribed to dt3
     s.call("commit-live", ApiKey.OFFSET_COMMIT, 8, commit(live, {"dt1": {0: 1}, "dt3": {0: 2}}, gen, member))
     s.call("commit-empty", ApiKey.OFFSET_COMMIT, 8, commit(empty, {"dt1": {0: 1}, "dt3": {0: 2}}))
-    d = lambda g, t: {"group_id": g, "topics": [{"name": n, "partitions": [{"partition_index": p} for p in ps]}  # noqa: E731
-                                                for n, ps in t.items()]}
+    def d(g: str, t: dict[str, list[int]]) -> dict:
+        return {"group_id": g, "topics": [{"name": n, "partitions": [{"partition_index": p} for p in ps]}
+                                          for n, ps in t.items()]}
     s.call("delete-subscribed", ApiKey.OFFSET_DELETE, 0, d(live, {"dt3": [0]}))
     s.call("delete-not-subscribed", ApiKey.OFFSET_DELETE, 0, d(live, {"dt1": [0]}))
     s.call("delete-empty-group", ApiKey.OFFSET_DELETE, 0, d(empty, {"dt1": [0], "dt3": [0, 1]}))
@@ -413,7 +420,8 @@ def offset_delete(s: Side) -> None:
 # ---- KIP-848: ConsumerGroupHeartbeat and ConsumerGroupDescribe ------------------------------------
 
 def cgh(group: str, member: str, epoch: int, topics: list[str] | None = None, instance: str | None = None,
-        assignor: str | None = None, owned: list | None = None, rebalance: int = 30_000, regex: str | None = None) -> dict:
+        assignor: str | None = None, owned: list | None = None, rebalance: int = 30_000,
+        regex: str | None = None) -> dict:
     return {"group_id": group, "member_id": member, "member_epoch": epoch, "instance_id": instance, "rack_id": None,
             "rebalance_timeout": ms(rebalance), "subscribed_topic_names": topics, "subscribed_topic_regex": regex,
             "server_assignor": assignor,
@@ -490,7 +498,7 @@ def _consumer_life(s: Side, v: int) -> None:
     s.call("commit-simple", ApiKey.OFFSET_COMMIT, 9, commit(g, {"dt3": {0: 8}}))
     s.call("fetch-member", ApiKey.OFFSET_FETCH, 9, fetch(9, g, {"dt3": [0]}, mid, epoch))
     s.call("fetch-stale-epoch", ApiKey.OFFSET_FETCH, 9, fetch(9, g, {"dt3": [0]}, mid, epoch - 1))
-    s.call("describe-classic-api", ApiKey.DESCRIBE_GROUPS, 5, {"groups": [g], "include_authorized_operations": False})
+    s.call("describe-classic-api", ApiKey.DESCRIBE_GROUPS, 5, described([g]))
     s.call("list", ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
     s.call("cg-describe", ApiKey.CONSUMER_GROUP_DESCRIBE, 1 if v else 0,
            {"group_ids": [g, s.group("none")], "include_authorized_operations": False})
@@ -570,7 +578,7 @@ def consumer_two_members(s: Side) -> None:
     a.settle("a-settled-2")
     b.settle("b-settled")
     s.call("describe", ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [g], "include_authorized_operations": False})
-    s.call("describe-classic-api", ApiKey.DESCRIBE_GROUPS, 5, {"groups": [g], "include_authorized_operations": False})
+    s.call("describe-classic-api", ApiKey.DESCRIBE_GROUPS, 5, described([g]))
     a.leave("a-leave")
     b.settle("b-settled-alone")
     b.leave("b-leave")
@@ -585,7 +593,7 @@ def _migration(s: Side, v: int) -> None:
     sub = encode_subscription(["dt3"]) if v == 0 else encode_subscription(["dt3"], owned={})
     protocols = [{"name": "range", "metadata": sub}]
     a, gen = join_alone(s, g, client="a", session=30_000, rebalance=10_000, protocols=protocols)
-    s.call("describe-classic", ApiKey.DESCRIBE_GROUPS, 5, {"groups": [g], "include_authorized_operations": False})
+    s.call("describe-classic", ApiKey.DESCRIBE_GROUPS, 5, described([g]))
     b = Member(s, g, "bbbbbbbb-0000-4000-8000-0000000000b8", "b", topics=["dt3"])
     b.heartbeat("b-join")
     s.call("cg-describe-upgraded", ApiKey.CONSUMER_GROUP_DESCRIBE, 1,
@@ -600,7 +608,7 @@ def _migration(s: Side, v: int) -> None:
            {"group_ids": [g], "include_authorized_operations": False})
     s.call("list-mixed", ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
     b.leave("b-leave")
-    s.call("describe-downgraded", ApiKey.DESCRIBE_GROUPS, 5, {"groups": [g], "include_authorized_operations": False})
+    s.call("describe-downgraded", ApiKey.DESCRIBE_GROUPS, 5, described([g]))
     s.call("cg-describe-downgraded", ApiKey.CONSUMER_GROUP_DESCRIBE, 1,
            {"group_ids": [g], "include_authorized_operations": False})
     s.call("list-downgraded", ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
@@ -631,7 +639,7 @@ def classic_member_in_consumer_group(s: Side) -> None:
     s.call("a-commit", ApiKey.OFFSET_COMMIT, 9, commit(g, {"dt3": {0: 4}}, gen, a), client="a")
     s.call("a-commit-bad-generation", ApiKey.OFFSET_COMMIT, 9, commit(g, {"dt3": {0: 4}}, gen + 7, a), client="a")
     s.call("a-commit-v2", ApiKey.OFFSET_COMMIT, 2, commit(g, {"dt3": {0: 5}}, gen, a), client="a")
-    s.call("describe-classic-api", ApiKey.DESCRIBE_GROUPS, 5, {"groups": [g], "include_authorized_operations": False})
+    s.call("describe-classic-api", ApiKey.DESCRIBE_GROUPS, 5, described([g]))
     s.call("cg-describe", ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [g], "include_authorized_operations": False})
     s.call("a-leave", ApiKey.LEAVE_GROUP, 5, leave(g, a), client="a")
     b.settle("b-after-a-left")

@@ -34,7 +34,8 @@ def test_member_ids_compare_by_identity_and_client_prefix():
                    side("groupd", ("j", join(g1, g1)), ("j2", join(g2, g1)))) == []
     # groupd hands the second member the first one's id: a difference
     assert compare(side("kafka", ("j", join(k1, k1)), ("j2", join(k2, k1))),
-                   side("groupd", ("j", join(g1, g1)), ("j2", join(g1, g1)))) == ["j2 member_id: kafka='c#2' groupd='c#1'"]
+                   side("groupd", ("j", join(g1, g1)), ("j2", join(g1, g1)))) == [
+        "j2 member_id: kafka='c#2' groupd='c#1'"]
     # another client id prefix is a difference too
     assert compare(side("kafka", ("j", join(k1, k1))), side("groupd", ("j", join("x-" + g1[2:], "x-" + g1[2:])))) != []
 
