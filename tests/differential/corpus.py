@@ -247,6 +247,45 @@ def rebalance_two_members(s: Side) -> None:
     s.call("a-leave", ApiKey.LEAVE_GROUP, 5, leave(g, a), client="a")
 
 
+def rejoin_both(s: Side, g: str, gen: int, first: tuple[str, str, Any], second: tuple[str, str, Any],
+                label: str) -> int:
+    """`first` (client, member id, subscription) sends a JoinGroup that starts a rebalance; once the group
+    is PreparingRebalance, `second` heartbeats (REBALANCE_IN_PROGRESS) and rejoins; both answers are
+    recorded; the leader (of the two answers, the one with members) syncs dt3 split between them."""
+    (c1, m1, sub1), (c2, m2, sub2) = first, second
+    p1 = s.send(f"{label}-{c1}-join", ApiKey.JOIN_GROUP, 9,
+                join(g, member=m1, protocols=[{"name": "range", "metadata": sub1}]), client=c1)
+    wait_state(s, g, "PreparingRebalance")
+    s.call(f"{label}-{c2}-heartbeat", ApiKey.HEARTBEAT, 4, heartbeat(g, gen, m2), client=c2)
+    r2 = s.call(f"{label}-{c2}-join", ApiKey.JOIN_GROUP, 9,
+                join(g, member=m2, protocols=[{"name": "range", "metadata": sub2}]), client=c2)
+    r1 = p1.result()
+    leader, follower = ((c1, r1), (c2, r2)) if r1.members else ((c2, r2), (c1, r1))
+    pending = s.send(f"{label}-{follower[0]}-sync", ApiKey.SYNC_GROUP, 5,
+                     sync(g, follower[1].generation_id, follower[1].member_id), client=follower[0])
+    s.call(f"{label}-{leader[0]}-sync", ApiKey.SYNC_GROUP, 5, sync(g, leader[1].generation_id, leader[1].member_id, {
+        leader[1].member_id: {"dt3": [0, 1]}, follower[1].member_id: {"dt3": [2]}}), client=leader[0])
+    pending.result()
+    return r1.generation_id
+
+
+@scenario
+def classic_rejoin_stable(s: Side) -> None:
+    """JoinGroup from a member of a Stable group: a follower with unchanged metadata gets its generation
+    back at once; changed metadata, or the leader rejoining, starts a rebalance."""
+    g = s.group()
+    a, gen = join_alone(s, g, client="a")
+    b = s.call("b-join", ApiKey.JOIN_GROUP, 9, join(g), client="b").member_id
+    gen = rejoin_both(s, g, gen, ("b", b, SUB), ("a", a, SUB), "second-member")
+    s.call("b-rejoin-unchanged", ApiKey.JOIN_GROUP, 9, join(g, member=b), client="b")
+    s.call("b-heartbeat", ApiKey.HEARTBEAT, 4, heartbeat(g, gen, b), client="b")
+    gen = rejoin_both(s, g, gen, ("b", b, encode_subscription(["dt1", "dt3"])), ("a", a, SUB), "b-changed")
+    rejoin_both(s, g, gen, ("a", a, SUB), ("b", b, encode_subscription(["dt1", "dt3"])), "leader-rejoins")
+    s.call("describe", ApiKey.DESCRIBE_GROUPS, 5, described([g]))
+    s.call("leave-both", ApiKey.LEAVE_GROUP, 5, {"group_id": g, "members": [
+        {"member_id": m, "group_instance_id": None, "reason": "done"} for m in (a, b, "nobody")]})
+
+
 # ---- timing: the clocks set short, waits bounded by the socket's timeout, never a sleep ---------------
 
 @scenario
