@@ -589,6 +589,42 @@ def consumer_first_epoch(s: Side) -> None:
         m.leave(f"{name}-leave")
 
 
+GROUP_RESOURCE = 32  # ConfigResource.Type.GROUP
+
+
+@scenario
+def consumer_session_expiry(s: Side) -> None:
+    """A group config sets a 2 s consumer session (KIP-848); a member that stops heartbeating is removed."""
+    g = s.group()
+    s.call("alter-configs", ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+        "resource_type": GROUP_RESOURCE, "resource_name": g, "configs": [
+            {"name": "consumer.session.timeout.ms", "config_operation": 0, "value": "2000"},
+            {"name": "consumer.heartbeat.interval.ms", "config_operation": 0, "value": "500"}]}],
+        "validate_only": False})
+    s.call("alter-configs-too-short", ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+        "resource_type": GROUP_RESOURCE, "resource_name": g, "configs": [
+            {"name": "consumer.session.timeout.ms", "config_operation": 0, "value": "1000"}]}],
+        "validate_only": False})
+    s.call("describe-configs", ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [{
+        "resource_type": GROUP_RESOURCE, "resource_name": g,
+        "configuration_keys": ["consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"]}, {
+        "resource_type": 2, "resource_name": "dt1", "configuration_keys": ["cleanup.policy"]}],
+        "include_synonyms": False, "include_documentation": False})
+    m = Member(s, g, "dddddddd-0000-4000-8000-0000000000d1", "c", topics=["dt3"])
+    m.heartbeat("join")
+    m.settle("settled")
+    deadline = time.monotonic() + 60  # the server's session timer does the work; a bound on the poll
+    while time.monotonic() < deadline:
+        r = s.client("poll").request(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [g],
+                                                                          "include_authorized_operations": False})
+        if r.groups[0].group_state == "Empty":
+            break
+        time.sleep(0.05)
+    s.record("expired", r)
+    s.call("heartbeat-expired", ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, cgh(g, m.id, m.epoch))
+    s.call("commit-expired", ApiKey.OFFSET_COMMIT, 9, commit(g, {"dt3": {0: 1}}, m.epoch, m.id))
+
+
 @scenario
 def consumer_static_member(s: Side) -> None:
     g = s.group()

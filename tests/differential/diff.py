@@ -99,7 +99,8 @@ class Side:
                 out["groups"] = [g for g in out["groups"] if g["group_id"].startswith(self.scenario + "-")]
             # the order of a batch's answers is Kafka's grouping by offsets partition, not a contract
             for key, by in (("groups", "group_id"), ("results", "group_id"), ("members", "member_id"),
-                            ("topics", "name"), ("partitions", "partition_index"), ("topic_partitions", "topic_id")):
+                            ("topics", "name"), ("partitions", "partition_index"), ("topic_partitions", "topic_id"),
+                            ("configs", "name")):
                 if isinstance(out.get(key), list) and all(isinstance(e, dict) and by in e for e in out[key]):
                     out[key] = sorted(out[key], key=lambda e: str(e[by]))
             return out

@@ -46,9 +46,9 @@ SHARED_SETTINGS = {
     "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
     "group.coordinator.rebalance.protocols": "classic,consumer",
     "group.consumer.session.timeout.ms": "45000",
-    "group.consumer.min.session.timeout.ms": "45000",
+    "group.consumer.min.session.timeout.ms": "2000",  # the defaults, but a group's config may go short
     "group.consumer.heartbeat.interval.ms": "5000",
-    "group.consumer.min.heartbeat.interval.ms": "5000",
+    "group.consumer.min.heartbeat.interval.ms": "500",
     "auto.create.topics.enable": "false",
     "num.partitions": "1",
 }
