@@ -28,7 +28,7 @@ from groupd.coordinator.tools.groups import AdminConnection
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 
-from .process import ROOT, ServerProcess, free_port
+from .process import ROOT, ServerProcess, free_ports
 
 VERSION = os.environ.get("KAFKA_REF_VERSION", "4.3.1")
 CACHE = os.path.expanduser(os.environ.get("KAFKA_TEST_CLIENTS", "~/.cache/groupd-clients"))
@@ -119,8 +119,12 @@ class KafkaBroker(ServerProcess):
         self.data_dir = data_dir
         self.jvm = jvm
         self.version = version
-        self.port = port or free_port()
-        self.controller_port = free_port()
+        # below the ephemeral range (free_ports): the JVM binds seconds after the choice, and a port the
+        # kernel hands out to outgoing connections could be taken by one of them meanwhile
+        self.port = port or free_ports(1)
+        self.controller_port = free_ports(1)
+        while self.controller_port == self.port:
+            self.controller_port = free_ports(1)
         self.settings = {**SHARED_SETTINGS, **(settings or {})}
         self.proc: subprocess.Popen | None = None
         self.log_path = os.path.join(data_dir, f"kafka-{self.port}.log")
