@@ -1,5 +1,7 @@
-"""A real client against Apache Kafka and against groupd, what it observes compared: confluent-kafka
-(librdkafka) consumers in a group on `dt3` (3 partitions), classic (cooperative-sticky) and KIP-848.
+"""Real clients against Apache Kafka and against groupd, what they observe compared: consumers in a group
+on `dt3` (3 partitions) — confluent-kafka (librdkafka) in process, classic (cooperative-sticky) and
+KIP-848; the Java client (classic and KIP-848), KafkaJS and @platformatic/kafka (KIP-848) through the
+JSON-lines client tools of tests/clients/.
 
 One consumer joins and gets every partition; a second joins and the two split them; the first commits
 offsets for what it holds; the second leaves and the first gets everything back. What is compared is
@@ -17,6 +19,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from groupd.protocol.apis import ApiKey
 
+from tests.support.harness import ClientProcess, stack_available, wait_until
 from tests.support.process import WireClient
 
 from .corpus import GROUP_RESOURCE
@@ -57,15 +60,20 @@ def poll_until(members: list[Member], condition, timeout: float = 90.0) -> bool:
     return True
 
 
+def fast_heartbeats(bootstrap: str, group: str) -> None:
+    """A KIP-848 group reconciles in 500 ms heartbeats rather than the default 5 s (a group config)."""
+    with WireClient(bootstrap) as c:
+        r = c.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+            "resource_type": GROUP_RESOURCE, "resource_name": group, "configs": [
+                {"name": "consumer.heartbeat.interval.ms", "config_operation": 0, "value": "500"}]}],
+            "validate_only": False})
+        assert r.responses[0].error_code == 0, r
+
+
 def observe(bootstrap: str, protocol: str) -> dict:
     group = f"clients-{protocol}"
-    if protocol == "consumer":  # reconcile in 500 ms heartbeats rather than the default 5 s
-        with WireClient(bootstrap) as c:
-            r = c.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
-                "resource_type": GROUP_RESOURCE, "resource_name": group, "configs": [
-                    {"name": "consumer.heartbeat.interval.ms", "config_operation": 0, "value": "500"}]}],
-                "validate_only": False})
-            assert r.responses[0].error_code == 0, r
+    if protocol == "consumer":
+        fast_heartbeats(bootstrap, group)
     errors: list[str] = []
     seen: dict = {}
     a = Member(bootstrap, group, protocol, "a", errors)
@@ -100,3 +108,62 @@ def test_confluent_kafka_consumers_observe_the_same(protocol, servers):
     # the committed partitions are the ones a held, which the assignor picks: compare how many
     on_kafka["committed"], on_groupd["committed"] = len(on_kafka["committed"]), len(on_groupd["committed"])
     assert on_groupd == on_kafka, (on_kafka, on_groupd)
+
+
+# the client tools' options per (stack, protocol): a consumer of dt3 that runs until told to leave
+TOOL_OPTS = {
+    ("java", "classic"): {"assignor": "cooperative-sticky", "session.timeout.ms": 10_000,
+                          "heartbeat.interval.ms": 500},
+    ("java", "consumer"): {"group.protocol": "consumer"},
+    ("kafkajs", "classic"): {"session.timeout.ms": 10_000, "heartbeat.interval.ms": 500},
+    ("platformatic", "consumer"): {"group.protocol": "consumer"},
+}
+
+
+def split_of(a: ClientProcess, b: ClientProcess):
+    x, y = a.assignment(), b.assignment()
+    if x and y and not set(x) & set(y) and len(set(x) | set(y)) == 3:
+        return sorted([len(x), len(y)])
+    return None
+
+
+def observe_tool(bootstrap: str, stack: str, protocol: str) -> dict:
+    group = f"tool-{stack}-{protocol}"
+    if protocol == "consumer":
+        fast_heartbeats(bootstrap, group)
+    opts = {"topic": "dt3", "group": group, "seconds": 0, **TOOL_OPTS[(stack, protocol)]}
+    seen: dict = {}
+    a = ClientProcess(stack, "subscribe", bootstrap, opts)
+    b = None
+    try:
+        seen["a alone"] = wait(lambda: len(a.assignment() or ()) == 3 and 3)
+        b = ClientProcess(stack, "subscribe", bootstrap, opts)
+        seen["split"] = wait(lambda: split_of(a, b))
+        seen["b exit"] = b.close()
+        seen["a after b left"] = wait(lambda: len(a.assignment() or ()) == 3 and 3)
+    finally:
+        seen["a exit"] = a.close()
+        if b is not None:
+            b.close()
+    seen["errors"] = sorted({e.get("type", "?") for c in (a, b) if c is not None for e in c.errors()})
+    return seen
+
+
+def wait(check, timeout: float = 90.0):
+    """The first truthy value of `check()` (harness.wait_until), or None after `timeout` (a bound): a
+    stage that never comes is recorded, and the comparison with Kafka's run says what differs."""
+    try:
+        return wait_until(check, timeout)
+    except AssertionError:
+        return None
+
+
+@pytest.mark.parametrize("stack,protocol", list(TOOL_OPTS))
+def test_client_tools_observe_the_same(stack, protocol, servers):
+    why = stack_available(stack)
+    if why:
+        pytest.fail(why)  # never a skip: CI installs every stack
+    kafka, groupd = servers
+    on_kafka = observe_tool(kafka.bootstrap, stack, protocol)
+    assert on_kafka["split"] and on_kafka["a after b left"] == 3, on_kafka  # the scenario works on Kafka
+    assert observe_tool(groupd.bootstrap, stack, protocol) == on_kafka
