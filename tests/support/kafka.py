@@ -46,8 +46,10 @@ SHARED_SETTINGS = {
     "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
     "group.coordinator.rebalance.protocols": "classic,consumer",
     "group.consumer.session.timeout.ms": "45000",
-    "group.consumer.min.session.timeout.ms": "2000",  # the defaults, but a group's config may go short
     "group.consumer.heartbeat.interval.ms": "5000",
+    # Kafka's minimums are 45000 and 5000: lower, so that a group config may set short timers
+    # (the corpus's consumer_session_expiry, the clients' 500 ms heartbeats)
+    "group.consumer.min.session.timeout.ms": "2000",
     "group.consumer.min.heartbeat.interval.ms": "500",
     "auto.create.topics.enable": "false",
     "num.partitions": "1",
@@ -65,8 +67,8 @@ KAFKA_ONLY_SETTINGS = {
     "transaction.state.log.min.isr": "1",
     "share.coordinator.state.topic.replication.factor": "1",
     "share.coordinator.state.topic.min.isr": "1",
-    # Kafka 4.3 (KIP-1263) batches and offloads consumer-group target assignments: a member joining
-    # sees its assignment only after an interval, in a later heartbeat. groupd assigns at once, in the
+    # Kafka 4.3 batches consumer-group target assignments (at most one per interval, 1 s by default) and
+    # may offload them to a background thread: a member joining sees its assignment in a later heartbeat. groupd assigns at once, in the
     # heartbeat that changed the group; these make Kafka do the same, so answers compare step by step.
     "group.consumer.min.assignment.interval.ms": "0",
     "group.consumer.assignment.interval.ms": "0",
