@@ -388,6 +388,11 @@ def offset_commit_member(s: Side) -> None:
 
 # ---- DescribeGroups, ListGroups, DeleteGroups, OffsetDelete ----------------------------------------
 
+def offset_delete_request(group: str, topics: dict[str, list[int]]) -> dict:
+    return {"group_id": group, "topics": [{"name": n, "partitions": [{"partition_index": p} for p in ps]}
+                                          for n, ps in topics.items()]}
+
+
 def live_and_empty(s: Side) -> tuple[str, str, str]:
     """A Stable group of one member (on connection "a") and an Empty one that only has offsets."""
     live, empty = s.group("live"), s.group("empty")
@@ -442,9 +447,7 @@ def offset_delete(s: Side) -> None:
     member, gen = join_alone(s, live, client="a")  # subscribed to dt3
     s.call("commit-live", ApiKey.OFFSET_COMMIT, 8, commit(live, {"dt1": {0: 1}, "dt3": {0: 2}}, gen, member))
     s.call("commit-empty", ApiKey.OFFSET_COMMIT, 8, commit(empty, {"dt1": {0: 1}, "dt3": {0: 2}}))
-    def d(g: str, t: dict[str, list[int]]) -> dict:
-        return {"group_id": g, "topics": [{"name": n, "partitions": [{"partition_index": p} for p in ps]}
-                                          for n, ps in t.items()]}
+    d = offset_delete_request
     s.call("delete-subscribed", ApiKey.OFFSET_DELETE, 0, d(live, {"dt3": [0]}))
     s.call("delete-not-subscribed", ApiKey.OFFSET_DELETE, 0, d(live, {"dt1": [0]}))
     s.call("delete-empty-group", ApiKey.OFFSET_DELETE, 0, d(empty, {"dt1": [0], "dt3": [0, 1]}))
@@ -538,7 +541,10 @@ def _consumer_life(s: Side, v: int) -> None:
     s.call("fetch-member", ApiKey.OFFSET_FETCH, 9, fetch(9, g, {"dt3": [0]}, mid, epoch))
     s.call("fetch-stale-epoch", ApiKey.OFFSET_FETCH, 9, fetch(9, g, {"dt3": [0]}, mid, epoch - 1))
     s.call("describe-classic-api", ApiKey.DESCRIBE_GROUPS, 5, described([g]))
+    s.call("describe-classic-api-v6", ApiKey.DESCRIBE_GROUPS, 6, described([g]))
     s.call("list", ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
+    s.call("list-stable-consumer", ApiKey.LIST_GROUPS, 5, {"states_filter": ["Stable"], "types_filter": ["consumer"]})
+    s.call("offset-delete-subscribed", ApiKey.OFFSET_DELETE, 0, offset_delete_request(g, {"dt3": [0]}))
     s.call("cg-describe", ApiKey.CONSUMER_GROUP_DESCRIBE, 1 if v else 0,
            {"group_ids": [g, s.group("none")], "include_authorized_operations": False})
     s.call("stale-epoch", ApiKey.CONSUMER_GROUP_HEARTBEAT, v, cgh(g, mid, epoch + 5))
@@ -547,6 +553,8 @@ def _consumer_life(s: Side, v: int) -> None:
     m.leave("leave")
     s.call("cg-describe-empty", ApiKey.CONSUMER_GROUP_DESCRIBE, 1 if v else 0,
            {"group_ids": [g], "include_authorized_operations": False})
+    s.call("offset-delete-empty", ApiKey.OFFSET_DELETE, 0, offset_delete_request(g, {"dt3": [0]}))
+    s.call("fetch-after-offset-delete", ApiKey.OFFSET_FETCH, 9, fetch(9, g, None))
     s.call("delete", ApiKey.DELETE_GROUPS, 2, {"groups_names": [g]})
 
 
