@@ -4,8 +4,8 @@ kafka-tools 4.3.1 jar) against Apache Kafka and against groupd, output compared 
 Both servers get the same groups first: a classic group with a live member (dt3 assigned to it) and
 committed offsets, a KIP-848 group with a live member and a commit, and an Empty group with offsets only.
 Then the same commands run against each, in order (the last ones change the Empty group): list, describe
-(offsets, members, verbose members, state), errors, reset-offsets (dry run and execute), delete-offsets,
-delete. Outputs compare after normalising member ids (by identity, as diff.py does) and the bootstrap
+(offsets, members, verbose members, state), errors, reset-offsets (every mode as a dry run, --export, on a
+live group, executed), delete-offsets, delete. Outputs compare after normalising member ids (by identity, as diff.py does) and the bootstrap
 address; any other difference is listed in allowlist.txt under its finding, as the corpus's are.
 """
 
@@ -45,6 +45,11 @@ COMMANDS: dict[str, list[str]] = {
     "tool-describe-unknown-group": ["--describe", "--group", "cgc-none"],
     "tool-delete-live-group": ["--delete", "--group", CLASSIC],
     "tool-reset-dry-run": ["--reset-offsets", "--group", EMPTY, "--topic", "dt1", "--to-offset", "1", "--dry-run"],
+    **{f"tool-reset-{mode[0][2:]}": ["--reset-offsets", "--group", EMPTY, "--all-topics", *mode, "--dry-run"]
+       for mode in (["--to-earliest"], ["--to-latest"], ["--to-current"], ["--shift-by", "-2"],
+                    ["--by-duration", "PT1H"], ["--to-datetime", "2020-01-01T00:00:00.000"])},
+    "tool-reset-export": ["--reset-offsets", "--group", EMPTY, "--all-topics", "--to-current", "--dry-run",
+                          "--export"],
     "tool-reset-live-group": ["--reset-offsets", "--group", CLASSIC, "--all-topics", "--to-earliest", "--execute"],
     "tool-reset-execute": ["--reset-offsets", "--group", EMPTY, "--all-topics", "--to-offset", "1", "--execute"],
     "tool-describe-after-reset": ["--describe", "--group", EMPTY, "--offsets"],
