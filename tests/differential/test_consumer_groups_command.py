@@ -1,7 +1,7 @@
 """Kafka's own `kafka-consumer-groups.sh` (org.apache.kafka.tools.consumer.group.ConsumerGroupCommand from the
 kafka-tools 4.3.1 jar) against Apache Kafka and against groupd, output compared line by line.
 
-Both servers get the same groups first: a classic group with a live member (dt3 assigned to it) and
+Both servers get the same records (five in dt1-0 and dt3-1) and groups first: a classic group with a live member (dt3 assigned to it) and
 committed offsets, a KIP-848 group with a live member and a commit, and an Empty group with offsets only.
 Then the same commands run against each, in order (the last ones change the Empty group): list, describe
 (offsets, members, verbose members, state), errors, reset-offsets (every mode as a dry run, --export, on a
@@ -17,6 +17,7 @@ import threading
 from collections import Counter
 
 import pytest
+from confluent_kafka import Producer
 
 from groupd.protocol.apis import ApiKey
 
@@ -61,8 +62,19 @@ COMMANDS: dict[str, list[str]] = {
 _UUID = re.compile(r"\b([\w.-]*?)-?([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b")
 
 
+def produce(bootstrap: str) -> None:
+    """Five records in dt1-0 and in dt3-1, so that log-end offsets, lag and the reset modes have something
+    to show (groupd's records plane keeps them in memory)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": False})
+    for topic, partition in (("dt1", 0), ("dt3", 1)):
+        for i in range(5):
+            producer.produce(topic, value=b"v%d" % i, partition=partition)
+    assert producer.flush(60) == 0, "records were not acknowledged"
+
+
 def prepare(side: Side) -> Member:
     """The groups of the module's docstring; returns the KIP-848 member (kept alive by `keep_alive`)."""
+    produce(side.bootstrap)
     member, gen = join_alone(side, CLASSIC, session=600_000, rebalance=600_000, client="classic")
     side.call("commit-classic", ApiKey.OFFSET_COMMIT, 8, commit(CLASSIC, {"dt3": {0: 5, 1: 6}}, gen, member),
               client="classic")
