@@ -7,7 +7,7 @@ PY      := $(VENV)/bin/python
 ARGS    ?=
 PYTEST_ARGS ?=
 
-.PHONY: serve test install install-test clients bench fuzz clean conformance conformance-full cluster-crash-loop
+.PHONY: serve test install install-test clients kafka bench bench-kafka fuzz clean conformance conformance-full cluster-crash-loop differential
 
 serve: install
 	$(VENV)/bin/groupd serve $(ARGS)
@@ -32,6 +32,15 @@ $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml .ci/install-python
 clients:
 	PYTHON=$(PY) .ci/install-clients
 
+# Apache Kafka 4.3.1 from Maven Central (`clients` runs it too): the differential tests' reference
+kafka:
+	.ci/install-kafka
+
+# The differential tier: the whole corpus (tests/differential/corpus.py) against Apache Kafka and groupd,
+# every difference fixed or argued in tests/differential/FINDINGS.md; `make test` runs the same tests
+differential: install-test kafka
+	$(PY) -m pytest tests/differential $(PYTEST_ARGS)
+
 # External suites (librdkafka's test-runner, kafka-python's integration tests) against groupd:
 # a table test -> PASS/FAIL with totals. `make test` runs the same CI tier through pytest
 # (tests/conformance/test_suites.py); conformance-full adds the longer local-only tier.
@@ -43,6 +52,10 @@ conformance-full: install-test
 
 bench: install
 	$(PY) bench/run_apiversions.py
+
+# Apache Kafka as a benchmark target (bench/kafka_reference.py): ready time and idle RSS, --hold keeps it up
+bench-kafka: install kafka
+	$(PY) bench/kafka_reference.py $(ARGS)
 
 # The long fuzz run: 1 M mutated requests against a real server (FRAMES=, SEED= to change)
 FRAMES ?= 1000000

@@ -120,6 +120,17 @@ def _encode_topic_partitions(partitions: dict[str, list[int]]) -> bytes:
     return b"".join(out)
 
 
-def encode_assignment(partitions: dict[str, list[int]], user_data: bytes = b"") -> bytes:
-    return (struct.pack(">h", 0) + _encode_topic_partitions(partitions)
-            + struct.pack(">i", len(user_data)) + user_data)
+def encode_assignment(partitions: dict[str, list[int]], user_data: bytes | None = b"", version: int = 0) -> bytes:
+    """`user_data=None` writes null user data (length -1), as Kafka's ConsumerProtocol does for an
+    assignment without any (the ones the coordinator builds for classic members of a consumer group).
+    Versions 0-3 share one layout; only the header differs."""
+    tail = struct.pack(">i", -1) if user_data is None else struct.pack(">i", len(user_data)) + user_data
+    return struct.pack(">h", version) + _encode_topic_partitions(partitions) + tail
+
+
+def assignment_version(subscription: bytes) -> int:
+    """The ConsumerProtocolAssignment version Kafka answers a subscription with: the subscription's own
+    version, at most 3 (`ConsumerProtocol.serializeAssignment(…, deserializeVersion(subscription))`)."""
+    if len(subscription) < 2:
+        return 0
+    return max(0, min(struct.unpack_from(">h", subscription)[0], 3))

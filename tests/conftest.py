@@ -39,3 +39,14 @@ def clients():
     yield start
     for c in started:
         c.close(timeout=20)
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory):
+    """Apache Kafka itself (tests/support/kafka.py): one KRaft broker+controller on 127.0.0.1 for the
+    whole session, with groupd's test settings; started only when a test asks for it."""
+    from tests.support.kafka import KafkaBroker
+
+    broker = KafkaBroker(str(tmp_path_factory.mktemp("kafka"))).start()
+    yield broker
+    broker.stop()

@@ -52,6 +52,8 @@ def handle(node, request: Request):
         else:
             error, message, configs = _describe(node, r.resource_type, r.resource_name, r.configuration_keys,
                                                 body.include_synonyms, getattr(body, "include_documentation", False))
+        if error == ErrorCode.none and message is None:
+            message = ""  # Kafka answers a described resource with an empty message, not null
         results.append({"error_code": error, "error_message": message, "resource_type": r.resource_type,
                         "resource_name": r.resource_name, "configs": configs})
     return build_response(KEY, request.version, {"results": results})

@@ -48,8 +48,11 @@ def handle(node, request: Request):
             missing = version >= 6
             message = (f"Group {group_id} not found." if described is None
                        else f"Group {group_id} is not a classic group.")
-            groups.append(_failed(group_id, ErrorCode.group_id_not_found if missing else ErrorCode.none, "Dead",
-                                  message if missing else None))
+            dead = _failed(group_id, ErrorCode.group_id_not_found if missing else ErrorCode.none, "Dead",
+                           message if missing else None)
+            if not missing:  # before v6 a "Dead" group is an answer: Kafka fills its authorized operations
+                dead["authorized_operations"] = group_operations(node, request, group_id, include)
+            groups.append(dead)
         else:
             groups.append({**described, "error_code": ErrorCode.none, "error_message": None,
                            "authorized_operations": group_operations(node, request, group_id, include)})

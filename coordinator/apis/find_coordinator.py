@@ -25,6 +25,8 @@ VERSIONS = (0, 6)
 
 
 def _lookup(node, request: Request, key: str, key_type: int) -> dict:
+    # Kafka answers a found coordinator with Errors.NONE's message up to v3 and an empty one from v4
+    found = "NONE" if request.version < 4 else ""
     if key_type == GROUP:
         if not authorized(node, request, AclOperation.DESCRIBE, ResourceType.GROUP, key):
             error, message = ErrorCode.group_authorization_failed, None
@@ -33,7 +35,7 @@ def _lookup(node, request: Request, key: str, key_type: int) -> dict:
             at = None if owner is None else address(node.cluster, owner, request.advertised)
             if at is not None:
                 return {"key": key, "node_id": owner, "host": at[0], "port": at[1], "error_code": ErrorCode.none,
-                        "error_message": None}
+                        "error_message": found}
             error, message = ErrorCode.coordinator_not_available, None
     elif key_type == TRANSACTION and not authorized(node, request, AclOperation.DESCRIBE,
                                                     ResourceType.TRANSACTIONAL_ID, key):

@@ -52,7 +52,39 @@ def free_ports(n: int) -> int:
             continue
 
 
-class GroupdProcess:
+class ServerProcess:
+    """A server started as a child process whose output goes to `log_path`: read it, stop it."""
+
+    proc: subprocess.Popen | None
+    log_path: str
+    stop_timeout = 15.0
+
+    def log(self) -> str:
+        with open(self.log_path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float | None = None) -> int:
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(self.stop_timeout if timeout is None else timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+        self._log.close()
+        self.proc = None
+        return rc
+
+    def kill(self) -> int:
+        return self.stop(signal.SIGKILL)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+class GroupdProcess(ServerProcess):
     """`groupd serve` as a child process, bound to a free loopback port."""
 
     def __init__(self, data_dir: str, *settings: str, port: int | None = None,
@@ -91,29 +123,6 @@ class GroupdProcess:
         self.kill()  # no fixture will stop a server that never started: it would outlive the test run
         raise TimeoutError(f"groupd did not start in {timeout} s:\n{self.log()}")
 
-    def log(self) -> str:
-        with open(self.log_path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
-        if self.proc is None:
-            return 0
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            rc = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            rc = self.proc.wait()
-        self._log.close()
-        self.proc = None
-        return rc
-
-    def kill(self) -> int:
-        return self.stop(signal.SIGKILL)
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
 
 def groupd_fixture(*settings: str, scope: str = "module", name: str | None = None):

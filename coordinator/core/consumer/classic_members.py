@@ -13,7 +13,7 @@ from groupd.coordinator.core.clock import Now
 from groupd.coordinator.core.group import static_member_error
 from groupd.coordinator.core.outcome import Outcome, reply_when_written
 from groupd.protocol import ErrorCode
-from groupd.protocol.consumer import BadConsumerProtocol, decode_subscription, encode_assignment
+from groupd.protocol.consumer import BadConsumerProtocol, assignment_version, decode_subscription, encode_assignment
 from groupd.storage.consumer_records import ClassicMemberMetadata, ClassicProtocol
 
 from .group import ConsumerGroup, ConsumerMember
@@ -147,8 +147,9 @@ class ClassicMembers:
             return Outcome(reply=sync_reply(E.rebalance_in_progress))
         assignment = {topics.by_id[t].name: sorted(ps)
                       for t, ps in sorted(member.assignment.assigned_partitions.items()) if ps and t in topics.by_id}
+        first = member.classic.supported_protocols[0].metadata  # what Kafka reads the version from
         return Outcome(reply=sync_reply(E.none, "consumer", req.protocol_name or self._protocol_name(group, names),
-                                        encode_assignment(assignment)))
+                                        encode_assignment(assignment, None, assignment_version(first))))
 
     def heartbeat(self, group: ConsumerGroup, req: HeartbeatRequest, now: Now) -> ErrorCode:
         member = self._member(group, req.member_id, req.group_instance_id, req.generation)

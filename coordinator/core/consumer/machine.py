@@ -699,8 +699,8 @@ class ConsumerMachine:
             message = (f"Group {group_id} is not a consumer group." if group_id in self.groups
                        else f"Group {group_id} not found.")
             return {"error_code": E.group_id_not_found, "error_message": message, "group_id": group_id,
-                    "group_state": "Dead", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
-                    "members": []}
+                    "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
+                    "members": []}  # Kafka's DescribedGroup with only the error set: state ""
 
         def named(assignment) -> dict:
             return {"topic_partitions": [
@@ -716,7 +716,7 @@ class ConsumerMachine:
                              "client_id": m.metadata.client_id if m.metadata else "",
                              "client_host": m.metadata.client_host if m.metadata else "",
                              "subscribed_topic_names": list(m.subscribed_topic_names),
-                             "subscribed_topic_regex": m.subscribed_topic_regex,
+                             "subscribed_topic_regex": m.subscribed_topic_regex or "",  # Kafka: "" when none
                              "assignment": named(m.assignment.assigned_partitions),
                              "target_assignment": named(group.target_of(m.member_id)),
                              "member_type": 0 if m.classic is not None else 1}

@@ -10,6 +10,7 @@ from groupd.coordinator.core.classic.group import ClassicGroup
 from groupd.protocol.consumer import (
     BadConsumerProtocol,
     Subscription,
+    assignment_version,
     decode_assignment,
     decode_subscription,
     encode_assignment,
@@ -147,7 +148,7 @@ def downgrade_records(group: ConsumerGroup, staying: list[ConsumerMember], now_w
                       if ps and t in names}
         members.append(MemberMetadata(m.member_id, meta.instance_id, meta.client_id, meta.client_host,
                                       meta.rebalance_timeout_ms, m.classic.session_timeout_ms, subscription,
-                                      encode_assignment(assignment)))
+                                      encode_assignment(assignment, None, assignment_version(subscription))))
     value = GroupMetadataValue(protocol_type="consumer", generation=group.group_epoch, protocol=protocol,
                                leader=staying[0].member_id, current_state_timestamp=now_wall, members=tuple(members))
     return group.delete_records() + [Record(GroupMetadataKey(group.group_id), value)]
