@@ -13,6 +13,7 @@ from groupd.storage.files import LOCK_FILE, DataDirLock, node_lock_file, prepare
 from groupd.storage.acls import AclFile
 from groupd.storage.group_configs import GroupConfigsFile, GroupConfigStore
 from groupd.storage.scram import ScramFile
+from groupd.storage import records_plane
 
 from groupd.coordinator.apis import VERSION_TABLE
 from groupd.coordinator.security.authorizer import Access
@@ -21,6 +22,7 @@ from groupd.coordinator.chaos.faults import FaultTable
 from groupd.coordinator.cluster.view import ClusterView, SingleNode
 from groupd.coordinator.cluster.etcd.files import save_change
 from groupd.coordinator.runtime.coordinator import GroupCoordinator
+from groupd.coordinator.runtime.records_disk import DiskPlane
 from groupd.coordinator.security.sasl import Users
 from groupd.coordinator.security.scram_users import ScramUsers
 from groupd.coordinator.settings import Settings
@@ -61,6 +63,8 @@ class Node:
             GroupConfigsFile(settings.data_dir), lambda groups: self.group_configs.follow(groups)))
         # the group coordinator of every offsets partition
         self.coordinator = GroupCoordinator(settings, self.group_configs.overrides)
+        if settings.records_plane == records_plane.DISK:  # the memory plane is made on first use
+            records_plane.register(self, DiskPlane(settings, self.cluster.leads, lambda: list(self.catalog)))
         self.api_versions = VERSION_TABLE  # what ApiVersions advertises (the authenticator is handed it too)
         self.faults = FaultTable()  # injected faults (coordinator/chaos/faults.py), armed through the admin endpoint
         self.producer_id_block = (0, 1)  # InitProducerId's first id and step (workers: each its own)

@@ -21,7 +21,7 @@ from groupd.storage.records_plane.batches import BatchError, iter_batches, split
 from groupd.storage.records_plane.log import TopicPartitionLog
 from groupd.storage.records_plane.plane import MemoryPlane
 from tests.support.harness import wait_until
-from tests.support.process import WireClient, groupd_fixture
+from tests.support.process import GroupdProcess, WireClient
 
 NOW = 1_800_000_000_000
 MS = datetime.timedelta(milliseconds=1)
@@ -215,8 +215,14 @@ def test_idle_producers_are_forgotten_after_a_day():
 # The wire, against the real server
 
 
-server = groupd_fixture("records.plane=memory", "topics=r1:1,r3:3", "num.partitions=2",
-                        "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000")
+@pytest.fixture(scope="module", params=["memory", "disk"])
+def server(request, tmp_path_factory):
+    """The server of the wire tests, once per plane: both answer the same."""
+    s = GroupdProcess(str(tmp_path_factory.mktemp(f"groupd-{request.param}")), f"records.plane={request.param}",
+                      "topics=r1:1,r3:3", "num.partitions=2", "group.initial.rebalance.delay.ms=0",
+                      "group.min.session.timeout.ms=1000").start()
+    yield s
+    assert s.stop() == 0, s.log()
 
 
 def produce(c: WireClient, topic: str, partition: int, records: bytes | None, version: int = 8,
@@ -421,7 +427,7 @@ def test_a_deleted_and_recreated_topic_starts_empty(server):
 
 def test_retention_on_the_wire(start_groupd):
     one = len(batch(1, value=b"x" * 200))
-    s = start_groupd("topics=ret:1,old:1", f"records.retention.bytes={2 * one}",  # memory: the default
+    s = start_groupd("records.plane=memory", "topics=ret:1,old:1", f"records.retention.bytes={2 * one}",
                      "records.retention.ms=60000", "log.retention.check.interval.ms=300")
     with WireClient(s.bootstrap) as c:
         for _ in range(5):
@@ -445,7 +451,7 @@ def test_retention_on_the_wire(start_groupd):
 
 def test_memory_cap_over_all_partitions_on_the_wire(start_groupd):
     one = len(batch(1, value=b"x" * 500))
-    s = start_groupd("topics=older:1,newer:1", f"records.memory.max.bytes={3 * one}")
+    s = start_groupd("records.plane=memory", "topics=older:1,newer:1", f"records.memory.max.bytes={3 * one}")
     with WireClient(s.bootstrap) as c:
         for topic in ("older", "older", "newer"):
             assert produce(c, topic, 0, batch(1, value=b"x" * 500)).error_code is E.none
@@ -460,7 +466,7 @@ def test_plane_none_keeps_the_empty_data_plane(start_groupd):
     s = start_groupd("records.plane=none", "topics=t:1")
     with WireClient(s.bootstrap) as c:
         p = produce(c, "t", 0, batch(1))
-        assert p.error_code is E.invalid_request and "records.plane=memory" in p.error_message
+        assert p.error_code is E.invalid_request and "records.plane=disk" in p.error_message
         f = fetch(c, "t", 0, 5)
         assert (f.error_code, f.high_watermark, f.records) == (E.none, 5, b"")
         assert list_offset(c, "t", 0, -1).offset == 0

@@ -1,0 +1,118 @@
+"""A data partition's segments (storage/records_plane/segments.py), blocking and without a server:
+batches written as producers sent them, read back by offset through the sparse index (one segment
+per read, the first batch whole), rolled, recovered with the torn tail truncated and a corrupt batch
+stepped over, and the directory of a deleted topic of the same name replaced."""
+
+from __future__ import annotations
+
+import os
+import struct
+import uuid
+
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+from groupd.storage.records_plane import segments
+from groupd.storage.records_plane.batches import iter_batches
+from groupd.storage.records_plane.segments import DataLog, read_from
+
+TOPIC_ID = uuid.uuid4()
+
+
+def batch(base: int, n: int, value: bytes = b"v", ts: int = 1_700_000_000_000) -> bytes:
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 24)
+    for i in range(n):
+        b.append(i, timestamp=ts + i, key=None, value=value, headers=[])
+    data = b.build()
+    struct.pack_into(">q", data, 0, base)
+    return bytes(data)
+
+
+def opened(tmp_path, segment_bytes: int = 1 << 20, topic_id=TOPIC_ID) -> DataLog:
+    dlog = DataLog(str(tmp_path), "t", 0, topic_id, segment_bytes)
+    dlog.load_batches()
+    return dlog
+
+
+def write(dlog: DataLog, n_batches: int, per_batch: int = 2, value: bytes = b"v") -> None:
+    for _ in range(n_batches):
+        data = batch(dlog.next_offset, per_batch, value)
+        if not dlog.fits(len(data)):
+            dlog.roll(dlog.next_offset)
+        dlog.write_batches(data, per_batch, [(dlog.next_offset, len(data), 0)])
+
+
+def read(dlog: DataLog, offset: int, max_bytes: int = 1 << 20, first_whole: bool = True) -> list[int]:
+    path, position = dlog.plan_read(offset)
+    data = read_from(path, position, offset, dlog.next_offset, max_bytes, first_whole, dlog.following(path))
+    return [b.base_offset for b in iter_batches(data)]
+
+
+def test_reads_by_offset_across_index_intervals_and_segments(tmp_path):
+    dlog = opened(tmp_path, segment_bytes=64 << 10)
+    write(dlog, 400, value=b"x" * 300)  # ~370 bytes a batch: several index entries per segment, several segments
+    assert len(dlog.segments) > 2 and dlog.next_offset == 800
+    for offset in (0, 1, 2, 301, 555, 799):
+        got = read(dlog, offset)
+        assert got and got[0] == offset - offset % 2, offset
+        assert all(b < dlog.next_offset for b in got)
+    assert read(dlog, 800) == []
+    one = len(batch(0, 2, b"x" * 300))
+    assert len(read(dlog, 0, max_bytes=3 * one)) == 3
+    assert len(read(dlog, 0, max_bytes=10)) == 1  # the first batch whole (KIP-74)
+    assert read(dlog, 0, max_bytes=10, first_whole=False) == []
+
+
+def test_a_read_stops_at_the_end_it_was_given(tmp_path):
+    dlog = opened(tmp_path)
+    write(dlog, 5)
+    path, position = dlog.plan_read(0)
+    data = read_from(path, position, 0, 6, 1 << 20, True)
+    assert [b.base_offset for b in iter_batches(data)] == [0, 2, 4]
+
+
+def test_recovery_truncates_a_torn_tail_and_keeps_the_index(tmp_path):
+    dlog = opened(tmp_path)
+    write(dlog, 10)
+    dlog.close()
+    path = dlog.segments[-1][1]
+    with open(path, "ab") as f:
+        f.write(batch(20, 2)[:30])  # a write cut short by a crash
+    again = opened(tmp_path)
+    assert again.next_offset == 20 and read(again, 18) == [18]
+    assert os.path.getsize(path) == again.size
+
+
+def test_recovery_steps_over_a_corrupt_batch(tmp_path):
+    dlog = opened(tmp_path)
+    write(dlog, 3)
+    dlog.close()
+    path = dlog.segments[-1][1]
+    with open(path, "r+b") as f:
+        size = len(batch(0, 2))
+        f.seek(size + 40)  # inside the second batch's CRC-covered bytes
+        f.write(b"\xff\xff")
+    seen = []
+    again = DataLog(str(tmp_path), "t", 0, TOPIC_ID, 1 << 20)
+    result = again.load_batches(seen.append)
+    assert [b.base_offset for b in seen] == [0, 4] and result.damage
+    assert again.next_offset == 6
+
+
+def test_a_deleted_topics_directory_is_replaced(tmp_path):
+    dlog = opened(tmp_path)
+    write(dlog, 3)
+    dlog.close()
+    again = opened(tmp_path, topic_id=uuid.uuid4())
+    assert again.next_offset == 0 and again.log_start == 0
+
+
+def test_retention_deletes_whole_closed_segments(tmp_path):
+    dlog = opened(tmp_path, segment_bytes=4096)
+    write(dlog, 60, value=b"x" * 200)
+    n = len(dlog.segments)
+    expired = dlog.expired_segments(retention_bytes=8192, retention_ms=-1, now_ms=0)
+    assert 0 < len(expired) < n
+    dlog.drop_segments(len(expired))
+    assert dlog.log_start == dlog.segments[0][0] > 0
+    assert segments.INDEX_INTERVAL == 4096
