@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("groupd")
 
 SHUTDOWN_GRACE_S = 5.0
+CLUSTER_ID_SPACES = 1 << 16  # cluster mode: node n hands out producer ids n, n + 2^16, n + 2·2^16, ...
 LOG_LIMIT_TICK_S = 5.0
 
 
@@ -73,6 +74,8 @@ class Server:
             self.cluster = EtcdCluster(self.settings)
             await self.cluster.connect()
             self.node = Node(self.settings, users, self.cluster)
+            # nodes share the id space by residues of their node id (each keeps its own blocks)
+            self.node.producer_id_block = (self.settings.node_id % CLUSTER_ID_SPACES, CLUSTER_ID_SPACES)
         elif self.worker is None:
             self.node = Node(self.settings, users)
         else:

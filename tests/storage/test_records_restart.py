@@ -6,6 +6,7 @@ empty, at its last log end (or past it, after kill -9: offsets reserved ahead)."
 
 from __future__ import annotations
 
+import datetime
 import signal
 import time
 import uuid
@@ -15,6 +16,7 @@ import pytest
 from tests.support.process import GroupdProcess
 
 pytestmark = pytest.mark.clients
+MS = datetime.timedelta(milliseconds=1)
 
 
 def produce(bootstrap: str, topic: str, values: list[str]) -> None:
@@ -68,5 +70,35 @@ def test_a_group_never_skips_new_records_after_a_restart(tmp_path, plane, sig):
             assert [o for o, _ in after] == [3, 4, 5]
         elif sig == signal.SIGTERM:  # a clean stop stored the exact log end
             assert [o for o, _ in after] == [3, 4, 5]
+    finally:
+        s.stop()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "kill-9"])
+def test_producer_ids_are_never_handed_out_again_after_a_restart(tmp_path, sig):
+    """InitProducerId reserves its ids in blocks in the data dir (producer-ids-<node>.json), as Kafka's
+    producer-id blocks: a restarted groupd starts past every id it may have handed out."""
+    from groupd.protocol import ErrorCode
+    from groupd.protocol.apis import ApiKey
+    from tests.support.process import WireClient
+
+    def init_ids(bootstrap: str, n: int) -> list[int]:
+        with WireClient(bootstrap) as c:
+            out = []
+            for _ in range(n):
+                r = c.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout": 60_000 * MS,
+                                                           "producer_id": -1, "producer_epoch": -1})
+                assert r.error_code is ErrorCode.none
+                out.append(r.producer_id)
+            return out
+
+    s = GroupdProcess(str(tmp_path)).start()
+    try:
+        before = init_ids(s.bootstrap, 3)
+        s.stop(sig)
+        s.start()
+        after = init_ids(s.bootstrap, 3)
+        assert min(after) > max(before), (before, after)
+        assert len(set(after)) == 3
     finally:
         s.stop()
