@@ -129,6 +129,9 @@ class MemoryPlane(Watchers):
                 ends[key] = max(ends.get(key, 0), end)
         return ends
 
+    def partitions(self) -> list[tuple[Key, TopicPartitionLog]]:
+        return list(self._logs.items())
+
     def high_watermarks(self) -> list[tuple[Key, int]]:
         return [(key, log.high_watermark) for key, log in self._logs.items()] + list(self._resume.items())
 
