@@ -42,6 +42,7 @@ class DiskPartition:
 
     def __init__(self, dlog: DataLog, writer: DataWriter, producers: Producers) -> None:
         self.dlog, self.writer, self.producers = dlog, writer, producers
+        self.synced = writer.written  # interval mode: the offset the last periodic fsync covered
 
     @property
     def log_start(self) -> int:
@@ -67,6 +68,7 @@ class DiskPlane(Watchers):
         self._workers = LogWorkers(DATA_WRITE_THREADS, "groupd-data")
         super().__init__()
         self._flush_timer: asyncio.TimerHandle | None = None
+        self._leaders_timer: asyncio.TimerHandle | None = None
         self.storage_errors = 0
         self.closed = False
 
@@ -130,6 +132,7 @@ class DiskPlane(Watchers):
                 continue
             self._opened((topic.topic_id, p), dlog, producers)
         self._arm_flush()
+        self._check_leaders()
 
     def partition(self, topic, index: int) -> DiskPartition | None:
         """The partition, opened on first use; None when it cannot be opened (logged)."""
@@ -213,6 +216,30 @@ class DiskPlane(Watchers):
         last_written.done = finished
         return answer, done
 
+    # -- leadership -----------------------------------------------------------------------------
+
+    LEADERS_CHECK_S = 1.0
+
+    def _check_leaders(self) -> None:
+        """Close the partitions this node no longer leads (cluster mode: its home offsets partition
+        moved): Produce and Fetch already refuse them (NOT_LEADER_OR_FOLLOWER); the writes in flight
+        finish, the log is fsynced and closed, and the new leader loads the directory."""
+        for key, part in list(self._parts.items()):
+            if not self._leads(part.dlog.topic, part.dlog.partition):
+                del self._parts[key]
+                asyncio.get_running_loop().create_task(self._release(part))
+        if not self.closed:
+            self._leaders_timer = asyncio.get_running_loop().call_later(self.LEADERS_CHECK_S, self._check_leaders)
+
+    async def _release(self, part: DiskPartition) -> None:
+        idle = part.writer.idle()
+        if idle is not None:
+            await asyncio.wait_for(idle, self.settings.offsets_commit_timeout_ms / 1000)
+        part.writer.closed = True
+        await asyncio.get_running_loop().run_in_executor(None, part.dlog.close)
+        log.info("data partition released partition=%s log_end=%d (no longer its leader)", part.dlog.name,
+                 part.dlog.next_offset)
+
     # -- flush policy, retention, close ----------------------------------------------------------
 
     def _arm_flush(self) -> None:
@@ -223,7 +250,11 @@ class DiskPlane(Watchers):
     def _flush_all(self) -> None:
         """Interval mode: fsync every partition written since (the writes were answered already)."""
         for part in self._parts.values():
-            self._workers.run(part.writer.sync_now, lambda error: error and log.error("fsync failed: %s", error))
+            if part.writer.written > part.synced:  # written since the last round
+                part.synced = part.writer.written
+                self._workers.run(part.writer.sync_now,
+                                  lambda error, name=part.dlog.name: error and log.error(
+                                      "fsync failed partition=%s: %s", name, error))
         self._arm_flush()
 
     def enforce_retention(self, now_ms: int) -> int:
@@ -244,8 +275,9 @@ class DiskPlane(Watchers):
     async def close(self) -> None:
         """Finish the writes in flight, fsync and close every log."""
         self.closed = True
-        if self._flush_timer is not None:
-            self._flush_timer.cancel()
+        for timer in (self._flush_timer, self._leaders_timer):
+            if timer is not None:
+                timer.cancel()
         for part in list(self._parts.values()):
             idle = part.writer.idle()
             if idle is not None:

@@ -43,16 +43,17 @@ def storm(bootstrap: str, topic: str, acked: dict, stop: threading.Event, cycle:
     p.flush(1)
 
 
-def read_all(bootstrap: str, topic: str) -> dict:
+def read_all(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> dict:
+    """(partition, offset) → value of every record, each partition read to its end."""
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4().hex[:6]}",
                   "enable.auto.commit": False})
-    ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=20)[1] for p in range(PARTITIONS)}
-    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=20)[1] for p in range(partitions)}
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got: dict = {}
     left = {p for p, end in ends.items() if end > 0}
-    positions = dict.fromkeys(range(PARTITIONS), 0)
+    positions = dict.fromkeys(range(partitions), 0)
 
     def more() -> bool:
         for m in c.consume(10000, 0.5):

@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 from groupd.storage.catalog import CLUSTER_MARK, new_cluster_id, read_meta, write_meta
 from groupd.storage.files import DataDirError
 from groupd.storage.owned_log import Ownership
+from groupd.coordinator.core.partitioning import data_home
 
 from groupd.coordinator.cluster.view import Broker, ClusterError, ClusterView
 from groupd.coordinator.runtime.coordinator import PartitionState
@@ -117,6 +118,11 @@ class EtcdCluster(ClusterView):
 
     def owns(self, partition: int) -> bool:
         return partition in self.mine
+
+    def leader(self, topic: str, partition: int) -> int | None:
+        """A data partition is led by the owner of its home offsets partition (`data_home`): one leader
+        per data partition in every node's Metadata, which moves with that partition's etcd claim."""
+        return self.coordinator(data_home(topic, partition, self.settings.offsets_topic_num_partitions))
 
     def keeps_shared_state(self) -> bool:
         return True
