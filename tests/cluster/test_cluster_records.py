@@ -7,6 +7,7 @@ record."""
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import uuid
@@ -133,3 +134,30 @@ def test_a_killed_leader_moves_its_data_partitions_with_every_acknowledged_recor
     stored = read_all(survivor.bootstrap, "t", 4)
     lost = {k: v for k, v in acked.items() if stored.get(k) != v}
     assert not lost, f"{len(lost)} of {len(acked)} acknowledged records lost, e.g. {sorted(lost)[:5]}"
+
+
+def test_workers_own_their_data_partitions_on_disk_through_a_workers_kill_9(tmp_path):
+    """`--workers 2`: worker i leads (and writes the directories of) the data partitions p mod 2 = i;
+    a producer bootstrapped through worker 0 and a group through worker 1 see every record, and after
+    a kill -9 of worker 1 (restarted by the supervisor) its partitions still hold theirs."""
+    from confluent_kafka import Producer
+
+    from tests.cluster.test_workers import at, start_workers, worker_pid
+
+    s = start_workers(str(tmp_path), "topics=t:4", "group.min.session.timeout.ms=1000")
+    try:
+        assert leaders(at(s, 0)) == leaders(at(s, 1)) == {0: 1, 1: 2, 2: 1, 3: 2}
+        p = Producer({"bootstrap.servers": at(s, 0), "acks": "all"})
+        for i in range(40):
+            p.produce("t", value=f"v{i}".encode(), partition=i % 4)
+        assert p.flush(30) == 0
+        expected = {q: sorted(f"v{i}".encode() for i in range(40) if i % 4 == q) for q in range(4)}
+        got = consume(at(s, 1), "g-workers", 40)
+        assert {q: sorted(v) for q, v in got.items()} == expected
+        seen = s.log().count("worker ready worker=1 ")
+        os.kill(worker_pid(s, 1), signal.SIGKILL)
+        wait_until(lambda: s.log().count("worker ready worker=1 ") > seen, 60, "worker 1 again")
+        got = consume(at(s, 0), "g-after", 40)
+        assert {q: sorted(v) for q, v in got.items()} == expected
+    finally:
+        assert s.stop() == 0, s.log()

@@ -598,3 +598,25 @@ def test_fetch_of_an_unknown_partition_carries_empty_records_not_null(server, ve
     with WireClient(server.bootstrap) as c:
         p = fetch(c, "rp-never-created", 0, 0, version=version)
     assert (p.error_code, p.records) == (E.unknown_topic_or_partition, b"")
+
+
+def test_disk_retention_deletes_whole_closed_segments(start_groupd, tmp_path):
+    """The disk plane's retention (Kafka's, by whole segments): past `log.retention.bytes` the oldest
+    closed segments go at the periodic check, the log start moves to the first one kept, and their
+    files are gone; the active segment always stays."""
+    import os
+
+    s = start_groupd("records.plane=disk", "topics=kept:1", "log.segment.bytes=8192", "log.retention.bytes=20000",
+                     "log.retention.check.interval.ms=300")
+    with WireClient(s.bootstrap) as c:
+        for _ in range(60):
+            assert produce(c, "kept", 0, batch(1, value=b"x" * 1000, ts=int(time.time() * 1000))).error_code is E.none
+        start = wait_until(lambda: list_offset(c, "kept", 0, -2).offset, 30, "the retention check")
+        assert list_offset(c, "kept", 0, -1).offset == 60
+        assert fetch(c, "kept", 0, start - 1).error_code is E.offset_out_of_range
+        assert [b.base_offset for b in batches_of(fetch(c, "kept", 0, start).records)][0] == start
+    directory = os.path.join(s.data_dir, "kept-0")
+    wait_until(lambda: min(int(n[:20]) for n in os.listdir(directory) if n.endswith(".log")) == start, 30,
+               "the files of the deleted segments removed")
+    kept = sum(os.path.getsize(os.path.join(directory, n)) for n in os.listdir(directory) if n.endswith(".log"))
+    assert 20000 <= kept < 20000 + 8192 + 2000
