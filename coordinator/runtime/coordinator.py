@@ -126,6 +126,9 @@ class GroupCoordinator:
         self._partition_cache: dict[str, int] = {}
         self.writers: list[LogWriter | None] = [None] * self.partitions
         self._claims: list[Claim | None] = [None] * self.partitions  # cluster mode: the claim each partition is held by
+        # awaited first when a partition is lost (cluster mode): what else rides on its claim lets go
+        # (the data partitions it is home to: coordinator/runtime/records_disk.py), with `fenced`
+        self.on_lose: list = []
         self.runners = [self._new_runner(shard) for shard in self.shards]
         # bumped by every gain and lose: a load that finishes after its partition moved again is dropped
         self._epochs = [0] * self.partitions
@@ -255,6 +258,8 @@ class GroupCoordinator:
         task = self._tasks.pop(("expire", p), None)
         if task is not None:
             task.cancel()
+        for hook in self.on_lose:
+            await hook(p, fenced)
         shard, runner, writer = self.shards[p], self.runners[p], self.writers[p]
         self.shards[p] = self._new_shard(p)
         self.runners[p] = self._new_runner(self.shards[p])

@@ -115,7 +115,8 @@ class DataWriter:
         self.written = written.end_offset
         for i in items:
             if not i.durable and i.done is not None:
-                i.done(None)
+                done, i.done = i.done, None
+                done(None)
         if not self._fsync:
             self._durable([written])
         else:
@@ -159,7 +160,8 @@ class DataWriter:
         for w in group:
             for i in w.items:
                 if i.durable and i.done is not None:
-                    i.done(None)
+                    done, i.done = i.done, None
+                    done(None)
         self._on_durable()
 
     def _fail(self, items: list[_Item], error: BaseException) -> None:
@@ -177,10 +179,19 @@ class DataWriter:
         self._on_cut(first)
         for i in items:
             if i.done is not None:
-                i.done(ErrorCode.kafka_storage_error)
+                done, i.done = i.done, None
+                done(ErrorCode.kafka_storage_error)
 
     def _timed_out(self) -> None:
         log.warning("write slow partition=%s: still not durable after %.0f ms", self.dlog.name, self._timeout * 1000)
+
+    def abandon(self, error: ErrorCode) -> None:
+        """Answer every append not answered yet with `error` now (a lost leadership: the records may
+        still land, the producer retries them); what they write is no longer waited for."""
+        for i in self._pending + [i for w in self._unsynced + (self._job or []) for i in w.items]:
+            if i.done is not None:
+                done, i.done = i.done, None
+                done(error)
 
     def sync_now(self) -> None:
         """Interval mode: fsync what was written (the plane's timer calls this on a worker thread)."""

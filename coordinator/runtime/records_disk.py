@@ -26,6 +26,8 @@ from groupd.storage.records_plane.producers import Producers
 from groupd.storage.records_plane.segments import DataLog, ScannedBatch
 from groupd.storage.records_plane.watchers import Watchers
 
+from groupd.coordinator.core.partitioning import data_home
+
 from .data_writer import DataWriter
 from .log_workers import LogWorkers
 from .topic_configs import topic_config
@@ -231,10 +233,26 @@ class DiskPlane(Watchers):
         if not self.closed:
             self._leaders_timer = asyncio.get_running_loop().call_later(self.LEADERS_CHECK_S, self._check_leaders)
 
+    async def release_home(self, home: int, fenced: bool) -> None:
+        """Cluster mode: offsets partition `home` is being lost. Before its claim goes, the data
+        partitions it is home to let go: a clean hand-over lets their writes in flight finish (the next
+        leader loads them); `fenced` (this node may no longer lead) answers those writes
+        NOT_LEADER_OR_FOLLOWER at once, since they may land after the next leader loaded."""
+        partitions = self.settings.offsets_topic_num_partitions
+        for key, part in list(self._parts.items()):
+            if data_home(part.dlog.topic, part.dlog.partition, partitions) == home:
+                del self._parts[key]
+                if fenced:
+                    part.writer.abandon(ErrorCode.not_leader_or_follower)
+                await self._release(part)
+
     async def _release(self, part: DiskPartition) -> None:
         idle = part.writer.idle()
         if idle is not None:
-            await asyncio.wait_for(idle, self.settings.offsets_commit_timeout_ms / 1000)
+            try:
+                await asyncio.wait_for(idle, self.settings.offsets_commit_timeout_ms / 1000)
+            except asyncio.TimeoutError:
+                part.writer.abandon(ErrorCode.not_leader_or_follower)
         part.writer.closed = True
         await asyncio.get_running_loop().run_in_executor(None, part.dlog.close)
         log.info("data partition released partition=%s log_end=%d (no longer its leader)", part.dlog.name,

@@ -17,7 +17,7 @@ import pytest
 from groupd.coordinator.tools.groups import AdminConnection
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
-from tests.cluster.test_cluster_etcd import etcd, spread, two_nodes  # noqa: F401 (the fixture)
+from tests.cluster.test_cluster_etcd import etcd, spread, two_nodes  # noqa: F401,F811 (the fixture)
 from tests.support.harness import wait_until
 
 pytestmark = pytest.mark.clients
@@ -40,11 +40,11 @@ def leaders(bootstrap: str, topic: str = "t") -> dict[int, int] | None:
             if t.error_code == ErrorCode.none}
 
 
-def agreed_leaders(nodes, among: set[int]) -> dict[int, int]:
+def agreed_leaders(nodes, among: set[int], exactly: bool = False) -> dict[int, int]:
     def agreed():
         seen = [leaders(n.bootstrap) for n in nodes if n.alive()]
         if seen and all(s == seen[0] for s in seen) and seen[0] and set(seen[0].values()) <= among \
-                and -1 not in seen[0].values():
+                and -1 not in seen[0].values() and (not exactly or set(seen[0].values()) == among):
             return seen[0]
         return None
     return wait_until(agreed, 60, "every node names the same leader for each data partition")
@@ -71,6 +71,13 @@ def consume(bootstrap: str, group: str, count: int) -> dict[int, list[bytes]]:
     return got
 
 
+def produce_storm(bootstrap: str, acked: dict, stop: threading.Event) -> None:
+    """acks=all to every partition of t until `stop`: `acked[(partition, offset)] = value`."""
+    from tests.storage.test_records_crash import storm
+
+    storm(bootstrap, "t", acked, stop, 1, partitions=4)
+
+
 def test_one_leader_per_data_partition_and_a_producer_and_a_group_through_different_nodes(nodes):
     from confluent_kafka import Producer
 
@@ -89,33 +96,13 @@ def test_one_leader_per_data_partition_and_a_producer_and_a_group_through_differ
 
 
 def test_a_killed_leader_moves_its_data_partitions_with_every_acknowledged_record(nodes):
-    from confluent_kafka import Producer
-
     spread(nodes)
     lead = agreed_leaders(nodes, {1, 2})
     victim = next((n for n in (2, 1) if n in lead.values()), None)
     assert victim is not None
     acked: dict[tuple[int, int], bytes] = {}
     stop = threading.Event()
-
-    def storm() -> None:
-        p = Producer({"bootstrap.servers": f"{nodes[0].bootstrap},{nodes[1].bootstrap}", "acks": "all",
-                      "linger.ms": 2, "message.timeout.ms": 60000})
-
-        def delivered(err, m) -> None:
-            if err is None:
-                acked[(m.partition(), m.offset())] = m.value()
-
-        i = 0
-        while not stop.is_set():
-            try:
-                p.produce("t", value=f"m{i}".encode(), partition=i % 4, on_delivery=delivered)
-                i += 1
-            except BufferError:
-                pass
-            p.poll(0.001)
-        p.flush(60)
-
+    storm = lambda: produce_storm(f"{nodes[0].bootstrap},{nodes[1].bootstrap}", acked, stop)  # noqa: E731
     t = threading.Thread(target=storm, daemon=True)
     t.start()
     try:
@@ -161,3 +148,36 @@ def test_workers_own_their_data_partitions_on_disk_through_a_workers_kill_9(tmp_
         assert {q: sorted(v) for q, v in got.items()} == expected
     finally:
         assert s.stop() == 0, s.log()
+
+
+def test_data_partitions_handed_over_to_a_joining_node_keep_every_acknowledged_record(tmp_path, etcd):  # noqa: F811
+    """A clean hand-over: node 2 joins while node 1 takes an acks=all storm; the data partitions whose
+    home moves are let go (their writes in flight finish) before node 2 loads them."""
+    from tests.storage.test_records_crash import read_all
+    from tests.support.etcd_server import cluster_node
+    from tests.cluster.test_cluster_etcd import SETTINGS
+
+    data = str(tmp_path / "data")
+    one = cluster_node(data, etcd, 1, *SETTINGS).start()
+    two = None
+    acked: dict[tuple[int, int], bytes] = {}
+    stop = threading.Event()
+    t = threading.Thread(target=produce_storm, args=(one.bootstrap, acked, stop), daemon=True)
+    t.start()
+    try:
+        wait_until(lambda: len(acked) >= 1500, 60, "records acknowledged by node 1 alone")
+        two = cluster_node(data, etcd, 2, *SETTINGS).start()
+        agreed_leaders([one, two], {1, 2}, exactly=True)  # t-3's home moves to node 2 (rendezvous)
+        before = len(acked)
+        wait_until(lambda: len(acked) >= before + 1500, 90, "records acknowledged after the hand-over")
+        stop.set()
+        t.join(90)
+        assert "data partition released partition=t-3" in one.log()
+        stored = read_all(one.bootstrap, "t", 4)
+        lost = {k: v for k, v in acked.items() if stored.get(k) != v}
+        assert not lost, f"{len(lost)} of {len(acked)} acknowledged records lost, e.g. {sorted(lost)[:5]}"
+    finally:
+        stop.set()
+        for node in (one, two):
+            if node is not None:
+                assert node.stop() == 0, node.log()

@@ -19,8 +19,10 @@ pytestmark = pytest.mark.clients
 PARTITIONS = 3
 
 
-def storm(bootstrap: str, topic: str, acked: dict, stop: threading.Event, cycle: int) -> None:
-    """Produce until `stop`; `acked[(partition, offset)] = value` per acknowledged record."""
+def storm(bootstrap: str, topic: str, acked: dict, stop: threading.Event, cycle: int,
+          partitions: int = PARTITIONS) -> None:
+    """Produce with acks=all until `stop` (idempotent in even cycles); `acked[(partition, offset)] =
+    value` per acknowledged record."""
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 2, "message.timeout.ms": 60000,
@@ -33,7 +35,7 @@ def storm(bootstrap: str, topic: str, acked: dict, stop: threading.Event, cycle:
     i = 0
     while not stop.is_set():
         try:
-            p.produce(topic, value=f"c{cycle}-{i}-{'x' * (i % 300)}".encode(), partition=i % PARTITIONS,
+            p.produce(topic, value=f"c{cycle}-{i}-{'x' * (i % 300)}".encode(), partition=i % partitions,
                       on_delivery=delivered)
             i += 1
         except BufferError:
