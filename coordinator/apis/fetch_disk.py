@@ -15,6 +15,8 @@ import logging
 from groupd.protocol import ErrorCode
 from groupd.storage.records_plane.segments import read_from
 
+from groupd.coordinator.runtime.records_disk import Unavailable
+
 from .fetch_common import _entry, _respond, _topic, _unknown, _unreadable
 
 log = logging.getLogger("groupd")
@@ -47,9 +49,10 @@ def _plan(node, plane, body, denied: set[str], offsets_log: dict[int, dict]):
                     error = True
                 partitions.append(entry)
                 continue
-            part = plane.partition(topic, p.partition)
-            if part is None:
-                partitions.append(_unknown(p.partition, ErrorCode.kafka_storage_error))
+            try:
+                part = plane.partition(topic, p.partition)
+            except Unavailable as e:
+                partitions.append(_unknown(p.partition, e.error))
                 error = True
                 continue
             start, end = part.log_start, part.high_watermark

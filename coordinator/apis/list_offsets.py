@@ -34,6 +34,7 @@ from groupd.storage.records_plane import plane_for, segments
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.runtime.offsets_topic import log_range
+from groupd.coordinator.runtime.records_disk import Unavailable
 from .request import Request
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
@@ -75,9 +76,10 @@ def _answer_disk(plane, topic, index: int, timestamp: int, reads: list) -> dict:
     the segment files off the loop (`reads`: (entry, function, arguments))."""
     if topic is None or not 0 <= index < topic.partitions:
         return {"partition_index": index, "error_code": ErrorCode.unknown_topic_or_partition}
-    part = plane.partition(topic, index)
-    if part is None:
-        return {"partition_index": index, "error_code": ErrorCode.kafka_storage_error}
+    try:
+        part = plane.partition(topic, index)
+    except Unavailable as e:
+        return {"partition_index": index, "error_code": e.error}
     entry = {"partition_index": index, "error_code": ErrorCode.none, "timestamp": -1, "offset": -1,
              "leader_epoch": -1}
     if timestamp in (EARLIEST, EARLIEST_LOCAL):

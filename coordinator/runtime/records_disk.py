@@ -36,6 +36,22 @@ log = logging.getLogger("groupd")
 
 Key = tuple  # (topic id, partition)
 DATA_WRITE_THREADS = 4
+INLINE_LOAD_BYTES = 4 << 20  # a partition with more on disk is loaded off the loop
+
+
+class Unavailable(Exception):
+    """A partition that cannot serve now: the error its requests get, and a message."""
+
+    def __init__(self, error: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error, self.message = error, message
+
+
+def stored_bytes(directory: str) -> int:
+    try:
+        return sum(e.stat().st_size for e in os.scandir(directory) if e.name.endswith(".log"))
+    except FileNotFoundError:
+        return 0
 _DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 
 
@@ -72,6 +88,8 @@ class DiskPlane(Watchers):
         self._flush_timer: asyncio.TimerHandle | None = None
         self._leaders_timer: asyncio.TimerHandle | None = None
         self.storage_errors = 0
+        self._loading: set[Key] = set()
+        self._failures: set[str] = set()
         self.closed = False
 
     # -- partitions ------------------------------------------------------------------------------
@@ -136,22 +154,44 @@ class DiskPlane(Watchers):
         self._arm_flush()
         self._check_leaders()
 
-    def partition(self, topic, index: int) -> DiskPartition | None:
-        """The partition, opened on first use; None when it cannot be opened (logged)."""
+    def partition(self, topic, index: int) -> DiskPartition:
+        """The partition, opened on first use: at once when its directory is new or small, else
+        loaded off the loop (`Unavailable`, NOT_LEADER_OR_FOLLOWER, meanwhile: clients retry). Raises
+        `Unavailable` with KAFKA_STORAGE_ERROR when it cannot be opened (logged once)."""
         key = (topic.topic_id, index)
         part = self._parts.get(key)
-        if part is None:
-            if self.closed:
-                return None
-            self.forget_topics_except({t.topic_id for t in self._topics()})  # a deleted topic's logs close
-            dlog = self._new_log(topic, index)
-            try:
-                producers = self._load(dlog)
-            except OSError as e:
-                log.error("data partition not opened partition=%s: %s", dlog.name, e)
-                return None
-            part = self._opened(key, dlog, producers)
-        return part
+        if part is not None:
+            return part
+        if self.closed or key in self._loading:
+            raise Unavailable(ErrorCode.not_leader_or_follower, "The partition's log is loading")
+        self.forget_topics_except({t.topic_id for t in self._topics()})  # a deleted topic's logs close
+        dlog = self._new_log(topic, index)
+        if stored_bytes(dlog.directory) > INLINE_LOAD_BYTES:
+            self._loading.add(key)
+            loop = asyncio.get_running_loop()
+            loop.run_in_executor(None, self._load, dlog).add_done_callback(
+                lambda f: self._loaded(key, dlog, f))
+            raise Unavailable(ErrorCode.not_leader_or_follower, "The partition's log is loading")
+        try:
+            producers = self._load(dlog)
+        except OSError as e:
+            self._failed(dlog, e)
+            raise Unavailable(ErrorCode.kafka_storage_error, "The partition's log cannot be opened") from None
+        return self._opened(key, dlog, producers)
+
+    def _loaded(self, key: Key, dlog: DataLog, f: asyncio.Future) -> None:
+        self._loading.discard(key)
+        if f.exception() is not None:
+            self._failed(dlog, f.exception())
+        elif self.closed or not self._leads(dlog.topic, dlog.partition) or key in self._parts:
+            dlog.close()  # let go meanwhile: the next access loads it again
+        else:
+            self._opened(key, dlog, f.result())
+
+    def _failed(self, dlog: DataLog, error: BaseException) -> None:
+        if dlog.name not in self._failures:  # once per partition: clients retry
+            self._failures.add(dlog.name)
+            log.error("data partition not opened partition=%s: %s", dlog.name, error)
 
     def peek(self, key: Key) -> DiskPartition | None:
         return self._parts.get(key)
@@ -183,9 +223,10 @@ class DiskPlane(Watchers):
             return Appended(e.error, message=e.message), None
         if any(b.transactional for b in batches):
             return Appended(ErrorCode.unsupported_for_message_format, message=TRANSACTIONS_UNSUPPORTED), None
-        part = self.partition(topic, index)
-        if part is None:
-            return Appended(ErrorCode.kafka_storage_error, message="the partition's log cannot be opened"), None
+        try:
+            part = self.partition(topic, index)
+        except Unavailable as e:
+            return Appended(e.error, message=e.message), None
         writer, producers = part.writer, part.producers
         first = None
         last_written = None

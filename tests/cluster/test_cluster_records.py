@@ -173,7 +173,7 @@ def test_data_partitions_handed_over_to_a_joining_node_keep_every_acknowledged_r
         stop.set()
         t.join(90)
         assert "data partition released partition=t-3" in one.log()
-        stored = read_all(one.bootstrap, "t", 4)
+        stored = read_all(f"{one.bootstrap},{two.bootstrap}", "t", 4)
         lost = {k: v for k, v in acked.items() if stored.get(k) != v}
         assert not lost, f"{len(lost)} of {len(acked)} acknowledged records lost, e.g. {sorted(lost)[:5]}"
     finally:

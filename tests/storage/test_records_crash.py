@@ -51,7 +51,13 @@ def read_all(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> dict:
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4().hex[:6]}",
                   "enable.auto.commit": False})
-    ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=20)[1] for p in range(partitions)}
+    def end(p: int) -> tuple[int] | None:
+        try:  # a leader that just moved answers NOT_LEADER_OR_FOLLOWER until the metadata is refreshed
+            return (c.get_watermark_offsets(TopicPartition(topic, p), timeout=20)[1],)
+        except Exception:  # noqa: BLE001 - KafkaException: retried
+            return None
+
+    ends = {p: wait_until(lambda p=p: end(p), 60, f"the high watermark of {topic}-{p}")[0] for p in range(partitions)}
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got: dict = {}
     left = {p for p, end in ends.items() if end > 0}
