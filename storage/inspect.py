@@ -17,10 +17,10 @@ from collections.abc import Iterator
 
 from groupd.protocol.consumer import BadConsumerProtocol, decode_assignment, decode_subscription
 
-from .log import list_segments, partition_dir, records_of
+from .log import partition_dir, records_of
 from .owned_log import stamped_segments
 from .records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
-from .records_plane.segments import METADATA_FILE
+from .records_plane.segments import METADATA_FILE, counted_chain
 from .scanner import OffsetChain, record_count, scan_segments
 
 
@@ -161,7 +161,8 @@ def verify(data_dir: str) -> tuple[list[str], bool]:
             lines.append(line)
             ok = ok and line.startswith(f"partition {p:>3}: OK")
     for topic, p, directory in data_partitions(data_dir):
-        line = _verify_partition(f"partition {topic}-{p}", [(0, list_segments(directory))], "")
+        stamps = sorted(stamped_segments(directory).items())  # cluster mode: each leader's, a chain each
+        line = _verify_partition(f"partition {topic}-{p}", stamps, "")
         if line is not None:
             lines.append(line)
             ok = ok and ": OK " in line.split("\n")[0]
@@ -212,7 +213,7 @@ def dump_data(directory: str, topic: str, partition: int) -> Iterator[str]:
     """One JSON line per record of a data partition: offset, timestamp, key, value and headers (bytes
     as base64, null as null), the batch's producer id and sequence; a line with `"error"` where bytes
     were skipped (corrupt, or a torn tail)."""
-    for base, path, data, found, last in scan_segments(list_segments(directory)):
+    for base, path, data, found, last in scan_segments([(b, p) for b, p, _, _ in counted_chain(directory)]):
         skipped = sorted(found.damage + ([found.tail] if found.tail else []), key=lambda d: d.position)
         for b in found.batches:
             while skipped and skipped[0].position < b.position:

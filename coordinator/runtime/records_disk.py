@@ -78,9 +78,11 @@ class DiskPartition:
 class DiskPlane(Watchers):
     DISK = True
 
-    def __init__(self, settings, leads: Callable[[str, int], bool], topics: Callable[[], Iterable]) -> None:
+    def __init__(self, settings, leads: Callable[[str, int], bool], topics: Callable[[], Iterable],
+                 stamp: Callable[[str, int], int] = lambda _topic, _p: 0) -> None:
         self.settings = settings
         self._leads = leads
+        self._stamp = stamp  # cluster mode: the claim a data partition's leader writes its segments under
         self._topics = topics  # the catalog's topics (name, topic_id, partitions)
         self._parts: dict[Key, DiskPartition] = {}
         self._workers = LogWorkers(DATA_WRITE_THREADS, "groupd-data")
@@ -96,7 +98,7 @@ class DiskPlane(Watchers):
 
     def _new_log(self, topic, partition: int) -> DataLog:
         return DataLog(self.settings.data_dir, topic.name, partition, topic.topic_id,
-                       topic_config(self.settings, topic.name, "segment.bytes"))
+                       topic_config(self.settings, topic.name, "segment.bytes"), self._stamp(topic.name, partition))
 
     @staticmethod
     def _load(dlog: DataLog) -> Producers:

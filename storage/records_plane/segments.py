@@ -25,7 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..files import atomic_write
-from ..log import CLEANED_SUFFIX, LoadResult, PartitionLog, list_segments
+from ..log import CLEANED_SUFFIX, SEGMENT_SUFFIX, LoadResult, PartitionLog
+from ..owned_log import stamped_segments
 from ..scanner import scan_segments
 from .batches import first_record_at_or_after, record_with_max_timestamp
 
@@ -93,12 +94,16 @@ class DataLog(PartitionLog):
     """The segments of one data partition, opened for append. One writer (the loop), readers on
     other threads read the files through their own descriptors, up to an offset the loop gave them."""
 
-    def __init__(self, data_dir: str, topic: str, partition: int, topic_id, segment_bytes: int) -> None:
+    def __init__(self, data_dir: str, topic: str, partition: int, topic_id, segment_bytes: int,
+                 stamp: int = 0) -> None:
         super().__init__(data_dir, partition, segment_bytes)
+        self.stamp = stamp  # cluster mode: the leader's claim; its segments are `<base>-<stamp>.log`
         self.topic = topic
         self.topic_id = topic_id
         self.directory = data_partition_dir(data_dir, topic, partition)
-        self.indexes: dict[int, SegmentIndex] = {}  # by segment base offset
+        self.indexes: dict[str, SegmentIndex] = {}  # by segment path
+        # cluster mode: segments of an earlier stamp count below the next stamp's first offset
+        self.caps: dict[str, int] = {}
 
     @property
     def name(self) -> str:
@@ -133,13 +138,19 @@ class DataLog(PartitionLog):
         for name in os.listdir(self.directory):
             if name.endswith(CLEANED_SUFFIX):
                 os.remove(os.path.join(self.directory, name))
-        self.segments = list_segments(self.directory)
+        chain = counted_chain(self.directory)
+        self.segments = [(base, path) for base, path, _, _ in chain]
+        self.caps = {path: cap for _, path, _, cap in chain if cap is not None}
+        stamps = {path: stamp for _, path, stamp, _ in chain}
         self.indexes = {}
         result = LoadResult()
         for base, path, data, found, last in scan_segments(self.segments):
-            index = self.indexes[base] = SegmentIndex()
+            index = self.indexes[path] = SegmentIndex()
+            cap = self.caps.get(path)
             for b in found.batches:
                 batch = b.batch
+                if cap is not None and batch.base_offset >= cap:
+                    break  # a deposed leader's late writes: the next stamp holds these offsets
                 index.add(batch.base_offset, b.position, batch.max_timestamp)
                 result.next_offset = max(result.next_offset, batch.next_offset)
                 result.bytes += b.size
@@ -147,9 +158,21 @@ class DataLog(PartitionLog):
                     on_batch(ScannedBatch(batch.base_offset, batch.last_offset_delta + 1, batch.producer_id, batch.producer_epoch,
                                           batch.base_sequence, batch.max_timestamp))
             del data
-            self._settle(path, found, last, result)
-        self._open_end(result)
+            if stamps[path] == self.stamp and cap is None:
+                self._settle(path, found, last, result)
+            # another leader's segment is read, never changed: bad bytes at its end are where it stopped
+        if self.stamp:  # cluster mode: this leader's own segments, from the offset it found on
+            self.next_offset = max(result.next_offset, self.segments[-1][0] if self.segments else 0)
+            if self.segments and self._own(self.segments[-1][1]):
+                self._open_active()
+            else:
+                self._roll(self.next_offset)
+        else:
+            self._open_end(result)
         return result
+
+    def _own(self, path: str) -> bool:
+        return _stamp_of(path) == self.stamp
 
     # -- appends (on the loop) -------------------------------------------------------------------
 
@@ -162,10 +185,10 @@ class DataLog(PartitionLog):
         is (base offset, size, max timestamp) per batch. Returns the byte where they start; a failure
         leaves nothing behind (`PartitionLog.write`)."""
         start = self.write(data, records)
-        base = self.segments[-1][0]
-        index = self.indexes.get(base)
+        path = self.segments[-1][1]
+        index = self.indexes.get(path)
         if index is None:
-            index = self.indexes[base] = SegmentIndex()
+            index = self.indexes[path] = SegmentIndex()
         position = start
         for offset, size, max_ts in bases:
             index.add(offset, position, max_ts)
@@ -174,7 +197,7 @@ class DataLog(PartitionLog):
 
     def cut(self, position: int, next_offset: int) -> None:
         super().cut(position, next_offset)
-        index = self.indexes.get(self.segments[-1][0]) if self.segments else None
+        index = self.indexes.get(self.segments[-1][1]) if self.segments else None
         if index is not None:
             index.cut(next_offset)
 
@@ -188,7 +211,7 @@ class DataLog(PartitionLog):
         total = sum(s for _, _, s in sizes) + self._active_size
         out = []
         for base, path, size in sizes:
-            index = self.indexes.get(base)
+            index = self.indexes.get(path)
             too_big = retention_bytes >= 0 and total - size >= retention_bytes
             too_old = retention_ms >= 0 and index is not None and index.largest_ts >= 0 and \
                 now_ms - index.largest_ts > retention_ms
@@ -201,45 +224,48 @@ class DataLog(PartitionLog):
     def drop_segments(self, count: int) -> list[str]:
         """Forget the oldest `count` segments (the loop, before their files are removed off it)."""
         dropped, self.segments = self.segments[:count], self.segments[count:]
-        for base, _ in dropped:
-            self.indexes.pop(base, None)
+        for _, path in dropped:
+            self.indexes.pop(path, None)
+            self.caps.pop(path, None)
         return [path for _, path in dropped]
 
     # -- reading (plans on the loop, reads anywhere) ---------------------------------------------
 
-    def plan_read(self, offset: int) -> tuple[str, int] | None:
-        """(segment path, a byte position at or before the batch holding `offset`)."""
+    def plan_read(self, offset: int) -> tuple[str, int, int | None] | None:
+        """(segment path, a byte position at or before the batch holding `offset`, the offset its
+        records count up to or None)."""
         if not self.segments:
             return None
         i = max(bisect.bisect_right([base for base, _ in self.segments], offset) - 1, 0)
         base, path = self.segments[i]
-        index = self.indexes.get(base)
-        return path, index.position_for(offset) if index is not None else 0
+        index = self.indexes.get(path)
+        return path, index.position_for(offset) if index is not None else 0, self.caps.get(path)
 
-    def following(self, path: str) -> list[str]:
-        """The segments after `path` (a read that found nothing ≥ its offset there moves on)."""
+    def following(self, path: str) -> list[tuple[str, int | None]]:
+        """(path, cap) of the segments after `path` (a read that found nothing ≥ its offset there
+        moves on)."""
         paths = [p for _, p in self.segments]
-        return paths[paths.index(path) + 1:] if path in paths else []
+        return [(p, self.caps.get(p)) for p in paths[paths.index(path) + 1:]] if path in paths else []
 
-    def timestamp_plan(self, timestamp: int) -> list[tuple[str, int, int]]:
-        """(path, start, end position or -1) of the index intervals whose largest timestamp reaches
-        `timestamp`, oldest first (ListOffsets by time reads them until a record is found)."""
+    def timestamp_plan(self, timestamp: int) -> list[tuple[str, int, int, int | None]]:
+        """(path, start, end position or -1, cap) of the index intervals whose largest timestamp
+        reaches `timestamp`, oldest first (ListOffsets by time reads them until a record is found)."""
         out = []
         for base, path in self.segments:
-            index = self.indexes.get(base)
+            index = self.indexes.get(path)
             if index is None or index.largest_ts < timestamp:
                 continue
             for i, ts in enumerate(index.max_ts):
                 if ts >= timestamp:
                     end = index.positions[i + 1] if i + 1 < len(index.positions) else -1
-                    out.append((path, index.positions[i], end))
+                    out.append((path, index.positions[i], end, self.caps.get(path)))
         return out
 
     def max_timestamp_plan(self) -> tuple[str, int] | None:
         """(path, position) of a batch with the log's largest timestamp (the first such segment)."""
         best = None
         for base, path in self.segments:
-            index = self.indexes.get(base)
+            index = self.indexes.get(path)
             if index is not None and index.largest_ts >= 0 and (best is None or index.largest_ts > best[0]):
                 best = (index.largest_ts, path, index.largest_ts_position)
         return None if best is None else (best[1], best[2])
@@ -247,6 +273,27 @@ class DataLog(PartitionLog):
     @property
     def size(self) -> int:
         return sum(_size(p) for _, p in self.segments[:-1]) + self._active_size
+
+
+def _stamp_of(path: str) -> int:
+    stamp = os.path.basename(path)[:-len(SEGMENT_SUFFIX)].partition("-")[2]
+    return int(stamp) if stamp else 0
+
+
+def counted_chain(directory: str) -> list[tuple[int, str, int, int | None]]:
+    """(base, path, stamp, cap) of the segments whose records count, in offset order. A lone node's
+    segments are stamp 0; in cluster mode each leader writes segments of its claim's stamp (an etcd
+    revision: later leaders, higher stamps) from the offset it found on, so a stamp's records count
+    below the first offset of any later stamp (`cap`): what a deposed leader still wrote after the
+    next one loaded is never read."""
+    stamped = stamped_segments(directory)
+    stamps = sorted(stamped)
+    out = []
+    for i, stamp in enumerate(stamps):
+        later = [stamped[s][0][0] for s in stamps[i + 1:] if stamped[s]]
+        cap = min(later) if later else None
+        out += [(base, path, stamp, cap) for base, path in stamped[stamp] if cap is None or base < cap]
+    return out
 
 
 def _size(path: str) -> int:
@@ -257,20 +304,22 @@ def _size(path: str) -> int:
 
 
 def read_from(path: str, position: int, offset: int, end: int, max_bytes: int, whole_first: bool,
-              following: list[str] = ()) -> bytes:
+              following: list[tuple[str, int | None]] = (), cap: int | None = None) -> bytes:
     """Whole batches from the one holding `offset` (starting the walk at byte `position`), below
     offset `end`, at most `max_bytes` except that with `whole_first` the first batch comes whole
     (KIP-74). One segment per read, as Kafka's: the next segment only when this one holds nothing
-    at or after `offset`. A segment removed meanwhile (retention) reads as empty."""
-    for seg in (path, *following):
+    at or after `offset`. A segment removed meanwhile (retention) reads as empty. A segment's cap
+    (cluster mode: where the next stamp's records begin) ends it like `end`."""
+    for seg, seg_cap in ((path, cap), *following):
         try:
             f = open(seg, "rb", buffering=0)
         except FileNotFoundError:
             position = 0
             continue
         with f:
-            found = _read_segment(f, position, offset, end, max_bytes, whole_first)
-        if found is not None:
+            found = _read_segment(f, position, offset, end if seg_cap is None else min(end, seg_cap), max_bytes,
+                                  whole_first)
+        if found is not None and (found or seg_cap is None or offset < seg_cap):
             return found
         position = 0
     return b""
@@ -327,9 +376,11 @@ def batch_at(path: str, position: int) -> bytes:
 def offset_for_timestamp(plan: list[tuple[str, int, int]], timestamp: int, end: int) -> tuple[int, int] | None:
     """(offset, timestamp) of the first record at or after `timestamp` below offset `end`, reading
     the planned index intervals (blocking)."""
-    for path, start, stop in plan:
+    for path, start, stop, cap in plan:
         for data in _batches(path, start, stop):
             base = _HEAD.unpack_from(data)[0]
+            if cap is not None and base >= cap:
+                break  # a deposed leader's late writes
             if base >= end:
                 return None
             if _MAX_TS.unpack_from(data, 35)[0] >= timestamp:

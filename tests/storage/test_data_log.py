@@ -43,8 +43,8 @@ def write(dlog: DataLog, n_batches: int, per_batch: int = 2, value: bytes = b"v"
 
 
 def read(dlog: DataLog, offset: int, max_bytes: int = 1 << 20, first_whole: bool = True) -> list[int]:
-    path, position = dlog.plan_read(offset)
-    data = read_from(path, position, offset, dlog.next_offset, max_bytes, first_whole, dlog.following(path))
+    path, position, cap = dlog.plan_read(offset)
+    data = read_from(path, position, offset, dlog.next_offset, max_bytes, first_whole, dlog.following(path), cap)
     return [b.base_offset for b in iter_batches(data)]
 
 
@@ -66,7 +66,7 @@ def test_reads_by_offset_across_index_intervals_and_segments(tmp_path):
 def test_a_read_stops_at_the_end_it_was_given(tmp_path):
     dlog = opened(tmp_path)
     write(dlog, 5)
-    path, position = dlog.plan_read(0)
+    path, position, _ = dlog.plan_read(0)
     data = read_from(path, position, 0, 6, 1 << 20, True)
     assert [b.base_offset for b in iter_batches(data)] == [0, 2, 4]
 
@@ -154,3 +154,30 @@ def test_log_dump_verify_and_repair_read_data_partitions(tmp_path):
     assert groupd_log("verify", "--data-dir", data_dir).returncode == 0
     again = opened(tmp_path)
     assert again.next_offset == 6 and read(again, 0) == [0, 4]
+
+
+def test_cluster_stamps_fence_a_deposed_leaders_late_writes(tmp_path):
+    """Cluster mode: each leader writes segments of its claim's stamp from the offset it found on; a
+    deposed leader's writes after that (its own file, offsets the next leader took) are never read."""
+    old = DataLog(str(tmp_path), "t", 0, TOPIC_ID, 1 << 20, stamp=5)
+    old.load_batches()
+    write(old, 5, value=b"old")  # offsets 0..9
+    new = DataLog(str(tmp_path), "t", 0, TOPIC_ID, 1 << 20, stamp=7)
+    new.load_batches()
+    assert new.next_offset == 10 and new.segments[-1][1].endswith("-7.log")
+    write(old, 2, value=b"late")  # the deposed leader, still writing: 10..13 in its own file
+    write(new, 1, value=b"new")  # 10..11
+    old.close()
+    new.close()
+    again = DataLog(str(tmp_path), "t", 0, TOPIC_ID, 1 << 20, stamp=9)
+    seen = []
+    again.load_batches(seen.append)
+    assert again.next_offset == 12 and [b.base_offset for b in seen] == [0, 2, 4, 6, 8, 10]
+    path, position, cap = again.plan_read(10)
+    data = read_from(path, position, 10, again.next_offset, 1 << 20, True, again.following(path), cap)
+    assert [(b.base_offset, bytes(next(iter(b)).value)) for b in iter_batches(data)] == [(10, b"new")]
+    path, position, cap = again.plan_read(8)  # the old stamp's last counted batch, then on to the next stamp
+    data = read_from(path, position, 8, again.next_offset, 1 << 20, True, again.following(path), cap)
+    assert [b.base_offset for b in iter_batches(data)] == [8]
+    data = read_from(path, position, 9, again.next_offset, 1 << 20, True, again.following(path), cap)
+    assert [b.base_offset for b in iter_batches(data)] == [8]

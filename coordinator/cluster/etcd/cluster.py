@@ -124,6 +124,11 @@ class EtcdCluster(ClusterView):
         per data partition in every node's Metadata, which moves with that partition's etcd claim."""
         return self.coordinator(data_home(topic, partition, self.settings.offsets_topic_num_partitions))
 
+    def data_stamp(self, topic: str, partition: int) -> int:
+        """The etcd revision of this node's claim on the data partition's home: its segments' stamp,
+        so what a deposed leader writes late is never read (storage/records_plane/segments.py)."""
+        return self.mine.get(data_home(topic, partition, self.settings.offsets_topic_num_partitions), 0)
+
     def keeps_shared_state(self) -> bool:
         return True
 
