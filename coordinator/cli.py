@@ -43,15 +43,19 @@ def _parser() -> argparse.ArgumentParser:
     show = config_sub.add_parser("show", help="the effective configuration (YAML) and where each value came from")
     add_config_arguments(show)
     show.add_argument("--json", action="store_true", help="one JSON document instead of YAML")
-    logs = sub.add_parser("log", help="read the offsets log of a data directory (no server needed)")
+    logs = sub.add_parser("log", help="read the offsets log and the data partitions of a data directory "
+                          "(no server needed)")
     logs_sub = logs.add_subparsers(dest="log_command", required=True)
     dump = logs_sub.add_parser("dump", help="print every record, decoded, one JSON object per line")
     dump.add_argument("--partition", type=int)
     dump.add_argument("--group", help="only this group's records (in the partition that holds it)")
+    dump.add_argument("--topic", help="a data topic's partition (with --partition, default 0) instead of the "
+                      "offsets log: each record's offset, timestamp, key, value and headers")
     verify = logs_sub.add_parser("verify", help="check every batch's CRC and the offsets, per partition")
     repair = logs_sub.add_parser("repair", help="rewrite partitions without their corrupt bytes (no server may "
                                  "use the data dir; the originals are copied to <data dir>/repair-<time>/)")
     repair.add_argument("--partition", type=int)
+    repair.add_argument("--topic", help="only this data topic's partitions (all of them, or --partition)")
     for sp in (dump, verify, repair):  # the data dir serve uses, from the same sources, unless given
         sp.add_argument("--data-dir", help="the data directory (default: data.dir of the settings serve reads: "
                         "--config, GROUPD_* variables, --set)")
@@ -92,28 +96,43 @@ def _log_command(args) -> int:
     if not os.path.isdir(args.data_dir):
         return _fail(f"--data-dir {args.data_dir} is not a directory")
     partition = getattr(args, "partition", None)
-    if partition is not None and not os.path.isdir(partition_dir(args.data_dir, partition)):
+    topic = getattr(args, "topic", None)
+    if topic is not None:
+        if partition is not None and not os.path.isdir(os.path.join(args.data_dir, f"{topic}-{partition}")):
+            return _fail(f"partition {topic}-{partition} has no directory in {args.data_dir}")
+        if args.log_command == "dump":
+            p = 0 if partition is None else partition
+            for line in inspect.dump_data(os.path.join(args.data_dir, f"{topic}-{p}"), topic, p):
+                print(line)
+            return 0
+    elif partition is not None and not os.path.isdir(partition_dir(args.data_dir, partition)):
         return _fail(f"partition {partition} has no directory in {args.data_dir}")
     if args.log_command == "dump":
         for line in inspect.dump(args.data_dir, args.partition, args.group):
             print(line)
         return 0
     if args.log_command == "repair":
-        return _repair(args.data_dir, args.partition)
+        return _repair(args.data_dir, args.partition, topic)
     lines, ok = inspect.verify(args.data_dir)
     print("\n".join(lines) if lines else "no records")
     return 0 if ok else 1
 
 
-def _repair(data_dir: str, partition: int | None) -> int:
+def _repair(data_dir: str, partition: int | None, topic: str | None) -> int:
     from groupd.storage.files import DataDirLock
-    from groupd.storage.inspect import partitions
+    from groupd.storage.inspect import data_partitions, partitions
     from groupd.storage.repair import repair_partition
 
+    if topic is not None:  # a data topic's partitions, by directory name
+        chosen: list = [f"{t}-{p}" for t, p, _ in data_partitions(data_dir)
+                        if t == topic and (partition is None or p == partition)]
+    elif partition is not None:
+        chosen = [partition]
+    else:  # everything: the offsets log, then every data partition
+        chosen = partitions(data_dir) + [f"{t}-{p}" for t, p, _ in data_partitions(data_dir)]
     lock = DataDirLock(data_dir).acquire("groupd log repair")  # never under a running server
     try:
-        results = [repair_partition(data_dir, p) for p in ([partition] if partition is not None
-                                                             else partitions(data_dir))]
+        results = [repair_partition(data_dir, p) for p in chosen]
     finally:
         lock.release()
     reported = [r for r in results if r.backup is not None or r.remaining]

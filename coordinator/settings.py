@@ -415,20 +415,22 @@ KEYS: tuple[Key, ...] = (
     Key("super.users", "", _super_users, "principals allowed everything, ';'-separated: User:admin;User:ops"),
     Key("allow.everyone.if.no.acl.found", False, _bool,
         "with the authorizer on: allow a resource that no ACL names (a resource with any ACL follows its ACLs)"),
-    Key("records.plane", "memory", _choice("none", "memory"),
-        "memory: keep produced record batches in memory so producers and consumers move real messages; "
-        "none: a pure group coordinator that stores no records (Produce refused, Fetch empty)"),
+    Key("records.plane", "disk", _choice("none", "memory", "disk"),
+        "disk: keep produced record batches in data.dir, one directory of segments per partition (a "
+        "durable log, as Kafka's); memory: keep them in memory (for tests; a restart resumes each "
+        "partition, empty, at its last log end); none: a pure group coordinator that stores no records "
+        "(Produce refused, Fetch empty)"),
     Key("records.retention.bytes", 67108864, _int(1),
         "memory plane: most bytes kept per partition before the oldest batches are dropped "
         "(Kafka's retention.bytes)"),
     Key("records.retention.ms", 604800000, _int(-1),
-        "memory plane: batches whose newest timestamp is older than this are dropped "
-        "(Kafka's retention.ms); -1 = no time limit"),
+        "memory plane: batches, disk plane: closed segments whose newest timestamp is older than this "
+        "are dropped (Kafka's retention.ms); -1 = no time limit"),
     Key("records.memory.max.bytes", 268435456, _int(1),
         "memory plane: most bytes kept over all partitions; beyond it the oldest batches of any "
         "partition are dropped (no Kafka equivalent: a broker's disk is its bound)"),
     Key("log.retention.check.interval.ms", 300000, _int(1),
-        "memory plane: how often records.retention.ms is applied (Kafka's name and default)"),
+        "how often the records plane's retention is applied (Kafka's name and default)"),
     Key("records.message.max.bytes", 1048588, _int(1),
         "memory plane: largest record batch a Produce may carry (Kafka's message.max.bytes)"),
     Key("cluster.etcd.endpoints", "", _etcd_endpoints,

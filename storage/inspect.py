@@ -1,6 +1,7 @@
 """Reading a data directory without a server: `groupd log dump` (every record decoded, like
-kafka-dump-log --offsets-decoder) and `groupd log verify` (every batch's CRC, and the chain of
-offsets across batches and segments, per partition). On a cluster-mode dir each stamp's segments
+kafka-dump-log --offsets-decoder; a data partition's records with `dump_data`) and `groupd log
+verify` (every batch's CRC, and the chain of offsets across batches and segments, per partition:
+the offsets log's and the disk records plane's data partitions). On a cluster-mode dir each stamp's segments
 (storage/owned_log.py) are read as a chain of their own; which of them count, up to which offset, is
 the manifest in etcd, which these tools do not read."""
 
@@ -19,6 +20,7 @@ from groupd.protocol.consumer import BadConsumerProtocol, decode_assignment, dec
 from .log import partition_dir, records_of
 from .owned_log import stamped_segments
 from .records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
+from .records_plane.segments import METADATA_FILE, counted_chain
 from .scanner import OffsetChain, record_count, scan_segments
 
 
@@ -141,40 +143,92 @@ def _group_of(key) -> str:
     return key.group if isinstance(key, OffsetCommitKey | GroupMetadataKey) else key.group_id
 
 
-def _skipped(p: int, damage) -> str:
+def _skipped(p: int | str, damage) -> str:
     return json.dumps({"log_partition": p, "segment": os.path.basename(damage.path), "error": damage.reason,
                        "byte": damage.position, "bytes": damage.size})
 
 
 def verify(data_dir: str) -> tuple[list[str], bool]:
-    """A report line per partition with data, and whether every batch checked out."""
+    """A report line per partition with data (the offsets log's, then the data partitions'), and
+    whether every batch checked out."""
     lines, ok = [], True
     for p in partitions(data_dir):
         stamps = _by_stamp(data_dir, p)
-        segments = [segment for _, of_stamp in stamps for segment in of_stamp]
-        batches = records = size = 0
-        problems = []
-        for _, of_stamp in stamps:
-            chain = OffsetChain()  # each stamp's segments chain on their own
-            for base, path, data, found, last in scan_segments(of_stamp):
-                name = os.path.basename(path)
-                batches += len(found.batches)
-                records += sum(record_count(data, b) for b in found.batches)
-                size += len(data)
-                for d in found.corruption(last):
-                    where = "active segment" if last else "closed segment"
-                    frames = "?" if d.batches is None else d.batches
-                    problems.append(f"{name} byte {d.position}: {d.reason} [CORRUPT {where}: {d.size} bytes, "
-                                    f"{frames} batches skipped]")
-                torn = found.torn_tail(last)
-                if torn is not None:
-                    problems.append(f"{name} byte {torn.position}: {torn.reason} [torn tail (truncated at next start)]")
-                problems += chain.add(base, path, found)
-        if segments and (batches or problems):
-            status = "OK" if not problems else "ERROR"
-            ok = ok and not problems
-            cluster = (f" stamps={','.join(str(stamp) for stamp, _ in stamps)} (cluster mode: which count, up to "
-                       f"which offset, is /groupd/manifests/{p} in etcd)" if any(stamp for stamp, _ in stamps) else "")
-            lines.append(f"partition {p:>3}: {status} segments={len(segments)} batches={batches} "
-                         f"records={records} bytes={size}{cluster}" + "".join(f"\n    {x}" for x in problems))
+        cluster = (f" stamps={','.join(str(stamp) for stamp, _ in stamps)} (cluster mode: which count, up to "
+                   f"which offset, is /groupd/manifests/{p} in etcd)" if any(stamp for stamp, _ in stamps) else "")
+        line = _verify_partition(f"partition {p:>3}", stamps, cluster)
+        if line is not None:
+            lines.append(line)
+            ok = ok and line.startswith(f"partition {p:>3}: OK")
+    for topic, p, directory in data_partitions(data_dir):
+        stamps = sorted(stamped_segments(directory).items())  # cluster mode: each leader's, a chain each
+        line = _verify_partition(f"partition {topic}-{p}", stamps, "")
+        if line is not None:
+            lines.append(line)
+            ok = ok and ": OK " in line.split("\n")[0]
     return lines, ok
+
+
+def _verify_partition(label: str, stamps: list, suffix: str) -> str | None:
+    segments = [segment for _, of_stamp in stamps for segment in of_stamp]
+    batches = records = size = 0
+    problems = []
+    for _, of_stamp in stamps:
+        chain = OffsetChain()  # each stamp's segments chain on their own
+        for base, path, data, found, last in scan_segments(of_stamp):
+            name = os.path.basename(path)
+            batches += len(found.batches)
+            records += sum(record_count(data, b) for b in found.batches)
+            size += len(data)
+            for d in found.corruption(last):
+                where = "active segment" if last else "closed segment"
+                frames = "?" if d.batches is None else d.batches
+                problems.append(f"{name} byte {d.position}: {d.reason} [CORRUPT {where}: {d.size} bytes, "
+                                f"{frames} batches skipped]")
+            torn = found.torn_tail(last)
+            if torn is not None:
+                problems.append(f"{name} byte {torn.position}: {torn.reason} [torn tail (truncated at next start)]")
+            problems += chain.add(base, path, found)
+    if not segments or not (batches or problems):
+        return None
+    status = "OK" if not problems else "ERROR"
+    return (f"{label}: {status} segments={len(segments)} batches={batches} records={records} bytes={size}{suffix}"
+            + "".join(f"\n    {x}" for x in problems))
+
+
+def data_partitions(data_dir: str) -> list[tuple[str, int, str]]:
+    """(topic, partition, directory) of every data partition of the disk records plane (a directory
+    `<topic>-<p>` holding `partition.metadata`)."""
+    out = []
+    for name in sorted(os.listdir(data_dir)):
+        directory = os.path.join(data_dir, name)
+        topic, _, p = name.rpartition("-")
+        if topic and p.isdigit() and not name.startswith("__") and \
+                os.path.exists(os.path.join(directory, METADATA_FILE)):
+            out.append((topic, int(p), directory))
+    return out
+
+
+def dump_data(directory: str, topic: str, partition: int) -> Iterator[str]:
+    """One JSON line per record of a data partition: offset, timestamp, key, value and headers (bytes
+    as base64, null as null), the batch's producer id and sequence; a line with `"error"` where bytes
+    were skipped (corrupt, or a torn tail)."""
+    for base, path, data, found, last in scan_segments([(b, p) for b, p, _, _ in counted_chain(directory)]):
+        skipped = sorted(found.damage + ([found.tail] if found.tail else []), key=lambda d: d.position)
+        for b in found.batches:
+            while skipped and skipped[0].position < b.position:
+                yield _skipped(f"{topic}-{partition}", skipped.pop(0))
+            batch = b.batch
+            try:
+                for r in batch:
+                    yield json.dumps({"topic": topic, "partition": partition, "offset": r.offset,
+                                      "timestamp": r.timestamp,
+                                      "key": None if r.key is None else _bytes(bytes(r.key)),
+                                      "value": None if r.value is None else _bytes(bytes(r.value)),
+                                      "headers": [[k, None if v is None else _bytes(bytes(v))] for k, v in r.headers],
+                                      "producer_id": batch.producer_id, "base_sequence": batch.base_sequence})
+            except Exception as e:  # a codec this process lacks: the batch as a whole
+                yield json.dumps({"topic": topic, "partition": partition, "offset": batch.base_offset,
+                                  "batch_records": batch.last_offset_delta + 1, "error": f"not decoded: {e}"})
+        for damage in skipped:
+            yield _skipped(f"{topic}-{partition}", damage)

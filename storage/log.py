@@ -179,25 +179,38 @@ class PartitionLog:
                         apply(record)
                 result.next_offset = max(result.next_offset, b.batch.next_offset)
                 result.bytes += b.size
-            for damage in found.corruption(last):
-                result.damage.append(damage)
-                log.error("partition %d: corrupt log bytes skipped, the valid batches around them are loaded: %s; "
-                          "`groupd log repair` rewrites the partition without them", self.partition, damage.describe())
-            torn = found.torn_tail(last)
-            if torn is not None:
-                result.truncated = f"{path}: truncated {torn.size} bytes at byte {torn.position} ({torn.reason})"
-                log.warning("partition %d: torn tail truncated: %s", self.partition, result.truncated)
-                with open(path, "r+b") as f:
-                    f.truncate(torn.position)
-                    os.fsync(f.fileno())
+            self._settle(path, found, last, result)
         if result.skipped:
             log.warning("partition %d: skipped %d records of unknown key types", self.partition, result.skipped)
+        self._open_end(result)
+        return result
+
+    def _open_end(self, result: LoadResult) -> None:
+        """After the load: the log end, and the last segment opened for append (a first one made)."""
         self.next_offset = max(result.next_offset, self.segments[-1][0] if self.segments else 0)
         if not self.segments:
             self._roll(0)
         else:
             self._open_active()
-        return result
+
+    def _settle(self, path: str, found, last: bool, result: LoadResult) -> None:
+        """After a segment's scan: log the corrupt ranges stepped over, truncate a torn tail."""
+        for damage in found.corruption(last):
+            result.damage.append(damage)
+            log.error("partition %s: corrupt log bytes skipped, the valid batches around them are loaded: %s; "
+                      "`groupd log repair` rewrites the partition without them", self.name, damage.describe())
+        torn = found.torn_tail(last)
+        if torn is not None:
+            result.truncated = f"{path}: truncated {torn.size} bytes at byte {torn.position} ({torn.reason})"
+            log.warning("partition %s: torn tail truncated: %s", self.name, result.truncated)
+            with open(path, "r+b") as f:
+                f.truncate(torn.position)
+                os.fsync(f.fileno())
+
+    @property
+    def name(self) -> str:
+        """How log lines name the partition."""
+        return str(self.partition)
 
     def _open_active(self) -> None:
         base, path = self.segments[-1]

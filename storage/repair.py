@@ -8,8 +8,8 @@ are unchanged (the base offset lies outside the CRC). Where records were lost, a
 header keeps the segment's last offset, as compaction does, so segments still chain. Offsets
 missing between segments (a segment file lost) cannot come back: the report names the gap.
 
-The originals go to `<data dir>/repair-<UTC time>/__consumer_offsets-<p>/`, which the server never
-reads. Each rewritten segment is written as `<name>.repaired`, fsynced, then renamed into place.
+The originals go to `<data dir>/repair-<UTC time>/__consumer_offsets-<p>/` (a data partition's to
+`.../<topic>-<p>/`), which the server never reads. Each rewritten segment is written as `<name>.repaired`, fsynced, then renamed into place.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ _OFFSET = struct.Struct(">q")
 
 @dataclasses.dataclass(slots=True)
 class RepairResult:
-    partition: int
+    partition: int | str  # an offsets partition's number, a data partition's `<topic>-<p>`
     backup: str | None = None     # where the original segments were copied (None: nothing to repair)
     dropped_bytes: int = 0        # corrupt or torn bytes left out
     renumbered: int = 0           # batches given a new base offset
@@ -40,17 +40,19 @@ class RepairResult:
 
     def describe(self) -> str:
         if self.backup is None:
-            return f"partition {self.partition:>3}: nothing to repair" + "".join(
+            return f"partition {self.partition!s:>3}: nothing to repair" + "".join(
                 f"\n    {x}" for x in self.remaining)
-        return (f"partition {self.partition:>3}: repaired, {self.dropped_bytes} bad bytes dropped, "
+        return (f"partition {self.partition!s:>3}: repaired, {self.dropped_bytes} bad bytes dropped, "
                 f"{self.renumbered} batches renumbered; originals in {self.backup}"
                 + "".join(f"\n    was: {x}" for x in self.problems)
                 + "".join(f"\n    still: {x}" for x in self.remaining))
 
 
-def repair_partition(data_dir: str, partition: int, stamp: str | None = None) -> RepairResult:
-    """Repair one partition of a data directory that no server is using (the caller holds its lock)."""
-    directory = partition_dir(data_dir, partition)
+def repair_partition(data_dir: str, partition: int | str, stamp: str | None = None) -> RepairResult:
+    """Repair one partition of a data directory that no server is using (the caller holds its lock):
+    an offsets partition by number, a data partition of the records plane by `<topic>-<p>`."""
+    directory = partition_dir(data_dir, partition) if isinstance(partition, int) else \
+        os.path.join(data_dir, partition)
     segments = list_segments(directory)
     result = RepairResult(partition)
     plan: list[_Segment] = []
@@ -92,9 +94,9 @@ class _Segment:
     lost: bool         # bytes of it were dropped
 
 
-def _back_up(data_dir: str, partition: int, paths: list[str], stamp: str | None) -> str:
+def _back_up(data_dir: str, partition: int | str, paths: list[str], stamp: str | None) -> str:
     stamp = stamp or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    name = os.path.basename(partition_dir(data_dir, partition))
+    name = os.path.basename(partition_dir(data_dir, partition)) if isinstance(partition, int) else partition
     backup, n = os.path.join(data_dir, f"repair-{stamp}", name), 1
     while os.path.exists(backup):  # a second repair within the same second
         n += 1

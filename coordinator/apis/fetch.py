@@ -15,7 +15,8 @@ it waits out its max wait.
 records, high watermark = max(fetch offset, 0), held for the request's max wait (never a busy
 loop, never OFFSET_OUT_OF_RANGE, which would make clients reset and overwrite committed offsets).
 
-`records.plane: memory` (the default), as a Kafka leader answers:
+`records.plane: disk` (the default) and `memory`, as a Kafka leader answers (the disk plane reads the
+segment files off the loop: fetch_disk.py):
 - whole record batches from the one holding the fetch offset, at most `partition_max_bytes` per
   partition and `max_bytes` per response, except that the first batch of the first partition
   with data always comes whole, however large (KIP-74), so a consumer always progresses;
@@ -31,52 +32,20 @@ loop, never OFFSET_OUT_OF_RANGE, which would make clients reset and overwrite co
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 from groupd.coordinator.runtime.offsets_topic import log_range
-from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 from groupd.storage.log import read_batches
 from groupd.storage.records_plane import plane_for
 
+from .fetch_common import _entry, _respond, _topic, _unknown, _unreadable
+from .fetch_disk import answer as answer_disk
 from .request import Request
 
 KEY = ApiKey.FETCH
 VERSIONS = (4, 12)
-
-
-def _topic(node, name: str):
-    if name == node.offsets_topic.name:
-        return node.offsets_topic
-    topic = node.catalog.get(name)
-    if topic is None and len(name) == 36:
-        try:
-            topic_id = uuid.UUID(name)
-        except ValueError:
-            return None
-        topic = node.offsets_topic if topic_id == node.offsets_topic.topic_id else node.catalog.by_id(topic_id)
-    return topic
-
-
-def _unreadable(node, request: Request) -> set[str]:
-    """The requested topics this fetcher may not read (answered TOPIC_AUTHORIZATION_FAILED): a
-    consumer needs READ on each; a replica (replica id ≥ 0) CLUSTER_ACTION on the cluster for all."""
-    if node.access is None:
-        return set()
-    body = request.body
-    if body.replica_id >= 0:
-        allowed = authorized(node, request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
-        return set() if allowed else {t.topic for t in body.topics}
-    return {t.topic for t in body.topics
-            if not authorized(node, request, AclOperation.READ, ResourceType.TOPIC, t.topic)}
-
-
-def _entry(index: int, error: ErrorCode, start: int, end: int, records: bytes = b"") -> dict:
-    return {"partition_index": index, "error_code": error, "high_watermark": end, "last_stable_offset": end,
-            "log_start_offset": start, "aborted_transactions": (), "preferred_read_replica": -1, "records": records}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -146,12 +115,6 @@ def handle(node, request: Request):
     return out
 
 
-def _unknown(index: int, error: ErrorCode = ErrorCode.unknown_topic_or_partition) -> dict:
-    return {"partition_index": index, "error_code": error,
-            "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
-            "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}  # Kafka: MemoryRecords.EMPTY
-
-
 def _partition(index: int, fetch_offset: int, known: bool) -> dict:
     if not known:
         return _unknown(index)
@@ -173,6 +136,8 @@ def _forward(src: asyncio.Future, dst: asyncio.Future) -> None:
 def _answer(node, request: Request, offsets_log: dict[int, dict]):
     """The answer once `__consumer_offsets`' partitions (if any were fetched) have been read."""
     plane = plane_for(node)
+    if getattr(plane, "DISK", False):
+        return answer_disk(node, plane, request, offsets_log)
     if plane is not None:
         return _handle_memory(node, plane, request, offsets_log)
     body = request.body
@@ -251,11 +216,6 @@ def _read(node, plane, body, denied: set[str],
             partitions.append(entry)
         responses.append({"topic": t.topic, "partitions": partitions})
     return responses, used, error, watched
-
-
-def _respond(request: Request, responses: list[dict]):
-    return build_response(ApiKey.FETCH, request.version,
-                          {"error_code": ErrorCode.none, "session_id": 0, "responses": responses})
 
 
 def _handle_memory(node, plane, request: Request, offsets_log: dict[int, dict]):

@@ -8,7 +8,9 @@ Idempotent producers (no transactional id): as in Kafka, every request gets a fr
 with epoch 0, whatever id and epoch it carries. The Java producer is idempotent by default,
 librdkafka when `enable.idempotence=true`, kafka-python when `enable_idempotence=True`. Ids are
 handed out in every records-plane mode: with `records.plane: none` the producer then learns from
-Produce itself (INVALID_REQUEST with a message) that nothing is stored.
+Produce itself (INVALID_REQUEST with a message) that nothing is stored. Ids are reserved in blocks
+of 1000 in the data dir before any is handed out (`producer-ids-<node>.json`, Kafka's producer-id
+blocks), so a restart never hands out an id again (storage/records_plane/checkpoint.py).
 
 Transactional producers (a transactional id) get UNSUPPORTED_FOR_MESSAGE_FORMAT (43): groupd
 has no transaction coordinator and its records plane keeps no transaction markers. Kafka

@@ -7,27 +7,33 @@ v8 the earliest-local query (-4); v9 the last-tiered query (-5).
 offsets are both 0; timestamp look-ups find nothing (offset -1, timestamp -1), as Kafka answers
 for an empty partition.
 
-`records.plane: memory` (the default): earliest (-2) and earliest-local (-4) = the log start offset; latest
+`records.plane: memory`: earliest (-2) and earliest-local (-4) = the log start offset; latest
 (-1) = the high watermark (= last stable offset: no transactions); max timestamp (-3) = the
 record with the largest timestamp; a timestamp ≥ 0 = the first record whose timestamp is ≥ it,
 found through the batches' max timestamps and then record by record in the first batch that
 reaches it (offset -1 and timestamp -1 when none does); last tiered (-5) = -1 (no tiered
 storage, as Kafka answers without remote storage).
 
-`__consumer_offsets` (either plane): earliest = the offsets log's first segment base, latest = its
+`records.plane: disk` (the default) answers the same, reading the segment files off the loop for
+the timestamp queries (the sparse index's per-interval largest timestamps say where to look).
+
+`__consumer_offsets` (any plane): earliest = the offsets log's first segment base, latest = its
 log end; a timestamp look-up finds nothing (the log is not indexed by time); a partition not yet
 loaded is LEADER_NOT_AVAILABLE (retriable).
 """
 
 from __future__ import annotations
 
+import asyncio
+
 from groupd.coordinator.runtime.offsets_topic import log_range
+from groupd.coordinator.runtime.records_disk import Unavailable
 from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
-from groupd.storage.records_plane import plane_for
+from groupd.storage.records_plane import plane_for, segments
 
 from .request import Request
 
@@ -65,6 +71,40 @@ def _answer_memory(plane, topic, index: int, timestamp: int) -> dict:
             "offset": offset, "leader_epoch": -1}
 
 
+def _answer_disk(plane, topic, index: int, timestamp: int, reads: list) -> dict:
+    """The disk plane: earliest and latest at once; a timestamp query is planned here and read from
+    the segment files off the loop (`reads`: (entry, function, arguments))."""
+    if topic is None or not 0 <= index < topic.partitions:
+        return {"partition_index": index, "error_code": ErrorCode.unknown_topic_or_partition}
+    try:
+        part = plane.partition(topic, index)
+    except Unavailable as e:
+        return {"partition_index": index, "error_code": e.error}
+    entry = {"partition_index": index, "error_code": ErrorCode.none, "timestamp": -1, "offset": -1,
+             "leader_epoch": -1}
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        entry["offset"] = part.log_start
+    elif timestamp == LATEST:
+        entry["offset"] = part.high_watermark
+    elif timestamp == MAX_TIMESTAMP and part.high_watermark > part.log_start:
+        reads.append((entry, segments.max_timestamp, (part.dlog.max_timestamp_plan(),)))
+    elif timestamp >= 0:
+        reads.append((entry, segments.offset_for_timestamp,
+                      (part.dlog.timestamp_plan(timestamp), timestamp, part.high_watermark)))
+    return entry
+
+
+def _read(reads: list) -> None:
+    for entry, function, args in reads:
+        try:
+            found = function(*args)
+        except OSError:
+            entry["error_code"] = ErrorCode.kafka_storage_error
+            continue
+        if found is not None:
+            entry["offset"], entry["timestamp"] = found
+
+
 def _answer_offsets_log(node, index: int, timestamp: int) -> dict:
     if not 0 <= index < node.offsets_topic.partitions:
         return {"partition_index": index, "error_code": ErrorCode.unknown_topic_or_partition}
@@ -79,6 +119,8 @@ def _answer_offsets_log(node, index: int, timestamp: int) -> dict:
 
 def handle(node, request: Request):
     plane = plane_for(node)
+    disk = getattr(plane, "DISK", False)
+    reads: list = []
     topics = []
     for t in request.body.topics:
         if not authorized(node, request, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name):
@@ -91,10 +133,33 @@ def handle(node, request: Request):
             partitions = [_answer_offsets_log(node, p.partition_index, p.timestamp) for p in t.partitions]
         elif plane is None:
             partitions = [_answer(topic, p.partition_index, p.timestamp) for p in t.partitions]
+        elif disk:
+            partitions = [_answer_disk(plane, topic, p.partition_index, p.timestamp, reads)
+                          if topic is None or node.cluster.leads(topic.name, p.partition_index) else
+                          {"partition_index": p.partition_index, "error_code": ErrorCode.not_leader_or_follower}
+                          for p in t.partitions]
         else:
             partitions = [_answer_memory(plane, topic, p.partition_index, p.timestamp)
                           if topic is None or node.cluster.leads(topic.name, p.partition_index) else
                           {"partition_index": p.partition_index, "error_code": ErrorCode.not_leader_or_follower}
                           for p in t.partitions]
         topics.append({"name": t.name, "partitions": partitions})
+    if reads:
+        out = asyncio.get_running_loop().run_in_executor(node.answers, _read, reads)
+        return _then(out, lambda: build_response(ApiKey.LIST_OFFSETS, request.version, {"topics": topics}))
     return build_response(ApiKey.LIST_OFFSETS, request.version, {"topics": topics})
+
+
+def _then(read: asyncio.Future, respond) -> asyncio.Future:
+    out = asyncio.get_running_loop().create_future()
+
+    def done(f: asyncio.Future) -> None:
+        if out.done():
+            return
+        if f.exception() is not None:
+            out.set_exception(f.exception())
+        else:
+            out.set_result(respond())
+
+    read.add_done_callback(done)
+    return out

@@ -8,9 +8,11 @@ are listed (clients.md §1.2). Every partition is answered INVALID_REQUEST (non-
 producers fail fast instead of retrying forever) with a message naming the setting, and the
 server logs it once per client id and host.
 
-With `records.plane: memory` (the default) each partition's record batches are validated
-(`groupd.storage.records_plane.batches`)
-and appended to the in-memory partition, which assigns their offsets; idempotent producers'
+With `records.plane: disk` (the default) or `memory` each partition's record batches are validated
+(`groupd.storage.records_plane.batches`) and appended to the partition, which assigns their offsets
+(the disk plane: coordinator/runtime/records_disk.py; the answer waits until the batches are written,
+acks=1, or durable under the flush policy, acks=all; a failed write answers KAFKA_STORAGE_ERROR for
+that partition alone); idempotent producers'
 sequences are checked as Kafka does (a retried batch is answered with its first offsets).
 Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION (Produce never auto-creates), INVALID_TOPIC_EXCEPTION
 for `__consumer_offsets` (Kafka's "Cannot append to internal topic"), INVALID_RECORD,
@@ -23,6 +25,7 @@ In both modes acks=0 gets no reply at all, as Kafka does.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from groupd.coordinator.runtime.offsets_topic import INVALID_APPEND
@@ -43,7 +46,8 @@ VERSIONS = (3, 8)
 log = logging.getLogger("groupd")
 
 MESSAGE = ("groupd runs with records.plane=none (a pure group coordinator) and stores no records; "
-           "set records.plane=memory to produce")
+           "set records.plane=disk or memory to produce")
+STORAGE_ERROR = "The partition's log could not be written (see the server's log)"
 REFUSED_CLIENTS_KEPT = 10_000  # clients remembered as told (bounded: client ids are the client's choice)
 _refused: dict[tuple[str | None, str], None] = {}
 
@@ -77,6 +81,8 @@ def handle(node, request: Request):
             for t in body.topic_data]
         return build_response(ApiKey.PRODUCE, request.version, {"responses": responses})
     now = wall_ms()
+    disk = getattr(plane, "DISK", False)
+    waits: list[tuple[dict, asyncio.Future]] = []
     live_ids = lambda: (t.topic_id for t in node.catalog)  # noqa: E731
     responses = []
     for t in body.topic_data:
@@ -96,13 +102,40 @@ def handle(node, request: Request):
             elif not node.cluster.leads(topic.name, p.index):
                 partitions.append(_partition(p.index, ErrorCode.not_leader_or_follower,
                                              message="This server is not the leader for that topic-partition."))
+            elif disk:
+                r, done = plane.append(topic, p.index, p.records, request.version, now, body.acks)
+                entry = _partition(p.index, r.error, r.base_offset, r.log_start_offset, r.message)
+                partitions.append(entry)
+                if done is not None:
+                    waits.append((entry, done))
             else:
                 r = plane.append((topic.topic_id, p.index), p.records, request.version, now, live_ids)
                 partitions.append(_partition(p.index, r.error, r.base_offset, r.log_start_offset, r.message))
         responses.append({"name": t.name, "partition_responses": partitions})
     if body.acks == 0:
         return None
+    if waits:
+        return _when_written(request, responses, waits)
     return build_response(ApiKey.PRODUCE, request.version, {"responses": responses})
+
+
+def _when_written(request: Request, responses: list[dict], waits: list[tuple[dict, asyncio.Future]]):
+    """The disk plane: the answer once every partition's batches are written (acks=1) or durable
+    (acks=all); a partition whose write failed answers its error (KAFKA_STORAGE_ERROR) alone."""
+    out = asyncio.get_running_loop().create_future()
+    left = [len(waits)]
+
+    def one_done(entry: dict, done: asyncio.Future) -> None:
+        error = done.result()
+        if error is not None:
+            entry.update(error_code=error, base_offset=-1, error_message=STORAGE_ERROR)
+        left[0] -= 1
+        if left[0] == 0 and not out.done():
+            out.set_result(build_response(ApiKey.PRODUCE, request.version, {"responses": responses}))
+
+    for entry, done in waits:
+        done.add_done_callback(lambda f, entry=entry: one_done(entry, f))
+    return out
 
 
 def _refuse(request: Request, denied: dict[str, ErrorCode]):
@@ -113,7 +146,7 @@ def _refuse(request: Request, denied: dict[str, ErrorCode]):
             del _refused[next(iter(_refused))]
         _refused[client] = None
         log.warning("produce refused client=%s host=%s topics=%s: records.plane=none stores no records "
-                    "(set records.plane=memory to produce)", client[0], client[1],
+                    "(set records.plane=disk or memory to produce)", client[0], client[1],
                     ",".join(sorted({t.name for t in body.topic_data})))
     if body.acks == 0:
         return None

@@ -69,6 +69,11 @@ class ClusterView:
     def owns(self, partition: int) -> bool:
         return self.coordinator(partition) == self.node_id
 
+    def data_stamp(self, topic: str, partition: int) -> int:
+        """The stamp a data partition's segments are written under here (cluster mode: the claim of
+        its home offsets partition); 0 (unstamped) elsewhere."""
+        return 0
+
     def leads(self, topic: str, partition: int) -> bool:
         """Whether this node serves the data partition: Produce, Fetch and ListOffsets elsewhere answer
         NOT_LEADER_OR_FOLLOWER, and the client refreshes its metadata, as from Kafka."""

@@ -14,3 +14,9 @@ def java_string_hash(s: str) -> int:
 def partition_for(group_id: str, partitions: int) -> int:
     h = java_string_hash(group_id)
     return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+def data_home(topic: str, partition: int, partitions: int) -> int:
+    """The offsets partition whose owner leads data partition `partition` of `topic` in cluster mode
+    (its etcd claim moves both)."""
+    return partition_for(f"{topic}-{partition}", partitions)

@@ -162,7 +162,9 @@ def records_view(node) -> RecordsView | None:
         if found is None or not node.cluster.leads(topic, partition):
             return None  # the records are another worker's: time_lag.py estimates
         log = plane.peek((found.topic_id, partition))
-        return None if log is None else log.timestamp_at(offset)
+        # the memory plane reads the record's batch; the disk plane's partitions are estimated (time_lag.py)
+        timestamp_at = getattr(log, "timestamp_at", None)
+        return None if timestamp_at is None else timestamp_at(offset)
 
     def topic_name(topic_id) -> str | None:
         found = node.catalog.by_id(topic_id)

@@ -78,6 +78,9 @@ class GroupCoordinator(PartitionLifecycle, Housekeeping):
         self._partition_cache: dict[str, int] = {}
         self.writers: list[LogWriter | None] = [None] * self.partitions
         self._claims: list[Claim | None] = [None] * self.partitions  # cluster mode: the claim each partition is held by
+        # awaited first when a partition is lost (cluster mode): what else rides on its claim lets go
+        # (the data partitions it is home to: coordinator/runtime/records_disk.py), with `fenced`
+        self.on_lose: list = []
         self.runners = [self._new_runner(shard) for shard in self.shards]
         # bumped by every gain and lose: a load that finishes after its partition moved again is dropped
         self._epochs = [0] * self.partitions

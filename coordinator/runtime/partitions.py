@@ -166,6 +166,8 @@ class PartitionLifecycle:
         task = self._tasks.pop(("expire", p), None)
         if task is not None:
             task.cancel()
+        for hook in self.on_lose:
+            await hook(p, fenced)
         shard, runner, writer = self.shards[p], self.runners[p], self.writers[p]
         self.shards[p] = self._new_shard(p)
         self.runners[p] = self._new_runner(self.shards[p])

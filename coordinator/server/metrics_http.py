@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from groupd.coordinator.observability import collector, readiness
+from groupd.coordinator.observability import collector, readiness, records_collector
 
 from .listen import Listener, default_port_taken
 
@@ -63,6 +63,7 @@ async def serve(settings, node) -> str | None:
     exposition on `metrics.listener`."""
     collector.register().watch(node.coordinator, settings.metrics_group_generation_enabled, settings.metrics_group_offsets_enabled,
                     settings.metrics_group_max_groups, collector.records_view(node))
+    records_collector.register().watch(node)
     if not settings.metrics_listener:
         return None
     url = urlsplit(settings.metrics_url)

@@ -14,10 +14,12 @@ from groupd.coordinator.core.consumer.machine import TopicsImage
 from groupd.coordinator.core.topic_configs import broker_defaults
 from groupd.coordinator.runtime import offsets_topic
 from groupd.coordinator.runtime.coordinator import GroupCoordinator
+from groupd.coordinator.runtime.records_disk import DiskPlane
 from groupd.coordinator.security.authorizer import Access
 from groupd.coordinator.security.sasl import Users
 from groupd.coordinator.security.scram_users import ScramUsers
 from groupd.coordinator.settings import Settings
+from groupd.storage import records_plane
 from groupd.storage.acls import AclFile
 from groupd.storage.catalog import Topic, load_cluster_id
 from groupd.storage.files import LOCK_FILE, DataDirError, DataDirLock, node_lock_file, prepare_data_dir
@@ -61,6 +63,10 @@ class Node:
             GroupConfigsFile(settings.data_dir), lambda groups: self.group_configs.follow(groups)))
         # the group coordinator of every offsets partition
         self.coordinator = GroupCoordinator(settings, self.group_configs.overrides)
+        if settings.records_plane == records_plane.DISK:  # the memory plane is made on first use
+            plane = DiskPlane(settings, self.cluster.leads, lambda: list(self.catalog), self.cluster.data_stamp)
+            records_plane.register(self, plane)
+            self.coordinator.on_lose.append(plane.release_home)  # cluster mode: data partitions ride on claims
         self.api_versions = VERSION_TABLE  # what ApiVersions advertises (the authenticator is handed it too)
         # while a fault is armed (coordinator/chaos/faults.py): intercept(handler, api_key, request)
         self.intercept: Any = None

@@ -19,7 +19,7 @@ from groupd.coordinator.security.sasl import Users
 from groupd.coordinator.security.tls_transport import TlsTransport
 from groupd.coordinator.settings import Settings
 from groupd.coordinator.system_clock import wall_ms
-from groupd.storage.records_plane import plane_for
+from groupd.storage.records_plane import plane_for, save_log_ends
 
 from . import metrics_http
 from .admin_http import AdminEndpoint
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("groupd")
 
 SHUTDOWN_GRACE_S = 5.0
+CLUSTER_ID_SPACES = 1 << 16  # cluster mode: node n hands out producer ids n, n + 2^16, n + 2·2^16, ...
 LOG_LIMIT_TICK_S = 5.0
 
 
@@ -73,6 +74,8 @@ class Server:
             self.cluster = EtcdCluster(self.settings)
             await self.cluster.connect()
             self.node = Node(self.settings, users, self.cluster)
+            # nodes share the id space by residues of their node id (each keeps its own blocks)
+            self.node.producer_id_block = (self.settings.node_id % CLUSTER_ID_SPACES, CLUSTER_ID_SPACES)
         elif self.worker is None:
             self.node = Node(self.settings, users)
         else:
@@ -84,6 +87,9 @@ class Server:
         # told what it owns (Kafka's onElection); partitions load off the loop, LOAD_IN_PROGRESS until then
         groups, view = self.node.coordinator, self.node.cluster
         groups.start(p for p in range(groups.partitions) if view.owns(p))
+        plane = plane_for(self.node)
+        if getattr(plane, "DISK", False):  # the data partitions are recovered before the node serves
+            await plane.preload()
         for listener, endpoint in zip(self.settings.listeners, self.endpoints):
             self._listen(listener.host, listener.port, endpoint)
         if self.cluster is not None:  # registered with the bound ports: claims start from here
@@ -189,10 +195,23 @@ class Server:
             await self.cluster.stop()  # partitions handed over, lease revoked
         if self.node is not None:
             await self.node.coordinator.close()  # in-flight writes finish, every log is fsynced and closed
+            await self._close_records()
             self.node.close()  # releases the data dir's lock
         if self.worker is not None:
             self.worker.close()
         log.info("groupd stopped")
+
+    async def _close_records(self) -> None:
+        """The disk plane: writes finish, logs fsynced and closed; the memory plane: its exact log ends
+        stored, where each partition resumes."""
+        plane = plane_for(self.node)
+        try:
+            if getattr(plane, "DISK", False):
+                await plane.close()
+            elif plane is not None:
+                save_log_ends(self.node)
+        except OSError as e:
+            log.error("records plane not closed cleanly: %s", e)
 
     async def serve(self) -> None:
         loop = asyncio.get_running_loop()

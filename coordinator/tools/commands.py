@@ -268,7 +268,8 @@ _OFFSET_DELETE_HINTS = {"NON_EMPTY_GROUP": " (it has members; stop them first)",
                         "GROUP_SUBSCRIBED_TO_TOPIC": " (its members consume that topic)"}
 
 LAG_FOOTNOTE = ("LAG -: the committed offset is past the log-end offset: groupd does not hold those records "
-                "(the records plane keeps them in memory, so a restart empties it; records.plane: none keeps none)")
+                "(records.plane: none keeps none; the memory plane's are gone after a restart; or the partition's "
+                "records were removed from the data dir)")
 
 
 def _read_plan_file(path: str) -> str:

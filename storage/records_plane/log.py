@@ -17,24 +17,9 @@ stamped in the past is still there to be read until the next check.
 from __future__ import annotations
 
 import bisect
-from collections import deque
 
-from groupd.protocol import ErrorCode
-
-from .batches import BatchError, ProducedBatch, first_record_at_or_after, record_timestamp, record_with_max_timestamp
-
-PRODUCER_BATCHES_KEPT = 5  # Kafka keeps the last 5 batches per producer for duplicate detection
-PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms: idle producers are forgotten
-
-
-class _Producer:
-    __slots__ = ("epoch", "recent", "last_ms")
-
-    def __init__(self, epoch: int) -> None:
-        self.epoch = epoch
-        self.last_ms = 0
-        # (first sequence, last sequence, base offset) of the last batches appended
-        self.recent: deque[tuple[int, int, int]] = deque(maxlen=PRODUCER_BATCHES_KEPT)
+from .batches import ProducedBatch, first_record_at_or_after, record_timestamp, record_with_max_timestamp
+from .producers import Producers
 
 
 class TopicPartitionLog:
@@ -46,40 +31,14 @@ class TopicPartitionLog:
         self.log_start = 0
         self.high_watermark = 0
         self.size = 0
-        self._producers: dict[int, _Producer] = {}
+        self._producers = Producers()
 
     # -- appending -----------------------------------------------------------------------------
 
     def check_producer(self, batch: ProducedBatch) -> int | None:
-        """Kafka's idempotence checks for a batch from producer `batch.producer_id`: None to
-        append it, the base offset of the batch it duplicates (answered as success), or raises
-        BatchError (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER)."""
-        if batch.producer_id < 0:
-            return None
-        state = self._producers.get(batch.producer_id)
-        if state is None:
-            return None  # unknown producer (or state lost): any sequence is accepted, as in Kafka
-        if batch.producer_epoch < state.epoch:
-            raise BatchError(ErrorCode.invalid_producer_epoch,
-                             f"Epoch {batch.producer_epoch} of producer {batch.producer_id} is older "
-                             f"than its current epoch {state.epoch}")
-        if batch.producer_epoch > state.epoch:
-            if batch.base_sequence != 0:
-                raise BatchError(ErrorCode.out_of_order_sequence_number,
-                                 f"Invalid sequence number for new epoch {batch.producer_epoch} of "
-                                 f"producer {batch.producer_id}: {batch.base_sequence} (expected 0)")
-            return None
-        for first, last, base in state.recent:
-            if first == batch.base_sequence and last == batch.last_sequence:
-                return base
-        if state.recent:
-            last_seq = state.recent[-1][1]
-            if batch.base_sequence != (last_seq + 1) % (2**31):
-                raise BatchError(ErrorCode.out_of_order_sequence_number,
-                                 f"Out of order sequence number for producer {batch.producer_id}: "
-                                 f"{batch.base_sequence} (incoming seq. number), {last_seq} (current end "
-                                 "sequence number)")
-        return None
+        """None to append `batch`, the base offset of the batch it duplicates, or raises BatchError
+        (storage/records_plane/producers.py)."""
+        return self._producers.check(batch)
 
     def append(self, batch: ProducedBatch, now_ms: int) -> int:
         """Stamp and append a checked batch; its base offset."""
@@ -90,18 +49,8 @@ class TopicPartitionLog:
         self.high_watermark = base + batch.count
         self.size += batch.size
         if batch.producer_id >= 0:
-            producers = self._producers
-            state = producers.pop(batch.producer_id, None)  # re-inserted last: oldest first
-            if state is None or state.epoch != batch.producer_epoch:
-                state = _Producer(batch.producer_epoch)
-            producers[batch.producer_id] = state
-            state.last_ms = now_ms
-            state.recent.append((batch.base_sequence, batch.last_sequence, base))
-            while producers:  # forget idle producers, as Kafka does after producer.id.expiration.ms
-                oldest = next(iter(producers.values()))
-                if now_ms - oldest.last_ms <= PRODUCER_ID_EXPIRATION_MS:
-                    break
-                del producers[next(iter(producers))]
+            self._producers.record(batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.count,
+                                   base, now_ms)
         self._drop_while(lambda oldest: self.size - oldest.size >= self.retention_bytes)
         return base
 

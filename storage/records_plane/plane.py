@@ -22,6 +22,7 @@ from groupd.protocol import ErrorCode
 
 from .batches import BatchError, split
 from .log import TopicPartitionLog
+from .watchers import Watchers
 
 Key = tuple  # (topic id, partition)
 
@@ -39,9 +40,10 @@ class Appended:
     message: str | None = None
 
 
-class MemoryPlane:
+class MemoryPlane(Watchers):
     def __init__(self, retention_bytes: int, retention_ms: int, message_max_bytes: int,
-                 max_bytes: int = 1 << 62) -> None:
+                 max_bytes: int = 1 << 62, resume: dict[Key, int] | None = None,
+                 reserve: Callable[[dict[Key, int]], None] | None = None, reserve_step: int = 1 << 16) -> None:
         self.retention_bytes = retention_bytes
         self.retention_ms = retention_ms
         self.message_max_bytes = message_max_bytes
@@ -50,14 +52,21 @@ class MemoryPlane:
         self._logs: dict[Key, TopicPartitionLog] = {}
         self._seq = itertools.count()
         self._oldest: list[tuple[int, Key]] = []  # (seq of a log's first batch, key); stale entries skipped
-        self._watchers: dict[Key, dict[int, Callable[[], None]]] = {}
-        self._tokens = itertools.count(1)
-        self._watching: dict[int, tuple[Key, ...]] = {}
+        super().__init__()
+        # where each partition resumes after a restart (checkpoint.py), and the offsets reserved ahead
+        self._resume = dict(resume or {})
+        self._reserved: dict[Key, int] = dict(self._resume)
+        self._reserve, self._reserve_step = reserve, reserve_step
 
     # -- logs ----------------------------------------------------------------------------------
 
     def peek(self, key: Key) -> TopicPartitionLog | None:
-        return self._logs.get(key)
+        """The partition's log, or None when it holds nothing and never did (a partition resumed
+        after a restart is there, empty, at its log end)."""
+        log = self._logs.get(key)
+        if log is None and key in self._resume:
+            log = self.log(key)
+        return log
 
     def log(self, key: Key, live_topic_ids: Callable[[], Iterable] | None = None) -> TopicPartitionLog:
         log = self._logs.get(key)
@@ -65,11 +74,16 @@ class MemoryPlane:
             if live_topic_ids is not None:
                 self.forget_topics_except(set(live_topic_ids()))
             log = self._logs[key] = TopicPartitionLog(self.retention_bytes, self.retention_ms)
+            log.log_start = log.high_watermark = self._resume.pop(key, 0)
         return log
 
     def forget_topics_except(self, live: set) -> None:
         for key in [k for k in self._logs if k[0] not in live]:
             self.size -= self._logs.pop(key).size
+            self._reserved.pop(key, None)
+        for key in [k for k in self._resume if k[0] not in live]:
+            del self._resume[key]
+            self._reserved.pop(key, None)
 
     def enforce_retention(self, now_ms: int) -> int:
         """Kafka's periodic retention check (`log.retention.check.interval.ms`) over every log;
@@ -104,8 +118,22 @@ class MemoryPlane:
     def __len__(self) -> int:
         return len(self._logs)
 
+    def checkpoint(self, reserved: dict[Key, int] | None = None) -> dict[Key, int]:
+        """What `records-log-ends` holds: per partition the offset it resumes at after a restart
+        (with `reserved`: the offsets reserved ahead; without: the exact log ends, at a clean stop)."""
+        ends = dict(self._resume)
+        for key, log in self._logs.items():
+            ends[key] = log.high_watermark if reserved is None else max(reserved.get(key, 0), log.high_watermark)
+        if reserved is not None:
+            for key, end in reserved.items():
+                ends[key] = max(ends.get(key, 0), end)
+        return ends
+
+    def partitions(self) -> list[tuple[Key, TopicPartitionLog]]:
+        return list(self._logs.items())
+
     def high_watermarks(self) -> list[tuple[Key, int]]:
-        return [(key, log.high_watermark) for key, log in self._logs.items()]
+        return [(key, log.high_watermark) for key, log in self._logs.items()] + list(self._resume.items())
 
     # -- produce -------------------------------------------------------------------------------
 
@@ -119,6 +147,17 @@ class MemoryPlane:
         if any(b.transactional for b in batches):
             return Appended(ErrorCode.unsupported_for_message_format, message=TRANSACTIONS_UNSUPPORTED)
         log = self.log(key, live_topic_ids)
+        if self._reserve is not None:
+            needed = log.high_watermark + sum(b.count for b in batches)
+            if needed > self._reserved.get(key, 0):
+                reserved = dict(self._reserved)
+                reserved[key] = needed + self._reserve_step
+                try:
+                    self._reserve(self.checkpoint(reserved))
+                except OSError as e:
+                    return Appended(ErrorCode.kafka_storage_error,
+                                    message=f"the records plane's log ends could not be stored: {e}")
+                self._reserved = reserved
         first = None
         for batch in batches:
             try:
@@ -142,37 +181,28 @@ class MemoryPlane:
         self._wake(key)
         return Appended(ErrorCode.none, first, log.log_start)
 
-    # -- watchers ------------------------------------------------------------------------------
-
-    def watch(self, keys: Iterable[Key], callback: Callable[[], None]) -> int:
-        token = next(self._tokens)
-        keys = tuple(keys)
-        self._watching[token] = keys
-        for key in keys:
-            self._watchers.setdefault(key, {})[token] = callback
-        return token
-
-    def unwatch(self, token: int) -> None:
-        for key in self._watching.pop(token, ()):
-            watchers = self._watchers.get(key)
-            if watchers is not None:
-                watchers.pop(token, None)
-                if not watchers:
-                    del self._watchers[key]
-
-    def _wake(self, key: Key) -> None:
-        watchers = self._watchers.get(key)
-        if watchers:
-            for callback in list(watchers.values()):
-                callback()
-
 
 class ProducerIds:
     """Producer ids for InitProducerId: without a transactional id Kafka hands out a fresh id
-    with epoch 0 on every request (it never bumps the epoch of an idempotent producer's id)."""
+    with epoch 0 on every request (it never bumps the epoch of an idempotent producer's id).
 
-    def __init__(self, first: int = 0, step: int = 1) -> None:
-        self._next = itertools.count(first, step)
+    Id k of this process is `first + k * step` (workers share the id space by residues). With a
+    `save_block(n)` callback, ids are reserved in blocks of `block` from `next_block` on, as Kafka's
+    producer-id blocks: the block is stored before any id in it is handed out, so a restart, which
+    starts at the stored next block, never hands out an id again."""
+
+    def __init__(self, first: int = 0, step: int = 1, next_block: int = 0, block: int = 1000,
+                 save_block: Callable[[int], None] | None = None) -> None:
+        self._first, self._step, self._block = first, step, block
+        self._next = next_block * block
+        self._limit = self._next if save_block is not None else 1 << 62
+        self._save = save_block
 
     def allocate(self) -> int:
-        return next(self._next)
+        """The next id; raises OSError when a new block cannot be stored (no id is handed out)."""
+        if self._next >= self._limit:
+            block = self._next // self._block + 1
+            self._save(block)
+            self._limit = block * self._block
+        k, self._next = self._next, self._next + 1
+        return self._first + k * self._step

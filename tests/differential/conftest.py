@@ -11,7 +11,6 @@ import pytest
 
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
-
 from tests.support.kafka import groupd_settings
 from tests.support.process import GroupdProcess, WireClient
 

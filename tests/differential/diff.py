@@ -20,15 +20,14 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
-import re
 import os
+import re
 import traceback
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from groupd.protocol.apis import ApiKey
-
 from tests.support.process import WireClient
 
 MEMBER_FIELDS = {"member_id", "leader", "leader_id_member"}

@@ -18,7 +18,6 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from groupd.protocol.apis import ApiKey
-
 from tests.support.harness import ClientProcess, stack_available, wait_until
 from tests.support.process import WireClient
 

@@ -20,7 +20,6 @@ import pytest
 from confluent_kafka import Producer
 
 from groupd.protocol.apis import ApiKey
-
 from tests.support.kafka import java_command
 
 from .corpus import Member, commit, join_alone

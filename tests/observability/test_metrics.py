@@ -144,3 +144,21 @@ def test_no_lag_series_without_the_records_plane(start_groupd):
     m = scrape(metered.metrics_url)
     assert m['groupd_group_state{group="no-plane",protocol_type="",state="Empty",type="classic"}'] == 1
     assert not any("lag" in k or k.startswith("groupd_partition_latest_offset") for k in m)
+
+
+@pytest.mark.parametrize("plane", ["disk", "memory"])
+def test_records_partitions_report_their_log_size_start_and_end(start_groupd, plane):
+    from tests.storage.test_records_plane import batch, produce
+    from tests.support.process import WireClient
+
+    metered = start_metered(start_groupd, f"records.plane={plane}")
+    with WireClient(metered.bootstrap) as c:
+        assert produce(c, "t6", 2, batch(3)).error_code.value == 0
+    samples = scrape(metered.metrics_url)
+    at = '{partition="2",topic="t6"}'
+    assert samples[f"groupd_records_log_end_offset{at}"] == 3
+    assert samples[f"groupd_records_log_start_offset{at}"] == 0
+    assert samples[f"groupd_records_log_bytes{at}"] == len(batch(3))
+    assert samples["groupd_records_write_errors"] == 0
+    if plane == "disk":
+        assert samples[f"groupd_records_log_segments{at}"] == 1

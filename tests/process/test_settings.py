@@ -33,7 +33,7 @@ def test_defaults_are_kafkas():
     assert s.num_partitions == 1
     assert s.auto_create_topics_enable is True
     assert s.log_retention_check_interval_ms == 300000
-    assert s.records_plane == "memory"  # messages flow by default; none is the pure coordinator
+    assert s.records_plane == "disk"  # messages flow and survive restarts by default; none is the pure coordinator
     assert all(origin == "default" for origin in s.origins.values())
 
 

@@ -21,7 +21,7 @@ from groupd.storage.records_plane.batches import BatchError, iter_batches, split
 from groupd.storage.records_plane.log import TopicPartitionLog
 from groupd.storage.records_plane.plane import MemoryPlane
 from tests.support.harness import wait_until
-from tests.support.process import WireClient, groupd_fixture
+from tests.support.process import GroupdProcess, WireClient
 
 NOW = 1_800_000_000_000
 MS = datetime.timedelta(milliseconds=1)
@@ -215,8 +215,14 @@ def test_idle_producers_are_forgotten_after_a_day():
 # The wire, against the real server
 
 
-server = groupd_fixture("records.plane=memory", "topics=r1:1,r3:3", "num.partitions=2",
-                        "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000")
+@pytest.fixture(scope="module", params=["memory", "disk"])
+def server(request, tmp_path_factory):
+    """The server of the wire tests, once per plane: both answer the same."""
+    s = GroupdProcess(str(tmp_path_factory.mktemp(f"groupd-{request.param}")), f"records.plane={request.param}",
+                      "topics=r1:1,r3:3", "num.partitions=2", "group.initial.rebalance.delay.ms=0",
+                      "group.min.session.timeout.ms=1000").start()
+    yield s
+    assert s.stop() == 0, s.log()
 
 
 def produce(c: WireClient, topic: str, partition: int, records: bytes | None, version: int = 8,
@@ -421,7 +427,7 @@ def test_a_deleted_and_recreated_topic_starts_empty(server):
 
 def test_retention_on_the_wire(start_groupd):
     one = len(batch(1, value=b"x" * 200))
-    s = start_groupd("topics=ret:1,old:1", f"records.retention.bytes={2 * one}",  # memory: the default
+    s = start_groupd("records.plane=memory", "topics=ret:1,old:1", f"records.retention.bytes={2 * one}",
                      "records.retention.ms=60000", "log.retention.check.interval.ms=300")
     with WireClient(s.bootstrap) as c:
         for _ in range(5):
@@ -445,7 +451,7 @@ def test_retention_on_the_wire(start_groupd):
 
 def test_memory_cap_over_all_partitions_on_the_wire(start_groupd):
     one = len(batch(1, value=b"x" * 500))
-    s = start_groupd("topics=older:1,newer:1", f"records.memory.max.bytes={3 * one}")
+    s = start_groupd("records.plane=memory", "topics=older:1,newer:1", f"records.memory.max.bytes={3 * one}")
     with WireClient(s.bootstrap) as c:
         for topic in ("older", "older", "newer"):
             assert produce(c, topic, 0, batch(1, value=b"x" * 500)).error_code is E.none
@@ -460,7 +466,7 @@ def test_plane_none_keeps_the_empty_data_plane(start_groupd):
     s = start_groupd("records.plane=none", "topics=t:1")
     with WireClient(s.bootstrap) as c:
         p = produce(c, "t", 0, batch(1))
-        assert p.error_code is E.invalid_request and "records.plane=memory" in p.error_message
+        assert p.error_code is E.invalid_request and "records.plane=disk" in p.error_message
         f = fetch(c, "t", 0, 5)
         assert (f.error_code, f.high_watermark, f.records) == (E.none, 5, b"")
         assert list_offset(c, "t", 0, -1).offset == 0
@@ -592,3 +598,26 @@ def test_fetch_of_an_unknown_partition_carries_empty_records_not_null(server, ve
     with WireClient(server.bootstrap) as c:
         p = fetch(c, "rp-never-created", 0, 0, version=version)
     assert (p.error_code, p.records) == (E.unknown_topic_or_partition, b"")
+
+
+def test_disk_retention_deletes_whole_closed_segments(start_groupd, tmp_path):
+    """The disk plane's retention (Kafka's, by whole segments): past `log.retention.bytes` the oldest
+    closed segments go at the periodic check, the log start moves to the first one kept, and their
+    files are gone; the active segment always stays."""
+    import os
+
+    segment, retention = 1 << 20, 2_500_000  # Kafka 4's smallest segment.bytes (KIP-1030)
+    s = start_groupd("records.plane=disk", "topics=kept:1", f"log.segment.bytes={segment}",
+                     f"log.retention.bytes={retention}", "log.retention.check.interval.ms=300")
+    with WireClient(s.bootstrap) as c:
+        for _ in range(60):
+            assert produce(c, "kept", 0, batch(1, value=b"x" * 100_000, ts=int(time.time() * 1000))).error_code is E.none
+        start = wait_until(lambda: list_offset(c, "kept", 0, -2).offset, 30, "the retention check")
+        assert list_offset(c, "kept", 0, -1).offset == 60
+        assert fetch(c, "kept", 0, start - 1).error_code is E.offset_out_of_range
+        assert [b.base_offset for b in batches_of(fetch(c, "kept", 0, start).records)][0] == start
+    directory = os.path.join(s.data_dir, "kept-0")
+    wait_until(lambda: min(int(n[:20]) for n in os.listdir(directory) if n.endswith(".log")) == start, 30,
+               "the files of the deleted segments removed")
+    kept = sum(os.path.getsize(os.path.join(directory, n)) for n in os.listdir(directory) if n.endswith(".log"))
+    assert retention <= kept < retention + segment + 200_000

@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Sequence
 
 from groupd.coordinator.cluster.view import Broker, ClusterError, ClusterView
+from groupd.coordinator.core.partitioning import data_home
 from groupd.coordinator.runtime.partitions import PartitionState
 from groupd.storage.catalog import CLUSTER_MARK, new_cluster_id, read_meta, write_meta
 from groupd.storage.files import DataDirError
@@ -106,6 +107,16 @@ class EtcdCluster(ClusterView):
 
     def owns(self, partition: int) -> bool:
         return partition in self.mine
+
+    def leader(self, topic: str, partition: int) -> int | None:
+        """A data partition is led by the owner of its home offsets partition (`data_home`): one leader
+        per data partition in every node's Metadata, which moves with that partition's etcd claim."""
+        return self.coordinator(data_home(topic, partition, self.settings.offsets_topic_num_partitions))
+
+    def data_stamp(self, topic: str, partition: int) -> int:
+        """The etcd revision of this node's claim on the data partition's home: its segments' stamp,
+        so what a deposed leader writes late is never read (storage/records_plane/segments.py)."""
+        return self.mine.get(data_home(topic, partition, self.settings.offsets_topic_num_partitions), 0)
 
     def keeps_shared_state(self) -> bool:
         return True

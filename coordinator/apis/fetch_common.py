@@ -1,0 +1,56 @@
+"""What Fetch's two paths share (fetch.py, fetch_disk.py): the topic a fetch names, the topics it may
+not read, a partition's entry and the response."""
+
+from __future__ import annotations
+
+import uuid
+
+from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
+
+from .request import Request
+
+
+def _topic(node, name: str):
+    if name == node.offsets_topic.name:
+        return node.offsets_topic
+    topic = node.catalog.get(name)
+    if topic is None and len(name) == 36:
+        try:
+            topic_id = uuid.UUID(name)
+        except ValueError:
+            return None
+        topic = node.offsets_topic if topic_id == node.offsets_topic.topic_id else node.catalog.by_id(topic_id)
+    return topic
+
+
+def _unreadable(node, request: Request) -> set[str]:
+    """The requested topics this fetcher may not read (answered TOPIC_AUTHORIZATION_FAILED): a
+    consumer needs READ on each; a replica (replica id ≥ 0) CLUSTER_ACTION on the cluster for all."""
+    if node.access is None:
+        return set()
+    body = request.body
+    if body.replica_id >= 0:
+        allowed = authorized(node, request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+        return set() if allowed else {t.topic for t in body.topics}
+    return {t.topic for t in body.topics
+            if not authorized(node, request, AclOperation.READ, ResourceType.TOPIC, t.topic)}
+
+
+def _entry(index: int, error: ErrorCode, start: int, end: int, records: bytes = b"") -> dict:
+    return {"partition_index": index, "error_code": error, "high_watermark": end, "last_stable_offset": end,
+            "log_start_offset": start, "aborted_transactions": (), "preferred_read_replica": -1, "records": records}
+
+
+def _unknown(index: int, error: ErrorCode = ErrorCode.unknown_topic_or_partition) -> dict:
+    return {"partition_index": index, "error_code": error,
+            "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+            "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}  # Kafka: MemoryRecords.EMPTY
+
+
+def _respond(request: Request, responses: list[dict]):
+    return build_response(ApiKey.FETCH, request.version,
+                          {"error_code": ErrorCode.none, "session_id": 0, "responses": responses})

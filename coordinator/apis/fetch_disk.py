@@ -1,0 +1,153 @@
+"""Fetch (1) over the disk records plane: what a partition answers is planned on the loop (log start,
+high watermark = durable end, the segment and byte position from the sparse index), the batches are
+read from the segment files on the node's answer thread (no per-record objects: the bytes as stored),
+and the response is built back on the loop. The limits are the memory plane's (fetch.py): whole
+batches, `partition_max_bytes` per partition and `max_bytes` per response except the first batch
+(KIP-74); one segment per partition per fetch, as Kafka reads. A fetch that cannot be satisfied
+waits until a watched partition's durable end moves (no polling) or its max wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from groupd.coordinator.runtime.records_disk import Unavailable
+from groupd.protocol import ErrorCode
+from groupd.storage.records_plane.segments import read_from
+
+from .fetch_common import _entry, _respond, _topic, _unknown, _unreadable
+
+log = logging.getLogger("groupd")
+
+
+def _plan(node, plane, body, denied: set[str], offsets_log: dict[int, dict]):
+    """(responses, reads, error, watched): reads are (entry, path, position, offset, end, max, following)
+    in response order, fixed entries as (entry, None, ...)."""
+    steps: list[tuple] = []
+    error = False
+    watched: list[tuple] = []
+    responses = []
+    for t in body.topics:
+        topic = _topic(node, t.topic)
+        partitions = []
+        for p in t.partitions:
+            entry = None
+            if t.topic in denied:
+                entry = _unknown(p.partition, ErrorCode.topic_authorization_failed)
+            elif topic is node.offsets_topic:
+                entry = offsets_log[p.partition]
+                error = error or entry["error_code"] is not ErrorCode.none
+                steps.append((entry, None))
+            elif topic is None or not 0 <= p.partition < topic.partitions:
+                entry = _unknown(p.partition)
+            elif not node.cluster.leads(topic.name, p.partition):
+                entry = _unknown(p.partition, ErrorCode.not_leader_or_follower)
+            if entry is not None:
+                if topic is not node.offsets_topic or t.topic in denied:
+                    error = True
+                partitions.append(entry)
+                continue
+            try:
+                part = plane.partition(topic, p.partition)
+            except Unavailable as e:
+                partitions.append(_unknown(p.partition, e.error))
+                error = True
+                continue
+            start, end = part.log_start, part.high_watermark
+            entry = _entry(p.partition, ErrorCode.none, start, end)
+            if p.fetch_offset < start or p.fetch_offset > end:
+                entry["error_code"] = ErrorCode.offset_out_of_range
+                error = True
+            elif p.fetch_offset < end:
+                planned = part.dlog.plan_read(p.fetch_offset)
+                if planned is not None:
+                    path, position, cap = planned
+                    steps.append((entry, path, position, p.fetch_offset, end, p.partition_max_bytes,
+                                  part.dlog.following(path), cap))
+            watched.append(((topic.topic_id, p.partition), p.fetch_offset, part.writer.bytes_durable))
+            partitions.append(entry)
+        responses.append({"topic": t.topic, "partitions": partitions})
+    return responses, steps, error, watched
+
+
+def _read(steps: list[tuple], max_bytes: int) -> int:
+    """Do the planned reads in order within the response's budget (blocking: the answer thread);
+    the bytes in the response."""
+    budget = max_bytes if max_bytes > 0 else 0
+    used = 0
+    for step in steps:
+        entry = step[0]
+        if step[1] is None:
+            used += len(entry["records"] or b"")
+            continue
+        _, path, position, offset, end, partition_max, following, cap = step
+        limit = max(min(partition_max, budget - used), 0)
+        try:
+            data = read_from(path, position, offset, end, limit, used == 0, following, cap)
+        except OSError as e:
+            log.error("fetch read failed path=%s offset=%d: %s", path, offset, e)
+            entry["error_code"] = ErrorCode.kafka_storage_error
+            continue
+        entry["records"] = data
+        used += len(data)
+    return used
+
+
+def answer(node, plane, request, offsets_log: dict[int, dict]) -> asyncio.Future:
+    body = request.body
+    denied = _unreadable(node, request)
+    loop = asyncio.get_running_loop()
+    out = loop.create_future()
+    wait = body.max_wait.total_seconds()
+
+    def planned_and_read(held: bool) -> None:
+        responses, steps, error, watched = _plan(node, plane, body, denied, offsets_log)
+
+        def read_done(f: asyncio.Future) -> None:
+            if out.done():
+                return
+            if f.exception() is not None:
+                out.set_exception(f.exception())
+                return
+            used = f.result()
+            if held or wait <= 0 or used >= body.min_bytes or error or not watched:
+                if not held and not watched and offsets_log and wait > 0 and used < body.min_bytes and not error:
+                    node.hold(wait, None).add_done_callback(
+                        lambda _: out.done() or out.set_result(_respond(request, responses)))
+                    return
+                out.set_result(_respond(request, responses))
+                return
+            hold(watched)
+
+        loop.run_in_executor(node.answers, _read, steps, body.max_bytes).add_done_callback(read_done)
+
+    def hold(watched: list[tuple]) -> None:
+        timer = node.hold(wait, None)
+        fired = []
+
+        def finish(_=None) -> None:
+            if fired:
+                return
+            fired.append(True)
+            plane.unwatch(token)
+            if not timer.done():
+                timer.cancel()
+            if not out.done():
+                planned_and_read(True)
+
+        def appended() -> None:
+            available = 0
+            for key, offset, durable_before in watched:
+                part = plane.peek(key)
+                if part is not None and part.high_watermark > offset:
+                    available += max(part.writer.bytes_durable - durable_before, 1)
+            if available >= body.min_bytes:
+                finish()
+
+        token = plane.watch({key for key, _, _ in watched}, appended)
+        timer.add_done_callback(finish)
+        out.add_done_callback(lambda _: (plane.unwatch(token), timer.done() or timer.cancel()))
+
+    planned_and_read(False)
+    return out

@@ -1,0 +1,355 @@
+"""The disk records plane (`records.plane: disk`, the default): every data partition this node leads
+is a `DataLog` (storage/records_plane/segments.py) with its `DataWriter` (group commit, fsync on the
+`LogWorkers` threads), the idempotent producers' state, and the held fetches to wake.
+
+Partitions with a directory are loaded before the node listens (`preload`, off the loop: Kafka
+recovers its logs before it serves); a partition first used later is opened on the loop (it is new,
+or small: a leader that changed under `--workers` loads a moved partition there). A Produce gets its
+offsets at once; its answer waits for the write (acks=1) or durability (acks=all); a Fetch plans its
+reads on the loop and reads the files on the node's answer thread (coordinator/apis/fetch_disk.py).
+The high watermark is the durable end. Retention deletes whole closed segments (`topic_config`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+from collections.abc import Callable, Iterable
+
+from groupd.coordinator.core.partitioning import data_home
+from groupd.protocol import ErrorCode
+from groupd.storage.files import remove_files
+from groupd.storage.records_plane.batches import BatchError, split
+from groupd.storage.records_plane.plane import TRANSACTIONS_UNSUPPORTED, Appended
+from groupd.storage.records_plane.producers import Producers
+from groupd.storage.records_plane.segments import DataLog, ScannedBatch
+from groupd.storage.records_plane.watchers import Watchers
+
+from .data_writer import DataWriter
+from .log_workers import LogWorkers
+from .topic_configs import topic_config
+
+log = logging.getLogger("groupd")
+
+Key = tuple  # (topic id, partition)
+DATA_WRITE_THREADS = 4
+INLINE_LOAD_BYTES = 4 << 20  # a partition with more on disk is loaded off the loop
+
+
+class Unavailable(Exception):
+    """A partition that cannot serve now: the error its requests get, and a message."""
+
+    def __init__(self, error: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error, self.message = error, message
+
+
+def stored_bytes(directory: str) -> int:
+    try:
+        return sum(e.stat().st_size for e in os.scandir(directory) if e.name.endswith(".log"))
+    except FileNotFoundError:
+        return 0
+_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+
+
+class DiskPartition:
+    """One data partition: its log, writer and producers; what the APIs read of it."""
+
+    def __init__(self, dlog: DataLog, writer: DataWriter, producers: Producers) -> None:
+        self.dlog, self.writer, self.producers = dlog, writer, producers
+        self.synced = writer.written  # interval mode: the offset the last periodic fsync covered
+
+    @property
+    def log_start(self) -> int:
+        return self.dlog.log_start
+
+    @property
+    def high_watermark(self) -> int:
+        return self.writer.end_offset
+
+    @property
+    def size(self) -> int:
+        return self.dlog.size
+
+
+class DiskPlane(Watchers):
+    DISK = True
+
+    def __init__(self, settings, leads: Callable[[str, int], bool], topics: Callable[[], Iterable],
+                 stamp: Callable[[str, int], int] = lambda _topic, _p: 0) -> None:
+        self.settings = settings
+        self._leads = leads
+        self._stamp = stamp  # cluster mode: the claim a data partition's leader writes its segments under
+        self._topics = topics  # the catalog's topics (name, topic_id, partitions)
+        self._parts: dict[Key, DiskPartition] = {}
+        self._workers = LogWorkers(DATA_WRITE_THREADS, "groupd-data")
+        super().__init__()
+        self._flush_timer: asyncio.TimerHandle | None = None
+        self._leaders_timer: asyncio.TimerHandle | None = None
+        self.storage_errors = 0
+        self._loading: set[Key] = set()
+        self._failures: set[str] = set()
+        self.closed = False
+
+    # -- partitions ------------------------------------------------------------------------------
+
+    def _new_log(self, topic, partition: int) -> DataLog:
+        return DataLog(self.settings.data_dir, topic.name, partition, topic.topic_id,
+                       topic_config(self.settings, topic.name, "segment.bytes"), self._stamp(topic.name, partition))
+
+    @staticmethod
+    def _load(dlog: DataLog) -> Producers:
+        producers = Producers()
+
+        def seen(b: ScannedBatch) -> None:
+            if b.producer_id >= 0:
+                producers.record(b.producer_id, b.producer_epoch, b.base_sequence, b.count, b.base_offset,
+                                 b.max_timestamp)
+
+        result = dlog.load_batches(seen)
+        log.info("data partition loaded partition=%s log_start=%d log_end=%d bytes=%d segments=%d%s",
+                 dlog.name, dlog.log_start, dlog.next_offset, result.bytes, len(dlog.segments),
+                 f" truncated={result.truncated}" if result.truncated else "")
+        return producers
+
+    def _opened(self, key: Key, dlog: DataLog, producers: Producers) -> DiskPartition:
+        part: DiskPartition
+
+        def cut(offset: int) -> None:
+            part.producers.forget_from(offset)
+
+        def durable() -> None:
+            self._wake(key)
+
+        def failed(_name: str) -> None:
+            self.storage_errors += 1
+
+        writer = DataWriter(dlog, self._workers, self.settings.log_flush_interval_ms == 0,
+                            self.settings.offsets_commit_timeout_ms, cut, durable, failed)
+        part = self._parts[key] = DiskPartition(dlog, writer, producers)
+        return part
+
+    async def preload(self) -> None:
+        """Load every partition with a directory in the data dir that this node leads, off the loop."""
+        wanted = {}
+        for topic in self._topics():
+            for p in range(topic.partitions):
+                wanted[f"{topic.name}-{p}"] = (topic, p)
+        found = []
+        for name in sorted(os.listdir(self.settings.data_dir)):
+            if name in wanted and os.path.isdir(os.path.join(self.settings.data_dir, name)):
+                topic, p = wanted[name]
+                if self._leads(topic.name, p):
+                    found.append((topic, p))
+        loop = asyncio.get_running_loop()
+        for topic, p in found:
+            dlog = self._new_log(topic, p)
+            try:
+                producers = await loop.run_in_executor(None, self._load, dlog)
+            except OSError as e:
+                log.error("data partition not loaded partition=%s: %s", dlog.name, e)
+                continue
+            self._opened((topic.topic_id, p), dlog, producers)
+        self._arm_flush()
+        self._check_leaders()
+
+    def partition(self, topic, index: int) -> DiskPartition:
+        """The partition, opened on first use: at once when its directory is new or small, else
+        loaded off the loop (`Unavailable`, NOT_LEADER_OR_FOLLOWER, meanwhile: clients retry). Raises
+        `Unavailable` with KAFKA_STORAGE_ERROR when it cannot be opened (logged once)."""
+        key = (topic.topic_id, index)
+        part = self._parts.get(key)
+        if part is not None:
+            return part
+        if self.closed or key in self._loading:
+            raise Unavailable(ErrorCode.not_leader_or_follower, "The partition's log is loading")
+        self.forget_topics_except({t.topic_id for t in self._topics()})  # a deleted topic's logs close
+        dlog = self._new_log(topic, index)
+        if stored_bytes(dlog.directory) > INLINE_LOAD_BYTES:
+            self._loading.add(key)
+            loop = asyncio.get_running_loop()
+            loop.run_in_executor(None, self._load, dlog).add_done_callback(
+                lambda f: self._loaded(key, dlog, f))
+            raise Unavailable(ErrorCode.not_leader_or_follower, "The partition's log is loading")
+        try:
+            producers = self._load(dlog)
+        except OSError as e:
+            self._failed(dlog, e)
+            raise Unavailable(ErrorCode.kafka_storage_error, "The partition's log cannot be opened") from None
+        return self._opened(key, dlog, producers)
+
+    def _loaded(self, key: Key, dlog: DataLog, f: asyncio.Future) -> None:
+        self._loading.discard(key)
+        if f.exception() is not None:
+            self._failed(dlog, f.exception())
+        elif self.closed or not self._leads(dlog.topic, dlog.partition) or key in self._parts:
+            dlog.close()  # let go meanwhile: the next access loads it again
+        else:
+            self._opened(key, dlog, f.result())
+
+    def _failed(self, dlog: DataLog, error: BaseException) -> None:
+        if dlog.name not in self._failures:  # once per partition: clients retry
+            self._failures.add(dlog.name)
+            log.error("data partition not opened partition=%s: %s", dlog.name, error)
+
+    def peek(self, key: Key) -> DiskPartition | None:
+        return self._parts.get(key)
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+    def partitions(self) -> list[tuple[Key, DiskPartition]]:
+        return list(self._parts.items())
+
+    def high_watermarks(self) -> list[tuple[Key, int]]:
+        return [(key, part.high_watermark) for key, part in self._parts.items()]
+
+    def forget_topics_except(self, live: set) -> None:
+        for key in [k for k in self._parts if k[0] not in live]:
+            part = self._parts.pop(key)
+            part.writer.closed = True
+            part.dlog.close()
+
+    # -- produce ---------------------------------------------------------------------------------
+
+    def append(self, topic, index: int, records: bytes | None, produce_version: int, now_ms: int,
+               acks: int) -> tuple[Appended, asyncio.Future | None]:
+        """Validate and accept one partition's batches: the answer, and (acks ≠ 0) a future for when
+        it may be sent (its result: None, or the error that replaces the answer's)."""
+        try:
+            batches = split(records, produce_version, self.settings.records_message_max_bytes)
+        except BatchError as e:
+            return Appended(e.error, message=e.message), None
+        if any(b.transactional for b in batches):
+            return Appended(ErrorCode.unsupported_for_message_format, message=TRANSACTIONS_UNSUPPORTED), None
+        try:
+            part = self.partition(topic, index)
+        except Unavailable as e:
+            return Appended(e.error, message=e.message), None
+        writer, producers = part.writer, part.producers
+        first = None
+        last_written = None
+        for batch in batches:
+            try:
+                duplicate_of = producers.check(batch)
+            except BatchError as e:
+                if first is None:
+                    return Appended(e.error, message=e.message), None
+                break
+            if duplicate_of is None:
+                last_written = writer.append(batch.data, batch.count, None, acks == -1)
+                base = last_written.base
+                if batch.producer_id >= 0:
+                    producers.record(batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.count,
+                                     base, now_ms)
+            else:
+                base = duplicate_of
+            if first is None:
+                first = base
+        answer = Appended(ErrorCode.none, first, part.log_start)
+        if acks == 0 or last_written is None:
+            return answer, None
+        done = asyncio.get_running_loop().create_future()
+
+        def finished(error: ErrorCode | None) -> None:
+            if not done.done():
+                done.set_result(error)
+
+        last_written.done = finished
+        return answer, done
+
+    # -- leadership -----------------------------------------------------------------------------
+
+    LEADERS_CHECK_S = 1.0
+
+    def _check_leaders(self) -> None:
+        """Close the partitions this node no longer leads (cluster mode: its home offsets partition
+        moved): Produce and Fetch already refuse them (NOT_LEADER_OR_FOLLOWER); the writes in flight
+        finish, the log is fsynced and closed, and the new leader loads the directory."""
+        for key, part in list(self._parts.items()):
+            if not self._leads(part.dlog.topic, part.dlog.partition):
+                del self._parts[key]
+                asyncio.get_running_loop().create_task(self._release(part))
+        if not self.closed:
+            self._leaders_timer = asyncio.get_running_loop().call_later(self.LEADERS_CHECK_S, self._check_leaders)
+
+    async def release_home(self, home: int, fenced: bool) -> None:
+        """Cluster mode: offsets partition `home` is being lost. Before its claim goes, the data
+        partitions it is home to let go: a clean hand-over lets their writes in flight finish (the next
+        leader loads them); `fenced` (this node may no longer lead) answers those writes
+        NOT_LEADER_OR_FOLLOWER at once, since they may land after the next leader loaded."""
+        partitions = self.settings.offsets_topic_num_partitions
+        for key, part in list(self._parts.items()):
+            if data_home(part.dlog.topic, part.dlog.partition, partitions) == home:
+                del self._parts[key]
+                if fenced:
+                    part.writer.abandon(ErrorCode.not_leader_or_follower)
+                await self._release(part)
+
+    async def _release(self, part: DiskPartition) -> None:
+        idle = part.writer.idle()
+        if idle is not None:
+            try:
+                await asyncio.wait_for(idle, self.settings.offsets_commit_timeout_ms / 1000)
+            except asyncio.TimeoutError:
+                part.writer.abandon(ErrorCode.not_leader_or_follower)
+        part.writer.closed = True
+        await asyncio.get_running_loop().run_in_executor(None, part.dlog.close)
+        log.info("data partition released partition=%s log_end=%d (no longer its leader)", part.dlog.name,
+                 part.dlog.next_offset)
+
+    # -- flush policy, retention, close ----------------------------------------------------------
+
+    def _arm_flush(self) -> None:
+        interval = self.settings.log_flush_interval_ms
+        if interval > 0 and not self.closed:
+            self._flush_timer = asyncio.get_running_loop().call_later(interval / 1000, self._flush_all)
+
+    def _flush_all(self) -> None:
+        """Interval mode: fsync every partition written since (the writes were answered already)."""
+        for part in self._parts.values():
+            if part.writer.written > part.synced:  # written since the last round
+                part.synced = part.writer.written
+                self._workers.run(part.writer.sync_now,
+                                  lambda error, name=part.dlog.name: error and log.error(
+                                      "fsync failed partition=%s: %s", name, error))
+        self._arm_flush()
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """Delete the closed segments retention no longer keeps (files removed off the loop)."""
+        paths = []
+        for (_, _), part in self._parts.items():
+            dlog = part.dlog
+            expired = dlog.expired_segments(topic_config(self.settings, dlog.topic, "retention.bytes"),
+                                            topic_config(self.settings, dlog.topic, "retention.ms"), now_ms)
+            if expired:
+                paths += dlog.drop_segments(len(expired))
+                log.info("retention removed segments partition=%s segments=%d log_start=%d", dlog.name,
+                         len(expired), dlog.log_start)
+        if paths:
+            asyncio.get_running_loop().run_in_executor(None, remove_files, paths)
+        return len(paths)
+
+    async def close(self) -> None:
+        """Finish the writes in flight, fsync and close every log."""
+        self.closed = True
+        for timer in (self._flush_timer, self._leaders_timer):
+            if timer is not None:
+                timer.cancel()
+        for part in list(self._parts.values()):
+            idle = part.writer.idle()
+            if idle is not None:
+                try:
+                    await asyncio.wait_for(idle, self.settings.offsets_commit_timeout_ms / 1000)
+                except asyncio.TimeoutError:
+                    log.error("data partition still writing at close partition=%s", part.dlog.name)
+            part.writer.closed = True
+        loop = asyncio.get_running_loop()
+        for part in list(self._parts.values()):
+            try:
+                await loop.run_in_executor(None, part.dlog.close)
+            except OSError as e:
+                log.error("data partition close failed partition=%s: %s", part.dlog.name, e)
+        self._workers.shutdown()
