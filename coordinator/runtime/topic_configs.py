@@ -4,13 +4,12 @@ AlterConfigs: storage/catalog.py) plug in here, and only here."""
 
 from __future__ import annotations
 
-DEFAULTS = {  # Kafka's topic config → the setting holding the broker default
-    "segment.bytes": "log_segment_bytes",
-    "retention.bytes": "log_retention_bytes",
-    "retention.ms": "records_retention_ms",
-}
-
 
 def topic_config(settings, topic: str, name: str) -> int:
     """The value of config `name` for `topic` (the broker default until topics carry their own)."""
-    return getattr(settings, DEFAULTS[name])
+    defaults = {  # Kafka's topic config → the setting that holds its broker default
+        "segment.bytes": settings.log_segment_bytes,
+        "retention.bytes": settings.log_retention_bytes,
+        "retention.ms": settings.records_retention_ms,
+    }
+    return defaults[name]

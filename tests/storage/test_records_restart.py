@@ -102,3 +102,29 @@ def test_producer_ids_are_never_handed_out_again_after_a_restart(tmp_path, sig):
         assert len(set(after)) == 3
     finally:
         s.stop()
+
+
+@pytest.mark.parametrize("plane", ["disk", "memory"])
+def test_the_issues_kcat_sequence_prints_the_new_records_after_a_restart(tmp_path, plane):
+    """Issue 22's reproduction, as written there: kcat -P three, kcat -G reads and commits them,
+    groupd restarts, kcat -P three more, kcat -G prints exactly the three new ones."""
+    import subprocess
+
+    s = GroupdProcess(str(tmp_path), f"records.plane={plane}", "topics=t:1", "group.initial.rebalance.delay.ms=0").start()
+
+    def kcat(*args: str, stdin: str = "") -> list[str]:
+        out = subprocess.run(["kcat", "-b", s.bootstrap, *args], input=stdin, capture_output=True, text=True,
+                             timeout=90)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split()
+
+    group = ["-G", "g", "t", "-e", "-X", "session.timeout.ms=6000", "-X", "auto.offset.reset=earliest"]
+    try:
+        kcat("-P", "-t", "t", stdin="m1\nm2\nm3\n")
+        assert kcat(*group, "-o", "beginning") == ["m1", "m2", "m3"]
+        s.stop()
+        s.start()
+        kcat("-P", "-t", "t", stdin="m4\nm5\nm6\n")
+        assert kcat(*group) == ["m4", "m5", "m6"]
+    finally:
+        s.stop()
