@@ -424,8 +424,8 @@ KEYS: tuple[Key, ...] = (
         "memory plane: most bytes kept per partition before the oldest batches are dropped "
         "(Kafka's retention.bytes)"),
     Key("records.retention.ms", 604800000, _int(-1),
-        "memory plane: batches, disk plane: closed segments whose newest timestamp is older than this "
-        "are dropped (Kafka's retention.ms); -1 = no time limit"),
+        "memory plane: batches whose newest timestamp is older than this are dropped (Kafka's retention.ms; "
+        "the disk plane follows each topic's retention.ms); -1 = no time limit"),
     Key("records.memory.max.bytes", 268435456, _int(1),
         "memory plane: most bytes kept over all partitions; beyond it the oldest batches of any "
         "partition are dropped (no Kafka equivalent: a broker's disk is its bound)"),

@@ -17,8 +17,10 @@ import logging
 import os
 import re
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from groupd.coordinator.core.partitioning import data_home
+from groupd.coordinator.core.topic_configs import broker_defaults
 from groupd.protocol import ErrorCode
 from groupd.storage.files import remove_files
 from groupd.storage.records_plane.batches import BatchError, split
@@ -26,10 +28,10 @@ from groupd.storage.records_plane.plane import TRANSACTIONS_UNSUPPORTED, Appende
 from groupd.storage.records_plane.producers import Producers
 from groupd.storage.records_plane.segments import DataLog, ScannedBatch
 from groupd.storage.records_plane.watchers import Watchers
+from groupd.storage.topic_config import TopicConfig, effective
 
 from .data_writer import DataWriter
 from .log_workers import LogWorkers
-from .topic_configs import topic_config
 
 log = logging.getLogger("groupd")
 
@@ -78,8 +80,12 @@ class DiskPlane(Watchers):
     DISK = True
 
     def __init__(self, settings, leads: Callable[[str, int], bool], topics: Callable[[], Iterable],
-                 stamp: Callable[[str, int], int] = lambda _topic, _p: 0) -> None:
+                 stamp: Callable[[str, int], int] = lambda _topic, _p: 0,
+                 config: Callable[[str], Any] | None = None) -> None:
         self.settings = settings
+        # a topic's effective configs (storage/topic_config.py TopicConfig: its own over the broker's)
+        defaults = TopicConfig.of(effective({}, broker_defaults(settings)))
+        self._config = config or (lambda _topic: defaults)
         self._leads = leads
         self._stamp = stamp  # cluster mode: the claim a data partition's leader writes its segments under
         self._topics = topics  # the catalog's topics (name, topic_id, partitions)
@@ -97,7 +103,7 @@ class DiskPlane(Watchers):
 
     def _new_log(self, topic, partition: int) -> DataLog:
         return DataLog(self.settings.data_dir, topic.name, partition, topic.topic_id,
-                       topic_config(self.settings, topic.name, "segment.bytes"), self._stamp(topic.name, partition))
+                       self._config(topic.name).segment_bytes, self._stamp(topic.name, partition))
 
     @staticmethod
     def _load(dlog: DataLog) -> Producers:
@@ -322,8 +328,8 @@ class DiskPlane(Watchers):
         paths = []
         for (_, _), part in self._parts.items():
             dlog = part.dlog
-            expired = dlog.expired_segments(topic_config(self.settings, dlog.topic, "retention.bytes"),
-                                            topic_config(self.settings, dlog.topic, "retention.ms"), now_ms)
+            config = self._config(dlog.topic)
+            expired = dlog.expired_segments(config.retention_bytes, config.retention_ms, now_ms)
             if expired:
                 paths += dlog.drop_segments(len(expired))
                 log.info("retention removed segments partition=%s segments=%d log_start=%d", dlog.name,

@@ -64,7 +64,8 @@ class Node:
         # the group coordinator of every offsets partition
         self.coordinator = GroupCoordinator(settings, self.group_configs.overrides)
         if settings.records_plane == records_plane.DISK:  # the memory plane is made on first use
-            plane = DiskPlane(settings, self.cluster.leads, lambda: list(self.catalog), self.cluster.data_stamp)
+            plane = DiskPlane(settings, self.cluster.leads, lambda: list(self.catalog), self.cluster.data_stamp,
+                              lambda topic: self.catalog.topic_config(topic))  # its own configs over log.*
             records_plane.register(self, plane)
             self.coordinator.on_lose.append(plane.release_home)  # cluster mode: data partitions ride on claims
         self.api_versions = VERSION_TABLE  # what ApiVersions advertises (the authenticator is handed it too)
