@@ -25,7 +25,12 @@ from tests.core.driver import Driver
 
 FOO = uuid.UUID(int=1)
 TOPICS = TopicsImage.of(1, [Topic("foo", 2, FOO)])
-NOW = int(time.time() * 1000)  # the collector reads the wall clock
+NOW = 1_790_000_000_000  # a fixed wall clock for the tables; a scrape reads the real one (now())
+
+
+def now() -> int:
+    """The wall clock at the test's own start: the collector reads it when it scrapes."""
+    return int(time.time() * 1000)
 
 
 def batch(timestamps: list[int]) -> bytes:
@@ -36,12 +41,12 @@ def batch(timestamps: list[int]) -> bytes:
     return bytes(b.build())
 
 
-def plane_with(produced: dict[int, list[list[int]]]) -> MemoryPlane:
-    """foo's partitions → batches of record timestamps."""
+def plane_with(produced: dict[int, list[list[int]]], at: int = NOW) -> MemoryPlane:
+    """foo's partitions → batches of record timestamps, appended at wall clock `at`."""
     plane = MemoryPlane(1 << 30, -1, 1 << 20)
     for partition, batches in produced.items():
         for timestamps in batches:
-            assert plane.append((FOO, partition), batch(timestamps), 9, NOW).error.value == 0
+            assert plane.append((FOO, partition), batch(timestamps), 9, at).error.value == 0
     return plane
 
 
@@ -81,7 +86,8 @@ def test_classic_members_label_the_partitions_they_were_assigned():
     d.advance(10_000)  # the initial rebalance delay
     d.sync("cg", a, 1, ticket="s", assignments={a: encode_assignment({"foo": [0]})})
     d.commit("cg", [("foo", 0, 1), ("foo", 1, 0)], generation=1, member_id=a)
-    plane = plane_with({0: [[NOW - 5000, NOW - 4000, NOW - 3000]], 1: [[NOW - 1000]]})
+    t = now()
+    plane = plane_with({0: [[t - 5000, t - 4000, t - 3000]], 1: [[t - 1000]]}, t)
     m = scrape(d, view(plane))
     assert m[("groupd_consumergroup_group_lag", labels("cg", 0, "/10.0.0.1", a, "app-a"))] == 2
     assert m[("groupd_consumergroup_group_offset", labels("cg", 0, "/10.0.0.1", a, "app-a"))] == 1
@@ -95,11 +101,12 @@ def test_consumer_group_members_label_their_current_assignment_and_the_lag_in_se
                                                   subscribed_topic_names=("foo",), topic_partitions=[],
                                                   client_id="kip848", client_host="/10.0.0.2"), TOPICS)
     d.commit("g", [("foo", 0, 1), ("foo", 1, 1)], generation=1, member_id="m1")
-    plane = plane_with({0: [[NOW - 9000], [NOW - 7000, NOW - 6500]], 1: [[NOW - 1000]]})
+    t = now()
+    plane = plane_with({0: [[t - 9000], [t - 7000, t - 6500]], 1: [[t - 1000]]}, t)
     m = scrape(d, view(plane))
     owner = labels("g", 0, "/10.0.0.2", "m1", "kip848")
     assert m[("groupd_consumergroup_group_lag", owner)] == 2
-    # the record at offset 1 (the second batch's first) was stamped NOW - 7000: it has waited since
+    # the record at offset 1 (the second batch's first) was stamped t - 7000: it has waited since
     waited = m[("groupd_consumergroup_group_lag_seconds", owner)]
     assert 7.0 <= waited < 7.0 + 60, waited
     assert m[("groupd_consumergroup_group_lag_seconds", labels("g", 1, "/10.0.0.2", "m1", "kip848"))] == 0
