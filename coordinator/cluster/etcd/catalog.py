@@ -85,7 +85,8 @@ class EtcdCatalog(TopicCatalog):
             value, revision = await self._document.read()
             self.follow(value or b'{"topics": []}', revision)
             topics = _rebase(before, topics, self._by_name)
-        raise DataDirError(f"the topic catalog in etcd ({CATALOG_KEY}) changed {SWAP_ATTEMPTS} times during one change")
+        raise DataDirError(f"the topic catalog in etcd ({self._document.key}) changed {SWAP_ATTEMPTS} times during "
+                           "one change")
 
 
 def _rebase(before: dict[str, Topic], wanted: dict[str, Topic], now: dict[str, Topic]) -> dict[str, Topic]:
