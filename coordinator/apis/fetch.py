@@ -40,7 +40,7 @@ from groupd.protocol.codec import build_response
 from groupd.storage.log import read_batches
 from groupd.storage.records_plane import plane_for
 
-from .fetch_common import _entry, _respond, _topic, _unknown, _unreadable
+from .fetch_common import _entry, _fixed, _respond, _topic, _unknown, _unreadable
 from .fetch_disk import answer as answer_disk
 from .request import Request
 
@@ -180,23 +180,11 @@ def _read(node, plane, body, denied: set[str],
         topic = _topic(node, t.topic)
         partitions = []
         for p in t.partitions:
-            if t.topic in denied:
-                partitions.append(_unknown(p.partition, ErrorCode.topic_authorization_failed))
-                error = True
-                continue
-            if topic is node.offsets_topic:  # read already (its records count, it is not watched)
-                entry = offsets_log[p.partition]
-                partitions.append(entry)
-                used += len(entry["records"] or b"")
-                error = error or entry["error_code"] is not ErrorCode.none
-                continue
-            if topic is None or not 0 <= p.partition < topic.partitions:
-                partitions.append(_unknown(p.partition))
-                error = True
-                continue
-            if not node.cluster.leads(topic.name, p.partition):
-                partitions.append(_unknown(p.partition, ErrorCode.not_leader_or_follower))
-                error = True
+            fixed = _fixed(node, topic, t.topic, p.partition, denied, offsets_log)
+            if fixed is not None:  # __consumer_offsets' records count; nothing here is watched
+                partitions.append(fixed)
+                used += len(fixed["records"] or b"")
+                error = error or fixed["error_code"] is not ErrorCode.none
                 continue
             key = (topic.topic_id, p.partition)
             log = plane.peek(key)

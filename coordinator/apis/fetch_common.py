@@ -51,6 +51,20 @@ def _unknown(index: int, error: ErrorCode = ErrorCode.unknown_topic_or_partition
             "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}  # Kafka: MemoryRecords.EMPTY
 
 
+def _fixed(node, topic, name: str, partition: int, denied: set[str], offsets_log: dict[int, dict]) -> dict | None:
+    """The entry of a partition answered without reading the records plane: one the fetcher may not
+    read, one of `__consumer_offsets` (read already), an unknown one, another node's; None: read it."""
+    if name in denied:
+        return _unknown(partition, ErrorCode.topic_authorization_failed)
+    if topic is node.offsets_topic:
+        return offsets_log[partition]
+    if topic is None or not 0 <= partition < topic.partitions:
+        return _unknown(partition)
+    if not node.cluster.leads(topic.name, partition):
+        return _unknown(partition, ErrorCode.not_leader_or_follower)
+    return None
+
+
 def _respond(request: Request, responses: list[dict]):
     return build_response(ApiKey.FETCH, request.version,
                           {"error_code": ErrorCode.none, "session_id": 0, "responses": responses})

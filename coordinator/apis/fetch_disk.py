@@ -16,7 +16,7 @@ from groupd.coordinator.runtime.records_disk import Unavailable
 from groupd.protocol import ErrorCode
 from groupd.storage.records_plane.segments import read_from
 
-from .fetch_common import _entry, _respond, _topic, _unknown, _unreadable
+from .fetch_common import _entry, _fixed, _respond, _topic, _unknown, _unreadable
 
 log = logging.getLogger("groupd")
 
@@ -32,20 +32,11 @@ def _plan(node, plane, body, denied: set[str], offsets_log: dict[int, dict]):
         topic = _topic(node, t.topic)
         partitions = []
         for p in t.partitions:
-            entry = None
-            if t.topic in denied:
-                entry = _unknown(p.partition, ErrorCode.topic_authorization_failed)
-            elif topic is node.offsets_topic:
-                entry = offsets_log[p.partition]
-                error = error or entry["error_code"] is not ErrorCode.none
-                steps.append((entry, None))
-            elif topic is None or not 0 <= p.partition < topic.partitions:
-                entry = _unknown(p.partition)
-            elif not node.cluster.leads(topic.name, p.partition):
-                entry = _unknown(p.partition, ErrorCode.not_leader_or_follower)
+            entry = _fixed(node, topic, t.topic, p.partition, denied, offsets_log)
             if entry is not None:
-                if topic is not node.offsets_topic or t.topic in denied:
-                    error = True
+                if topic is node.offsets_topic and t.topic not in denied:
+                    steps.append((entry, None))  # its records count against the response's budget
+                error = error or entry["error_code"] is not ErrorCode.none
                 partitions.append(entry)
                 continue
             try:
