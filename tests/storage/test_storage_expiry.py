@@ -71,11 +71,13 @@ def test_offset_with_explicit_retention_is_tombstoned_and_its_simple_group_delet
             assert fetched_offset(c, SHORT) == 42
             assert listed(c) >= {SHORT, KEPT}
 
+            # ListGroups reads the group's latest state, OffsetFetch the offsets at the last durable
+            # write: the group leaves the listing up to one flush before its offset's tombstone is read
             deadline = time.monotonic() + 30
-            while SHORT in listed(c):
+            while SHORT in listed(c) or fetched_offset(c, SHORT) != -1:
                 assert time.monotonic() < deadline, server.log()
                 time.sleep(0.1)
-            assert fetched_offset(c, SHORT) == -1
+            assert SHORT not in listed(c)
             assert fetched_offset(c, KEPT) == 7
             assert KEPT in listed(c)
         p = partition_for(SHORT, 50)

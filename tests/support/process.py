@@ -88,10 +88,12 @@ class GroupdProcess(ServerProcess):
     """`groupd serve` as a child process, bound to a free loopback port."""
 
     def __init__(self, data_dir: str, *settings: str, port: int | None = None,
-                 ready: str = "offsets log loaded") -> None:
+                 ready: str | tuple[str, ...] = ("groupd ready", "offsets log loaded")) -> None:
         self.data_dir = data_dir
         self.port = port or free_port()
-        self.ready = ready  # the log line that says every offsets partition is loaded (workers: "workers ready")
+        # the log lines that say it listens and every offsets partition is loaded (workers: "workers ready");
+        # the disk records plane recovers after the offsets partitions start loading, before it listens
+        self.ready = (ready,) if isinstance(ready, str) else ready
         self.settings = list(settings)
         self.proc: subprocess.Popen | None = None
         self.log_path = os.path.join(data_dir, f"groupd-{self.port}.log")
@@ -117,7 +119,7 @@ class GroupdProcess(ServerProcess):
                 raise RuntimeError(f"groupd exited with {self.proc.returncode}:\n{self.log()}")
             # ready, and every offsets partition loaded (or failed): requests no longer meet
             # COORDINATOR_LOAD_IN_PROGRESS
-            if self.ready in self.log()[seen:]:
+            if all(line in self.log()[seen:] for line in self.ready):
                 return self
             time.sleep(0.05)
         self.kill()  # no fixture will stop a server that never started: it would outlive the test run
