@@ -35,6 +35,19 @@ def legal_topic_name(name: str | None) -> bool:
     return bool(name) and name not in (".", "..") and _LEGAL_NAME.fullmatch(name) is not None
 
 
+def illegal_topic_name(name: str) -> str:
+    """Kafka's message for a name `legal_topic_name` refuses (`Topic.validate`'s reasons)."""
+    if not name:
+        reason = "the empty string is not allowed"
+    elif name in (".", ".."):
+        reason = f"'{name}' is not allowed"
+    elif len(name) > 249:
+        reason = f"the length of '{name}' is longer than the max allowed length 249"
+    else:
+        reason = f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return f"Topic name is invalid: {reason}"
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Topic:
     name: str

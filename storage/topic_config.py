@@ -119,7 +119,6 @@ SPECS: tuple[Spec, ...] = (
     Spec("message.timestamp.after.max.ms", LONG, HOUR, _at_least(0), _log("message.timestamp.after.max.ms")),
     Spec("leader.replication.throttled.replicas", LIST, (), _replicas),
     Spec("follower.replication.throttled.replicas", LIST, (), _replicas),
-    Spec("message.downconversion.enable", BOOLEAN, True, _anything, _log("message.downconversion.enable")),
     Spec("remote.storage.enable", BOOLEAN, False, _anything),
     Spec("local.retention.ms", LONG, -2, _at_least(-2), _log("local.retention.ms")),
     Spec("local.retention.bytes", LONG, -2, _at_least(-2), _log("local.retention.bytes")),

@@ -86,13 +86,6 @@ DOCS: dict[str, str] = {
         'uncompressed records are not grouped into batches and this limit only applies to a single record in '
         'that case.'
     ),
-    'message.downconversion.enable': (
-        'This configuration controls whether down-conversion of message formats is enabled to satisfy consume'
-        ' requests. When set to <code>false</code>, broker will not perform down-conversion for consumers '
-        'expecting an older message format. The broker responds with <code>UNSUPPORTED_VERSION</code> error '
-        'for consume requests from such older clients. This configurationdoes not apply to any message format'
-        ' conversion that might be required for replication to followers.'
-    ),
     'message.timestamp.after.max.ms': (
         'This configuration sets the allowable timestamp difference between the message timestamp and the '
         "broker's timestamp. The message timestamp can be later than or equal to the broker's timestamp, with"

@@ -15,7 +15,7 @@ from groupd.coordinator.core.group_config import ConfigError
 from groupd.coordinator.core.topic_configs import altered, checked
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
-from groupd.storage.catalog import legal_topic_name
+from groupd.storage.catalog import illegal_topic_name, legal_topic_name
 
 from .request import Request, respond
 
@@ -28,7 +28,7 @@ def alter_topic(node, request: Request, name: str, changes: list, validate_only:
     if not name:
         return ErrorCode.invalid_request, "Default topic resources are not allowed."
     if not legal_topic_name(name):
-        return ErrorCode.invalid_topic_exception, f"Topic name {name!r} is illegal"
+        return ErrorCode.invalid_topic_exception, illegal_topic_name(name)
     if name == node.offsets_topic.name:
         return ErrorCode.invalid_config, (f"{name}'s configs follow groupd's offsets.topic.* settings; they "
                                           "cannot be altered")

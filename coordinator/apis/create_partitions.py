@@ -24,6 +24,10 @@ KEY = ApiKey.CREATE_PARTITIONS
 VERSIONS = (0, 3)
 
 
+def not_an_increase(name: str, partitions: int, count: int) -> str:
+    return f"The topic {name} currently has {partitions} partition(s); {count} would not be an increase."
+
+
 def _check(node, request: Request, t, duplicated: bool) -> tuple[ErrorCode, str | None]:
     if duplicated:
         return ErrorCode.invalid_request, "Duplicate topic in request."
@@ -33,10 +37,9 @@ def _check(node, request: Request, t, duplicated: bool) -> tuple[ErrorCode, str 
     if topic is None:
         return ErrorCode.unknown_topic_or_partition, f"The topic '{t.name}' does not exist."
     if t.count < topic.partitions:
-        return (ErrorCode.invalid_partitions, f"Topic currently has {topic.partitions} partitions, "
-                f"which is higher than the requested {t.count}.")
+        return ErrorCode.invalid_partitions, not_an_increase(t.name, topic.partitions, t.count)
     if t.count == topic.partitions:
-        return ErrorCode.invalid_partitions, f"Topic already has {topic.partitions} partitions."
+        return ErrorCode.invalid_partitions, f"Topic already has {topic.partitions} partition(s)."
     if t.count > node.settings.topic_max_partitions:
         return ErrorCode.invalid_partitions, too_many_partitions(t.count, node.settings.topic_max_partitions)
     if t.assignments is not None and (len(t.assignments) != t.count - topic.partitions or any(
@@ -75,7 +78,7 @@ async def _resize(node, request: Request, name: str, count: int) -> dict:
         return {"name": name, "error_code": ErrorCode.unknown_topic_or_partition,
                 "error_message": f"The topic '{name}' does not exist."}
     if topic.partitions > count:  # another request grew it further while this one waited
-        return {"name": name, "error_code": ErrorCode.invalid_partitions, "error_message":
-                f"Topic currently has {topic.partitions} partitions, which is higher than the requested {count}."}
+        return {"name": name, "error_code": ErrorCode.invalid_partitions,
+                "error_message": not_an_increase(name, topic.partitions, count)}
     node.log_topic_change("partitions added", name, count, request)
     return {"name": name, "error_code": ErrorCode.none, "error_message": None}

@@ -29,7 +29,7 @@ from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
-from groupd.storage.catalog import legal_topic_name
+from groupd.storage.catalog import illegal_topic_name, legal_topic_name
 from groupd.storage.files import DataDirError, DocumentUnavailable
 
 from .request import Request, respond_all
@@ -47,7 +47,7 @@ def _check(node, t, duplicated: bool, may_create) -> tuple[ErrorCode, str | None
     if not may_create(t.name):
         return ErrorCode.topic_authorization_failed, "Authorization failed.", -1
     if not legal_topic_name(t.name):
-        return ErrorCode.invalid_topic_exception, f"Topic name {t.name!r} is illegal", -1
+        return ErrorCode.invalid_topic_exception, illegal_topic_name(t.name), -1
     if node.catalog.get(t.name) is not None or t.name == node.offsets_topic.name:
         return ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists.", -1
     configs = _configs(t)
@@ -78,7 +78,7 @@ def _check(node, t, duplicated: bool, may_create) -> tuple[ErrorCode, str | None
         return (ErrorCode.invalid_replication_factor, f"Unable to replicate the partition "
                 f"{t.replication_factor} time(s): The target replication factor of "
                 f"{t.replication_factor} cannot be reached because only {len(node.cluster.brokers())} "
-                "broker(s) are registered.", -1)
+                "broker(s) are registered or some brokers have all their log directories cordoned.", -1)
     else:
         partitions = node.settings.num_partitions if t.num_partitions == -1 else t.num_partitions
     limit = node.settings.topic_max_partitions

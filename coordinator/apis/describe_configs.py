@@ -26,7 +26,7 @@ from groupd.coordinator.settings import KEYS
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
-from groupd.storage.catalog import legal_topic_name
+from groupd.storage.catalog import illegal_topic_name, legal_topic_name
 
 from .incremental_alter_configs import BROKER, GROUP, TOPIC
 from .request import Request
@@ -76,7 +76,7 @@ def _describe(node, resource_type: int, name: str, keys, synonyms: bool, documen
         elif node.catalog.get(name) is not None:
             overrides = dict(node.catalog.get(name).configs)
         elif not legal_topic_name(name):
-            return ErrorCode.invalid_topic_exception, f"Topic name {name!r} is illegal", []
+            return ErrorCode.invalid_topic_exception, illegal_topic_name(name), []
         else:
             return ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.", []
         return ErrorCode.none, None, topic_configs.describe(node.settings, overrides, keys, synonyms, documented)

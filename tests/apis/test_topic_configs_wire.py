@@ -61,7 +61,8 @@ def test_a_single_node_accepts_a_replication_factor_up_to_the_default(server, re
         assert r.replication_factor == 1  # one copy is kept, whatever was asked
     else:
         assert r.error_message == ("Unable to replicate the partition 4 time(s): The target replication factor "
-                                   "of 4 cannot be reached because only 1 broker(s) are registered.")
+                                   "of 4 cannot be reached because only 1 broker(s) are registered or some brokers have all "
+                                   "their log directories cordoned.")
 
 
 def test_describe_configs_gives_synonyms_and_documentation_only_when_asked(server):

@@ -122,7 +122,8 @@ def test_a_bad_config_is_invalid_config_with_kafkas_message(server, config, mess
 def test_a_replication_factor_above_the_brokers_is_refused(server):
     code, message = refusal(lambda: create(server, NewTopic("tc-rf", 1, 3)))
     assert code == ErrorCode.invalid_replication_factor
-    assert message.endswith("cannot be reached because only 1 broker(s) are registered.")
+    assert message.endswith("cannot be reached because only 1 broker(s) are registered or some brokers have "
+                            "all their log directories cordoned.")
     create(server, NewTopic("tc-rf", 1, -1))
 
 

@@ -419,7 +419,7 @@ def response_values(api_key: int, version: int) -> dict:
             return {"results": [
                 {"name": "golden-a", "error_code": E.none, "error_message": None},
                 {"name": "golden-existing", "error_code": E.invalid_partitions,
-                 "error_message": "Topic already has 2 partitions."}]}
+                 "error_message": "Topic already has 2 partition(s)."}]}
         case ApiKey.OFFSET_COMMIT:
             return {"topics": [{"name": "golden-a", "partitions": [
                 {"partition_index": 0, "error_code": E.none},
