@@ -24,6 +24,8 @@ from . import (
     describe_acls,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
+    describe_topic_partitions,
     describe_user_scram_credentials,
     fetch,
     find_coordinator,
@@ -50,7 +52,8 @@ MODULES = (produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, 
            delete_topics, init_producer_id, create_partitions, delete_groups, offset_delete,
            consumer_group_heartbeat, consumer_group_describe, sasl_handshake, sasl_authenticate,
            describe_acls, create_acls, delete_acls, describe_configs, alter_configs,
-           incremental_alter_configs, describe_user_scram_credentials, alter_user_scram_credentials)
+           incremental_alter_configs, describe_user_scram_credentials, alter_user_scram_credentials,
+           describe_log_dirs, describe_topic_partitions)
 
 HANDLERS: dict[int, Handler] = {m.KEY: m.handle for m in MODULES}
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {m.KEY: m.VERSIONS for m in MODULES}

@@ -2,8 +2,10 @@
 v3 its type and documentation, v4 is flexible.
 
 A GROUP resource (type 32) lists the group's consumer.session.timeout.ms and
-consumer.heartbeat.interval.ms: its override (source GROUP_CONFIG) or the broker's value
-(DEFAULT_CONFIG); the group need not exist. A TOPIC lists every Kafka topic config with its effective
+consumer.heartbeat.interval.ms: its override (source GROUP_CONFIG) or the broker's group.consumer.*
+value (STATIC_BROKER_CONFIG when set, DEFAULT_CONFIG otherwise), with that chain as synonyms; the
+group need not exist. (Kafka 4.3 also lists the share.*, streams.* and consumer.assignment.interval.ms
+configs of the group types and features groupd does not have yet.) A TOPIC lists every Kafka topic config with its effective
 value, source and synonyms (coordinator/core/topic_configs.py: a compacted topic answers exactly
 cleanup.policy=compact); an unknown topic: UNKNOWN_TOPIC_OR_PARTITION. The BROKER resource of this
 node lists groupd's settings, read-only (they are static), STATIC_BROKER_CONFIG when given,
@@ -22,7 +24,7 @@ from groupd.coordinator.core.group_config import (
 from groupd.coordinator.runtime import offsets_topic
 from groupd.coordinator.security.acls import AclOperation
 from groupd.coordinator.security.authorizer import config_resource_denied
-from groupd.coordinator.settings import KEYS
+from groupd.coordinator.settings import KEYS, KEYS_BY_NAME
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
@@ -63,13 +65,8 @@ def _describe(node, resource_type: int, name: str, keys, synonyms: bool, documen
     if resource_type == GROUP:
         if not name:
             return ErrorCode.invalid_request, "Group name must not be empty", []
-        overrides = node.group_configs.overrides.get(name, {})
-        values = {**defaults(node.settings), **overrides}
-        return ErrorCode.none, None, [
-            {"name": n, "value": str(values[n]), "read_only": False, "is_sensitive": False, "synonyms": [],
-             "config_source": GROUP_CONFIG if n in overrides else DEFAULT_CONFIG, "config_type": INT,
-             "documentation": DOCUMENTATION[n] if documented else None}
-            for n in NAMES if keys is None or n in keys]
+        return ErrorCode.none, None, _group(node.settings, node.group_configs.overrides.get(name, {}), keys,
+                                            synonyms, documented)
     if resource_type == TOPIC:
         if name == node.offsets_topic.name:
             overrides = offsets_topic.configs(node.settings)
@@ -90,6 +87,26 @@ def _describe(node, resource_type: int, name: str, keys, synonyms: bool, documen
                     f"Unexpected broker id, expected {node.node_id} or empty string, but received {name}", [])
         return ErrorCode.none, None, _broker(node.settings, keys, synonyms, documented)
     return ErrorCode.invalid_request, f"Unsupported resource type {resource_type}", []
+
+
+def _group(settings, overrides: dict, keys, synonyms: bool, documented: bool) -> list[dict]:
+    """A group's configs: its override (GROUP_CONFIG), else the broker's group.<name> as given
+    (STATIC_BROKER_CONFIG) or by default; the synonyms in that order, as Kafka lists them."""
+    broker = defaults(settings)
+    out = []
+    for n in NAMES:
+        if keys is not None and n not in keys:
+            continue
+        setting = f"group.{n}"
+        chain = [{"name": n, "value": str(overrides[n]), "source": GROUP_CONFIG}] if n in overrides else []
+        if not settings.origins.get(setting, "default").startswith("default"):
+            chain.append({"name": setting, "value": str(broker[n]), "source": STATIC_BROKER_CONFIG})
+        chain.append({"name": setting, "value": str(KEYS_BY_NAME[setting].default),
+                      "source": DEFAULT_CONFIG})
+        out.append({"name": n, "value": chain[0]["value"], "read_only": False, "is_sensitive": False,
+                    "config_source": chain[0]["source"], "synonyms": chain if synonyms else [],
+                    "config_type": INT, "documentation": DOCUMENTATION[n] if documented else None})
+    return out
 
 
 def _broker(settings, keys, synonyms: bool, documented: bool) -> list[dict]:

@@ -481,6 +481,11 @@ def kafka_python_request_values(api: int, version: int) -> dict:
             return {"resources": [{"resource_type": 32, "resource_name": GROUP, "configs": [
                 {"name": "consumer.heartbeat.interval.ms", "config_operation": 0, "value": "6000"}]}],
                     "validate_only": True}
+        case ApiKey.DESCRIBE_LOG_DIRS:
+            return {"topics": [{"topic": "golden-a", "partitions": [0, 1]}]}
+        case ApiKey.DESCRIBE_TOPIC_PARTITIONS:
+            return {"topics": [{"name": "golden-a"}, {"name": "golden-x"}], "response_partition_limit": 1,
+                    "cursor": {"topic_name": "golden-a", "partition_index": 0}}
     raise KeyError(f"no kafka-python request values for API key {api}: add them here")
 
 

@@ -116,7 +116,8 @@ def plain(value: Any) -> Any:
     ms (`*_ms`), authorized operations as kafka-python's bit set, the zero uuid as None, and
     tagged fields left out when they hold their default (they are then absent from the wire)."""
     if dataclasses.is_dataclass(value):
-        return dict(_plain_field(f, getattr(value, f.name)) for f in dataclasses.fields(value)
+        api_key = getattr(type(value), "__api_key__", None)
+        return dict(_plain_field(f, getattr(value, f.name), api_key) for f in dataclasses.fields(value)
                     if not _absent_tag(f, getattr(value, f.name)))
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
@@ -139,13 +140,14 @@ def _absent_tag(f: dataclasses.Field, value: Any) -> bool:
     return f.default_factory is not dataclasses.MISSING and value == f.default_factory()
 
 
-def _plain_field(f: dataclasses.Field, value: Any) -> tuple[str, Any]:
+def _plain_field(f: dataclasses.Field, value: Any, api_key: int | None = None) -> tuple[str, Any]:
     kafka_type = f.metadata.get("kafka_type", "")
     if kafka_type.startswith("timedelta"):
         return f.name + "_ms", value // datetime.timedelta(milliseconds=1)
     if kafka_type.startswith("datetime"):
         return f.name + "_ms", -1 if value is None else round(value.timestamp() * 1000)
-    if f.name in AUTHORIZED_OPERATIONS:  # kafka-python decodes the bits (and renames Metadata's)
+    if f.name in AUTHORIZED_OPERATIONS and api_key != ApiKey.DESCRIBE_TOPIC_PARTITIONS:
+        # kafka-python decodes the bits (and renames Metadata's), not DescribeTopicPartitions' (a plain int)
         return "authorized_operations", None if value == INT32_MIN else \
             {bit for bit in range(32) if value >> bit & 1}
     return f.name, plain(value)
@@ -295,6 +297,12 @@ def key_fields(api_key: int, m: dict) -> dict:
         case ApiKey.DESCRIBE_CONFIGS:
             return {"resources": [[r["resource_type"], r["resource_name"], r["configuration_keys"]]
                                   for r in m["resources"]]}
+        case ApiKey.DESCRIBE_LOG_DIRS:
+            return {"topics": None if m["topics"] is None else [[t["topic"], t["partitions"]] for t in m["topics"]]}
+        case ApiKey.DESCRIBE_TOPIC_PARTITIONS:
+            cursor = m["cursor"]
+            return {"topics": [t["name"] for t in m["topics"]], "limit": m["response_partition_limit"],
+                    "cursor": None if cursor is None else [cursor["topic_name"], cursor["partition_index"]]}
         case ApiKey.ALTER_CONFIGS | ApiKey.INCREMENTAL_ALTER_CONFIGS:
             return {"validate_only": m["validate_only"], "resources": [
                 [r["resource_type"], r["resource_name"],
@@ -504,6 +512,22 @@ def response_values(api_key: int, version: int) -> dict:
             return {"results": [{"user": "alice", "error_code": E.none, "error_message": None},
                                 {"user": "golden-few", "error_code": E.unacceptable_credential,
                                  "error_message": "Too few iterations"}]}
+        case ApiKey.DESCRIBE_LOG_DIRS:
+            return {"error_code": E.none, "results": [{
+                "error_code": E.none, "log_dir": "/var/lib/groupd", "total_bytes": 1 << 40, "usable_bytes": 1 << 39,
+                "is_cordoned": False, "topics": [{"name": "golden-a", "partitions": [
+                    {"partition_index": 0, "partition_size": 4096, "offset_lag": 0, "is_future_key": False},
+                    {"partition_index": 1, "partition_size": 0, "offset_lag": 0, "is_future_key": False}]}]}]}
+        case ApiKey.DESCRIBE_TOPIC_PARTITIONS:
+            return {"topics": [
+                {"error_code": E.none, "name": "golden-a", "topic_id": uuid.UUID(int=0x1234), "is_internal": False,
+                 "topic_authorized_operations": 3576, "partitions": [
+                     {"error_code": E.none, "partition_index": 0, "leader_id": 1, "leader_epoch": -1,
+                      "replica_nodes": [1], "isr_nodes": [1], "eligible_leader_replicas": [], "last_known_elr": [],
+                      "offline_replicas": []}]},
+                {"error_code": E.unknown_topic_or_partition, "name": "golden-x", "topic_id": uuid.UUID(int=0),
+                 "is_internal": False, "topic_authorized_operations": 3576, "partitions": []}],
+                "next_cursor": {"topic_name": "golden-b", "partition_index": 0}}
         case ApiKey.DESCRIBE_CONFIGS:
             return {"results": [
                 {"error_code": E.none, "error_message": None, "resource_type": 32, "resource_name": GROUP,
