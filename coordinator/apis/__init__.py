@@ -20,6 +20,7 @@ from . import (
     create_topics,
     delete_acls,
     delete_groups,
+    delete_records,
     delete_topics,
     describe_acls,
     describe_configs,
@@ -49,7 +50,7 @@ from .request import Handler
 
 MODULES = (produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
            heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
-           delete_topics, init_producer_id, create_partitions, delete_groups, offset_delete,
+           delete_topics, delete_records, init_producer_id, create_partitions, delete_groups, offset_delete,
            consumer_group_heartbeat, consumer_group_describe, sasl_handshake, sasl_authenticate,
            describe_acls, create_acls, delete_acls, describe_configs, alter_configs,
            incremental_alter_configs, describe_user_scram_credentials, alter_user_scram_credentials,

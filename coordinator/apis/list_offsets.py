@@ -9,7 +9,7 @@ for an empty partition.
 
 `records.plane: memory`: earliest (-2) and earliest-local (-4) = the log start offset; latest
 (-1) = the high watermark (= last stable offset: no transactions); max timestamp (-3) = the
-record with the largest timestamp; a timestamp ≥ 0 = the first record whose timestamp is ≥ it,
+record with the largest timestamp; a timestamp ≥ 0 = the first record from the log start whose timestamp is ≥ it,
 found through the batches' max timestamps and then record by record in the first batch that
 reaches it (offset -1 and timestamp -1 when none does); last tiered (-5) = -1 (no tiered
 storage, as Kafka answers without remote storage).
@@ -90,7 +90,7 @@ def _answer_disk(plane, topic, index: int, timestamp: int, reads: list) -> dict:
         reads.append((entry, segments.max_timestamp, (part.dlog.max_timestamp_plan(),)))
     elif timestamp >= 0:
         reads.append((entry, segments.offset_for_timestamp,
-                      (part.dlog.timestamp_plan(timestamp), timestamp, part.high_watermark)))
+                      (part.dlog.timestamp_plan(timestamp), timestamp, part.high_watermark, part.log_start)))
     return entry
 
 

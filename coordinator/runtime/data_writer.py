@@ -90,6 +90,11 @@ class DataWriter:
             asyncio.get_running_loop().call_soon(self._flush)
         return item
 
+    @property
+    def rolling(self) -> bool:
+        """A segment roll runs on a worker thread (it changes the log's segment list)."""
+        return self._rolling
+
     def _flush(self) -> None:
         self._scheduled = False
         if not self._pending or self._rolling or self.closed:

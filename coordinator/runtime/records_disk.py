@@ -7,7 +7,8 @@ recovers its logs before it serves); a partition first used later is opened on t
 or small: a leader that changed under `--workers` loads a moved partition there). A Produce gets its
 offsets at once; its answer waits for the write (acks=1) or durability (acks=all); a Fetch plans its
 reads on the loop and reads the files on the node's answer thread (coordinator/apis/fetch_disk.py).
-The high watermark is the durable end. Retention deletes whole closed segments (`topic_config`).
+The high watermark is the durable end. Retention deletes whole closed segments (`topic_config`), and
+those wholly below a log start that DeleteRecords moved (`log_start.py`: saved before it is answered).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from groupd.storage.records_plane.watchers import Watchers
 from groupd.storage.topic_config import TopicConfig, effective
 
 from .data_writer import DataWriter
+from .log_start import LogStartWriter
 from .log_workers import LogWorkers
 
 log = logging.getLogger("groupd")
@@ -59,8 +61,8 @@ _DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 class DiskPartition:
     """One data partition: its log, writer and producers; what the APIs read of it."""
 
-    def __init__(self, dlog: DataLog, writer: DataWriter, producers: Producers) -> None:
-        self.dlog, self.writer, self.producers = dlog, writer, producers
+    def __init__(self, dlog: DataLog, writer: DataWriter, producers: Producers, starts: LogStartWriter) -> None:
+        self.dlog, self.writer, self.producers, self.starts = dlog, writer, producers, starts
         self.synced = writer.written  # interval mode: the offset the last periodic fsync covered
 
     @property
@@ -134,8 +136,13 @@ class DiskPlane(Watchers):
 
         writer = DataWriter(dlog, self._workers, self.settings.log_flush_interval_ms == 0,
                             self.settings.offsets_commit_timeout_ms, cut, durable, failed)
-        part = self._parts[key] = DiskPartition(dlog, writer, producers)
+        starts = LogStartWriter(dlog, self._workers, lambda: writer.rolling, self._remove_files)
+        part = self._parts[key] = DiskPartition(dlog, writer, producers, starts)
         return part
+
+    @staticmethod
+    def _remove_files(paths: list[str]) -> None:
+        asyncio.get_running_loop().run_in_executor(None, remove_files, paths)
 
     async def preload(self) -> None:
         """Load every partition with a directory in the data dir that this node leads, off the loop."""
@@ -215,7 +222,7 @@ class DiskPlane(Watchers):
     def forget_topics_except(self, live: set) -> None:
         for key in [k for k in self._parts if k[0] not in live]:
             part = self._parts.pop(key)
-            part.writer.closed = True
+            part.writer.closed = part.starts.released = True
             part.dlog.close()
 
     # -- produce ---------------------------------------------------------------------------------
@@ -266,6 +273,33 @@ class DiskPlane(Watchers):
         last_written.done = finished
         return answer, done
 
+    # -- delete records ---------------------------------------------------------------------------
+
+    def delete_records(self, topic, index: int, offset: int) -> tuple[ErrorCode, int] | asyncio.Future:
+        """DeleteRecords on one partition (Kafka's `UnifiedLog.maybeIncrementLogStartOffset`): -1 is the
+        high watermark; beyond it, or below 0, OFFSET_OUT_OF_RANGE; at or below the log start nothing
+        changes; else the log start moves to `offset` once saved (`LogStartWriter`). (error, low
+        watermark), at once or as a future; the low watermark is -1 with an error."""
+        try:
+            part = self.partition(topic, index)
+        except Unavailable as e:
+            return e.error, -1
+        if offset == -1:
+            offset = part.high_watermark
+        if offset < 0 or offset > part.high_watermark:
+            return ErrorCode.offset_out_of_range, -1
+        if offset <= part.log_start:
+            return ErrorCode.none, part.log_start
+        out = asyncio.get_running_loop().create_future()
+
+        def saved(f: asyncio.Future) -> None:
+            error = f.result()
+            if not out.done():
+                out.set_result((error, part.log_start if error is ErrorCode.none else -1))
+
+        part.starts.move_to(offset).add_done_callback(saved)
+        return out
+
     # -- leadership -----------------------------------------------------------------------------
 
     LEADERS_CHECK_S = 1.0
@@ -277,6 +311,7 @@ class DiskPlane(Watchers):
         for key, part in list(self._parts.items()):
             if not self._leads(part.dlog.topic, part.dlog.partition):
                 del self._parts[key]
+                part.starts.released = True
                 asyncio.get_running_loop().create_task(self._release(part))
         if not self.closed:
             self._leaders_timer = asyncio.get_running_loop().call_later(self.LEADERS_CHECK_S, self._check_leaders)
@@ -290,6 +325,7 @@ class DiskPlane(Watchers):
         for key, part in list(self._parts.items()):
             if data_home(part.dlog.topic, part.dlog.partition, partitions) == home:
                 del self._parts[key]
+                part.starts.released = True
                 if fenced:
                     part.writer.abandon(ErrorCode.not_leader_or_follower)
                 await self._release(part)

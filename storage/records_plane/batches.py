@@ -134,17 +134,18 @@ def _check(data: bytearray, produce_version: int) -> ProducedBatch:
                  reader.producer_epoch, reader.base_sequence, bool(reader.is_transactional))
 
 
-def first_record_at_or_after(data: bytes, timestamp: int) -> tuple[int, int] | None:
-    """(offset, timestamp) of the first record of a stored batch whose timestamp is ≥ `timestamp`,
-    or None. Reading records needs the batch's codec; without it, the batch's base offset and
-    max timestamp stand in (Kafka's answer when every record shares the max timestamp)."""
+def first_record_at_or_after(data: bytes, timestamp: int, from_offset: int = 0) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record of a stored batch at or after offset `from_offset` (the
+    log start) whose timestamp is ≥ `timestamp`, or None. Reading records needs the batch's codec;
+    without it, the batch's base offset (or `from_offset`) and max timestamp stand in (Kafka's answer
+    when every record shares the max timestamp)."""
     batch = DefaultRecordBatch(bytes(data))
     try:
         for record in batch:
-            if record.timestamp >= timestamp:
+            if record.offset >= from_offset and record.timestamp >= timestamp:
                 return record.offset, record.timestamp
     except (UnsupportedCodecError, CorruptRecordException):
-        return _OFFSET.unpack_from(data, 0)[0], batch.max_timestamp
+        return max(_OFFSET.unpack_from(data, 0)[0], from_offset), batch.max_timestamp
     return None
 
 

@@ -77,8 +77,23 @@ class TopicPartitionLog:
         if dropped:
             del batches[:dropped]
             del self.bases[:dropped]
-            self.log_start = self.bases[0] if self.bases else self.high_watermark
+            self.log_start = max(self.log_start, self.bases[0] if self.bases else self.high_watermark)
         return dropped
+
+    # -- deleting records (DeleteRecords) ------------------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """Move the log start to `offset` (the caller checked log start < offset ≤ high watermark) and
+        drop the batches wholly below it; the bytes freed. A batch holding the new start stays whole
+        (a fetch returns it; the consumer skips the records below its offset)."""
+        before = self.size
+        below = bisect.bisect_right(self.bases, offset) - 1  # the batch holding `offset` (or the last below)
+        if below >= 0 and self.bases[below] + self.batches[below].count <= offset:
+            below += 1
+        if below > 0:
+            self._drop_while(lambda _oldest: True, limit=below)
+        self.log_start = max(self.log_start, offset)
+        return before - self.size
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -124,7 +139,7 @@ class TopicPartitionLog:
         first batch whose max timestamp reaches it is searched record by record."""
         for batch in self.batches:
             if batch.max_timestamp >= timestamp:
-                found = first_record_at_or_after(batch.data, timestamp)
+                found = first_record_at_or_after(batch.data, timestamp, self.log_start)
                 if found is not None:
                     return found
         return None

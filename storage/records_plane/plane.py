@@ -135,6 +135,28 @@ class MemoryPlane(Watchers):
     def high_watermarks(self) -> list[tuple[Key, int]]:
         return [(key, log.high_watermark) for key, log in self._logs.items()] + list(self._resume.items())
 
+    # -- delete records --------------------------------------------------------------------------
+
+    def delete_records(self, key: Key, offset: int) -> tuple[ErrorCode, int]:
+        """DeleteRecords on one partition (Kafka's `UnifiedLog.maybeIncrementLogStartOffset`): -1 is the
+        high watermark; beyond it, or below 0, OFFSET_OUT_OF_RANGE; else the log start moves up to
+        `offset` (never back). The error and the low watermark (-1 with an error). Nothing to make
+        durable: after a restart the partition resumes empty at its log end, past any log start."""
+        log = self.peek(key)
+        high_watermark = log.high_watermark if log is not None else 0
+        if offset == -1:
+            offset = high_watermark
+        if offset < 0 or offset > high_watermark:
+            return ErrorCode.offset_out_of_range, -1
+        if log is None:
+            return ErrorCode.none, 0
+        if offset > log.log_start:
+            head = log.batches[0] if log.batches else None
+            self.size -= log.delete_records_before(offset)
+            if log.batches and log.batches[0] is not head:
+                self._head_changed(key, log)
+        return ErrorCode.none, log.log_start
+
     # -- produce -------------------------------------------------------------------------------
 
     def append(self, key: Key, records: bytes | None, produce_version: int, now_ms: int,

@@ -3,6 +3,7 @@ batches producers sent, as stored by Kafka, and a sparse in-memory index to find
 
     <data.dir>/<topic>-<p>/<20-digit base offset>.log
     <data.dir>/<topic>-<p>/partition.metadata          the topic id (Kafka's file of that name)
+    <data.dir>/<topic>-<p>/log-start-offset-checkpoint  the log start DeleteRecords set (Kafka's format)
 
 Segments, rolling, the torn-tail and corrupt-batch rules and the write that leaves nothing behind
 when it fails are the offsets log's (`storage.log.PartitionLog`, `storage.scanner`); this module
@@ -34,6 +35,9 @@ log = logging.getLogger("groupd.storage")
 
 INDEX_INTERVAL = 4096  # Kafka's index.interval.bytes: one index entry per this many bytes of batches
 METADATA_FILE = "partition.metadata"
+# Kafka keeps one such file per log dir; here each partition keeps its own, so it moves with the
+# directory between workers and cluster nodes. Same text: version 0, one entry "topic partition offset".
+LOG_START_FILE = "log-start-offset-checkpoint"
 _HEAD = struct.Struct(">qi")  # base offset, batch length
 _LAST_DELTA = struct.Struct(">i")  # bytes 23..27
 _MAX_TS = struct.Struct(">q")  # bytes 35..43
@@ -104,6 +108,7 @@ class DataLog(PartitionLog):
         self.indexes: dict[str, SegmentIndex] = {}  # by segment path
         # cluster mode: segments of an earlier stamp count below the next stamp's first offset
         self.caps: dict[str, int] = {}
+        self.start_checkpoint = 0  # the log start DeleteRecords made durable (LOG_START_FILE)
 
     @property
     def name(self) -> str:
@@ -111,7 +116,9 @@ class DataLog(PartitionLog):
 
     @property
     def log_start(self) -> int:
-        return self.segments[0][0] if self.segments else self.next_offset
+        """The first offset readers may fetch: the first segment's base, or further where DeleteRecords
+        moved it (within a segment: the records below it stay in the file until the segment goes)."""
+        return max(self.segments[0][0] if self.segments else self.next_offset, self.start_checkpoint)
 
     # -- recovery --------------------------------------------------------------------------------
 
@@ -135,6 +142,7 @@ class DataLog(PartitionLog):
         """Scan every segment (CRC-checked), build the index, truncate a torn tail, step over corrupt
         bytes (logged; `groupd log repair` removes them); `on_batch(ScannedBatch)` per batch."""
         self._claim_directory()
+        self.start_checkpoint = read_log_start(self.directory)
         for name in os.listdir(self.directory):
             if name.endswith(CLEANED_SUFFIX):
                 os.remove(os.path.join(self.directory, name))
@@ -169,7 +177,24 @@ class DataLog(PartitionLog):
                 self._roll(self.next_offset)
         else:
             self._open_end(result)
+        if self.start_checkpoint > self.next_offset:
+            self._start_empty_at(self.start_checkpoint)
         return result
+
+    def _start_empty_at(self, offset: int) -> None:
+        """The log ends below its checkpointed start (its tail was lost, e.g. a power cut in
+        `log.flush.interval.ms` mode): every segment goes and the log starts, empty, at the start,
+        as Kafka's loader does, so no offset below it is handed out again."""
+        log.warning("partition %s: log end %d is below the log start %d of %s; its segments are deleted and "
+                    "the log starts empty at %d", self.name, self.next_offset, offset, LOG_START_FILE, offset)
+        if self._active is not None:
+            self._active.close()
+            self._active = None
+        for _, path in self.segments:
+            os.remove(path)
+        self.segments, self.indexes, self.caps = [], {}, {}
+        self.next_offset = offset
+        self._roll(offset)
 
     def _own(self, path: str) -> bool:
         return _stamp_of(path) == self.stamp
@@ -201,21 +226,40 @@ class DataLog(PartitionLog):
         if index is not None:
             index.cut(next_offset)
 
-    # -- retention -------------------------------------------------------------------------------
+    # -- log start, retention --------------------------------------------------------------------
+
+    def save_log_start(self, offset: int) -> None:
+        """Make `offset` the durable log start (blocking: run it off the loop); the caller then
+        `advance_log_start`s on the loop."""
+        write_log_start(self.directory, self.topic, self.partition, offset)
+
+    def advance_log_start(self, offset: int) -> list[str]:
+        """Move the log start to `offset` (saved already) and forget the closed segments wholly below
+        it: their paths, for the caller to remove off the loop (Kafka's retention deletes them)."""
+        self.start_checkpoint = max(self.start_checkpoint, offset)
+        return self.drop_segments(len(self._below_start()))
+
+    def _below_start(self) -> list[tuple[int, str]]:
+        """The oldest closed segments whose records all lie below the log start (the next one starts
+        at or before it): Kafka's log-start-offset breach."""
+        start, segs = self.log_start, self.segments
+        return [segs[i] for i in range(len(segs) - 1) if segs[i + 1][0] <= start]
 
     def expired_segments(self, retention_bytes: int, retention_ms: int, now_ms: int) -> list[tuple[int, str]]:
         """The oldest closed segments that retention no longer keeps (Kafka's rules, whole segments:
-        by bytes while the log without the segment still holds `retention_bytes`, -1 = no limit; by
-        time while the segment's largest timestamp is more than `retention_ms` old, -1 = no limit)."""
+        those wholly below the log start; by bytes while the log without the segment still holds
+        `retention_bytes`, -1 = no limit; by time while the segment's largest timestamp is more than
+        `retention_ms` old, -1 = no limit)."""
         sizes = [(base, path, _size(path)) for base, path in self.segments[:-1]]
         total = sum(s for _, _, s in sizes) + self._active_size
+        below = len(self._below_start())
         out = []
-        for base, path, size in sizes:
+        for i, (base, path, size) in enumerate(sizes):
             index = self.indexes.get(path)
             too_big = retention_bytes >= 0 and total - size >= retention_bytes
             too_old = retention_ms >= 0 and index is not None and index.largest_ts >= 0 and \
                 now_ms - index.largest_ts > retention_ms
-            if not (too_big or too_old):
+            if not (i < below or too_big or too_old):
                 break
             out.append((base, path))
             total -= size
@@ -273,6 +317,32 @@ class DataLog(PartitionLog):
     @property
     def size(self) -> int:
         return sum(_size(p) for _, p in self.segments[:-1]) + self._active_size
+
+
+def read_log_start(directory: str) -> int:
+    """The log start in the partition's LOG_START_FILE, 0 without one. A damaged file stops the load
+    of the partition (OSError naming it): guessing could serve records a client deleted."""
+    path = os.path.join(directory, LOG_START_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return 0
+    lines = text.split("\n")
+    try:
+        if lines[0] != "0" or lines[1] != "1":
+            raise ValueError(f"version {lines[0]!r} with {lines[1]!r} entries, expected version 0 with 1")
+        offset = int(lines[2].rsplit(" ", 1)[1])
+        if offset < 0:
+            raise ValueError(f"negative offset {offset}")
+    except (IndexError, ValueError) as e:
+        raise OSError(f"{path} is damaged ({e}): fix it as `0`, `1`, `<topic> <partition> <offset>` lines, or "
+                      "delete it (the log then starts at its first segment)") from None
+    return offset
+
+
+def write_log_start(directory: str, topic: str, partition: int, offset: int) -> None:
+    atomic_write(os.path.join(directory, LOG_START_FILE), f"0\n1\n{topic} {partition} {offset}\n".encode())
 
 
 def _stamp_of(path: str) -> int:
@@ -373,18 +443,19 @@ def batch_at(path: str, position: int) -> bytes:
         return head + f.read(length)
 
 
-def offset_for_timestamp(plan: list[tuple[str, int, int]], timestamp: int, end: int) -> tuple[int, int] | None:
-    """(offset, timestamp) of the first record at or after `timestamp` below offset `end`, reading
-    the planned index intervals (blocking)."""
-    for path, start, stop, cap in plan:
-        for data in _batches(path, start, stop):
+def offset_for_timestamp(plan: list[tuple[str, int, int]], timestamp: int, end: int,
+                         log_start: int = 0) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record at or after `timestamp` from offset `log_start` below
+    offset `end`, reading the planned index intervals (blocking)."""
+    for path, position, stop, cap in plan:
+        for data in _batches(path, position, stop):
             base = _HEAD.unpack_from(data)[0]
             if cap is not None and base >= cap:
                 break  # a deposed leader's late writes
             if base >= end:
                 return None
             if _MAX_TS.unpack_from(data, 35)[0] >= timestamp:
-                found = first_record_at_or_after(data, timestamp)
+                found = first_record_at_or_after(data, timestamp, log_start)
                 if found is not None:
                     return found
     return None

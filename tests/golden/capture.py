@@ -11,7 +11,8 @@ Requests. A real groupd is started behind a recording proxy on 127.0.0.1 (groupd
 proxy's port, so every connection of a client goes through it) and driven by:
 
 * librdkafka, through confluent-kafka: AdminClient (list_topics, create_topics, create_partitions,
-  delete_topics, create/describe/delete_acls (answered SECURITY_DISABLED),
+  delete_topics, delete_records (offset 0: nothing goes), create/describe/delete_acls (answered
+  SECURITY_DISABLED),
   alter/describe_user_scram_credentials, and the consumer-group
   calls), a Consumer on a manual assignment (FindCoordinator,
   delete_topics, a group's configs, and the consumer-group calls), a Consumer on a manual assignment (FindCoordinator,
@@ -253,6 +254,7 @@ def librdkafka_scenario(proxy: RecordingProxy, round_no: int) -> None:
         [NewTopic(created, 2, 1, config={"cleanup.policy": "compact"}), NewTopic(doomed, 1, 1)])))
     attempt("create_partitions", lambda: results(admin.create_partitions([NewPartitions(created, 3)])))
     attempt("delete_topics", lambda: results(admin.delete_topics([doomed])))
+    attempt("delete_records", lambda: results(admin.delete_records([TopicPartition(EXISTING, 1, 0)])))
     binding = AclBinding(ResourceType.GROUP, GROUP, ResourcePatternType.LITERAL, "User:alice", "*",
                          AclOperation.READ, AclPermissionType.ALLOW)
     acl_filter = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
@@ -410,6 +412,9 @@ def kafka_python_request_values(api: int, version: int) -> dict:
             if version >= 6:
                 return {"topics": [{"name": "golden-kp-missing", "topic_id": None}], "timeout_ms": 30000}
             return {"topic_names": ["golden-kp-missing"], "timeout_ms": 30000}
+        case ApiKey.DELETE_RECORDS:  # offset 0: nothing goes
+            return {"topics": [{"name": EXISTING, "partitions": [{"partition_index": 0, "offset": 0}]}],
+                    "timeout_ms": 30000}
         case ApiKey.CREATE_PARTITIONS:
             return {"topics": [{"name": EXISTING, "count": 4, "assignments": None}],
                     "timeout_ms": 30000, "validate_only": True}
@@ -569,6 +574,8 @@ def check_scenario(cases: list[dict]) -> None:
         assert [count for name, count in e["topics"] if created(name)] == [3], e
     for e in expects(ApiKey.DELETE_TOPICS):
         assert len(e["topics"]) == 1 and e["topics"][0].startswith("golden-b"), e
+    for e in expects(ApiKey.DELETE_RECORDS):
+        assert e["topics"] == [[EXISTING, [[1, 0]]]], e
     for e in expects(ApiKey.FIND_COORDINATOR):
         assert e["keys"] == [GROUP], e
     for e in expects(ApiKey.PRODUCE):

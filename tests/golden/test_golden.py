@@ -241,6 +241,8 @@ def key_fields(api_key: int, m: dict) -> dict:
                                 {c["name"]: c["value"] for c in t["configs"]}] for t in m["topics"]]}
         case ApiKey.DELETE_TOPICS:
             return {"topics": m["topic_names"] if "topic_names" in m else [t["name"] for t in m["topics"]]}
+        case ApiKey.DELETE_RECORDS:
+            return {"topics": topics("topics", "name", "partitions", "partition_index", "offset")}
         case ApiKey.CREATE_PARTITIONS:
             return {"validate_only": m["validate_only"],
                     "topics": [[t["name"], t["count"]] for t in m["topics"]]}
@@ -423,6 +425,10 @@ def response_values(api_key: int, version: int) -> dict:
                 {"name": "golden-a", "topic_id": topic_id, "error_code": E.none, "error_message": None},
                 {"name": "golden-missing", "topic_id": None, "error_code": E.unknown_topic_or_partition,
                  "error_message": "This server does not host this topic-partition."}]}
+        case ApiKey.DELETE_RECORDS:
+            return {"topics": [{"name": "golden-a", "partitions": [
+                {"partition_index": 0, "low_watermark": 3, "error_code": E.none},
+                {"partition_index": 1, "low_watermark": -1, "error_code": E.offset_out_of_range}]}]}
         case ApiKey.CREATE_PARTITIONS:
             return {"results": [
                 {"name": "golden-a", "error_code": E.none, "error_message": None},

@@ -11,6 +11,7 @@ import uuid
 
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
+from groupd.storage.log import segment_name
 from groupd.storage.records_plane import segments
 from groupd.storage.records_plane.batches import iter_batches
 from groupd.storage.records_plane.segments import DataLog, read_from
@@ -116,6 +117,54 @@ def test_retention_deletes_whole_closed_segments(tmp_path):
     dlog.drop_segments(len(expired))
     assert dlog.log_start == dlog.segments[0][0] > 0
     assert segments.INDEX_INTERVAL == 4096
+
+
+def test_a_saved_log_start_is_loaded_and_closed_segments_below_it_go(tmp_path):
+    dlog = opened(tmp_path, segment_bytes=4096)
+    write(dlog, 60, value=b"x" * 200)
+    bases = [base for base, _ in dlog.segments]
+    target = bases[2] + 1  # inside the third segment
+    dlog.save_log_start(target)
+    dropped = dlog.advance_log_start(target)
+    assert [os.path.basename(p) for p in dropped] == [segment_name(b) for b in bases[:2]]
+    assert dlog.log_start == target and dlog.segments[0][0] == bases[2]
+    assert read(dlog, target)[0] == target - target % 2  # the batch holding it, whole
+    dlog.close()
+    for path in dropped:
+        os.remove(path)
+    again = opened(tmp_path, segment_bytes=4096)
+    assert (again.log_start, again.next_offset) == (target, 120)
+
+
+def test_retention_also_removes_segments_wholly_below_the_log_start(tmp_path):
+    dlog = opened(tmp_path, segment_bytes=4096)
+    write(dlog, 60, value=b"x" * 200)
+    dlog.start_checkpoint = dlog.segments[3][0]  # saved, the segments not dropped yet (a roll was running)
+    assert dlog.expired_segments(-1, -1, 0) == dlog.segments[:3]
+
+
+def test_a_log_that_ends_below_its_saved_start_starts_empty_there(tmp_path):
+    """Kafka's loader: segments lost their tail (a power cut under log.flush.interval.ms)."""
+    dlog = opened(tmp_path)
+    write(dlog, 5)
+    dlog.save_log_start(50)
+    dlog.close()
+    again = opened(tmp_path)
+    assert (again.log_start, again.next_offset, [b for b, _ in again.segments]) == (50, 50, [50])
+    assert sorted(n for n in os.listdir(again.directory) if n.endswith(".log")) == [segment_name(50)]
+
+
+def test_a_damaged_log_start_file_stops_the_load(tmp_path):
+    dlog = opened(tmp_path)
+    dlog.close()
+    with open(os.path.join(dlog.directory, segments.LOG_START_FILE), "w") as f:
+        f.write("0\n1\nt 0 many\n")
+    try:
+        opened(tmp_path)
+    except OSError as e:
+        assert segments.LOG_START_FILE in str(e) and "damaged" in str(e)
+    else:
+        raise AssertionError("a damaged log start file was ignored")
 
 
 def groupd_log(*args: str):

@@ -174,6 +174,33 @@ def test_memory_cap_counts_what_partition_retention_and_time_dropped():
     assert plane.size == 0 and plane.peek(a).log_start == 50
 
 
+def test_delete_records_moves_the_log_start_and_drops_the_batches_wholly_below_it():
+    one = len(batch(2))
+    plane = MemoryPlane(1 << 30, -1, 1 << 20, max_bytes=1 << 30)
+    key = ("topic-a", 0)
+    for _ in range(3):  # batches 0-1, 2-3, 4-5
+        plane_append(plane, key, batch(2))
+    assert plane.delete_records(key, 3) == (E.none, 3)
+    log = plane.peek(key)
+    assert (log.log_start, log.bases, plane.size, log.size) == (3, [2, 4], 2 * one, 2 * one)
+    assert plane.delete_records(key, 1) == (E.none, 3)  # never back
+    assert plane.delete_records(key, 7) == (E.offset_out_of_range, -1)
+    assert plane.delete_records(key, -2) == (E.offset_out_of_range, -1)
+    assert plane.delete_records(key, -1) == (E.none, 6)  # the high watermark
+    assert (log.batches, plane.size, log.out_of_range(5), log.out_of_range(6)) == ([], 0, True, False)
+    assert plane.delete_records(("topic-b", 0), 0) == (E.none, 0)  # never written: empty at 0
+    assert plane.delete_records(("topic-b", 0), 1) == (E.offset_out_of_range, -1)
+
+
+def test_offsets_by_timestamp_start_at_the_log_start():
+    log = TopicPartitionLog(1 << 30, -1)
+    append(log, batch(3, ts=1000))  # 1000, 1001, 1002
+    append(log, batch(3, ts=2000))
+    log.delete_records_before(1)
+    assert log.offset_for_timestamp(0) == (1, 1001)
+    assert log.offset_for_timestamp(2001) == (4, 2001)
+
+
 def test_offsets_by_timestamp():
     log = TopicPartitionLog(1 << 30, -1)
     append(log, batch(3, ts=1000))  # 1000, 1001, 1002
