@@ -7,23 +7,32 @@ recovers its logs before it serves); a partition first used later is opened on t
 or small: a leader that changed under `--workers` loads a moved partition there). A Produce gets its
 offsets at once; its answer waits for the write (acks=1) or durability (acks=all); a Fetch plans its
 reads on the loop and reads the files on the node's answer thread (coordinator/apis/fetch_disk.py).
-The high watermark is the durable end. Retention deletes whole closed segments (`topic_config`).
+The high watermark is the durable end. Retention deletes whole closed segments of `delete` topics;
+`compact` topics' closed segments are compacted in a process of their own (`_maybe_clean`,
+storage/records_plane/cleaner.py), as Kafka's log cleaner does (`topic_config`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import multiprocessing
 import os
 import re
+import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from groupd.coordinator.core.partitioning import data_home
 from groupd.coordinator.core.topic_configs import broker_defaults
+from groupd.coordinator.system_clock import wall_ms
 from groupd.protocol import ErrorCode
+from groupd.storage.compaction import die_with_parent
 from groupd.storage.files import remove_files
-from groupd.storage.records_plane.batches import BatchError, split
+from groupd.storage.records_plane.batches import BatchError, keyless_records, split
+from groupd.storage.records_plane.cleaner import compact_segments
 from groupd.storage.records_plane.plane import TRANSACTIONS_UNSUPPORTED, Appended
 from groupd.storage.records_plane.producers import Producers
 from groupd.storage.records_plane.segments import DataLog, ScannedBatch
@@ -53,6 +62,25 @@ def stored_bytes(directory: str) -> int:
         return sum(e.stat().st_size for e in os.scandir(directory) if e.name.endswith(".log"))
     except FileNotFoundError:
         return 0
+
+
+def _keyless(batches, partition: str) -> Appended | None:
+    """Kafka's LogValidator: a compacted topic refuses records without a key (INVALID_RECORD, one
+    record error per such record, numbered through the partition's records)."""
+    errors, seen = [], 0
+    for batch in batches:
+        for i in keyless_records(batch.data):
+            errors.append((seen + i, f"Compacted topic cannot accept message without key in topic partition {partition}"))
+        seen += batch.count
+    if not errors:
+        return None
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+    log.info("produce refused partition=%s: %d records without a key in a compacted topic", partition, len(errors))
+    return Appended(ErrorCode.invalid_record, message=(
+        f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
+        f"showing the first three errors at most: [{shown}]"), record_errors=tuple(errors))
+
+
 _DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 
 
@@ -98,6 +126,12 @@ class DiskPlane(Watchers):
         self._loading: set[Key] = set()
         self._failures: set[str] = set()
         self.closed = False
+        # compaction: one partition at a time, in a process of its own (started at the first clean)
+        self._cleaner: ProcessPoolExecutor | None = None
+        self._clean_timer: asyncio.TimerHandle | None = None
+        self._cleaning: Key | None = None
+        self._cleaned_to: dict[Key, int] = {}  # where the last clean stopped: segments from there are dirty
+        self._horizons: dict[Key, int] = {}  # the earliest delete horizon of a tombstone kept: clean again then
 
     # -- partitions ------------------------------------------------------------------------------
 
@@ -160,6 +194,7 @@ class DiskPlane(Watchers):
             self._opened((topic.topic_id, p), dlog, producers)
         self._arm_flush()
         self._check_leaders()
+        self._arm_clean()
 
     def partition(self, topic, index: int) -> DiskPartition:
         """The partition, opened on first use: at once when its directory is new or small, else
@@ -230,6 +265,10 @@ class DiskPlane(Watchers):
             return Appended(e.error, message=e.message), None
         if any(b.transactional for b in batches):
             return Appended(ErrorCode.unsupported_for_message_format, message=TRANSACTIONS_UNSUPPORTED), None
+        if self._config(topic.name).compact:
+            refused = _keyless(batches, f"{topic.name}-{index}")
+            if refused is not None:
+                return refused, None
         try:
             part = self.partition(topic, index)
         except Unavailable as e:
@@ -324,11 +363,15 @@ class DiskPlane(Watchers):
         self._arm_flush()
 
     def enforce_retention(self, now_ms: int) -> int:
-        """Delete the closed segments retention no longer keeps (files removed off the loop)."""
+        """Delete the closed segments retention no longer keeps (files removed off the loop): topics
+        whose cleanup.policy has `delete` only (Kafka's), not a partition being compacted (its turn
+        comes at the next check)."""
         paths = []
-        for (_, _), part in self._parts.items():
+        for key, part in self._parts.items():
             dlog = part.dlog
             config = self._config(dlog.topic)
+            if not config.delete or key == self._cleaning:
+                continue
             expired = dlog.expired_segments(config.retention_bytes, config.retention_ms, now_ms)
             if expired:
                 paths += dlog.drop_segments(len(expired))
@@ -338,10 +381,107 @@ class DiskPlane(Watchers):
             asyncio.get_running_loop().run_in_executor(None, remove_files, paths)
         return len(paths)
 
+    # -- compaction (cleanup.policy=compact) ----------------------------------------------------
+
+    def _arm_clean(self) -> None:
+        if not self.closed:
+            self._clean_timer = asyncio.get_running_loop().call_later(
+                self.settings.log_cleaner_backoff_ms / 1000, self._maybe_clean)
+
+    def _maybe_clean(self) -> None:
+        """Compact the filthiest compacted partition that is due (Kafka's
+        `grabFilthiestCompactedLog`), in the cleaner's process; the next check once it is over."""
+        self._clean_timer = None
+        if self.closed or self._cleaning is not None:
+            return
+        now = wall_ms()
+        try:
+            due = self._filthiest(now)
+        except Exception as e:  # noqa: BLE001 -- a check that failed runs again after the backoff
+            log.error("compaction check failed: %r", e)
+            due = None
+        if due is None:
+            self._arm_clean()
+            return
+        key, part, paths, end = due
+        config = self._config(part.dlog.topic)
+        if self._cleaner is None:
+            self._cleaner = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                                initializer=die_with_parent)
+        self._cleaning = key
+        started = time.perf_counter()
+        job = asyncio.get_running_loop().run_in_executor(self._cleaner, compact_segments, part.dlog.directory, paths,
+                                                         now, config.delete_retention_ms)
+        job.add_done_callback(lambda f: self._cleaned(key, part, end, f, started))
+
+    def _filthiest(self, now_ms: int) -> tuple[Key, DiskPartition, list[str], int] | None:
+        """(key, partition, the closed segments to clean, the offset they end at) of the compacted
+        partition with the largest dirty ratio among those due: dirty bytes (written since the last
+        clean) / cleanable bytes ≥ min.cleanable.dirty.ratio; or a dirty segment's first batch older
+        than max.compaction.lag.ms; or a tombstone's delete horizon passed. Segments holding a record
+        newer than min.compaction.lag.ms are not cleanable, nor any after them. Lone-node logs only
+        (a cluster's stamped segments are read by the next leader: not rewritten in place)."""
+        best = None
+        for key, part in self._parts.items():
+            dlog = part.dlog
+            config = self._config(dlog.topic)
+            if not config.compact or dlog.stamp or len(dlog.segments) < 2:
+                continue
+            closed = dlog.segments[:-1]
+            if config.min_compaction_lag_ms > 0:
+                young = [i for i, (_, path) in enumerate(closed) if (index := dlog.indexes.get(path)) is None
+                         or index.largest_ts > now_ms - config.min_compaction_lag_ms]
+                closed = closed[:young[0]] if young else closed
+            if not closed:
+                continue
+            sizes = [os.path.getsize(path) for _, path in closed]
+            total = sum(sizes)
+            since = self._cleaned_to.get(key, -1)
+            dirty = [(base, path, size) for (base, path), size in zip(closed, sizes) if base >= since]
+            dirty_bytes = sum(size for _, _, size in dirty)
+            ratio = dirty_bytes / total if total else 0.0
+            first = dlog.indexes.get(dirty[0][1]) if dirty else None
+            overdue = first is not None and first.first_ts >= 0 and \
+                now_ms - first.first_ts > config.max_compaction_lag_ms
+            horizon = self._horizons.get(key)
+            if (dirty_bytes and ratio >= config.min_cleanable_dirty_ratio) or overdue or \
+                    (horizon is not None and now_ms >= horizon):
+                rank = (overdue, ratio)
+                if best is None or rank > best[0]:
+                    end = dlog.segments[len(closed)][0]
+                    best = (rank, key, part, [path for _, path in closed], end)
+        return None if best is None else best[1:]
+
+    def _cleaned(self, key: Key, part: DiskPartition, end: int, f: asyncio.Future, started: float) -> None:
+        self._cleaning = None
+        name = part.dlog.name
+        self._cleaned_to[key] = end  # a failure is not retried before new data or the backoff
+        try:
+            if isinstance(f.exception(), BrokenProcessPool):  # the process died: the next clean starts one
+                self._cleaner = None
+            result = f.result()
+        except Exception as e:  # noqa: BLE001
+            log.error("compaction failed partition=%s: %r (retried when the partition is dirty again)", name, e)
+        else:
+            if self._parts.get(key) is part:  # the rewritten segments' own index (unless retention dropped them)
+                for path, index in result.indexes.items():
+                    if path in part.dlog.indexes:
+                        part.dlog.indexes[path] = index
+            if result.horizon is None:
+                self._horizons.pop(key, None)
+            else:
+                self._horizons[key] = result.horizon
+            log.info("compacted partition=%s segments=%d records=%d->%d bytes=%d->%d corrupt_segments=%d ms=%d",
+                     name, result.segments_cleaned, result.records_before, result.records_after,
+                     result.bytes_before, result.bytes_after, result.segments_corrupt,
+                     (time.perf_counter() - started) * 1000)
+        finally:
+            self._arm_clean()
+
     async def close(self) -> None:
         """Finish the writes in flight, fsync and close every log."""
         self.closed = True
-        for timer in (self._flush_timer, self._leaders_timer):
+        for timer in (self._flush_timer, self._leaders_timer, self._clean_timer):
             if timer is not None:
                 timer.cancel()
         for part in list(self._parts.values()):
@@ -359,3 +499,5 @@ class DiskPlane(Watchers):
             except OSError as e:
                 log.error("data partition close failed partition=%s: %s", part.dlog.name, e)
         self._workers.shutdown()
+        if self._cleaner is not None:  # a clean under way finishes (each segment's rewrite is atomic anyway)
+            await loop.run_in_executor(None, self._cleaner.shutdown, True)

@@ -103,7 +103,7 @@ def clean_batches(data: bytes, batches, latest: dict[bytes, int], producers: dic
         (attributes,) = _ATTRIBUTES.unpack_from(raw, 21)
         try:
             records = [] if attributes & _CONTROL else list(batch)
-        except Exception:  # a codec this process lacks: the batch stays as it was
+        except Exception:  # noqa: BLE001 -- a codec this process lacks: the batch stays as it was
             records = None
         if not records:
             if records is None or attributes & _CONTROL or i == last:

@@ -38,6 +38,7 @@ class Appended:
     base_offset: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    record_errors: tuple[tuple[int, str], ...] = ()  # (index of the record refused, why)
 
 
 class MemoryPlane(Watchers):

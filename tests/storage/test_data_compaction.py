@@ -136,7 +136,7 @@ def test_a_producers_last_batch_stays_as_an_empty_batch(tmp_path):
     seen = []
     again = DataLog(str(tmp_path), "t", 0, TOPIC_ID, 1 << 20)
     again.load_batches(seen.append)
-    assert [(s.base_offset, s.producer_id, s.base_sequence, s.count) for s in seen][0] == (0, 3, 0, 1)
+    assert (seen[0].base_offset, seen[0].producer_id, seen[0].base_sequence, seen[0].count) == (0, 3, 0, 1)
     assert records(again) == [(2, b"a", b"2"), (3, b"b", b"2"), (4, b"z", b"1")]
 
 

@@ -1,0 +1,161 @@
+"""cleanup.policy=compact on the disk records plane, against the real server: a compacted topic
+keeps the latest record per key at its offset once its segments close, the log's start, end and high
+watermark stay, a record without a key is refused as Kafka refuses it, what compaction left
+survives a kill -9, and a real consumer reading from the beginning sees only the latest values."""
+
+from __future__ import annotations
+
+import signal
+import uuid
+
+import pytest
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+from groupd.protocol import ErrorCode as E
+from groupd.protocol.apis import ApiKey
+from groupd.storage.records_plane.batches import iter_batches
+from tests.storage.test_records_plane import MS, NOW, fetch, list_offset, produce
+from tests.support.harness import wait_until
+from tests.support.process import GroupdProcess, WireClient
+
+KEYS, ROUNDS, FILLERS = 20, 8, 150
+VALUE = 10 << 10  # 10 KiB a record: the rounds fill several 1 MiB segments
+
+
+def keyed(key: bytes | None, value: bytes | None) -> bytes:
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 24)
+    b.append(0, timestamp=NOW, key=key, value=value, headers=[])
+    return bytes(b.build())
+
+
+def create(c: WireClient, name: str, **configs: str) -> None:
+    r = c.request(ApiKey.CREATE_TOPICS, 7, {"topics": [{
+        "name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+        "configs": [{"name": k.replace("_", "."), "value": v} for k, v in configs.items()]}],
+        "timeout": 5000 * MS, "validate_only": False})
+    assert r.topics[0].error_code is E.none, r.topics[0]
+
+
+def read_all(c: WireClient, topic: str, offset: int = 0) -> list[tuple[int, bytes, bytes | None]]:
+    """(offset, key, value) of every record from `offset` up to the high watermark, fetched as a
+    consumer does (an empty batch, which compaction leaves, moves it on to the batch's end)."""
+    out = []
+    while True:
+        p = fetch(c, topic, 0, offset)
+        assert p.error_code is E.none
+        if offset >= p.high_watermark or not p.records:
+            return out
+        for b in iter_batches(p.records):
+            out += [(r.offset, bytes(r.key), None if r.value is None else bytes(r.value)) for r in b if r.offset >= offset]
+            offset = b.base_offset + b.last_offset_delta + 1
+
+
+def fill(c: WireClient, topic: str) -> dict[bytes, tuple[int, bytes]]:
+    """ROUNDS values of each key, then FILLERS records of keys of their own (so the last round lands
+    in closed segments); each key's latest (offset, value)."""
+    latest = {}
+    plan = [(b"k%d" % k, b"%d-" % r + b"x" * VALUE) for r in range(ROUNDS) for k in range(KEYS)]
+    plan += [(b"f%d" % i, b"y" * VALUE) for i in range(FILLERS)]
+    for offset, (key, value) in enumerate(plan):
+        r = produce(c, topic, 0, keyed(key, value))
+        assert (r.error_code, r.base_offset) == (E.none, offset)
+        latest[key] = (offset, value)
+    return latest
+
+
+def compacted(c: WireClient, topic: str, latest: dict) -> list | None:
+    got = read_all(c, topic)
+    keys = [k for _, k, _ in got]
+    return got if len(keys) == len(set(keys)) == len(latest) else None
+
+
+def test_a_compacted_topic_keeps_the_latest_record_per_key_across_a_kill(tmp_path):
+    s = GroupdProcess(str(tmp_path), "log.cleaner.backoff.ms=100").start()
+    topic = f"cmp-{uuid.uuid4().hex[:8]}"
+    try:
+        with WireClient(s.bootstrap) as c:
+            create(c, topic, cleanup_policy="compact", segment_bytes=str(1 << 20))
+            latest = fill(c, topic)
+            end = KEYS * ROUNDS + FILLERS
+            got = wait_until(lambda: compacted(c, topic, latest), what="the compacted log")
+            assert got == sorted((o, k, v) for k, (o, v) in latest.items())  # each at its own offset
+            assert list_offset(c, topic, 0, -2).offset == 0 and list_offset(c, topic, 0, -1).offset == end
+            first = fetch(c, topic, 0, 0)
+            assert first.high_watermark == end and first.log_start_offset == 0
+            # a fetch from an offset compacted away gets the batches from the next record on
+            assert got[0][0] > 0 and read_all(c, topic, got[0][0] - 1) == got
+        assert f"compacted partition={topic}-0 " in s.log()
+        s.stop(signal.SIGKILL)
+        s.start()
+        with WireClient(s.bootstrap) as c:
+            assert read_all(c, topic) == got
+            assert list_offset(c, topic, 0, -1).offset == end
+    finally:
+        s.stop()
+
+
+def test_a_record_without_a_key_is_refused_by_a_compacted_topic(tmp_path):
+    s = GroupdProcess(str(tmp_path)).start()
+    try:
+        with WireClient(s.bootstrap) as c:
+            create(c, "compacted", cleanup_policy="compact,delete")
+            create(c, "deleted", cleanup_policy="delete")
+            r = produce(c, "compacted", 0, keyed(None, b"v"))
+            assert r.error_code is E.invalid_record and r.base_offset == -1
+            message = "Compacted topic cannot accept message without key in topic partition compacted-0"
+            assert [(e.batch_index, e.batch_index_error_message) for e in r.record_errors] == [(0, message)]
+            assert r.error_message == ("One or more records have been rejected due to 1 record errors in total, "
+                                       f"and only showing the first three errors at most: "
+                                       f"[RecordError(batchIndex=0, message='{message}')]")
+            assert list_offset(c, "compacted", 0, -1).offset == 0  # nothing written
+            assert produce(c, "compacted", 0, keyed(b"k", None)).error_code is E.none  # a tombstone has a key
+            assert produce(c, "deleted", 0, keyed(None, b"v")).error_code is E.none
+    finally:
+        s.stop()
+
+
+@pytest.mark.clients
+def test_a_real_consumer_reads_only_the_latest_values_after_compaction(tmp_path):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    s = GroupdProcess(str(tmp_path), "log.cleaner.backoff.ms=100").start()
+    topic = f"cmp-{uuid.uuid4().hex[:8]}"
+    try:
+        admin = AdminClient({"bootstrap.servers": s.bootstrap})
+        admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "compact",
+                                                           "segment.bytes": str(1 << 20)})])[topic].result(30)
+        p = Producer({"bootstrap.servers": s.bootstrap, "acks": "all", "linger.ms": 5})
+        latest = {}
+        for r in range(ROUNDS):
+            for k in range(KEYS):
+                latest[f"k{k}"] = f"{r}-" + "x" * VALUE
+                p.produce(topic, key=f"k{k}", value=latest[f"k{k}"], partition=0)
+            p.flush(30)
+        for i in range(FILLERS):
+            latest[f"f{i}"] = "y" * VALUE
+            p.produce(topic, key=f"f{i}", value=latest[f"f{i}"], partition=0)
+        assert p.flush(30) == 0
+
+        def consumed() -> dict | None:
+            c = Consumer({"bootstrap.servers": s.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                          "enable.auto.commit": False})
+            try:
+                _, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+                c.assign([TopicPartition(topic, 0, 0)])
+                got, at = [], 0
+                while at < high:
+                    m = c.poll(5)
+                    if m is None:
+                        return None
+                    assert not m.error(), m.error()
+                    got.append((m.key().decode(), m.value().decode()))
+                    at = m.offset() + 1
+                return dict(got) if len(got) == len(latest) else None
+            finally:
+                c.close()
+
+        assert wait_until(consumed, what="only the latest value of each key") == latest
+    finally:
+        s.stop()
