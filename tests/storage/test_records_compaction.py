@@ -6,6 +6,7 @@ survives a kill -9, and a real consumer reading from the beginning sees only the
 from __future__ import annotations
 
 import signal
+import time
 import uuid
 
 import pytest
@@ -22,10 +23,10 @@ KEYS, ROUNDS, FILLERS = 20, 8, 150
 VALUE = 10 << 10  # 10 KiB a record: the rounds fill several 1 MiB segments
 
 
-def keyed(key: bytes | None, value: bytes | None) -> bytes:
+def keyed(key: bytes | None, value: bytes | None, ts: int = NOW) -> bytes:
     b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
                                   producer_epoch=-1, base_sequence=-1, batch_size=1 << 24)
-    b.append(0, timestamp=NOW, key=key, value=value, headers=[])
+    b.append(0, timestamp=ts, key=key, value=value, headers=[])
     return bytes(b.build())
 
 
@@ -111,6 +112,26 @@ def test_a_record_without_a_key_is_refused_by_a_compacted_topic(tmp_path):
             assert list_offset(c, "compacted", 0, -1).offset == 0  # nothing written
             assert produce(c, "compacted", 0, keyed(b"k", None)).error_code is E.none  # a tombstone has a key
             assert produce(c, "deleted", 0, keyed(None, b"v")).error_code is E.none
+    finally:
+        s.stop()
+
+
+def test_retention_shortens_compact_delete_topics_and_compaction_leaves_delete_topics_alone(tmp_path):
+    s = GroupdProcess(str(tmp_path), "log.cleaner.backoff.ms=100", "log.retention.check.interval.ms=100").start()
+    old = int(time.time() * 1000) - 60_000
+    try:
+        with WireClient(s.bootstrap) as c:
+            create(c, "c", cleanup_policy="compact", retention_ms="1000", segment_bytes=str(1 << 20))
+            create(c, "cd", cleanup_policy="compact,delete", retention_ms="1000", segment_bytes=str(1 << 20))
+            create(c, "d", cleanup_policy="delete", segment_bytes=str(1 << 20))
+            for topic in ("c", "cd", "d"):
+                for i in range(KEYS * ROUNDS):
+                    assert produce(c, topic, 0, keyed(b"k%d" % (i % KEYS), b"x" * VALUE, old)).error_code is E.none
+            wait_until(lambda: list_offset(c, "cd", 0, -2).offset > 0, what="retention of the compact,delete topic")
+            wait_until(lambda: "compacted partition=c-0 " in s.log(), what="the compact topic's clean")
+            assert list_offset(c, "c", 0, -2).offset == 0  # compact only: no retention
+            assert len(read_all(c, "d")) == KEYS * ROUNDS  # delete only: every record, none compacted
+            assert "compacted partition=d-0 " not in s.log()
     finally:
         s.stop()
 
