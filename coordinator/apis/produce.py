@@ -90,6 +90,7 @@ def handle(node, request: Request):
         topic = node.catalog.get(t.name)
         partitions = []
         for p in t.partition_data:
+            r = None
             if t.name in denied:
                 partitions.append(_partition(p.index, denied[t.name]))
             elif body.transactional_id is not None:
@@ -110,8 +111,13 @@ def handle(node, request: Request):
                 if done is not None:
                     waits.append((entry, done))
             else:
-                r = plane.append((topic.topic_id, p.index), p.records, request.version, now, live_ids)
-                partitions.append(_partition(p.index, r.error, r.base_offset, r.log_start_offset, r.message))
+                compacted = f"{t.name}-{p.index}" if node.catalog.topic_config(t.name).compact else None
+                r = plane.append((topic.topic_id, p.index), p.records, request.version, now, live_ids, compacted)
+                partitions.append(_partition(p.index, r.error, r.base_offset, r.log_start_offset, r.message,
+                                             r.record_errors))
+            if r is not None and r.record_errors:
+                log.info("produce refused partition=%s-%d records_without_key=%d: the topic is compacted", t.name,
+                         p.index, len(r.record_errors))
         responses.append({"name": t.name, "partition_responses": partitions})
     if body.acks == 0:
         return None

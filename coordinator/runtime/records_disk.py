@@ -31,9 +31,9 @@ from groupd.coordinator.system_clock import wall_ms
 from groupd.protocol import ErrorCode
 from groupd.storage.compaction import die_with_parent
 from groupd.storage.files import remove_files
-from groupd.storage.records_plane.batches import BatchError, keyless_records, split
+from groupd.storage.records_plane.batches import BatchError, split
 from groupd.storage.records_plane.cleaner import compact_segments
-from groupd.storage.records_plane.plane import TRANSACTIONS_UNSUPPORTED, Appended
+from groupd.storage.records_plane.plane import TRANSACTIONS_UNSUPPORTED, Appended, keyless_refusal
 from groupd.storage.records_plane.producers import Producers
 from groupd.storage.records_plane.segments import DataLog, ScannedBatch
 from groupd.storage.records_plane.watchers import Watchers
@@ -62,23 +62,6 @@ def stored_bytes(directory: str) -> int:
         return sum(e.stat().st_size for e in os.scandir(directory) if e.name.endswith(".log"))
     except FileNotFoundError:
         return 0
-
-
-def _keyless(batches, partition: str) -> Appended | None:
-    """Kafka's LogValidator: a compacted topic refuses records without a key (INVALID_RECORD, one
-    record error per such record, numbered through the partition's records)."""
-    errors, seen = [], 0
-    for batch in batches:
-        for i in keyless_records(batch.data):
-            errors.append((seen + i, f"Compacted topic cannot accept message without key in topic partition {partition}"))
-        seen += batch.count
-    if not errors:
-        return None
-    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
-    log.info("produce refused partition=%s: %d records without a key in a compacted topic", partition, len(errors))
-    return Appended(ErrorCode.invalid_record, message=(
-        f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
-        f"showing the first three errors at most: [{shown}]"), record_errors=tuple(errors))
 
 
 _DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
@@ -266,7 +249,7 @@ class DiskPlane(Watchers):
         if any(b.transactional for b in batches):
             return Appended(ErrorCode.unsupported_for_message_format, message=TRANSACTIONS_UNSUPPORTED), None
         if self._config(topic.name).compact:
-            refused = _keyless(batches, f"{topic.name}-{index}")
+            refused = keyless_refusal(batches, f"{topic.name}-{index}")
             if refused is not None:
                 return refused, None
         try:
@@ -417,7 +400,7 @@ class DiskPlane(Watchers):
     def _filthiest(self, now_ms: int) -> tuple[Key, DiskPartition, list[str], int] | None:
         """(key, partition, the closed segments to clean, the offset they end at) of the compacted
         partition with the largest dirty ratio among those due: dirty bytes (written since the last
-        clean) / cleanable bytes ≥ min.cleanable.dirty.ratio; or a dirty segment's first batch older
+        clean) / cleanable bytes > min.cleanable.dirty.ratio (Kafka's strict test); or a dirty segment's first batch older
         than max.compaction.lag.ms; or a tombstone's delete horizon passed. Segments holding a record
         newer than min.compaction.lag.ms are not cleanable, nor any after them. Lone-node logs only
         (a cluster's stamped segments are read by the next leader: not rewritten in place)."""
@@ -428,15 +411,15 @@ class DiskPlane(Watchers):
             if not config.compact or dlog.stamp or len(dlog.segments) < 2:
                 continue
             closed = dlog.segments[:-1]
-            if config.min_compaction_lag_ms > 0:
-                young = [i for i, (_, path) in enumerate(closed) if (index := dlog.indexes.get(path)) is None
-                         or index.largest_ts > now_ms - config.min_compaction_lag_ms]
+            since = self._cleaned_to.get(key, -1)
+            if config.min_compaction_lag_ms > 0:  # Kafka's first uncleanable dirty segment
+                young = [i for i, (base, path) in enumerate(closed) if base >= since and (
+                    (index := dlog.indexes.get(path)) is None or index.largest_ts > now_ms - config.min_compaction_lag_ms)]
                 closed = closed[:young[0]] if young else closed
             if not closed:
                 continue
             sizes = [os.path.getsize(path) for _, path in closed]
             total = sum(sizes)
-            since = self._cleaned_to.get(key, -1)
             dirty = [(base, path, size) for (base, path), size in zip(closed, sizes) if base >= since]
             dirty_bytes = sum(size for _, _, size in dirty)
             ratio = dirty_bytes / total if total else 0.0
@@ -444,7 +427,7 @@ class DiskPlane(Watchers):
             overdue = first is not None and first.first_ts >= 0 and \
                 now_ms - first.first_ts > config.max_compaction_lag_ms
             horizon = self._horizons.get(key)
-            if (dirty_bytes and ratio >= config.min_cleanable_dirty_ratio) or overdue or \
+            if (dirty_bytes and ratio > config.min_cleanable_dirty_ratio) or overdue or \
                     (horizon is not None and now_ms >= horizon):
                 rank = (overdue, ratio)
                 if best is None or rank > best[0]:

@@ -96,8 +96,9 @@ def test_a_compacted_topic_keeps_the_latest_record_per_key_across_a_kill(tmp_pat
         s.stop()
 
 
-def test_a_record_without_a_key_is_refused_by_a_compacted_topic(tmp_path):
-    s = GroupdProcess(str(tmp_path)).start()
+@pytest.mark.parametrize("plane", ["disk", "memory"])
+def test_a_record_without_a_key_is_refused_by_a_compacted_topic(tmp_path, plane):
+    s = GroupdProcess(str(tmp_path), f"records.plane={plane}").start()
     try:
         with WireClient(s.bootstrap) as c:
             create(c, "compacted", cleanup_policy="compact,delete")
@@ -132,6 +133,37 @@ def test_retention_shortens_compact_delete_topics_and_compaction_leaves_delete_t
             assert list_offset(c, "c", 0, -2).offset == 0  # compact only: no retention
             assert len(read_all(c, "d")) == KEYS * ROUNDS  # delete only: every record, none compacted
             assert "compacted partition=d-0 " not in s.log()
+    finally:
+        s.stop()
+
+
+def test_compaction_lags_and_the_dirty_ratio_decide_when_a_log_is_cleaned(tmp_path):
+    """min.cleanable.dirty.ratio=1 is never exceeded, but a dirty segment older than
+    max.compaction.lag.ms must be cleaned; a segment younger than min.compaction.lag.ms may not be."""
+    s = GroupdProcess(str(tmp_path), "log.cleaner.backoff.ms=100").start()
+    old = int(time.time() * 1000) - 60_000
+    configs = {"never": {"min_cleanable_dirty_ratio": "1"},
+               "young": {"min_compaction_lag_ms": "3600000"},
+               "overdue": {"min_cleanable_dirty_ratio": "1", "max_compaction_lag_ms": "1000"},
+               "later": {}}
+
+    def filled(topic: str) -> None:
+        create(c, topic, cleanup_policy="compact", segment_bytes=str(1 << 20), **configs[topic])
+        for i in range(KEYS * ROUNDS):
+            assert produce(c, topic, 0, keyed(b"k%d" % (i % KEYS), b"x" * VALUE, old)).error_code is E.none
+
+    try:
+        with WireClient(s.bootstrap) as c:
+            for topic in ("never", "young", "overdue"):
+                filled(topic)
+            wait_until(lambda: "compacted partition=overdue-0 " in s.log(), what="the overdue topic's clean")
+            assert len(read_all(c, "overdue")) < KEYS * ROUNDS
+            # a partition due by its dirty ratio, after them: were the others due, they would go first
+            filled("later")
+            wait_until(lambda: "compacted partition=later-0 " in s.log(), what="the later topic's clean")
+            for topic in ("never", "young"):
+                assert f"compacted partition={topic}-0 " not in s.log()
+                assert len(read_all(c, topic)) == KEYS * ROUNDS
     finally:
         s.stop()
 
