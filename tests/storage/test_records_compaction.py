@@ -5,6 +5,7 @@ survives a kill -9, and a real consumer reading from the beginning sees only the
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 import uuid
@@ -14,7 +15,10 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from groupd.protocol import ErrorCode as E
 from groupd.protocol.apis import ApiKey
+from groupd.storage.log import CLEANED_SUFFIX, list_segments
 from groupd.storage.records_plane.batches import iter_batches
+from groupd.storage.records_plane.cleaner import compact_segments
+from groupd.storage.records_plane.segments import data_partition_dir
 from tests.storage.test_records_plane import MS, NOW, fetch, list_offset, produce
 from tests.support.harness import wait_until
 from tests.support.process import GroupdProcess, WireClient
@@ -92,6 +96,36 @@ def test_a_compacted_topic_keeps_the_latest_record_per_key_across_a_kill(tmp_pat
         with WireClient(s.bootstrap) as c:
             assert read_all(c, topic) == got
             assert list_offset(c, topic, 0, -1).offset == end
+    finally:
+        s.stop()
+
+
+@pytest.mark.parametrize("crash_after", [0, 1])
+def test_a_crash_mid_clean_leaves_a_log_that_loads_with_every_acknowledged_latest_record(tmp_path, crash_after):
+    """The server killed (-9) while its cleaner was between writing a segment's `.cleaned` file and
+    renaming it (the cleaner's own crash point, run on the killed server's directory): the restarted
+    server loads every key's latest record at its offset, then compacts the log itself."""
+    s = GroupdProcess(str(tmp_path), "log.cleaner.backoff.ms=3600000").start()
+    topic = f"cmp-{uuid.uuid4().hex[:8]}"
+    try:
+        with WireClient(s.bootstrap) as c:
+            create(c, topic, cleanup_policy="compact", segment_bytes=str(1 << 20))
+            latest = fill(c, topic)
+        s.stop(signal.SIGKILL)
+        directory = data_partition_dir(str(tmp_path), topic, 0)
+        closed = [path for _, path in list_segments(directory)[:-1]]
+        with pytest.raises(RuntimeError, match="injected crash"):
+            compact_segments(directory, closed, int(time.time() * 1000), 86_400_000, crash_after=crash_after)
+        assert [n for n in os.listdir(directory) if n.endswith(CLEANED_SUFFIX)]
+        s.settings = ["log.cleaner.backoff.ms=100"]
+        s.start()
+        with WireClient(s.bootstrap) as c:
+            got = read_all(c, topic)  # some segments cleaned, some not: each key's last read is its latest
+            assert {k: (o, v) for o, k, v in got} == latest
+            assert list_offset(c, topic, 0, -1).offset == KEYS * ROUNDS + FILLERS
+            assert wait_until(lambda: compacted(c, topic, latest), what="the compacted log") == \
+                sorted((o, k, v) for k, (o, v) in latest.items())
+        assert not [n for n in os.listdir(directory) if n.endswith(CLEANED_SUFFIX)]
     finally:
         s.stop()
 
