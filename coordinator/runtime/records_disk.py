@@ -113,6 +113,7 @@ class DiskPlane(Watchers):
         self._cleaner: ProcessPoolExecutor | None = None
         self._clean_timer: asyncio.TimerHandle | None = None
         self._cleaning: Key | None = None
+        self._clean_job: tuple[DiskPartition, asyncio.Future] | None = None  # the partition being cleaned
         self._cleaned_to: dict[Key, int] = {}  # where the last clean stopped: segments from there are dirty
         self._horizons: dict[Key, int] = {}  # the earliest delete horizon of a tombstone kept: clean again then
 
@@ -191,6 +192,9 @@ class DiskPlane(Watchers):
             raise Unavailable(ErrorCode.not_leader_or_follower, "The partition's log is loading")
         self.forget_topics_except({t.topic_id for t in self._topics()})  # a deleted topic's logs close
         dlog = self._new_log(topic, index)
+        if self._clean_job is not None and self._clean_job[0].dlog.directory == dlog.directory:
+            # a deleted topic of the same name is still being cleaned there: its directory is replaced after
+            raise Unavailable(ErrorCode.not_leader_or_follower, "The partition's log is loading")
         if stored_bytes(dlog.directory) > INLINE_LOAD_BYTES:
             self._loading.add(key)
             loop = asyncio.get_running_loop()
@@ -317,6 +321,8 @@ class DiskPlane(Watchers):
                 await self._release(part)
 
     async def _release(self, part: DiskPartition) -> None:
+        if self._clean_job is not None and self._clean_job[0] is part:  # the next leader loads it once cleaned
+            await asyncio.wait([self._clean_job[1]])
         idle = part.writer.idle()
         if idle is not None:
             try:
@@ -366,10 +372,12 @@ class DiskPlane(Watchers):
 
     # -- compaction (cleanup.policy=compact) ----------------------------------------------------
 
-    def _arm_clean(self) -> None:
+    def _arm_clean(self, delay_s: float | None = None) -> None:
+        """The next check after `log.cleaner.backoff.ms` (or `delay_s`: at once after a clean, as
+        Kafka's cleaner thread takes the next filthiest log and backs off only when none is due)."""
         if not self.closed:
-            self._clean_timer = asyncio.get_running_loop().call_later(
-                self.settings.log_cleaner_backoff_ms / 1000, self._maybe_clean)
+            delay = self.settings.log_cleaner_backoff_ms / 1000 if delay_s is None else delay_s
+            self._clean_timer = asyncio.get_running_loop().call_later(delay, self._maybe_clean)
 
     def _maybe_clean(self) -> None:
         """Compact the filthiest compacted partition that is due (Kafka's
@@ -395,15 +403,17 @@ class DiskPlane(Watchers):
         started = time.perf_counter()
         job = asyncio.get_running_loop().run_in_executor(self._cleaner, compact_segments, part.dlog.directory, paths,
                                                          now, config.delete_retention_ms)
-        job.add_done_callback(lambda f: self._cleaned(key, part, end, f, started))
+        self._clean_job = (part, job)
+        job.add_done_callback(lambda f: self._cleaned(key, part, end, now, f, started))
 
     def _filthiest(self, now_ms: int) -> tuple[Key, DiskPartition, list[str], int] | None:
         """(key, partition, the closed segments to clean, the offset they end at) of the compacted
         partition with the largest dirty ratio among those due: dirty bytes (written since the last
-        clean) / cleanable bytes > min.cleanable.dirty.ratio (Kafka's strict test); or a dirty segment's first batch older
-        than max.compaction.lag.ms; or a tombstone's delete horizon passed. Segments holding a record
-        newer than min.compaction.lag.ms are not cleanable, nor any after them. Lone-node logs only
-        (a cluster's stamped segments are read by the next leader: not rewritten in place)."""
+        clean) / cleanable bytes > min.cleanable.dirty.ratio (Kafka's strict test); or a dirty
+        segment's first batch older than max.compaction.lag.ms; or a tombstone's delete horizon
+        passed. A dirty segment holding a record newer than min.compaction.lag.ms is not cleanable,
+        nor any after it. Lone-node logs only (a cluster's stamped segments are read by the next
+        leader: not rewritten in place)."""
         best = None
         for key, part in self._parts.items():
             dlog = part.dlog
@@ -413,8 +423,9 @@ class DiskPlane(Watchers):
             closed = dlog.segments[:-1]
             since = self._cleaned_to.get(key, -1)
             if config.min_compaction_lag_ms > 0:  # Kafka's first uncleanable dirty segment
+                newest = now_ms - config.min_compaction_lag_ms
                 young = [i for i, (base, path) in enumerate(closed) if base >= since and (
-                    (index := dlog.indexes.get(path)) is None or index.largest_ts > now_ms - config.min_compaction_lag_ms)]
+                    (index := dlog.indexes.get(path)) is None or index.largest_ts > newest)]
                 closed = closed[:young[0]] if young else closed
             if not closed:
                 continue
@@ -435,9 +446,11 @@ class DiskPlane(Watchers):
                     best = (rank, key, part, [path for _, path in closed], end)
         return None if best is None else best[1:]
 
-    def _cleaned(self, key: Key, part: DiskPartition, end: int, f: asyncio.Future, started: float) -> None:
-        self._cleaning = None
+    def _cleaned(self, key: Key, part: DiskPartition, end: int, now_ms: int, f: asyncio.Future,
+                 started: float) -> None:
+        self._cleaning = self._clean_job = None
         name = part.dlog.name
+        cleaned = False
         self._cleaned_to[key] = end  # a failure is not retried before new data or the backoff
         try:
             if isinstance(f.exception(), BrokenProcessPool):  # the process died: the next clean starts one
@@ -450,7 +463,7 @@ class DiskPlane(Watchers):
                 for path, index in result.indexes.items():
                     if path in part.dlog.indexes:
                         part.dlog.indexes[path] = index
-            if result.horizon is None:
+            if result.horizon is None or result.horizon <= now_ms:  # (kept past it: behind a corrupt segment)
                 self._horizons.pop(key, None)
             else:
                 self._horizons[key] = result.horizon
@@ -458,8 +471,9 @@ class DiskPlane(Watchers):
                      name, result.segments_cleaned, result.records_before, result.records_after,
                      result.bytes_before, result.bytes_after, result.segments_corrupt,
                      (time.perf_counter() - started) * 1000)
+            cleaned = True
         finally:
-            self._arm_clean()
+            self._arm_clean(0 if cleaned else None)
 
     async def close(self) -> None:
         """Finish the writes in flight, fsync and close every log."""

@@ -48,7 +48,8 @@ def keyless_refusal(batches, partition: str) -> Appended | None:
     errors, seen = [], 0
     for batch in batches:
         for i in keyless_records(batch.data):
-            errors.append((seen + i, f"Compacted topic cannot accept message without key in topic partition {partition}"))
+            errors.append((seen + i, "Compacted topic cannot accept message without key in topic partition "
+                           + partition))
         seen += batch.count
     if not errors:
         return None

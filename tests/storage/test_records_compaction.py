@@ -52,7 +52,8 @@ def read_all(c: WireClient, topic: str, offset: int = 0) -> list[tuple[int, byte
         if offset >= p.high_watermark or not p.records:
             return out
         for b in iter_batches(p.records):
-            out += [(r.offset, bytes(r.key), None if r.value is None else bytes(r.value)) for r in b if r.offset >= offset]
+            out += [(r.offset, bytes(r.key), None if r.value is None else bytes(r.value))
+                    for r in b if r.offset >= offset]
             offset = b.base_offset + b.last_offset_delta + 1
 
 
