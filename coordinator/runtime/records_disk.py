@@ -404,7 +404,7 @@ class DiskPlane(Watchers):
         job = asyncio.get_running_loop().run_in_executor(self._cleaner, compact_segments, part.dlog.directory, paths,
                                                          now, config.delete_retention_ms)
         self._clean_job = (part, job)
-        job.add_done_callback(lambda f: self._cleaned(key, part, end, now, f, started))
+        job.add_done_callback(lambda f: self._cleaned(key, part, end, f, started))
 
     def _filthiest(self, now_ms: int) -> tuple[Key, DiskPartition, list[str], int] | None:
         """(key, partition, the closed segments to clean, the offset they end at) of the compacted
@@ -446,8 +446,7 @@ class DiskPlane(Watchers):
                     best = (rank, key, part, [path for _, path in closed], end)
         return None if best is None else best[1:]
 
-    def _cleaned(self, key: Key, part: DiskPartition, end: int, now_ms: int, f: asyncio.Future,
-                 started: float) -> None:
+    def _cleaned(self, key: Key, part: DiskPartition, end: int, f: asyncio.Future, started: float) -> None:
         self._cleaning = self._clean_job = None
         name = part.dlog.name
         cleaned = False
@@ -463,7 +462,7 @@ class DiskPlane(Watchers):
                 for path, index in result.indexes.items():
                     if path in part.dlog.indexes:
                         part.dlog.indexes[path] = index
-            if result.horizon is None or result.horizon <= now_ms:  # (kept past it: behind a corrupt segment)
+            if result.horizon is None:
                 self._horizons.pop(key, None)
             else:
                 self._horizons[key] = result.horizon

@@ -118,7 +118,7 @@ def clean_batches(data: bytes, batches, latest: dict[bytes, int], producers: dic
         tombstones = any(r.value is None for r in survivors)
         if tombstones and horizon is None:
             horizon = now_ms + delete_retention_ms  # first cleaned: the tombstones' time starts now
-        if tombstones:
+        if tombstones and not expired:  # (expired yet kept: behind a corrupt segment, not due again)
             result.horizon = horizon if result.horizon is None else min(result.horizon, horizon)
         if len(survivors) == len(records) and (not tombstones or attributes & DELETE_HORIZON_FLAG):
             out.append(raw)  # unchanged: the batch as it was

@@ -101,6 +101,29 @@ def test_a_compacted_topic_keeps_the_latest_record_per_key_across_a_kill(tmp_pat
         s.stop()
 
 
+def test_tombstones_go_once_delete_retention_has_passed_since_their_first_clean(tmp_path):
+    s = GroupdProcess(str(tmp_path), "log.cleaner.backoff.ms=100").start()
+    try:
+        with WireClient(s.bootstrap) as c:
+            create(c, "t", cleanup_policy="compact", segment_bytes=str(1 << 20), delete_retention_ms="0")
+            plan = [(b"k%d" % k, b"x" * VALUE) for _ in range(ROUNDS) for k in range(KEYS)]
+            plan += [(b"k%d" % k, None) for k in range(5)]  # k0..k4 deleted
+            plan += [(b"f%d" % i, b"y" * VALUE) for i in range(FILLERS)]
+            for key, value in plan:
+                assert produce(c, "t", 0, keyed(key, value)).error_code is E.none
+
+            def gone() -> list | None:
+                got = read_all(c, "t")
+                keys = [k for _, k, _ in got]
+                return got if len(keys) == len(set(keys)) == KEYS - 5 + FILLERS else None
+
+            got = wait_until(gone, what="the tombstones' removal")
+            assert not {b"k%d" % k for k in range(5)} & {k for _, k, _ in got}
+            assert list_offset(c, "t", 0, -1).offset == len(plan)
+    finally:
+        s.stop()
+
+
 @pytest.mark.parametrize("crash_after", [0, 1])
 def test_a_crash_mid_clean_leaves_a_log_that_loads_with_every_acknowledged_latest_record(tmp_path, crash_after):
     """The server killed (-9) while its cleaner was between writing a segment's `.cleaned` file and
@@ -214,16 +237,17 @@ def test_a_real_consumer_reads_only_the_latest_values_after_compaction(tmp_path)
         admin = AdminClient({"bootstrap.servers": s.bootstrap})
         admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "compact",
                                                            "segment.bytes": str(1 << 20)})])[topic].result(30)
-        p = Producer({"bootstrap.servers": s.bootstrap, "acks": "all", "linger.ms": 5})
+        # gzip: the cleaner reads compressed batches (and writes what it rebuilds uncompressed)
+        p = Producer({"bootstrap.servers": s.bootstrap, "acks": "all", "linger.ms": 5, "compression.type": "gzip"})
         latest = {}
         for r in range(ROUNDS):
             for k in range(KEYS):
                 # k0's last is a tombstone: its batch gets the delete horizon (attribute bit 6) when cleaned
-                latest[f"k{k}"] = None if (k, r) == (0, ROUNDS - 1) else f"{r}-" + "x" * VALUE
+                latest[f"k{k}"] = None if (k, r) == (0, ROUNDS - 1) else f"{r}-" + os.urandom(VALUE // 2).hex()
                 p.produce(topic, key=f"k{k}", value=latest[f"k{k}"], partition=0)
             p.flush(30)
         for i in range(FILLERS):
-            latest[f"f{i}"] = "y" * VALUE
+            latest[f"f{i}"] = os.urandom(VALUE // 2).hex()  # incompressible: the segments fill
             p.produce(topic, key=f"f{i}", value=latest[f"f{i}"], partition=0)
         assert p.flush(30) == 0
 
