@@ -252,14 +252,14 @@ class DiskPlane(Watchers):
             return Appended(e.error, message=e.message), None
         if any(b.transactional for b in batches):
             return Appended(ErrorCode.unsupported_for_message_format, message=TRANSACTIONS_UNSUPPORTED), None
-        if self._config(topic.name).compact:
-            refused = keyless_refusal(batches, f"{topic.name}-{index}")
-            if refused is not None:
-                return refused, None
         try:
             part = self.partition(topic, index)
         except Unavailable as e:
             return Appended(e.error, message=e.message), None
+        if self._config(topic.name).compact:
+            refused = keyless_refusal(batches, f"{topic.name}-{index}", part.log_start)
+            if refused is not None:
+                return refused, None
         writer, producers = part.writer, part.producers
         first = None
         last_written = None

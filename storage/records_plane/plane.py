@@ -41,10 +41,11 @@ class Appended:
     record_errors: tuple[tuple[int, str], ...] = ()  # (index of the record refused, why)
 
 
-def keyless_refusal(batches, partition: str) -> Appended | None:
+def keyless_refusal(batches, partition: str, log_start: int) -> Appended | None:
     """Kafka's LogValidator for a compacted topic: records without a key are refused (INVALID_RECORD,
-    one record error per such record, numbered through the partition's records, and Kafka's
-    summary of the first three); None when every record has a key."""
+    one record error per such record, numbered through the partition's records, Kafka's summary of
+    the first three, and the log start offset as Kafka's answer has it); None when every record has
+    a key."""
     errors, seen = [], 0
     for batch in batches:
         for i in keyless_records(batch.data):
@@ -54,7 +55,7 @@ def keyless_refusal(batches, partition: str) -> Appended | None:
     if not errors:
         return None
     shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
-    return Appended(ErrorCode.invalid_record, message=(
+    return Appended(ErrorCode.invalid_record, log_start_offset=log_start, message=(
         f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
         f"showing the first three errors at most: [{shown}]"), record_errors=tuple(errors))
 
@@ -166,11 +167,11 @@ class MemoryPlane(Watchers):
             return Appended(e.error, message=e.message)
         if any(b.transactional for b in batches):
             return Appended(ErrorCode.unsupported_for_message_format, message=TRANSACTIONS_UNSUPPORTED)
+        log = self.log(key, live_topic_ids)
         if compacted is not None:
-            refused = keyless_refusal(batches, compacted)
+            refused = keyless_refusal(batches, compacted, log.log_start)
             if refused is not None:
                 return refused
-        log = self.log(key, live_topic_ids)
         if self._reserve is not None:
             needed = log.high_watermark + sum(b.count for b in batches)
             if needed > self._reserved.get(key, 0):

@@ -162,7 +162,7 @@ def test_a_record_without_a_key_is_refused_by_a_compacted_topic(tmp_path, plane)
             create(c, "compacted", cleanup_policy="compact,delete")
             create(c, "deleted", cleanup_policy="delete")
             r = produce(c, "compacted", 0, keyed(None, b"v"))
-            assert r.error_code is E.invalid_record and r.base_offset == -1
+            assert (r.error_code, r.base_offset, r.log_start_offset) == (E.invalid_record, -1, 0)
             message = "Compacted topic cannot accept message without key in topic partition compacted-0"
             assert [(e.batch_index, e.batch_index_error_message) for e in r.record_errors] == [(0, message)]
             assert r.error_message == ("One or more records have been rejected due to 1 record errors in total, "
