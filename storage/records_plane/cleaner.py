@@ -110,7 +110,8 @@ def clean_batches(data: bytes, batches, latest: dict[bytes, int], producers: dic
                 out.append(raw)
             continue
         horizon = _BASE_TIMESTAMP.unpack_from(raw, 27)[0] if attributes & DELETE_HORIZON_FLAG else None
-        expired = horizon is not None and now_ms >= horizon and not keep_tombstones
+        past = horizon is not None and now_ms >= horizon
+        expired = past and not keep_tombstones
         survivors = [r for r in records if r.key is not None and latest.get(bytes(r.key)) == r.offset
                      and (r.value is not None or not expired)]
         total += len(records)
@@ -118,7 +119,7 @@ def clean_batches(data: bytes, batches, latest: dict[bytes, int], producers: dic
         tombstones = any(r.value is None for r in survivors)
         if tombstones and horizon is None:
             horizon = now_ms + delete_retention_ms  # first cleaned: the tombstones' time starts now
-        if tombstones and not expired:  # (expired yet kept: behind a corrupt segment, not due again)
+        if tombstones and not past:  # (past yet kept: behind a corrupt segment, not due again)
             result.horizon = horizon if result.horizon is None else min(result.horizon, horizon)
         if len(survivors) == len(records) and (not tombstones or attributes & DELETE_HORIZON_FLAG):
             out.append(raw)  # unchanged: the batch as it was

@@ -205,3 +205,17 @@ def test_batches_rebuilt_are_valid_kafka_batches(tmp_path):
         data = f.read()
     b = DefaultRecordBatch(data)
     assert b.validate_crc() and b.next_offset == 3
+
+
+def test_tombstones_behind_a_corrupt_segment_stay_and_do_not_make_the_log_due_again(tmp_path):
+    dlog = log_of(tmp_path)
+    append(dlog, [(b"a", b"1"), (b"b", b"1")])
+    append(dlog, [(b"a", None)], roll=True)
+    append(dlog, [(b"z", b"1")], roll=True)
+    assert compact(dlog).horizon == NOW + DAY
+    with open(dlog.segments[0][1], "ab") as f:  # bad bytes in a closed segment: left for `groupd log repair`
+        f.write(b"\x00" * 70)
+    later = compact(dlog, now=NOW + 2 * DAY)
+    assert later.segments_corrupt == 1 and later.horizon is None
+    with open(dlog.segments[1][1], "rb") as f:  # an older value of `a` may hide in the corrupt bytes
+        assert [(r.offset, r.key, r.value) for b in iter_batches(f.read()) for r in b] == [(2, b"a", None)]
