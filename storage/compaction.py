@@ -105,15 +105,25 @@ def compact(directory: str, now_ms: int, delete_retention_ms: int, crash_after: 
     return result
 
 
-def latest_offsets(inputs) -> dict[bytes, int]:
+def latest_offsets(inputs, producers: dict[int, int] | None = None) -> dict[bytes, int]:
     """key → its latest offset over `inputs`, (path, lo, hi): a segment's records in [lo, hi) (hi
-    None: no bound)."""
+    None: no bound). Records without a key are left out (a data topic's, written before it was
+    compacted); `producers`, when given, gets each producer id's last batch (its last offset)."""
     latest: dict[bytes, int] = {}
     for path, lo, hi in inputs:
         for b in read_closed(path)[1]:
-            for r in b.batch:
-                if lo <= r.offset and (hi is None or r.offset < hi):
-                    latest[bytes(r.key)] = r.offset
+            batch = b.batch
+            if producers is not None and batch.producer_id >= 0:
+                producers[batch.producer_id] = batch.next_offset - 1
+            if batch.is_control_batch:
+                continue
+            try:
+                for r in batch:
+                    if r.key is not None and lo <= r.offset and (hi is None or r.offset < hi):
+                        latest[bytes(r.key)] = r.offset
+            except Exception:  # a codec this process lacks (a data batch): its keys stay unknown
+                if producers is None:
+                    raise
     return latest
 
 

@@ -53,9 +53,9 @@ def _plan(node, plane, body, denied: set[str], offsets_log: dict[int, dict]):
             elif p.fetch_offset < end:
                 planned = part.dlog.plan_read(p.fetch_offset)
                 if planned is not None:
-                    path, position, cap = planned
+                    path, position, cap, inode = planned
                     steps.append((entry, path, position, p.fetch_offset, end, p.partition_max_bytes,
-                                  part.dlog.following(path), cap))
+                                  part.dlog.following(path), cap, inode))
             watched.append(((topic.topic_id, p.partition), p.fetch_offset, part.writer.bytes_durable))
             partitions.append(entry)
         responses.append({"topic": t.topic, "partitions": partitions})
@@ -72,10 +72,10 @@ def _read(steps: list[tuple], max_bytes: int) -> int:
         if step[1] is None:
             used += len(entry["records"] or b"")
             continue
-        _, path, position, offset, end, partition_max, following, cap = step
+        _, path, position, offset, end, partition_max, following, cap, inode = step
         limit = max(min(partition_max, budget - used), 0)
         try:
-            data = read_from(path, position, offset, end, limit, used == 0, following, cap)
+            data = read_from(path, position, offset, end, limit, used == 0, following, cap, inode)
         except OSError as e:
             log.error("fetch read failed path=%s offset=%d: %s", path, offset, e)
             entry["error_code"] = ErrorCode.kafka_storage_error

@@ -53,9 +53,10 @@ _refused: dict[tuple[str | None, str], None] = {}
 
 
 def _partition(index: int, error: ErrorCode, base_offset: int = -1, log_start_offset: int = -1,
-               message: str | None = None) -> dict:
+               message: str | None = None, record_errors: tuple = ()) -> dict:
     return {"index": index, "error_code": error, "base_offset": base_offset, "log_append_time": None,
-            "log_start_offset": log_start_offset, "record_errors": (), "error_message": message}
+            "log_start_offset": log_start_offset, "error_message": message,
+            "record_errors": tuple({"batch_index": i, "batch_index_error_message": m} for i, m in record_errors)}
 
 
 def _denied(node, request: Request) -> dict[str, ErrorCode]:
@@ -89,6 +90,7 @@ def handle(node, request: Request):
         topic = node.catalog.get(t.name)
         partitions = []
         for p in t.partition_data:
+            r = None
             if t.name in denied:
                 partitions.append(_partition(p.index, denied[t.name]))
             elif body.transactional_id is not None:
@@ -104,13 +106,18 @@ def handle(node, request: Request):
                                              message="This server is not the leader for that topic-partition."))
             elif disk:
                 r, done = plane.append(topic, p.index, p.records, request.version, now, body.acks)
-                entry = _partition(p.index, r.error, r.base_offset, r.log_start_offset, r.message)
+                entry = _partition(p.index, r.error, r.base_offset, r.log_start_offset, r.message, r.record_errors)
                 partitions.append(entry)
                 if done is not None:
                     waits.append((entry, done))
             else:
-                r = plane.append((topic.topic_id, p.index), p.records, request.version, now, live_ids)
-                partitions.append(_partition(p.index, r.error, r.base_offset, r.log_start_offset, r.message))
+                compacted = f"{t.name}-{p.index}" if node.catalog.topic_config(t.name).compact else None
+                r = plane.append((topic.topic_id, p.index), p.records, request.version, now, live_ids, compacted)
+                partitions.append(_partition(p.index, r.error, r.base_offset, r.log_start_offset, r.message,
+                                             r.record_errors))
+            if r is not None and r.record_errors:
+                log.info("produce refused partition=%s-%d records_without_key=%d: the topic is compacted", t.name,
+                         p.index, len(r.record_errors))
         responses.append({"name": t.name, "partition_responses": partitions})
     if body.acks == 0:
         return None

@@ -28,7 +28,7 @@ class LogStartWriter:
                  remove: Callable[[list[str]], None]) -> None:
         self.dlog = dlog
         self._workers = workers
-        self._rolling = rolling  # the writer rolls a segment on a worker thread: the list must not change then
+        self._rolling = rolling  # a roll or a clean runs off the loop: the segment list must not change then
         self._remove = remove  # removes the files of dropped segments off the loop
         self._waiting: list[tuple[int, asyncio.Future]] = []
         self._saving = False

@@ -7,25 +7,34 @@ recovers its logs before it serves); a partition first used later is opened on t
 or small: a leader that changed under `--workers` loads a moved partition there). A Produce gets its
 offsets at once; its answer waits for the write (acks=1) or durability (acks=all); a Fetch plans its
 reads on the loop and reads the files on the node's answer thread (coordinator/apis/fetch_disk.py).
-The high watermark is the durable end. Retention deletes whole closed segments (`topic_config`), and
-those wholly below a log start that DeleteRecords moved (`log_start.py`: saved before it is answered).
+The high watermark is the durable end. Retention deletes whole closed segments of `delete` topics, and
+those wholly below a log start that DeleteRecords moved (`log_start.py`: saved before it is answered);
+`compact` topics' closed segments are compacted in a process of their own (`_maybe_clean`,
+storage/records_plane/cleaner.py), as Kafka's log cleaner does (`topic_config`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import multiprocessing
 import os
 import re
+import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from groupd.coordinator.core.partitioning import data_home
 from groupd.coordinator.core.topic_configs import broker_defaults
+from groupd.coordinator.system_clock import wall_ms
 from groupd.protocol import ErrorCode
+from groupd.storage.compaction import die_with_parent
 from groupd.storage.files import remove_files
 from groupd.storage.records_plane.batches import BatchError, split
-from groupd.storage.records_plane.plane import TRANSACTIONS_UNSUPPORTED, Appended
+from groupd.storage.records_plane.cleaner import compact_segments
+from groupd.storage.records_plane.plane import TRANSACTIONS_UNSUPPORTED, Appended, keyless_refusal
 from groupd.storage.records_plane.producers import Producers
 from groupd.storage.records_plane.segments import DataLog, ScannedBatch
 from groupd.storage.records_plane.watchers import Watchers
@@ -55,6 +64,8 @@ def stored_bytes(directory: str) -> int:
         return sum(e.stat().st_size for e in os.scandir(directory) if e.name.endswith(".log"))
     except FileNotFoundError:
         return 0
+
+
 _DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 
 
@@ -100,6 +111,13 @@ class DiskPlane(Watchers):
         self._loading: set[Key] = set()
         self._failures: set[str] = set()
         self.closed = False
+        # compaction: one partition at a time, in a process of its own (started at the first clean)
+        self._cleaner: ProcessPoolExecutor | None = None
+        self._clean_timer: asyncio.TimerHandle | None = None
+        self._cleaning: Key | None = None
+        self._clean_job: tuple[DiskPartition, asyncio.Future] | None = None  # the partition being cleaned
+        self._cleaned_to: dict[Key, int] = {}  # where the last clean stopped: segments from there are dirty
+        self._horizons: dict[Key, int] = {}  # the earliest delete horizon of a tombstone kept: clean again then
 
     # -- partitions ------------------------------------------------------------------------------
 
@@ -136,7 +154,9 @@ class DiskPlane(Watchers):
 
         writer = DataWriter(dlog, self._workers, self.settings.log_flush_interval_ms == 0,
                             self.settings.offsets_commit_timeout_ms, cut, durable, failed)
-        starts = LogStartWriter(dlog, self._workers, lambda: writer.rolling, self._remove_files)
+        # a segment roll or a clean rewrites the segment list off the loop: deletions wait for the next check
+        starts = LogStartWriter(dlog, self._workers, lambda: writer.rolling or self._cleaning == key,
+                                self._remove_files)
         part = self._parts[key] = DiskPartition(dlog, writer, producers, starts)
         return part
 
@@ -167,6 +187,7 @@ class DiskPlane(Watchers):
             self._opened((topic.topic_id, p), dlog, producers)
         self._arm_flush()
         self._check_leaders()
+        self._arm_clean()
 
     def partition(self, topic, index: int) -> DiskPartition:
         """The partition, opened on first use: at once when its directory is new or small, else
@@ -180,6 +201,9 @@ class DiskPlane(Watchers):
             raise Unavailable(ErrorCode.not_leader_or_follower, "The partition's log is loading")
         self.forget_topics_except({t.topic_id for t in self._topics()})  # a deleted topic's logs close
         dlog = self._new_log(topic, index)
+        if self._clean_job is not None and self._clean_job[0].dlog.directory == dlog.directory:
+            # a deleted topic of the same name is still being cleaned there: its directory is replaced after
+            raise Unavailable(ErrorCode.not_leader_or_follower, "The partition's log is loading")
         if stored_bytes(dlog.directory) > INLINE_LOAD_BYTES:
             self._loading.add(key)
             loop = asyncio.get_running_loop()
@@ -241,6 +265,10 @@ class DiskPlane(Watchers):
             part = self.partition(topic, index)
         except Unavailable as e:
             return Appended(e.error, message=e.message), None
+        if self._config(topic.name).compact:
+            refused = keyless_refusal(batches, f"{topic.name}-{index}", part.log_start)
+            if refused is not None:
+                return refused, None
         writer, producers = part.writer, part.producers
         first = None
         last_written = None
@@ -331,6 +359,8 @@ class DiskPlane(Watchers):
                 await self._release(part)
 
     async def _release(self, part: DiskPartition) -> None:
+        if self._clean_job is not None and self._clean_job[0] is part:  # the next leader loads it once cleaned
+            await asyncio.wait([self._clean_job[1]])
         idle = part.writer.idle()
         if idle is not None:
             try:
@@ -360,11 +390,15 @@ class DiskPlane(Watchers):
         self._arm_flush()
 
     def enforce_retention(self, now_ms: int) -> int:
-        """Delete the closed segments retention no longer keeps (files removed off the loop)."""
+        """Delete the closed segments retention no longer keeps (files removed off the loop): topics
+        whose cleanup.policy has `delete` only (Kafka's), not a partition being compacted (its turn
+        comes at the next check)."""
         paths = []
-        for (_, _), part in self._parts.items():
+        for key, part in self._parts.items():
             dlog = part.dlog
             config = self._config(dlog.topic)
+            if not config.delete or key == self._cleaning:
+                continue
             expired = dlog.expired_segments(config.retention_bytes, config.retention_ms, now_ms)
             if expired:
                 paths += dlog.drop_segments(len(expired))
@@ -374,10 +408,114 @@ class DiskPlane(Watchers):
             asyncio.get_running_loop().run_in_executor(None, remove_files, paths)
         return len(paths)
 
+    # -- compaction (cleanup.policy=compact) ----------------------------------------------------
+
+    def _arm_clean(self, delay_s: float | None = None) -> None:
+        """The next check after `log.cleaner.backoff.ms` (or `delay_s`: at once after a clean, as
+        Kafka's cleaner thread takes the next filthiest log and backs off only when none is due)."""
+        if not self.closed:
+            delay = self.settings.log_cleaner_backoff_ms / 1000 if delay_s is None else delay_s
+            self._clean_timer = asyncio.get_running_loop().call_later(delay, self._maybe_clean)
+
+    def _maybe_clean(self) -> None:
+        """Compact the filthiest compacted partition that is due (Kafka's
+        `grabFilthiestCompactedLog`), in the cleaner's process; the next check once it is over."""
+        self._clean_timer = None
+        if self.closed or self._cleaning is not None:
+            return
+        now = wall_ms()
+        try:
+            due = self._filthiest(now)
+        except Exception as e:  # noqa: BLE001 -- a check that failed runs again after the backoff
+            log.error("compaction check failed: %r", e)
+            due = None
+        if due is None:
+            self._arm_clean()
+            return
+        key, part, paths, end = due
+        config = self._config(part.dlog.topic)
+        if self._cleaner is None:
+            self._cleaner = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                                initializer=die_with_parent)
+        self._cleaning = key
+        started = time.perf_counter()
+        job = asyncio.get_running_loop().run_in_executor(self._cleaner, compact_segments, part.dlog.directory, paths,
+                                                         now, config.delete_retention_ms)
+        self._clean_job = (part, job)
+        job.add_done_callback(lambda f: self._cleaned(key, part, end, f, started))
+
+    def _filthiest(self, now_ms: int) -> tuple[Key, DiskPartition, list[str], int] | None:
+        """(key, partition, the closed segments to clean, the offset they end at) of the compacted
+        partition with the largest dirty ratio among those due: dirty bytes (written since the last
+        clean) / cleanable bytes > min.cleanable.dirty.ratio (Kafka's strict test); or a dirty
+        segment's first batch older than max.compaction.lag.ms; or a tombstone's delete horizon
+        passed. A dirty segment holding a record newer than min.compaction.lag.ms is not cleanable,
+        nor any after it. Lone-node logs only (a cluster's stamped segments are read by the next
+        leader: not rewritten in place)."""
+        best = None
+        for key, part in self._parts.items():
+            dlog = part.dlog
+            config = self._config(dlog.topic)
+            if not config.compact or dlog.stamp or len(dlog.segments) < 2:
+                continue
+            closed = dlog.segments[:-1]
+            since = self._cleaned_to.get(key, -1)
+            if config.min_compaction_lag_ms > 0:  # Kafka's first uncleanable dirty segment
+                newest = now_ms - config.min_compaction_lag_ms
+                young = [i for i, (base, path) in enumerate(closed) if base >= since and (
+                    (index := dlog.indexes.get(path)) is None or index.largest_ts > newest)]
+                closed = closed[:young[0]] if young else closed
+            if not closed:
+                continue
+            sizes = [os.path.getsize(path) for _, path in closed]
+            total = sum(sizes)
+            dirty = [(base, path, size) for (base, path), size in zip(closed, sizes) if base >= since]
+            dirty_bytes = sum(size for _, _, size in dirty)
+            ratio = dirty_bytes / total if total else 0.0
+            first = dlog.indexes.get(dirty[0][1]) if dirty else None
+            overdue = first is not None and first.first_ts >= 0 and \
+                now_ms - first.first_ts > config.max_compaction_lag_ms
+            horizon = self._horizons.get(key)
+            if (dirty_bytes and ratio > config.min_cleanable_dirty_ratio) or overdue or \
+                    (horizon is not None and now_ms >= horizon):
+                rank = (overdue, ratio)
+                if best is None or rank > best[0]:
+                    end = dlog.segments[len(closed)][0]
+                    best = (rank, key, part, [path for _, path in closed], end)
+        return None if best is None else best[1:]
+
+    def _cleaned(self, key: Key, part: DiskPartition, end: int, f: asyncio.Future, started: float) -> None:
+        self._cleaning = self._clean_job = None
+        name = part.dlog.name
+        cleaned = False
+        self._cleaned_to[key] = end  # a failure is not retried before new data or the backoff
+        try:
+            if isinstance(f.exception(), BrokenProcessPool):  # the process died: the next clean starts one
+                self._cleaner = None
+            result = f.result()
+        except Exception as e:  # noqa: BLE001
+            log.error("compaction failed partition=%s: %r (retried when the partition is dirty again)", name, e)
+        else:
+            if self._parts.get(key) is part:  # the rewritten segments' own index (unless retention dropped them)
+                for path, index in result.indexes.items():
+                    if path in part.dlog.indexes:
+                        part.dlog.indexes[path] = index
+            if result.horizon is None:
+                self._horizons.pop(key, None)
+            else:
+                self._horizons[key] = result.horizon
+            log.info("compacted partition=%s segments=%d records=%d->%d bytes=%d->%d corrupt_segments=%d ms=%d",
+                     name, result.segments_cleaned, result.records_before, result.records_after,
+                     result.bytes_before, result.bytes_after, result.segments_corrupt,
+                     (time.perf_counter() - started) * 1000)
+            cleaned = True
+        finally:
+            self._arm_clean(0 if cleaned else None)
+
     async def close(self) -> None:
         """Finish the writes in flight, fsync and close every log."""
         self.closed = True
-        for timer in (self._flush_timer, self._leaders_timer):
+        for timer in (self._flush_timer, self._leaders_timer, self._clean_timer):
             if timer is not None:
                 timer.cancel()
         for part in list(self._parts.values()):
@@ -395,3 +533,5 @@ class DiskPlane(Watchers):
             except OSError as e:
                 log.error("data partition close failed partition=%s: %s", part.dlog.name, e)
         self._workers.shutdown()
+        if self._cleaner is not None:  # a clean under way finishes (each segment's rewrite is atomic anyway)
+            await loop.run_in_executor(None, self._cleaner.shutdown, True)

@@ -178,6 +178,15 @@ def record_with_max_timestamp(data: bytes) -> tuple[int, int]:
     return _OFFSET.unpack_from(data, 0)[0] + batch.last_offset_delta, best
 
 
+def keyless_records(data) -> list[int]:
+    """Indexes, within the batch, of its records without a key (a compacted topic refuses them). A
+    batch this codec cannot read is not checked."""
+    try:
+        return [i for i, record in enumerate(DefaultRecordBatch(bytes(data))) if record.key is None]
+    except (UnsupportedCodecError, CorruptRecordException):
+        return []
+
+
 def iter_batches(data: bytes):
     """The batches of a Fetch's records bytes (for tests and tools)."""
     records = MemoryRecords(bytes(data))

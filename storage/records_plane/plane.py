@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 
 from groupd.protocol import ErrorCode
 
-from .batches import BatchError, split
+from .batches import BatchError, keyless_records, split
 from .log import TopicPartitionLog
 from .watchers import Watchers
 
@@ -38,6 +38,26 @@ class Appended:
     base_offset: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    record_errors: tuple[tuple[int, str], ...] = ()  # (index of the record refused, why)
+
+
+def keyless_refusal(batches, partition: str, log_start: int) -> Appended | None:
+    """Kafka's LogValidator for a compacted topic: records without a key are refused (INVALID_RECORD,
+    one record error per such record, numbered through the partition's records, Kafka's summary of
+    the first three, and the log start offset as Kafka's answer has it); None when every record has
+    a key."""
+    errors, seen = [], 0
+    for batch in batches:
+        for i in keyless_records(batch.data):
+            errors.append((seen + i, "Compacted topic cannot accept message without key in topic partition "
+                           + partition))
+        seen += batch.count
+    if not errors:
+        return None
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+    return Appended(ErrorCode.invalid_record, log_start_offset=log_start, message=(
+        f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
+        f"showing the first three errors at most: [{shown}]"), record_errors=tuple(errors))
 
 
 class MemoryPlane(Watchers):
@@ -160,8 +180,9 @@ class MemoryPlane(Watchers):
     # -- produce -------------------------------------------------------------------------------
 
     def append(self, key: Key, records: bytes | None, produce_version: int, now_ms: int,
-               live_topic_ids: Callable[[], Iterable] | None = None) -> Appended:
-        """Validate and append one partition's batches; wakes the fetches watching it."""
+               live_topic_ids: Callable[[], Iterable] | None = None, compacted: str | None = None) -> Appended:
+        """Validate and append one partition's batches; wakes the fetches watching it. `compacted`:
+        the partition's name when its topic is compacted (records without a key are refused)."""
         try:
             batches = split(records, produce_version, self.message_max_bytes)
         except BatchError as e:
@@ -169,6 +190,10 @@ class MemoryPlane(Watchers):
         if any(b.transactional for b in batches):
             return Appended(ErrorCode.unsupported_for_message_format, message=TRANSACTIONS_UNSUPPORTED)
         log = self.log(key, live_topic_ids)
+        if compacted is not None:
+            refused = keyless_refusal(batches, compacted, log.log_start)
+            if refused is not None:
+                return refused
         if self._reserve is not None:
             needed = log.high_watermark + sum(b.count for b in batches)
             if needed > self._reserved.get(key, 0):

@@ -59,8 +59,14 @@ class SegmentIndex:
     last_entry_at: int = -INDEX_INTERVAL  # byte position of the last entry
     largest_ts: int = -1
     largest_ts_position: int = -1  # byte position of a batch carrying `largest_ts`
+    first_ts: int = -1  # the first batch's max timestamp (max.compaction.lag.ms counts from it)
+    # the file's inode: a read planned with these positions that opens another file (compaction
+    # replaced the segment meanwhile) reads it from its start instead (0: unknown, not checked)
+    inode: int = 0
 
     def add(self, offset: int, position: int, max_ts: int) -> None:
+        if not self.offsets:
+            self.first_ts = max_ts
         if position - self.last_entry_at >= INDEX_INTERVAL or not self.offsets:
             self.offsets.append(offset)
             self.positions.append(position)
@@ -153,7 +159,7 @@ class DataLog(PartitionLog):
         self.indexes = {}
         result = LoadResult()
         for base, path, data, found, last in scan_segments(self.segments):
-            index = self.indexes[path] = SegmentIndex()
+            index = self.indexes[path] = SegmentIndex(inode=_inode(path))
             cap = self.caps.get(path)
             for b in found.batches:
                 batch = b.batch
@@ -213,7 +219,7 @@ class DataLog(PartitionLog):
         path = self.segments[-1][1]
         index = self.indexes.get(path)
         if index is None:
-            index = self.indexes[path] = SegmentIndex()
+            index = self.indexes[path] = SegmentIndex(inode=_inode(path))
         position = start
         for offset, size, max_ts in bases:
             index.add(offset, position, max_ts)
@@ -275,15 +281,17 @@ class DataLog(PartitionLog):
 
     # -- reading (plans on the loop, reads anywhere) ---------------------------------------------
 
-    def plan_read(self, offset: int) -> tuple[str, int, int | None] | None:
+    def plan_read(self, offset: int) -> tuple[str, int, int | None, int] | None:
         """(segment path, a byte position at or before the batch holding `offset`, the offset its
-        records count up to or None)."""
+        records count up to or None, the inode the position belongs to)."""
         if not self.segments:
             return None
         i = max(bisect.bisect_right([base for base, _ in self.segments], offset) - 1, 0)
         base, path = self.segments[i]
         index = self.indexes.get(path)
-        return path, index.position_for(offset) if index is not None else 0, self.caps.get(path)
+        if index is None:
+            return path, 0, self.caps.get(path), 0
+        return path, index.position_for(offset), self.caps.get(path), index.inode
 
     def following(self, path: str) -> list[tuple[str, int | None]]:
         """(path, cap) of the segments after `path` (a read that found nothing ≥ its offset there
@@ -291,8 +299,8 @@ class DataLog(PartitionLog):
         paths = [p for _, p in self.segments]
         return [(p, self.caps.get(p)) for p in paths[paths.index(path) + 1:]] if path in paths else []
 
-    def timestamp_plan(self, timestamp: int) -> list[tuple[str, int, int, int | None]]:
-        """(path, start, end position or -1, cap) of the index intervals whose largest timestamp
+    def timestamp_plan(self, timestamp: int) -> list[tuple[str, int, int, int | None, int]]:
+        """(path, start, end position or -1, cap, inode) of the index intervals whose largest timestamp
         reaches `timestamp`, oldest first (ListOffsets by time reads them until a record is found)."""
         out = []
         for base, path in self.segments:
@@ -302,17 +310,17 @@ class DataLog(PartitionLog):
             for i, ts in enumerate(index.max_ts):
                 if ts >= timestamp:
                     end = index.positions[i + 1] if i + 1 < len(index.positions) else -1
-                    out.append((path, index.positions[i], end, self.caps.get(path)))
+                    out.append((path, index.positions[i], end, self.caps.get(path), index.inode))
         return out
 
-    def max_timestamp_plan(self) -> tuple[str, int] | None:
-        """(path, position) of a batch with the log's largest timestamp (the first such segment)."""
+    def max_timestamp_plan(self) -> tuple[str, int, int] | None:
+        """(path, position, inode) of a batch with the log's largest timestamp (the first such segment)."""
         best = None
         for base, path in self.segments:
             index = self.indexes.get(path)
             if index is not None and index.largest_ts >= 0 and (best is None or index.largest_ts > best[0]):
-                best = (index.largest_ts, path, index.largest_ts_position)
-        return None if best is None else (best[1], best[2])
+                best = (index.largest_ts, path, index.largest_ts_position, index.inode)
+        return None if best is None else best[1:]
 
     @property
     def size(self) -> int:
@@ -366,6 +374,19 @@ def counted_chain(directory: str) -> list[tuple[int, str, int, int | None]]:
     return out
 
 
+def _inode(path: str) -> int:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return 0
+
+
+def _moved(f, inode: int) -> bool:
+    """Whether the open file is not the one a plan's byte positions belong to (compaction replaced
+    the segment between the plan on the loop and this read): the read starts from byte 0 then."""
+    return inode != 0 and os.fstat(f.fileno()).st_ino != inode
+
+
 def _size(path: str) -> int:
     try:
         return os.path.getsize(path)
@@ -374,12 +395,13 @@ def _size(path: str) -> int:
 
 
 def read_from(path: str, position: int, offset: int, end: int, max_bytes: int, whole_first: bool,
-              following: list[tuple[str, int | None]] = (), cap: int | None = None) -> bytes:
+              following: list[tuple[str, int | None]] = (), cap: int | None = None, inode: int = 0) -> bytes:
     """Whole batches from the one holding `offset` (starting the walk at byte `position`), below
     offset `end`, at most `max_bytes` except that with `whole_first` the first batch comes whole
     (KIP-74). One segment per read, as Kafka's: the next segment only when this one holds nothing
     at or after `offset`. A segment removed meanwhile (retention) reads as empty. A segment's cap
-    (cluster mode: where the next stamp's records begin) ends it like `end`."""
+    (cluster mode: where the next stamp's records begin) ends it like `end`. `inode`: the file
+    `position` belongs to (a segment compaction replaced is read from its start)."""
     for seg, seg_cap in ((path, cap), *following):
         try:
             f = open(seg, "rb", buffering=0)
@@ -387,6 +409,8 @@ def read_from(path: str, position: int, offset: int, end: int, max_bytes: int, w
             position = 0
             continue
         with f:
+            if position and _moved(f, inode):
+                position = 0
             found = _read_segment(f, position, offset, end if seg_cap is None else min(end, seg_cap), max_bytes,
                                   whole_first)
         if found is not None and (found or seg_cap is None or offset < seg_cap):
@@ -433,8 +457,20 @@ def _read_segment(f, position: int, offset: int, end: int, max_bytes: int, whole
         position += pos
 
 
-def batch_at(path: str, position: int) -> bytes:
+def batch_at(path: str, position: int, inode: int = 0) -> bytes:
     with open(path, "rb", buffering=0) as f:
+        if _moved(f, inode):  # compaction replaced the segment: its batch of the largest timestamp
+            best, found, pos = None, b"", 0
+            while True:
+                f.seek(pos)
+                head = f.read(12)
+                if len(head) < 12:
+                    return found
+                _, length = _HEAD.unpack_from(head)
+                data = head + f.read(length)
+                if len(data) >= 43 and (best is None or _MAX_TS.unpack_from(data, 35)[0] > best):
+                    best, found = _MAX_TS.unpack_from(data, 35)[0], data
+                pos += 12 + length
         f.seek(position)
         head = f.read(12)
         if len(head) < 12:
@@ -447,8 +483,8 @@ def offset_for_timestamp(plan: list[tuple[str, int, int]], timestamp: int, end: 
                          log_start: int = 0) -> tuple[int, int] | None:
     """(offset, timestamp) of the first record at or after `timestamp` from offset `log_start` below
     offset `end`, reading the planned index intervals (blocking)."""
-    for path, position, stop, cap in plan:
-        for data in _batches(path, position, stop):
+    for path, position, stop, cap, inode in plan:
+        for data in _batches(path, position, stop, inode):
             base = _HEAD.unpack_from(data)[0]
             if cap is not None and base >= cap:
                 break  # a deposed leader's late writes
@@ -468,12 +504,14 @@ def max_timestamp(plan: tuple[str, int] | None) -> tuple[int, int] | None:
     return record_with_max_timestamp(data) if data else None
 
 
-def _batches(path: str, start: int, stop: int) -> Iterator[bytes]:
+def _batches(path: str, start: int, stop: int, inode: int = 0) -> Iterator[bytes]:
     try:
         f = open(path, "rb", buffering=0)
     except FileNotFoundError:
         return
     with f:
+        if _moved(f, inode):  # compaction replaced the segment: the whole of it, once
+            start, stop = 0, -1
         f.seek(start)
         pos = start
         while stop < 0 or pos < stop:

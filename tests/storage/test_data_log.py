@@ -44,8 +44,9 @@ def write(dlog: DataLog, n_batches: int, per_batch: int = 2, value: bytes = b"v"
 
 
 def read(dlog: DataLog, offset: int, max_bytes: int = 1 << 20, first_whole: bool = True) -> list[int]:
-    path, position, cap = dlog.plan_read(offset)
-    data = read_from(path, position, offset, dlog.next_offset, max_bytes, first_whole, dlog.following(path), cap)
+    path, position, cap, inode = dlog.plan_read(offset)
+    data = read_from(path, position, offset, dlog.next_offset, max_bytes, first_whole, dlog.following(path), cap,
+                     inode)
     return [b.base_offset for b in iter_batches(data)]
 
 
@@ -67,7 +68,7 @@ def test_reads_by_offset_across_index_intervals_and_segments(tmp_path):
 def test_a_read_stops_at_the_end_it_was_given(tmp_path):
     dlog = opened(tmp_path)
     write(dlog, 5)
-    path, position, _ = dlog.plan_read(0)
+    path, position, _, _ = dlog.plan_read(0)
     data = read_from(path, position, 0, 6, 1 << 20, True)
     assert [b.base_offset for b in iter_batches(data)] == [0, 2, 4]
 
@@ -222,10 +223,10 @@ def test_cluster_stamps_fence_a_deposed_leaders_late_writes(tmp_path):
     seen = []
     again.load_batches(seen.append)
     assert again.next_offset == 12 and [b.base_offset for b in seen] == [0, 2, 4, 6, 8, 10]
-    path, position, cap = again.plan_read(10)
+    path, position, cap, _ = again.plan_read(10)
     data = read_from(path, position, 10, again.next_offset, 1 << 20, True, again.following(path), cap)
     assert [(b.base_offset, bytes(next(iter(b)).value)) for b in iter_batches(data)] == [(10, b"new")]
-    path, position, cap = again.plan_read(8)  # the old stamp's last counted batch, then on to the next stamp
+    path, position, cap, _ = again.plan_read(8)  # the old stamp's last counted batch, then on to the next stamp
     data = read_from(path, position, 8, again.next_offset, 1 << 20, True, again.following(path), cap)
     assert [b.base_offset for b in iter_batches(data)] == [8]
     data = read_from(path, position, 9, again.next_offset, 1 << 20, True, again.following(path), cap)
