@@ -14,8 +14,12 @@ With `records.plane: disk` (the default) or `memory` each partition's record bat
 acks=1, or durable under the flush policy, acks=all; a failed write answers KAFKA_STORAGE_ERROR for
 that partition alone); idempotent producers'
 sequences are checked as Kafka does (a retried batch is answered with its first offsets).
-Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION (Produce never auto-creates), INVALID_TOPIC_EXCEPTION
-for `__consumer_offsets` (Kafka's "Cannot append to internal topic"), INVALID_RECORD,
+Each partition's batches are checked against its topic's configs as Kafka does
+(storage/records_plane/validator.py: max.message.bytes, keys on compacted topics, CreateTime timestamps
+within message.timestamp.before/after.max.ms; LogAppendTime topics get the broker's time, answered
+in `log_append_time`). Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION (Produce never auto-creates),
+INVALID_TOPIC_EXCEPTION for `__consumer_offsets` (Kafka's "Cannot append to internal topic"),
+INVALID_TIMESTAMP, INVALID_RECORD,
 CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE, INVALID_PRODUCER_EPOCH,
 OUT_OF_ORDER_SEQUENCE_NUMBER; acks other than 0, 1, -1 get INVALID_REQUIRED_ACKS; a
 transactional request gets UNSUPPORTED_FOR_MESSAGE_FORMAT (see init_producer_id.py).
@@ -26,6 +30,7 @@ In both modes acks=0 gets no reply at all, as Kafka does.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 
 from groupd.coordinator.runtime.offsets_topic import INVALID_APPEND
@@ -52,9 +57,14 @@ REFUSED_CLIENTS_KEPT = 10_000  # clients remembered as told (bounded: client ids
 _refused: dict[tuple[str | None, str], None] = {}
 
 
+def _datetime(ms: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+
+
 def _partition(index: int, error: ErrorCode, base_offset: int = -1, log_start_offset: int = -1,
-               message: str | None = None, record_errors: tuple = ()) -> dict:
-    return {"index": index, "error_code": error, "base_offset": base_offset, "log_append_time": None,
+               message: str | None = None, record_errors: tuple = (), log_append_time: int = -1) -> dict:
+    return {"index": index, "error_code": error, "base_offset": base_offset,
+            "log_append_time": None if log_append_time < 0 else _datetime(log_append_time),
             "log_start_offset": log_start_offset, "error_message": message,
             "record_errors": tuple({"batch_index": i, "batch_index_error_message": m} for i, m in record_errors)}
 
@@ -106,18 +116,19 @@ def handle(node, request: Request):
                                              message="This server is not the leader for that topic-partition."))
             elif disk:
                 r, done = plane.append(topic, p.index, p.records, request.version, now, body.acks)
-                entry = _partition(p.index, r.error, r.base_offset, r.log_start_offset, r.message, r.record_errors)
+                entry = _partition(p.index, r.error, r.base_offset, r.log_start_offset, r.message, r.record_errors,
+                                   r.log_append_time)
                 partitions.append(entry)
                 if done is not None:
                     waits.append((entry, done))
             else:
-                compacted = f"{t.name}-{p.index}" if node.catalog.topic_config(t.name).compact else None
-                r = plane.append((topic.topic_id, p.index), p.records, request.version, now, live_ids, compacted)
+                r = plane.append((topic.topic_id, p.index), p.records, request.version, now, live_ids,
+                                 f"{t.name}-{p.index}", node.catalog.topic_config(t.name))
                 partitions.append(_partition(p.index, r.error, r.base_offset, r.log_start_offset, r.message,
-                                             r.record_errors))
+                                             r.record_errors, r.log_append_time))
             if r is not None and r.record_errors:
-                log.info("produce refused partition=%s-%d records_without_key=%d: the topic is compacted", t.name,
-                         p.index, len(r.record_errors))
+                log.info("produce refused partition=%s-%d records=%d error=%s: %s", t.name, p.index,
+                         len(r.record_errors), r.error.name, r.record_errors[0][1])
         responses.append({"name": t.name, "partition_responses": partitions})
     if body.acks == 0:
         return None

@@ -34,7 +34,7 @@ from groupd.storage.compaction import die_with_parent
 from groupd.storage.files import remove_files
 from groupd.storage.records_plane.batches import BatchError, split
 from groupd.storage.records_plane.cleaner import compact_segments
-from groupd.storage.records_plane.plane import TRANSACTIONS_UNSUPPORTED, Appended, keyless_refusal
+from groupd.storage.records_plane.plane import TRANSACTIONS_UNSUPPORTED, Appended, refusal
 from groupd.storage.records_plane.producers import Producers
 from groupd.storage.records_plane.segments import DataLog, ScannedBatch
 from groupd.storage.records_plane.watchers import Watchers
@@ -265,10 +265,10 @@ class DiskPlane(Watchers):
             part = self.partition(topic, index)
         except Unavailable as e:
             return Appended(e.error, message=e.message), None
-        if self._config(topic.name).compact:
-            refused = keyless_refusal(batches, f"{topic.name}-{index}", part.log_start)
-            if refused is not None:
-                return refused, None
+        config = self._config(topic.name)
+        refused = refusal(batches, f"{topic.name}-{index}", config, now_ms, part.log_start)
+        if refused is not None:
+            return refused, None
         writer, producers = part.writer, part.producers
         first = None
         last_written = None
@@ -289,7 +289,8 @@ class DiskPlane(Watchers):
                 base = duplicate_of
             if first is None:
                 first = base
-        answer = Appended(ErrorCode.none, first, part.log_start)
+        answer = Appended(ErrorCode.none, first, part.log_start, log_append_time=now_ms
+                          if config.message_timestamp_type == "LogAppendTime" else -1)
         if acks == 0 or last_written is None:
             return answer, None
         done = asyncio.get_running_loop().create_future()

@@ -20,8 +20,10 @@ from collections.abc import Callable, Iterable
 
 from groupd.protocol import ErrorCode
 
-from .batches import BatchError, keyless_records, split
+from ..topic_config import TopicConfig
+from .batches import BatchError, split
 from .log import TopicPartitionLog
+from .validator import check
 from .watchers import Watchers
 
 Key = tuple  # (topic id, partition)
@@ -39,25 +41,17 @@ class Appended:
     log_start_offset: int = -1
     message: str | None = None
     record_errors: tuple[tuple[int, str], ...] = ()  # (index of the record refused, why)
+    log_append_time: int = -1  # the broker's time stamped on the batches (a LogAppendTime topic)
 
 
-def keyless_refusal(batches, partition: str, log_start: int) -> Appended | None:
-    """Kafka's LogValidator for a compacted topic: records without a key are refused (INVALID_RECORD,
-    one record error per such record, numbered through the partition's records, Kafka's summary of
-    the first three, and the log start offset as Kafka's answer has it); None when every record has
-    a key."""
-    errors, seen = [], 0
-    for batch in batches:
-        for i in keyless_records(batch.data):
-            errors.append((seen + i, "Compacted topic cannot accept message without key in topic partition "
-                           + partition))
-        seen += batch.count
-    if not errors:
+def refusal(batches, partition: str, config: TopicConfig | None, now_ms: int, log_start: int) -> Appended | None:
+    """The topic's checks of `validator.check` (none without a config), as the partition's answer
+    (Kafka's carries the log start offset with record errors); None when the batches may go in."""
+    refused = check(batches, partition, config, now_ms) if config is not None else None
+    if refused is None:
         return None
-    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
-    return Appended(ErrorCode.invalid_record, log_start_offset=log_start, message=(
-        f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
-        f"showing the first three errors at most: [{shown}]"), record_errors=tuple(errors))
+    return Appended(refused.error, log_start_offset=log_start if refused.record_errors else -1,
+                    message=refused.message, record_errors=refused.record_errors)
 
 
 class MemoryPlane(Watchers):
@@ -180,9 +174,10 @@ class MemoryPlane(Watchers):
     # -- produce -------------------------------------------------------------------------------
 
     def append(self, key: Key, records: bytes | None, produce_version: int, now_ms: int,
-               live_topic_ids: Callable[[], Iterable] | None = None, compacted: str | None = None) -> Appended:
-        """Validate and append one partition's batches; wakes the fetches watching it. `compacted`:
-        the partition's name when its topic is compacted (records without a key are refused)."""
+               live_topic_ids: Callable[[], Iterable] | None = None, name: str = "",
+               config: TopicConfig | None = None) -> Appended:
+        """Validate and append one partition's batches; wakes the fetches watching it. `name` and
+        `config`: the partition's name and its topic's configs, which the batches are checked against."""
         try:
             batches = split(records, produce_version, self.message_max_bytes)
         except BatchError as e:
@@ -190,10 +185,9 @@ class MemoryPlane(Watchers):
         if any(b.transactional for b in batches):
             return Appended(ErrorCode.unsupported_for_message_format, message=TRANSACTIONS_UNSUPPORTED)
         log = self.log(key, live_topic_ids)
-        if compacted is not None:
-            refused = keyless_refusal(batches, compacted, log.log_start)
-            if refused is not None:
-                return refused
+        refused = refusal(batches, name, config, now_ms, log.log_start)
+        if refused is not None:
+            return refused
         if self._reserve is not None:
             needed = log.high_watermark + sum(b.count for b in batches)
             if needed > self._reserved.get(key, 0):
@@ -226,7 +220,8 @@ class MemoryPlane(Watchers):
                 first = base
         self._enforce_max_bytes()
         self._wake(key)
-        return Appended(ErrorCode.none, first, log.log_start)
+        stamped = now_ms if config is not None and config.message_timestamp_type == "LogAppendTime" else -1
+        return Appended(ErrorCode.none, first, log.log_start, log_append_time=stamped)
 
 
 class ProducerIds:

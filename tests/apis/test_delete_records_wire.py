@@ -19,7 +19,7 @@ import pytest
 from groupd.coordinator.apis import SUPPORTED_VERSIONS
 from groupd.protocol import ErrorCode as E
 from groupd.protocol.apis import ApiKey
-from tests.storage.test_records_plane import batch, batches_of, fetch, list_offset, produce
+from tests.storage.test_records_plane import NOW, batch, batches_of, fetch, list_offset, produce
 from tests.support.authz import ANONYMOUS, DELETE, TOPIC, acl, create_acls, start_secured
 from tests.support.harness import wait_until
 from tests.support.process import GroupdProcess, WireClient, free_port, free_ports
@@ -52,7 +52,7 @@ def create_topic(c: WireClient, configs: dict[str, str] | None = None, partition
 def six_records(c: WireClient, topic: str) -> None:
     """Offsets 0–5 in three batches of two (bases 0, 2, 4), stamped 1000 ms apart per batch."""
     for i in range(3):
-        assert produce(c, topic, 0, batch(2, ts=1_800_000_000_000 + 1000 * i)).error_code is E.none
+        assert produce(c, topic, 0, batch(2, ts=NOW + 1000 * i)).error_code is E.none
 
 
 def bounds(c: WireClient, topic: str, partition: int = 0) -> tuple[int, int]:
@@ -149,9 +149,9 @@ def test_list_offsets_by_time_answers_from_the_log_start(server):
         six_records(c, topic)
         assert delete_one(c, topic, 3) == (E.none, 3)
         found = list_offset(c, topic, 0, 0)  # every record is newer: the first one kept
-        assert (found.offset, found.timestamp) == (3, 1_800_000_001_001)
-        found = list_offset(c, topic, 0, 1_800_000_002_000)
-        assert (found.offset, found.timestamp) == (4, 1_800_000_002_000)
+        assert (found.offset, found.timestamp) == (3, NOW + 1_001)
+        found = list_offset(c, topic, 0, NOW + 2_000)
+        assert (found.offset, found.timestamp) == (4, NOW + 2_000)
 
 
 def test_partitions_of_one_request_are_answered_each(server):

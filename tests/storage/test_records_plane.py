@@ -23,7 +23,9 @@ from groupd.storage.records_plane.plane import MemoryPlane
 from tests.support.harness import wait_until
 from tests.support.process import GroupdProcess, WireClient
 
-NOW = 1_800_000_000_000
+# a producer's clock at import (ten minutes back): a real server refuses timestamps over an hour ahead
+# (message.timestamp.after.max.ms) and rolls segments by their age (segment.ms)
+NOW = int(time.time() * 1000) - 600_000
 MS = datetime.timedelta(milliseconds=1)
 
 
