@@ -64,9 +64,12 @@ def test_a_compacted_topics_segment_rolls_at_max_compaction_lag(tmp_path):
             part = plane.partition(topic, 0)
             _, done = plane.append(topic, 0, keyed(T), 8, T, -1)
             await done
+            assert plane._filthiest(T + 200) is None  # its one segment is the active one: never cleaned
             _, done = plane.append(topic, 0, keyed(T + 200), 8, T, -1)
             await done
-            assert [base for base, _ in part.dlog.segments] == [0, 1]  # the first one is now closed: cleanable
+            assert [base for base, _ in part.dlog.segments] == [0, 1]
+            _, _, paths, end = plane._filthiest(T + 200)  # the first one is closed now: the cleaner takes it
+            assert (paths, end) == ([part.dlog.segments[0][1]], 1)
         finally:
             await plane.close()
 

@@ -63,3 +63,23 @@ def test_a_quiet_topics_only_segment_rolls_and_expires_and_the_log_end_survives_
         got = fetch(c, topic, 0, 4)
         assert got.error_code is E.none and [b.base_offset for b in batches_of(got.records)] == [4]
         assert list_offset(c, topic, 0, LATEST).offset == 6
+
+
+def test_a_quiet_compacted_partition_rolls_at_max_compaction_lag_and_is_cleaned(start_groupd):
+    """Kafka's maxSegmentMs: max.compaction.lag.ms caps segment.ms on a compacted topic, so the next
+    append closes the small segment and the cleaner, which only cleans closed segments, takes it once
+    its first record is older than the lag (the dirty ratio alone would never be exceeded here)."""
+    from tests.storage.test_records_compaction import keyed, read_all
+
+    s = start_groupd("records.plane=disk", "log.cleaner.backoff.ms=100")
+    with WireClient(s.bootstrap) as c:
+        topic = create(c, {"cleanup.policy": "compact", "max.compaction.lag.ms": "1000",
+                           "min.cleanable.dirty.ratio": "1"})
+        now = int(time.time() * 1000)
+        for value in (b"1", b"2"):
+            assert produce(c, topic, 0, keyed(b"a", value, now)).error_code is E.none
+        assert segment_files(s.data_dir, topic) == ["00000000000000000000.log"]
+        assert produce(c, topic, 0, keyed(b"b", b"3", now + 1500)).base_offset == 2  # rolls first
+        assert segment_files(s.data_dir, topic) == ["00000000000000000000.log", "00000000000000000002.log"]
+        wait_until(lambda: f"compacted partition={topic}-0 " in s.log(), 60, "the overdue segment's clean")
+        assert read_all(c, topic) == [(1, b"a", b"2"), (2, b"b", b"3")]
