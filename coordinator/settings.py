@@ -389,6 +389,10 @@ KEYS: tuple[Key, ...] = (
     Key("log.segment.bytes", 1073741824, _int(1048576, 2**31 - 1), "topics' default segment.bytes"),
     Key("log.roll.ms", None, _optional(_int(1)), "topics' default segment.ms; unset: log.roll.hours"),
     Key("log.roll.hours", 168, _int(1, 2**31 - 1), "topics' default segment.ms in hours when log.roll.ms is unset"),
+    Key("log.roll.jitter.ms", None, _optional(_int(0)),
+        "topics' default segment.jitter.ms; unset: log.roll.jitter.hours"),
+    Key("log.roll.jitter.hours", 0, _int(0, 2**31 - 1),
+        "topics' default segment.jitter.ms in hours when log.roll.jitter.ms is unset"),
     Key("log.cleaner.min.compaction.lag.ms", 0, _int(0), "topics' default min.compaction.lag.ms"),
     Key("log.message.timestamp.type", "CreateTime", _timestamp_type,
         "topics' default message.timestamp.type: CreateTime or LogAppendTime"),
@@ -532,6 +536,8 @@ class Settings:
     log_segment_bytes: int
     log_roll_ms: int | None
     log_roll_hours: int
+    log_roll_jitter_ms: int | None
+    log_roll_jitter_hours: int
     log_cleaner_min_compaction_lag_ms: int
     log_message_timestamp_type: str
     default_replication_factor: int

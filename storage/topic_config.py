@@ -233,6 +233,15 @@ class TopicConfig:
     def delete(self) -> bool:
         return DELETE in self.cleanup_policy
 
+    @property
+    def max_segment_ms(self) -> int:
+        """How old the active segment may grow before an append rolls it (Kafka's
+        `LogConfig.maxSegmentMs`): a compacted topic's max.compaction.lag.ms caps segment.ms, since the
+        cleaner only cleans closed segments."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
+
     @classmethod
     def of(cls, values: Mapping[str, Any]) -> TopicConfig:
         """From every topic config's typed value (`effective`, `validate`)."""

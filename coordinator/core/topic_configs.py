@@ -34,9 +34,10 @@ _OPERATION_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "S
 SETTINGS: dict[str, Any] = {
     "log.cleanup.policy": "delete", "log.retention.ms": None, "log.retention.minutes": None,
     "log.retention.hours": 168, "log.retention.bytes": -1, "log.segment.bytes": 1073741824, "log.roll.ms": None,
-    "log.roll.hours": 168, "log.cleaner.min.compaction.lag.ms": 0, "log.cleaner.delete.retention.ms": 86400000,
+    "log.roll.hours": 168, "log.roll.jitter.ms": None, "log.roll.jitter.hours": 0,
+    "log.cleaner.min.compaction.lag.ms": 0, "log.cleaner.delete.retention.ms": 86400000,
     "message.max.bytes": 1048588, "log.message.timestamp.type": "CreateTime"}
-_KAFKA_UNSET = {"log.roll.jitter.ms", "log.flush.interval.ms"}  # Kafka's broker configs without a default
+_KAFKA_UNSET = {"log.flush.interval.ms"}  # Kafka's broker configs without a default
 
 
 def broker_defaults(settings) -> dict[str, Any]:

@@ -1,7 +1,10 @@
 """Group commit for one data partition (`records.plane: disk`), as `log_writer.py` does for an offsets
 partition: the batches producers sent in one loop turn are written with one unbuffered write (the
 page cache, on the loop), one fsync on a `LogWorkers` thread covers every batch written before it
-started, and a write that has to roll the segment runs the roll on the worker first.
+started, and a write that has to roll the segment runs the roll on the worker first: when the
+batches do not fit (segment.bytes), or when the segment is older than segment.ms (Kafka's
+`LogSegment.shouldRoll`, storage/records_plane/rolling.py). Retention that takes every segment asks
+for a roll to an empty segment first (`roll_empty`), as Kafka's `deleteSegments` does.
 
 Offsets are given at `append` (Produce answers with them, idempotent producers' duplicates are found
 by them): `next_offset` is the end of what was accepted, `written` of what is in the segment,
@@ -23,7 +26,9 @@ import struct
 import time
 from collections.abc import Callable
 
+from groupd.coordinator.system_clock import wall_ms
 from groupd.protocol import ErrorCode
+from groupd.storage.records_plane.rolling import random_jitter
 from groupd.storage.records_plane.segments import DataLog
 
 from .log_workers import LogWorkers
@@ -33,6 +38,7 @@ log = logging.getLogger("groupd.storage")
 _MAX_TS = struct.Struct(">q")
 
 Done = Callable[[ErrorCode | None], None]
+RollPolicy = Callable[[], tuple[int, int]]  # the topic's (max segment ms, segment.jitter.ms), read at each flush
 
 
 class _Item:
@@ -55,7 +61,8 @@ class _Written:
 class DataWriter:
     def __init__(self, dlog: DataLog, workers: LogWorkers, fsync_each_batch: bool, timeout_ms: int,
                  on_cut: Callable[[int], None], on_durable: Callable[[], None],
-                 on_error: Callable[[str], None] | None = None) -> None:
+                 on_error: Callable[[str], None] | None = None, roll_policy: RollPolicy | None = None,
+                 clock: Callable[[], int] = wall_ms) -> None:
         self.dlog = dlog
         self.next_offset = dlog.next_offset  # accepted
         self.written = dlog.next_offset  # in the segment
@@ -65,6 +72,8 @@ class DataWriter:
         self._fsync = fsync_each_batch
         self._timeout = timeout_ms / 1000
         self._on_cut, self._on_durable, self._on_error = on_cut, on_durable, on_error
+        self._roll_policy, self._clock = roll_policy, clock
+        self._jitter: int | None = None  # the active segment's roll jitter, drawn once per segment
         self._pending: list[_Item] = []
         self._unsynced: list[_Written] = []
         self._job: list[_Written] | None = None
@@ -103,7 +112,7 @@ class DataWriter:
         items = self._pending
         data = b"".join(i.data for i in items)
         dlog = self.dlog
-        if not dlog.fits(len(data)):
+        if not dlog.fits(len(data)) or self._old_enough_to_roll(items):
             if self._job is not None:
                 return  # roll once the fsync in flight is done (its end calls _flush)
             self._start(lambda: dlog.roll(items[0].base), [], rolling=True)
@@ -130,18 +139,46 @@ class DataWriter:
                 self._sync()
         self._check_idle()
 
+    def _old_enough_to_roll(self, items: list[_Item]) -> bool:
+        """segment.ms: the active segment is not empty and older than the topic allows (measured to
+        the largest timestamp of the batches about to be written)."""
+        if self._roll_policy is None or not self.dlog.active_bytes:
+            return False
+        segment_ms, jitter_ms = self._roll_policy()
+        if self._jitter is None:
+            self._jitter = random_jitter(segment_ms, jitter_ms)
+        newest = max(_MAX_TS.unpack_from(i.data, 35)[0] for i in items)
+        return self.dlog.time_to_roll(newest, self._clock(), segment_ms, self._jitter)
+
+    def roll_empty(self, then: Callable[[BaseException | None], None]) -> bool:
+        """Roll the active segment at the log end, leaving an empty active one (retention is about to
+        delete every segment: a log always keeps one). Only when the writer is idle and everything is
+        durable; `then(error)` on the loop once the roll is over. False: not started (busy or empty)."""
+        if self.closed or self._job is not None or self._scheduled or self._pending or self._unsynced or \
+                self.end_offset != self.next_offset or not self.dlog.active_bytes:
+            return False
+        base, dlog = self.next_offset, self.dlog
+        self._start(lambda: dlog.roll(base), [], rolling=True, then=then)
+        return True
+
     def _sync(self) -> None:
         group, self._unsynced = self._unsynced, []
         self._start(self.dlog.fsync_active, group, rolling=False)
 
-    def _start(self, work: Callable[[], object], group: list[_Written], rolling: bool) -> None:
+    def _start(self, work: Callable[[], object], group: list[_Written], rolling: bool,
+               then: Callable[[BaseException | None], None] | None = None) -> None:
         timer = asyncio.get_running_loop().call_later(self._timeout, self._timed_out)
         self._rolling, self._job = rolling, group
-        self._workers.run(work, lambda error: self._job_done(error, group, timer, rolling))
+        self._workers.run(work, lambda error: self._job_done(error, group, timer, rolling, then))
 
-    def _job_done(self, error: BaseException | None, group: list[_Written], timer, rolling: bool) -> None:
+    def _job_done(self, error: BaseException | None, group: list[_Written], timer, rolling: bool,
+                  then: Callable[[BaseException | None], None] | None = None) -> None:
         timer.cancel()
         self._job, self._rolling = None, False
+        if rolling and error is None:
+            self._jitter = None  # the new segment draws its own
+        if then is not None:
+            then(error)  # before the appends that waited: they go to the new segment
         if error is None:
             if group:
                 self._durable(group)

@@ -34,6 +34,11 @@ class LogStartWriter:
         self._saving = False
         self.released = False  # the partition was let go (another leader): answer NOT_LEADER_OR_FOLLOWER
 
+    @property
+    def saving(self) -> bool:
+        """A save runs: no roll for retention starts meanwhile (its deletion would race the save's)."""
+        return self._saving
+
     def move_to(self, offset: int) -> asyncio.Future:
         """A future of the error (ErrorCode.none once `offset`, or more, is the durable log start)."""
         done = asyncio.get_running_loop().create_future()

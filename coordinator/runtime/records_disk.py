@@ -7,8 +7,10 @@ recovers its logs before it serves); a partition first used later is opened on t
 or small: a leader that changed under `--workers` loads a moved partition there). A Produce gets its
 offsets at once; its answer waits for the write (acks=1) or durability (acks=all); a Fetch plans its
 reads on the loop and reads the files on the node's answer thread (coordinator/apis/fetch_disk.py).
-The high watermark is the durable end. Retention deletes whole closed segments of `delete` topics, and
-those wholly below a log start that DeleteRecords moved (`log_start.py`: saved before it is answered);
+The high watermark is the durable end. Segments roll by size and by age (segment.ms, on the append
+that finds the active one too old: `DataWriter`). Retention deletes whole segments of `delete` topics
+(the active one too, after rolling an empty one, as Kafka does), and those wholly below a log start
+that DeleteRecords moved (`log_start.py`: saved before it is answered);
 `compact` topics' closed segments are compacted in a process of their own (`_maybe_clean`,
 storage/records_plane/cleaner.py), as Kafka's log cleaner does (`topic_config`).
 """
@@ -152,8 +154,12 @@ class DiskPlane(Watchers):
         def failed(_name: str) -> None:
             self.storage_errors += 1
 
+        def roll_policy() -> tuple[int, int]:
+            config = self._config(dlog.topic)
+            return config.max_segment_ms, config.segment_jitter_ms
+
         writer = DataWriter(dlog, self._workers, self.settings.log_flush_interval_ms == 0,
-                            self.settings.offsets_commit_timeout_ms, cut, durable, failed)
+                            self.settings.offsets_commit_timeout_ms, cut, durable, failed, roll_policy)
         # a segment roll or a clean rewrites the segment list off the loop: deletions wait for the next check
         starts = LogStartWriter(dlog, self._workers, lambda: writer.rolling or self._cleaning == key,
                                 self._remove_files)
@@ -391,23 +397,47 @@ class DiskPlane(Watchers):
         self._arm_flush()
 
     def enforce_retention(self, now_ms: int) -> int:
-        """Delete the closed segments retention no longer keeps (files removed off the loop): topics
-        whose cleanup.policy has `delete` only (Kafka's), not a partition being compacted (its turn
-        comes at the next check)."""
+        """Delete the segments retention no longer keeps (files removed off the loop): topics whose
+        cleanup.policy has `delete` only (Kafka's), not while a roll or a clean changes the partition's
+        segment list (its turn comes at the next check). When the active segment goes too, an empty
+        one is rolled first and the deletion follows the roll (Kafka's `deleteSegments`): the log start
+        moves to the log end, which stays."""
         paths = []
         for key, part in self._parts.items():
             dlog = part.dlog
             config = self._config(dlog.topic)
-            if not config.delete or key == self._cleaning:
+            if not config.delete or key == self._cleaning or part.writer.rolling:
                 continue
-            expired = dlog.expired_segments(config.retention_bytes, config.retention_ms, now_ms)
+            expired = dlog.expired_segments(config.retention_bytes, config.retention_ms, now_ms, part.high_watermark)
+            if expired and len(expired) == len(dlog.segments):
+                if not part.starts.saving and part.writer.roll_empty(
+                        lambda error, key=key, part=part: self._rolled_for_retention(key, part, now_ms, error)):
+                    continue
+                expired = expired[:-1]  # the writer is busy: the active segment waits for the next check
             if expired:
-                paths += dlog.drop_segments(len(expired))
-                log.info("retention removed segments partition=%s segments=%d log_start=%d", dlog.name,
-                         len(expired), dlog.log_start)
+                paths += self._drop_expired(part, len(expired))
         if paths:
             asyncio.get_running_loop().run_in_executor(None, remove_files, paths)
         return len(paths)
+
+    def _rolled_for_retention(self, key: Key, part: DiskPartition, now_ms: int, error: BaseException | None) -> None:
+        if error is not None:
+            log.error("retention roll failed partition=%s: %s (retried at the next check)", part.dlog.name, error)
+            return
+        if self.closed or self._parts.get(key) is not part or key == self._cleaning:
+            return  # let go or being cleaned meanwhile: the next check (or leader) deletes them
+        config = self._config(part.dlog.topic)
+        expired = part.dlog.expired_segments(config.retention_bytes, config.retention_ms, now_ms,
+                                             part.high_watermark)
+        if expired:
+            self._remove_files(self._drop_expired(part, len(expired)))
+
+    @staticmethod
+    def _drop_expired(part: DiskPartition, count: int) -> list[str]:
+        paths = part.dlog.drop_segments(count)
+        log.info("retention removed segments partition=%s segments=%d log_start=%d log_end=%d", part.dlog.name,
+                 count, part.dlog.log_start, part.high_watermark)
+        return paths
 
     # -- compaction (cleanup.policy=compact) ----------------------------------------------------
 

@@ -21,6 +21,7 @@ import logging
 import os
 import shutil
 import struct
+import time
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from ..log import CLEANED_SUFFIX, SEGMENT_SUFFIX, LoadResult, PartitionLog
 from ..owned_log import stamped_segments
 from ..scanner import scan_segments
 from .batches import first_record_at_or_after, record_with_max_timestamp
+from .rolling import time_to_roll
 
 log = logging.getLogger("groupd.storage")
 
@@ -115,6 +117,9 @@ class DataLog(PartitionLog):
         # cluster mode: segments of an earlier stamp count below the next stamp's first offset
         self.caps: dict[str, int] = {}
         self.start_checkpoint = 0  # the log start DeleteRecords made durable (LOG_START_FILE)
+        # when the active segment was created or opened (Kafka's LogSegment.created: a segment.ms roll
+        # of a segment whose first batch has no timestamp counts from it)
+        self.active_created_ms = 0
 
     @property
     def name(self) -> str:
@@ -205,11 +210,32 @@ class DataLog(PartitionLog):
     def _own(self, path: str) -> bool:
         return _stamp_of(path) == self.stamp
 
+    def _open_active(self) -> None:
+        super()._open_active()
+        self.active_created_ms = int(time.time() * 1000)
+
+    def _roll(self, base_offset: int) -> None:
+        super()._roll(base_offset)
+        self.active_created_ms = int(time.time() * 1000)
+
     # -- appends (on the loop) -------------------------------------------------------------------
 
     def roll(self, base_offset: int) -> None:
         """Start a new segment at `base_offset` (blocking: fsyncs the old one; run it off the loop)."""
         self._roll(base_offset)
+
+    @property
+    def active_bytes(self) -> int:
+        return self._active_size
+
+    def time_to_roll(self, incoming_max_ts: int, now_ms: int, segment_ms: int, jitter_ms: int) -> bool:
+        """Whether the active segment rolls by time before an append whose largest timestamp is
+        `incoming_max_ts` (Kafka's `LogSegment.shouldRoll`: never an empty one; storage/records_plane/rolling.py)."""
+        if not self._active_size or not self.segments:
+            return False
+        index = self.indexes.get(self.segments[-1][1])
+        first_ts = index.first_ts if index is not None and index.offsets else -1
+        return time_to_roll(first_ts, self.active_created_ms, incoming_max_ts, now_ms, segment_ms, jitter_ms)
 
     def write_batches(self, data: bytes, records: int, bases: list[tuple[int, int, int]]) -> int:
         """Append stamped batches (their bytes joined) to the active segment and index them; `bases`
@@ -251,25 +277,43 @@ class DataLog(PartitionLog):
         start, segs = self.log_start, self.segments
         return [segs[i] for i in range(len(segs) - 1) if segs[i + 1][0] <= start]
 
-    def expired_segments(self, retention_bytes: int, retention_ms: int, now_ms: int) -> list[tuple[int, str]]:
-        """The oldest closed segments that retention no longer keeps (Kafka's rules, whole segments:
-        those wholly below the log start; by bytes while the log without the segment still holds
-        `retention_bytes`, -1 = no limit; by time while the segment's largest timestamp is more than
-        `retention_ms` old, -1 = no limit)."""
-        sizes = [(base, path, _size(path)) for base, path in self.segments[:-1]]
-        total = sum(s for _, _, s in sizes) + self._active_size
+    def expired_segments(self, retention_bytes: int, retention_ms: int, now_ms: int,
+                         high_watermark: int | None = None) -> list[tuple[int, str]]:
+        """The oldest segments that retention no longer keeps (Kafka's `UnifiedLog.deletableSegments`,
+        whole segments): closed ones wholly below the log start; by bytes while the log without the
+        segment still holds `retention_bytes` (-1: no limit); by time while the segment's largest
+        timestamp (its file's modification time when it has none) is more than `retention_ms` old (-1:
+        no limit). The active segment too when it is not empty: the caller then rolls an empty one
+        before deleting (a log always keeps a segment). A segment is kept while it holds offsets at or
+        beyond `high_watermark` (the durable end; default: the log end)."""
+        hw = self.next_offset if high_watermark is None else high_watermark
+        segs = self.segments
+        sizes = [_size(path) for _, path in segs[:-1]] + [self._active_size] if segs else []
+        total = sum(sizes)
         below = len(self._below_start())
         out = []
-        for i, (base, path, size) in enumerate(sizes):
-            index = self.indexes.get(path)
+        for i, ((base, path), size) in enumerate(zip(segs, sizes)):
+            last = i == len(segs) - 1
+            upper = self.next_offset if last else segs[i + 1][0]
+            if (last and size == 0) or upper > hw:
+                break
             too_big = retention_bytes >= 0 and total - size >= retention_bytes
-            too_old = retention_ms >= 0 and index is not None and index.largest_ts >= 0 and \
-                now_ms - index.largest_ts > retention_ms
+            too_old = retention_ms >= 0 and now_ms - self._largest_ts(path) > retention_ms
             if not (i < below or too_big or too_old):
                 break
             out.append((base, path))
             total -= size
         return out
+
+    def _largest_ts(self, path: str) -> int:
+        """Kafka's `LogSegment.largestTimestamp`: its largest record timestamp, else the file's mtime."""
+        index = self.indexes.get(path)
+        if index is not None and index.largest_ts >= 0:
+            return index.largest_ts
+        try:
+            return int(os.path.getmtime(path) * 1000)
+        except OSError:
+            return 2**63 - 1  # gone meanwhile: not aged by time
 
     def drop_segments(self, count: int) -> list[str]:
         """Forget the oldest `count` segments (the loop, before their files are removed off it)."""
