@@ -212,9 +212,10 @@ def _handle_memory(node, plane, request: Request, offsets_log: dict[int, dict]):
     responses, used, error, watched = _read(node, plane, body, denied, offsets_log)
     wait = body.max_wait.total_seconds()
     if wait <= 0 or used >= body.min_bytes or error:
-        return _respond(request, responses)
+        return _respond(request, responses, plane.traffic)
     if not watched:  # nothing an append could wake: only __consumer_offsets (waits), or nothing at all
-        return node.hold(wait, _respond(request, responses)) if offsets_log else _respond(request, responses)
+        response = _respond(request, responses, plane.traffic)
+        return node.hold(wait, response) if offsets_log else response
 
     loop = asyncio.get_running_loop()
     out = loop.create_future()
@@ -227,7 +228,7 @@ def _handle_memory(node, plane, request: Request, offsets_log: dict[int, dict]):
         if not timer.done():
             timer.cancel()
         try:
-            out.set_result(_respond(request, _read(node, plane, body, denied, offsets_log)[0]))
+            out.set_result(_respond(request, _read(node, plane, body, denied, offsets_log)[0], plane.traffic))
         except Exception as e:  # never into the producer's append that woke us: the fetch's
             out.set_exception(e)  # connection logs it and closes
 

@@ -65,6 +65,10 @@ def _fixed(node, topic, name: str, partition: int, denied: set[str], offsets_log
     return None
 
 
-def _respond(request: Request, responses: list[dict]):
+def _respond(request: Request, responses: list[dict], traffic=None):
+    """The Fetch response; the record bytes it carries counted per topic (`traffic`: the plane's)."""
+    if traffic is not None:
+        for t in responses:
+            traffic.fetched(t["topic"], sum(len(p["records"] or b"") for p in t["partitions"]))
     return build_response(ApiKey.FETCH, request.version,
                           {"error_code": ErrorCode.none, "session_id": 0, "responses": responses})

@@ -105,9 +105,9 @@ def answer(node, plane, request, offsets_log: dict[int, dict]) -> asyncio.Future
             if held or wait <= 0 or used >= body.min_bytes or error or not watched:
                 if not held and not watched and offsets_log and wait > 0 and used < body.min_bytes and not error:
                     node.hold(wait, None).add_done_callback(
-                        lambda _: out.done() or out.set_result(_respond(request, responses)))
+                        lambda _: out.done() or out.set_result(_respond(request, responses, plane.traffic)))
                     return
-                out.set_result(_respond(request, responses))
+                out.set_result(_respond(request, responses, plane.traffic))
                 return
             hold(watched)
 

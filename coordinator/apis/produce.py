@@ -126,6 +126,8 @@ def handle(node, request: Request):
                                  f"{t.name}-{p.index}", node.catalog.topic_config(t.name))
                 partitions.append(_partition(p.index, r.error, r.base_offset, r.log_start_offset, r.message,
                                              r.record_errors, r.log_append_time))
+            if r is not None and r.error is ErrorCode.none:
+                plane.traffic.produced(t.name, len(p.records or b""), r.records)
             if r is not None and r.record_errors:
                 log.info("produce refused partition=%s-%d records=%d error=%s: %s", t.name, p.index,
                          len(r.record_errors), r.error.name, r.record_errors[0][1])

@@ -1,13 +1,15 @@
-"""The records plane's gauges, computed when Prometheus scrapes: per data partition this node leads,
-its log's bytes, start and end offsets (and segments, on disk), and the writes that failed
-(KAFKA_STORAGE_ERROR). Registered by `serve` with the node (never at import)."""
+"""The records plane's series, computed when Prometheus scrapes: per data partition this node leads,
+its log's bytes, start and end offsets (and segments, on disk); per topic the bytes and records
+produced and the bytes fetched (Kafka's BytesInPerSec, MessagesInPerSec, BytesOutPerSec, as counters);
+the writes that failed (KAFKA_STORAGE_ERROR); on disk, the segments retention removed and the cleans of
+compacted topics with the bytes they freed. Registered by `serve` with the node (never at import)."""
 
 from __future__ import annotations
 
 import weakref
 
 from prometheus_client import REGISTRY
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from groupd.storage.records_plane import plane_for
 
@@ -30,10 +32,30 @@ class RecordsCollector:
                                      labels=labels)
         failed = GaugeMetricFamily("groupd_records_write_errors", "Data partition writes that failed since start "
                                    "(answered KAFKA_STORAGE_ERROR)")
+        bytes_in = CounterMetricFamily("groupd_records_bytes_in", "Record bytes produced to each topic",
+                                       labels=["topic"])
+        records_in = CounterMetricFamily("groupd_records_in", "Records produced to each topic", labels=["topic"])
+        bytes_out = CounterMetricFamily("groupd_records_bytes_out", "Record bytes fetched from each topic",
+                                        labels=["topic"])
+        removed = CounterMetricFamily("groupd_records_retention_removed_segments",
+                                      "Data segments removed by retention (disk plane)")
+        cleans = CounterMetricFamily("groupd_records_compactions", "Cleans of compacted topics' partitions (disk plane)")
+        reclaimed = CounterMetricFamily("groupd_records_compaction_reclaimed_bytes",
+                                        "Bytes the cleans of compacted topics freed (disk plane)")
         for node in list(self._nodes):
             plane = plane_for(node)
             if plane is None:
                 continue
+            traffic = plane.traffic
+            traffic.forget_except({t.name for t in node.catalog} | {node.offsets_topic.name})
+            for name, (b_in, r_in, b_out) in list(traffic.by_topic.items()):
+                bytes_in.add_metric([name], b_in)
+                records_in.add_metric([name], r_in)
+                bytes_out.add_metric([name], b_out)
+            if getattr(plane, "DISK", False):
+                removed.add_metric([], plane.retention_segments_removed)
+                cleans.add_metric([], plane.compactions)
+                reclaimed.add_metric([], plane.compaction_reclaimed_bytes)
             disk = getattr(plane, "DISK", False)
             for (topic_id, p), log in plane.partitions():
                 topic = node.catalog.by_id(topic_id)
@@ -46,7 +68,7 @@ class RecordsCollector:
                 if disk:
                     segments.add_metric(at, len(log.dlog.segments))
             failed.add_metric([], getattr(plane, "storage_errors", 0))
-        yield from (size, start, end, segments, failed)
+        yield from (size, start, end, segments, failed, bytes_in, records_in, bytes_out, removed, cleans, reclaimed)
 
 
 RECORDS = RecordsCollector()

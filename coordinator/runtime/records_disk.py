@@ -39,6 +39,7 @@ from groupd.storage.records_plane.cleaner import compact_segments
 from groupd.storage.records_plane.plane import TRANSACTIONS_UNSUPPORTED, Appended, refusal
 from groupd.storage.records_plane.producers import Producers
 from groupd.storage.records_plane.segments import DataLog, ScannedBatch
+from groupd.storage.records_plane.traffic import Traffic
 from groupd.storage.records_plane.watchers import Watchers
 from groupd.storage.topic_config import TopicConfig, effective
 
@@ -106,6 +107,9 @@ class DiskPlane(Watchers):
         self._topics = topics  # the catalog's topics (name, topic_id, partitions)
         self._parts: dict[Key, DiskPartition] = {}
         self._workers = LogWorkers(DATA_WRITE_THREADS, "groupd-data")
+        self.traffic = Traffic()
+        # progress, exposed at scrape time: segments retention removed, cleans done and the bytes they freed
+        self.retention_segments_removed = self.compactions = self.compaction_reclaimed_bytes = 0
         super().__init__()
         self._flush_timer: asyncio.TimerHandle | None = None
         self._leaders_timer: asyncio.TimerHandle | None = None
@@ -296,7 +300,8 @@ class DiskPlane(Watchers):
             if first is None:
                 first = base
         answer = Appended(ErrorCode.none, first, part.log_start, log_append_time=now_ms
-                          if config.message_timestamp_type == "LogAppendTime" else -1)
+                          if config.message_timestamp_type == "LogAppendTime" else -1,
+                          records=sum(b.count for b in batches))
         if acks == 0 or last_written is None:
             return answer, None
         done = asyncio.get_running_loop().create_future()
@@ -432,9 +437,9 @@ class DiskPlane(Watchers):
         if expired:
             self._remove_files(self._drop_expired(part, len(expired)))
 
-    @staticmethod
-    def _drop_expired(part: DiskPartition, count: int) -> list[str]:
+    def _drop_expired(self, part: DiskPartition, count: int) -> list[str]:
         paths = part.dlog.drop_segments(count)
+        self.retention_segments_removed += count
         log.info("retention removed segments partition=%s segments=%d log_start=%d log_end=%d", part.dlog.name,
                  count, part.dlog.log_start, part.high_watermark)
         return paths
@@ -535,6 +540,8 @@ class DiskPlane(Watchers):
                 self._horizons.pop(key, None)
             else:
                 self._horizons[key] = result.horizon
+            self.compactions += 1
+            self.compaction_reclaimed_bytes += max(result.bytes_before - result.bytes_after, 0)
             log.info("compacted partition=%s segments=%d records=%d->%d bytes=%d->%d corrupt_segments=%d ms=%d",
                      name, result.segments_cleaned, result.records_before, result.records_after,
                      result.bytes_before, result.bytes_after, result.segments_corrupt,

@@ -23,6 +23,7 @@ from groupd.protocol import ErrorCode
 from ..topic_config import TopicConfig
 from .batches import BatchError, split
 from .log import TopicPartitionLog
+from .traffic import Traffic
 from .validator import check
 from .watchers import Watchers
 
@@ -42,6 +43,7 @@ class Appended:
     message: str | None = None
     record_errors: tuple[tuple[int, str], ...] = ()  # (index of the record refused, why)
     log_append_time: int = -1  # the broker's time stamped on the batches (a LogAppendTime topic)
+    records: int = 0  # records accepted (retried duplicates included)
 
 
 def refusal(batches, partition: str, config: TopicConfig | None, now_ms: int, log_start: int) -> Appended | None:
@@ -66,6 +68,7 @@ class MemoryPlane(Watchers):
         self._logs: dict[Key, TopicPartitionLog] = {}
         self._seq = itertools.count()
         self._oldest: list[tuple[int, Key]] = []  # (seq of a log's first batch, key); stale entries skipped
+        self.traffic = Traffic()
         super().__init__()
         # where each partition resumes after a restart (checkpoint.py), and the offsets reserved ahead
         self._resume = dict(resume or {})
@@ -221,7 +224,8 @@ class MemoryPlane(Watchers):
         self._enforce_max_bytes()
         self._wake(key)
         stamped = now_ms if config is not None and config.message_timestamp_type == "LogAppendTime" else -1
-        return Appended(ErrorCode.none, first, log.log_start, log_append_time=stamped)
+        return Appended(ErrorCode.none, first, log.log_start, log_append_time=stamped,
+                        records=sum(b.count for b in batches))
 
 
 class ProducerIds:

@@ -162,3 +162,24 @@ def test_records_partitions_report_their_log_size_start_and_end(start_groupd, pl
     assert samples["groupd_records_write_errors"] == 0
     if plane == "disk":
         assert samples[f"groupd_records_log_segments{at}"] == 1
+        assert samples["groupd_records_compactions_total"] == 0
+        assert samples["groupd_records_retention_removed_segments_total"] == 0
+
+
+@pytest.mark.parametrize("plane", ["disk", "memory"])
+def test_records_in_and_out_are_counted_per_topic(start_groupd, plane):
+    from tests.storage.test_records_plane import batch, fetch, produce
+    from tests.support.process import WireClient
+
+    metered = start_metered(start_groupd, f"records.plane={plane}")
+    with WireClient(metered.bootstrap) as c:
+        assert produce(c, "t6", 0, batch(3)).error_code.value == 0
+        assert produce(c, "t6", 1, batch(2)).error_code.value == 0
+        assert produce(c, "nope", 0, batch(2)).error_code.value != 0  # refused: not counted
+        fetched = fetch(c, "t6", 0, 0).records
+        assert fetch(c, "t6", 1, 2).records in (b"", None)  # nothing past the end
+    samples = scrape(metered.metrics_url)
+    assert samples['groupd_records_bytes_in_total{topic="t6"}'] == len(batch(3)) + len(batch(2))
+    assert samples['groupd_records_in_total{topic="t6"}'] == 5
+    assert samples['groupd_records_bytes_out_total{topic="t6"}'] == len(fetched) == len(batch(3))
+    assert not any('topic="nope"' in k for k in samples)
