@@ -24,6 +24,7 @@ import os
 import re
 import traceback
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -225,3 +226,18 @@ def findings() -> set[str]:
     with open(os.path.join(HERE, "FINDINGS.md"), encoding="utf-8") as f:
         return set(re.findall(r"^## (F\d+)\b", f.read(), re.M))
 
+
+def assert_same_output(name: str, command: str, kafka: Counter, groupd: Counter) -> None:
+    """A tool's output lines against each server (Counters of normalised lines) differ only as
+    allowlist.txt lists under `name`: a listed difference that no longer happens fails too."""
+    assert kafka, f"{name}: no output from Apache Kafka"
+    diffs = sorted([f"kafka: {line}" for line in (kafka - groupd).elements()]
+                   + [f"groupd: {line}" for line in (groupd - kafka).elements()])
+    allowed = [d for _, d in allowlist().get(name, [])]
+    unexpected = [d for d in diffs if d not in allowed]
+    gone = [d for d in allowed if d not in diffs]
+    assert not unexpected and not gone, (
+        f"{command}\n"
+        "differences from Apache Kafka not in allowlist.txt:\n" + "\n".join(f"  {name} {d}" for d in unexpected)
+        + "\nallowlisted differences that no longer happen:\n" + "\n".join(f"  {name} {d}" for d in gone)
+        + "\nkafka:\n  " + "\n  ".join(kafka.elements()))

@@ -23,7 +23,7 @@ from groupd.protocol.apis import ApiKey
 from tests.support.kafka import java_command
 
 from .corpus import Member, commit, join_alone
-from .diff import Side, allowlist
+from .diff import Side, assert_same_output
 
 pytestmark = pytest.mark.differential
 
@@ -142,14 +142,4 @@ def outputs(servers):
 @pytest.mark.parametrize("name", list(COMMANDS))
 def test_consumer_groups_command(name, outputs):
     kafka, groupd = (o[name] for o in outputs)
-    assert kafka, f"{name}: no output from Apache Kafka"
-    diffs = sorted([f"kafka: {line}" for line in (kafka - groupd).elements()]
-                   + [f"groupd: {line}" for line in (groupd - kafka).elements()])
-    allowed = [d for _, d in allowlist().get(name, [])]
-    unexpected = [d for d in diffs if d not in allowed]
-    gone = [d for d in allowed if d not in diffs]
-    assert not unexpected and not gone, (
-        f"kafka-consumer-groups {' '.join(COMMANDS[name])}\n"
-        "differences from Apache Kafka not in allowlist.txt:\n" + "\n".join(f"  {name} {d}" for d in unexpected)
-        + "\nallowlisted differences that no longer happen:\n" + "\n".join(f"  {name} {d}" for d in gone)
-        + "\nkafka:\n  " + "\n  ".join(kafka.elements()))
+    assert_same_output(name, f"kafka-consumer-groups {' '.join(COMMANDS[name])}", kafka, groupd)

@@ -22,7 +22,7 @@ import pytest
 
 from tests.support.kafka import java_command
 
-from .diff import allowlist
+from .diff import assert_same_output
 
 pytestmark = pytest.mark.differential
 
@@ -134,15 +134,5 @@ def outputs(servers):
 @pytest.mark.parametrize("name", list(COMMANDS))
 def test_kafka_tool(name, outputs):
     kafka, groupd = (o[name] for o in outputs)
-    assert kafka, f"{name}: no output from Apache Kafka"
-    diffs = sorted([f"kafka: {line}" for line in (kafka - groupd).elements()]
-                   + [f"groupd: {line}" for line in (groupd - kafka).elements()])
-    allowed = [d for _, d in allowlist().get(name, [])]
-    unexpected = [d for d in diffs if d not in allowed]
-    gone = [d for d in allowed if d not in diffs]
     tool, args, _ = COMMANDS[name]
-    assert not unexpected and not gone, (
-        f"{tool.rsplit('.', 1)[1]} {' '.join(args)}\n"
-        "differences from Apache Kafka not in allowlist.txt:\n" + "\n".join(f"  {name} {d}" for d in unexpected)
-        + "\nallowlisted differences that no longer happen:\n" + "\n".join(f"  {name} {d}" for d in gone)
-        + "\nkafka:\n  " + "\n  ".join(kafka.elements()))
+    assert_same_output(name, f"{tool.rsplit('.', 1)[1]} {' '.join(args)}", kafka, groupd)
