@@ -101,10 +101,9 @@ def test_the_records_checker_notices_a_lost_moved_duplicated_or_invented_record(
         else:
             raise AssertionError(f"verify_records accepted {p0} / {p1}")
     # a gap in the offsets
-    s = state()
+    gap = {0: [(0, b"a"), (2, b"b")], **{p: [] for p in range(1, crash_loop.DATA_PARTITIONS)}}
     try:
-        crash_loop.verify_records(s, {0: [(0, b"a"), (2, b"b")], **{p: [] for p in range(1, crash_loop.DATA_PARTITIONS)}},
-                                  crash_loop.Stats(), 1)
+        crash_loop.verify_records(state(), gap, crash_loop.Stats(), 1)
     except AssertionError as e:
         assert "not 0..1" in str(e)
     else:
