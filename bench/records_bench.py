@@ -3,7 +3,7 @@ serve`, per plane (disk, memory), acks (1, all), record size and number of concu
 the echo server (bench/echo_server.py) sent the very same Produce frames in the same run, as the
 machine's limit, and the server's CPU per MB.
 
-    python bench/records_bench.py                          # the default matrix, one table (~2 minutes)
+    python bench/records_bench.py                          # the default matrix, one table (~40 s)
     python bench/records_bench.py --mb 4 --producers 1,10 --sizes 100     # quicker
     python bench/records_bench.py --targets disk --acks all --sizes 100 --mb 20 --producers 4 --client rdkafka
 
