@@ -7,7 +7,7 @@ PY      := $(VENV)/bin/python
 ARGS    ?=
 PYTEST_ARGS ?=
 
-.PHONY: serve test install install-test clients kafka bench bench-kafka fuzz clean conformance conformance-full cluster-crash-loop differential
+.PHONY: serve test install install-test clients kafka bench bench-kafka fuzz clean conformance conformance-full cluster-crash-loop crash-loop differential
 
 serve: install
 	$(VENV)/bin/groupd serve $(ARGS)
@@ -62,6 +62,12 @@ FRAMES ?= 1000000
 SEED   ?= 1
 fuzz: install
 	$(PY) bench/fuzz.py --frames $(FRAMES) --seed $(SEED)
+
+# The single-node crash loop at length (bench/crash_loop.py): kill -9 cycles for MINUTES, acknowledged
+# commits and acks=all records read back after each restart; `make test` runs a few cycles of it
+MINUTES ?= 10
+crash-loop: install-test
+	$(PY) bench/crash_loop.py --records --cycles 1000000 --minutes $(MINUTES) $(ARGS)
 
 # Cluster mode's crash loop at length: ROUNDS kills (kill -9, alternating between two nodes on one
 # etcd) with every acknowledged commit read back after each; `make test` runs 2 rounds

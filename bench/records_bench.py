@@ -1,26 +1,41 @@
-"""Records plane throughput: produce and fetch MB/s and records/s through real clients (librdkafka via
-confluent-kafka) against `python -m groupd.coordinator serve`, per plane (disk, memory), acks (1,
-all) and record size, with the server's CPU per MB.
+"""Records plane throughput: produce and fetch MB/s and records/s against `python -m groupd.coordinator
+serve`, per plane (disk, memory), acks (1, all), record size and number of concurrent producers, with
+the echo server (bench/echo_server.py) sent the very same Produce frames in the same run, as the
+machine's limit, and the server's CPU per MB.
 
-    python bench/records_bench.py                                   # the default matrix, one table
-    python bench/records_bench.py --planes disk --acks all --sizes 100 --mb 20 --producers 4
+    python bench/records_bench.py                          # the default matrix, one table (~40 s)
+    python bench/records_bench.py --mb 4 --producers 1,10 --sizes 100     # quicker
+    python bench/records_bench.py --targets disk --acks all --sizes 100 --mb 20 --producers 4 --client rdkafka
 
 Each row: a fresh server on a fresh data dir (disk plane: the tmp dir's file system; fsync per batch,
-the default `log.flush.interval.ms=0`), `--producers` producer processes each sending `--mb` / N MB of
-`size`-byte values to one 4-partition topic (linger.ms=5, 1 MB batches, no compression); the produce
-rate is the bytes acknowledged over the time from the first produce to the last acknowledgement. Then
-one connection reads everything back with Fetch requests (no client library: the server's fetch
-path; the disk plane serves it from the page cache, the segments were just written); fetch MB/s
-counts the batches' bytes. Server CPU is utime+stime from /proc over each
-phase, in CPU-seconds per MB. Bounded: every wait has a deadline.
+the default `log.flush.interval.ms=0`, so acks=all waits for an fsync and acks=1 does not), one
+4-partition topic. Producers (`--client raw`, the default): N connections from this process, each
+sending Produce v8 requests with one pre-encoded batch of `--batch-kb` of `size`-byte values (no
+compression, no producer id; connection i writes to partition i mod 4), one request in flight per
+connection, until `--mb` MB of values have been acknowledged in all. Every reply is checked (its
+correlation id and error code 0). The produce rate is the values' bytes (and records) acknowledged
+over the time from the first request to the last reply. The echo rows send those same frames to the
+echo server, which answers each with a small fixed reply as groupd answers a Produce: the fastest
+this framing and this request size go through a Python asyncio server on this machine.
+`--client rdkafka`: N librdkafka producer processes instead (linger.ms=5, 1 MB batches), no echo row.
+
+Then one connection reads everything back with Fetch v12 requests (no client library: the server's
+fetch path; the disk plane serves it from the page cache, the segments were just written); fetch MB/s
+counts the batches' bytes. Server CPU is utime+stime from /proc/<pid>/stat over each phase, in
+CPU-milliseconds per MB; client CPU is this process's over the produce phase, as % of one core.
+Bounded: every wait has a deadline.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import datetime
 import multiprocessing
 import os
 import shutil
+import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,9 +44,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from tests.support.process import GroupdProcess  # noqa: E402
+from tests.support.process import GroupdProcess, free_port  # noqa: E402
 
 TOPIC, PARTITIONS = "bench", 4
+_i32 = struct.Struct(">i")
+_MS = datetime.timedelta(milliseconds=1)
 
 
 def _cpu(pid: int) -> float:
@@ -40,7 +57,91 @@ def _cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _produce(bootstrap: str, acks: str, size: int, count: int, index: int, out) -> None:
+# -- the raw producer: pre-encoded Produce frames, N connections in this process ------------------
+
+def produce_frames(acks: int, size: int, batch_kb: int) -> tuple[list[bytes], int]:
+    """One Produce v8 frame per partition (correlation id 0, spliced per request) carrying one batch of
+    as many `size`-byte values as fit in `batch_kb` (at least one), and that number of records."""
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    from groupd.protocol.apis import ApiKey
+    from groupd.protocol.codec import RequestHeader, build_request, encode_request
+
+    count = max(1, batch_kb * 1024 // size)
+    value = os.urandom(size)
+    now = int(time.time() * 1000)
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    for i in range(count):
+        b.append(i, timestamp=now, key=None, value=value, headers=[])
+    records = bytes(b.build())
+    frames = []
+    for p in range(PARTITIONS):
+        body = build_request(ApiKey.PRODUCE, 8, {
+            "transactional_id": None, "acks": acks, "timeout": 30_000 * _MS, "topic_data": [
+                {"name": TOPIC, "partition_data": [{"index": p, "records": records}]}]})
+        frames.append(encode_request(RequestHeader(ApiKey.PRODUCE, 8, 0, "records-bench"), body))
+    return frames, count
+
+
+def _produce_ok(body: bytes) -> bool:
+    """Produce v8 reply (header v0) after the correlation id: one topic, one partition, error code 0."""
+    name_len = struct.unpack_from(">h", body, 8)[0]
+    return struct.unpack_from(">h", body, 8 + 2 + name_len + 8)[0] == 0
+
+
+def _echo_ok(body: bytes) -> bool:
+    return body[4:6] == b"\x00\x00"  # the echo's fixed ApiVersions-style reply
+
+
+async def _drive(port: int, frames: list[bytes], requests: int, connections: int, ok) -> dict:
+    """`connections` connections, one request in flight each, until `requests` replies in all: the
+    replies (good, bad), the seconds from the first request to the last reply, this process's CPU."""
+    left = [requests]
+    done = [0, 0]  # good replies, bad replies
+    connected, ready, go = [0], asyncio.Event(), asyncio.Event()
+
+    async def one(i: int) -> None:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port, limit=1 << 20), 30)
+        frame = bytearray(frames[i % len(frames)])
+        connected[0] += 1
+        if connected[0] == connections:
+            ready.set()
+        await go.wait()  # every connection is up before the clock starts
+        corr = 0
+        try:
+            while left[0] > 0:
+                left[0] -= 1
+                frame[8:12] = _i32.pack(corr)
+                writer.write(frame)
+                (n,) = _i32.unpack(await asyncio.wait_for(reader.readexactly(4), 120))
+                body = await reader.readexactly(n)
+                done[not (_i32.unpack_from(body)[0] == corr and ok(body))] += 1
+                corr += 1
+        finally:
+            writer.close()
+
+    tasks = [asyncio.ensure_future(one(i)) for i in range(connections)]
+    await asyncio.wait_for(ready.wait(), 60)
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    go.set()
+    await asyncio.gather(*tasks)
+    return {"ok": done[0], "bad": done[1], "seconds": time.perf_counter() - t0,
+            "client_cpu": time.process_time() - cpu0}
+
+
+def produce_raw(port: int, acks: int, size: int, total_mb: float, producers: int, batch_kb: int,
+                echo: bool = False) -> dict:
+    frames, per_batch = produce_frames(acks, size, batch_kb)
+    requests = max(int(total_mb * (1 << 20) / (per_batch * size)), producers)
+    r = asyncio.run(_drive(port, frames, requests, producers, _echo_ok if echo else _produce_ok))
+    r["records"] = r["ok"] * per_batch
+    return r
+
+
+# -- `--client rdkafka` and the fetch phase ---------------------------------------------------------
+
+def _rdkafka_producer(bootstrap: str, acks: str, size: int, count: int, index: int, out) -> None:
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "batch.size": 1 << 20,
@@ -66,11 +167,11 @@ def _produce(bootstrap: str, acks: str, size: int, count: int, index: int, out) 
     out.put((acked[0], started, time.perf_counter()))
 
 
-def produce(bootstrap: str, acks: str, size: int, total_mb: float, producers: int) -> tuple[int, float]:
-    """(records acknowledged, seconds)."""
+def produce_rdkafka(bootstrap: str, acks: str, size: int, total_mb: float, producers: int) -> tuple[int, float]:
+    """`--client rdkafka`: (records acknowledged, seconds) from `producers` librdkafka processes."""
     per = max(int(total_mb * (1 << 20) / size / producers), 1)
     out = multiprocessing.Queue()
-    procs = [multiprocessing.Process(target=_produce, args=(bootstrap, acks, size, per, i, out))
+    procs = [multiprocessing.Process(target=_rdkafka_producer, args=(bootstrap, acks, size, per, i, out))
              for i in range(producers)]
     for proc in procs:
         proc.start()
@@ -90,7 +191,14 @@ def fetch(bootstrap: str, expected: int) -> tuple[int, int, float]:
     from tests.support.process import WireClient
 
     with WireClient(bootstrap, timeout=60) as c:
-        ends = {p: list_offset(c, TOPIC, p, -1).offset for p in range(PARTITIONS)}
+        # the disk plane's high watermark is the durable end: with acks=1 the last batches become
+        # readable at their fsync, just after the last reply; wait for them, outside the timed part
+        deadline = time.monotonic() + 60
+        while True:
+            ends = {p: list_offset(c, TOPIC, p, -1).offset for p in range(PARTITIONS)}
+            if sum(ends.values()) >= expected or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
         offsets = dict.fromkeys(range(PARTITIONS), 0)
         records = size = 0
         started = time.perf_counter()
@@ -110,14 +218,50 @@ def fetch(bootstrap: str, expected: int) -> tuple[int, int, float]:
     return records, size, elapsed
 
 
-def run(plane: str, acks: str, size: int, total_mb: float, producers: int) -> dict:
+
+
+# -- the echo server, started once per run ---------------------------------------------------------
+
+class EchoServer:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "bench", "echo_server.py"),
+                                      "--port", str(self.port)], stdout=subprocess.PIPE, text=True)
+        if self.proc.stdout.readline().strip() != "ready":
+            self.proc.kill()
+            raise RuntimeError("the echo server did not start")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+# -- one row ---------------------------------------------------------------------------------------
+
+def run_echo(echo: EchoServer, size: int, total_mb: float, producers: int, batch_kb: int) -> dict:
+    cpu0 = _cpu(echo.proc.pid)
+    r = produce_raw(echo.port, 1, size, total_mb, producers, batch_kb, echo=True)
+    mb = r["records"] * size / (1 << 20)
+    return {"target": "echo", "acks": "-", "size": size, "producers": producers, "records": r["records"],
+            "errors": r["bad"], "produce_mb_s": mb / r["seconds"], "produce_rec_s": r["records"] / r["seconds"],
+            "produce_cpu_ms_mb": 1000 * (_cpu(echo.proc.pid) - cpu0) / mb,
+            "client_cpu_pct": 100 * r["client_cpu"] / r["seconds"], "fetched": None}
+
+
+def run(plane: str, acks: str, size: int, total_mb: float, producers: int, batch_kb: int, client: str) -> dict:
     data_dir = tempfile.mkdtemp(prefix=f"records-bench-{plane}-")
     server = GroupdProcess(data_dir, f"records.plane={plane}", f"topics={TOPIC}:{PARTITIONS}",
                            "records.retention.bytes=2147483647", "records.memory.max.bytes=4294967296").start()
     try:
         pid = server.proc.pid
         cpu0 = _cpu(pid)
-        records, seconds = produce(server.bootstrap, acks, size, total_mb, producers)
+        if client == "raw":
+            r = produce_raw(server.port, -1 if acks == "all" else int(acks), size, total_mb, producers, batch_kb)
+            records, seconds, errors = r["records"], r["seconds"], r["bad"]
+            client_pct = 100 * r["client_cpu"] / seconds
+        else:
+            (records, seconds), errors, client_pct = produce_rdkafka(server.bootstrap, acks, size, total_mb,
+                                                                     producers), 0, None
         cpu1 = _cpu(pid)
         got, got_bytes, fetch_seconds = fetch(server.bootstrap, records)
         cpu2 = _cpu(pid)
@@ -126,34 +270,65 @@ def run(plane: str, acks: str, size: int, total_mb: float, producers: int) -> di
         shutil.rmtree(data_dir, ignore_errors=True)
     mb = records * size / (1 << 20)
     fetched_mb = got_bytes / (1 << 20)
-    return {"plane": plane, "acks": acks, "size": size, "producers": producers, "records": records,
-            "produce_mb_s": mb / seconds, "produce_rec_s": records / seconds,
-            "produce_cpu_per_mb": (cpu1 - cpu0) / mb if mb else 0.0,
+    return {"target": plane, "acks": acks, "size": size, "producers": producers, "records": records,
+            "errors": errors, "produce_mb_s": mb / seconds, "produce_rec_s": records / seconds,
+            "produce_cpu_ms_mb": 1000 * (cpu1 - cpu0) / mb if mb else 0.0, "client_cpu_pct": client_pct,
             "fetch_mb_s": fetched_mb / fetch_seconds, "fetch_rec_s": got / fetch_seconds,
-            "fetch_cpu_per_mb": (cpu2 - cpu1) / fetched_mb if fetched_mb else 0.0, "fetched": got}
+            "fetch_cpu_ms_mb": 1000 * (cpu2 - cpu1) / fetched_mb if fetched_mb else 0.0, "fetched": got}
+
+
+COLUMNS = [("target", 7, "{}"), ("acks", 5, "{}"), ("size", 6, "{}"), ("prod", 5, "{}"), ("records", 10, "{:,}"),
+           ("prod MB/s", 10, "{:.1f}"), ("prod rec/s", 11, "{:,.0f}"), ("srv ms/MB", 10, "{:.1f}"),
+           ("client%", 8, "{:.0f}"), ("fetch MB/s", 11, "{:.1f}"), ("fetch rec/s", 12, "{:,.0f}"),
+           ("srv ms/MB", 10, "{:.1f}")]
+
+
+def row(r: dict) -> str:
+    values = [r["target"], r["acks"], r["size"], r["producers"], r["records"], r["produce_mb_s"], r["produce_rec_s"],
+              r["produce_cpu_ms_mb"], r["client_cpu_pct"], r.get("fetch_mb_s"), r.get("fetch_rec_s"),
+              r.get("fetch_cpu_ms_mb")]
+    cells = [("-" if v is None else fmt.format(v)).rjust(w) for (_, w, fmt), v in zip(COLUMNS, values)]
+    notes = []
+    if r["errors"]:
+        notes.append(f"{r['errors']} bad replies")
+    if r["fetched"] is not None and r["fetched"] != r["records"]:
+        notes.append(f"fetched {r['fetched']} of {r['records']}")
+    return " ".join(cells) + (f"  ({'; '.join(notes)})" if notes else "")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--planes", default="disk,memory")
+    ap.add_argument("--targets", default="echo,disk,memory", help="echo and the records planes to measure")
     ap.add_argument("--acks", default="1,all")
     ap.add_argument("--sizes", default="100,10240", help="value sizes in bytes")
-    ap.add_argument("--mb", type=float, default=40.0, help="MB of values produced per row")
-    ap.add_argument("--producers", type=int, default=1)
+    ap.add_argument("--producers", default="1,10,100", help="concurrent producers (connections, or processes)")
+    ap.add_argument("--mb", type=float, default=8.0, help="MB of values produced per row")
+    ap.add_argument("--batch-kb", type=int, default=16, help="raw client: KB of values per Produce request")
+    ap.add_argument("--client", choices=("raw", "rdkafka"), default="raw")
     args = ap.parse_args()
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; {args.mb:g} MB per row, "
-          f"{args.producers} producer process(es), 4 partitions")
-    head = (f"{'plane':<7}{'acks':>5}{'size':>7}{'records':>10}{'prod MB/s':>11}{'prod rec/s':>12}"
-            f"{'cpu s/MB':>10}{'fetch MB/s':>12}{'fetch rec/s':>13}{'cpu s/MB':>10}")
-    print(head)
-    for plane in args.planes.split(","):
-        for acks in args.acks.split(","):
-            for size in map(int, args.sizes.split(",")):
-                r = run(plane, acks, size, args.mb, args.producers)
-                flag = "" if r["fetched"] == r["records"] else f"  (fetched {r['fetched']} of {r['records']})"
-                print(f"{plane:<7}{acks:>5}{size:>7}{r['records']:>10,}{r['produce_mb_s']:>11.1f}"
-                      f"{r['produce_rec_s']:>12,.0f}{r['produce_cpu_per_mb']:>10.3f}{r['fetch_mb_s']:>12.1f}"
-                      f"{r['fetch_rec_s']:>13,.0f}{r['fetch_cpu_per_mb']:>10.3f}{flag}", flush=True)
+    from echo_server import install_loop_policy
+
+    loop = install_loop_policy()
+    targets = args.targets.split(",")
+    if args.client == "rdkafka" and "echo" in targets:
+        targets.remove("echo")  # librdkafka cannot talk to the echo server
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
+          f"{args.mb:g} MB of values per row, client {args.client} ({loop}), {args.batch_kb} KB per Produce, "
+          f"{PARTITIONS} partitions", flush=True)
+    print(" ".join(name.rjust(w) for name, w, _ in COLUMNS), flush=True)
+    echo = EchoServer() if "echo" in targets else None
+    try:
+        for size in map(int, args.sizes.split(",")):
+            for producers in map(int, args.producers.split(",")):
+                if echo is not None:
+                    print(row(run_echo(echo, size, args.mb, producers, args.batch_kb)), flush=True)
+                for plane in (t for t in targets if t != "echo"):
+                    for acks in args.acks.split(","):
+                        print(row(run(plane, acks, size, args.mb, producers, args.batch_kb, args.client)), flush=True)
+    finally:
+        if echo is not None:
+            echo.stop()
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
