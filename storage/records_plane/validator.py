@@ -47,7 +47,7 @@ def check(batches: list[ProducedBatch], partition: str, config: TopicConfig, now
         if batch.size > config.max_message_bytes:  # Kafka's answer carries no message for it
             return Refused(ErrorCode.message_too_large, None)
     create_time = config.message_timestamp_type == "CreateTime"
-    if config.compact or create_time:
+    if config.compact or (create_time and not _all_in_bounds(batches, config, now_ms)):
         refused = _record_errors(batches, partition, config, now_ms, create_time)
         if refused is not None:
             return refused
@@ -55,6 +55,16 @@ def check(batches: list[ProducedBatch], partition: str, config: TopicConfig, now
         for batch in batches:
             stamp_log_append_time(batch, now_ms)
     return None
+
+
+def _all_in_bounds(batches, config: TopicConfig, now_ms: int) -> bool:
+    """Whether the headers alone show every record's timestamp within bounds, so that no record need be
+    read: nothing can be too old when the bound lies before the epoch (the default, Long.MAX_VALUE),
+    and nothing too new when the batch's max timestamp is not."""
+    if now_ms - config.message_timestamp_before_max_ms > 0:
+        return False
+    high = now_ms + config.message_timestamp_after_max_ms
+    return all(batch.max_timestamp <= high for batch in batches)
 
 
 def _record_errors(batches, partition: str, config: TopicConfig, now_ms: int, create_time: bool) -> Refused | None:
