@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 from aiokafka.record.default_records import DefaultRecordBatch
 
+from .batch_crc import crc_ok
+
 BATCH_HEADER = 61  # v2 batch header size, up to and including the record count
 LOG_OVERHEAD = 12  # base offset + batch length: the bytes that the batch length does not count
 _MAGIC_AT = 16
@@ -88,9 +90,9 @@ def _check(data: bytes, pos: int) -> tuple[DefaultRecordBatch | None, int, str |
     magic = data[pos + _MAGIC_AT]
     if magic != 2:
         return None, 0, f"magic {magic}"
-    batch = DefaultRecordBatch(data[pos:pos + size])
-    if not batch.validate_crc():
+    if not crc_ok(memoryview(data)[pos:pos + size]):
         return None, 0, "CRC mismatch"
+    batch = DefaultRecordBatch(data[pos:pos + size])
     return batch, size, None
 
 

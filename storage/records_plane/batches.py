@@ -1,7 +1,7 @@
 """Record batches as a producer sends them: split a partition's `records` bytes into v2 batches,
 check each one the way a Kafka leader does before it appends, and stamp the broker's fields.
 
-Parsing and the CRC check are aiokafka's (`aiokafka.record`, C-accelerated); this module only
+Parsing is aiokafka's (`aiokafka.record`, C-accelerated), the CRC-32C the crc32c library's; this module only
 walks the batch boundaries and decides which Kafka error a bad batch gets. A batch's bytes are
 stored as sent: the broker rewrites only `baseOffset` (bytes 0–7) and `partitionLeaderEpoch`
 (bytes 12–15), both in front of the CRC-32C, which covers attributes onward, so the CRC stays
@@ -18,6 +18,8 @@ from aiokafka.record.default_records import DefaultRecordBatch
 from aiokafka.record.memory_records import MemoryRecords
 
 from groupd.protocol import ErrorCode
+
+from ..batch_crc import crc_ok
 
 HEADER_SIZE = 61  # the v2 batch header, up to and including the record count
 LOG_OVERHEAD = 12  # baseOffset + batchLength: bytes outside `batchLength`
@@ -118,7 +120,7 @@ def split(records: bytes | None, produce_version: int, max_batch_bytes: int) -> 
 
 def _check(data: bytearray, produce_version: int) -> ProducedBatch:
     reader = DefaultRecordBatch(bytes(data))
-    if not reader.validate_crc():
+    if not crc_ok(data):
         raise BatchError(ErrorCode.corrupt_message, "Record batch CRC-32C does not match its contents")
     (count,) = _LENGTH.unpack_from(data, _COUNT_AT)
     if count <= 0 or reader.last_offset_delta != count - 1:

@@ -25,8 +25,7 @@ import dataclasses
 import os
 import struct
 
-from aiokafka.record.util import calc_crc32c
-
+from ..batch_crc import set_crc
 from ..compaction import CompactionResult, latest_offsets, read_closed, write_synced
 from ..files import fsync_dir
 from ..log import CLEANED_SUFFIX
@@ -156,7 +155,7 @@ def build_batch(raw, batch, records, delete_horizon: int | None) -> bytes:
                                   batch.last_offset_delta, first, maximum, batch.producer_id,
                                   batch.producer_epoch, batch.base_sequence, len(records)))
     whole = head + body
-    struct.pack_into(">I", whole, 17, calc_crc32c(bytes(whole[21:])))
+    set_crc(whole)
     return bytes(whole)
 
 

@@ -19,17 +19,16 @@ import struct
 
 from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
 from aiokafka.record.default_records import DefaultRecordBatch
-from aiokafka.record.util import calc_crc32c
 
 from groupd.protocol import ErrorCode
 
+from ..batch_crc import set_crc
 from ..topic_config import TopicConfig
 from .batches import CREATE_TIME, ProducedBatch
 
 _ATTRIBUTES = struct.Struct(">h")
-_ATTRIBUTES_AT, _MAX_TIMESTAMP_AT, _CRC_AT = 21, 35, 17
+_ATTRIBUTES_AT, _MAX_TIMESTAMP_AT = 21, 35
 _MAX_TIMESTAMP = struct.Struct(">q")
-_CRC = struct.Struct(">I")
 _LOG_APPEND_TIME_BIT = 0x08
 NO_TIMESTAMP = -1
 
@@ -104,7 +103,7 @@ def stamp_log_append_time(batch: ProducedBatch, now_ms: int) -> None:
     (attributes,) = _ATTRIBUTES.unpack_from(data, _ATTRIBUTES_AT)
     _ATTRIBUTES.pack_into(data, _ATTRIBUTES_AT, attributes | _LOG_APPEND_TIME_BIT)
     _MAX_TIMESTAMP.pack_into(data, _MAX_TIMESTAMP_AT, now_ms)
-    _CRC.pack_into(data, _CRC_AT, calc_crc32c(bytes(data[_ATTRIBUTES_AT:])))
+    set_crc(data)
     batch.data = data
     batch.max_timestamp = now_ms
     batch.timestamp_type = 1
