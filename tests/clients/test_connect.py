@@ -52,23 +52,7 @@ class Pipeline:
         return [f"line-{i:05d}" for i in range(self.written)]
 
     def topic_lines(self) -> list[str]:
-        c = Consumer({"bootstrap.servers": self.server.bootstrap, "group.id": "connect-test-reader",
-                      "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-        try:
-            _, high = c.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
-            c.assign([TopicPartition(TOPIC, 0, 0)])
-            lines: list[str] = []
-            position = 0
-            deadline = time.monotonic() + 60
-            while position < high:
-                assert time.monotonic() < deadline, f"topic {TOPIC} read to {position} of {high}"
-                for m in c.consume(500, timeout=2):
-                    if m.error() is None:
-                        lines.append(m.value().decode())
-                        position = m.offset() + 1
-            return lines
-        finally:
-            c.close()
+        return read_topic(self.server, TOPIC)
 
     def sink_lines(self) -> list[str]:
         if not os.path.exists(self.sink_file):
@@ -82,6 +66,28 @@ class Pipeline:
             return c.committed([TopicPartition(TOPIC, 0)], timeout=10)[0].offset
         finally:
             c.close()
+
+
+def read_topic(server: GroupdProcess, topic: str, partitions: int = 1) -> list[str]:
+    """Every value in `topic`, partition by partition, up to the high watermarks of now."""
+    c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "connect-test-reader",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        values: list[str] = []
+        for p in range(partitions):
+            _, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            c.assign([TopicPartition(topic, p, 0)])
+            position = 0
+            deadline = time.monotonic() + 60
+            while position < high:
+                assert time.monotonic() < deadline, f"{topic}-{p} read to {position} of {high}"
+                for m in c.consume(500, timeout=2):
+                    if m.error() is None:
+                        values.append(m.value().decode())
+                        position = m.offset() + 1
+        return values
+    finally:
+        c.close()
 
 
 SOURCE = "file-source"
@@ -182,3 +188,62 @@ def test_connect_distributed_survives_worker_and_groupd_restarts(cluster, tmp_pa
         c.wait_running(name)
     pipe.append()
     settled(pipe, c)
+
+
+def test_offsets_api_topic_creation_and_a_deleted_connector_across_a_kill(cluster, tmp_path):
+    """One worker, JSON values without schemas: a source creates its topic with the configs it asks for
+    (KIP-158); a stopped sink's offsets are altered and reset through the REST API (KIP-875: Connect
+    commits and deletes its consumer group's offsets with the admin client); a deleted connector (a
+    tombstone in the compacted config topic) stays deleted after groupd is killed with -9, while the
+    other keeps its config and offset for a worker started afterwards."""
+    server, worker = cluster
+    json_values = {"value.converter": "org.apache.kafka.connect.json.JsonConverter",
+                   "value.converter.schemas.enable": "false"}
+    a = worker("a").wait_ready()
+    pipe = Pipeline(str(tmp_path), server)
+    pipe.append(10)
+    a.create_connector(SOURCE, {"connector.class": FILE_SOURCE, "file": pipe.source_file, "topic": "made",
+                                "tasks.max": "1", **json_values,
+                                "topic.creation.default.replication.factor": "-1",
+                                "topic.creation.default.partitions": "2",
+                                "topic.creation.default.retention.ms": "3600000"})
+    a.create_connector(SINK, {"connector.class": FILE_SINK, "file": pipe.sink_file, "topics": "made",
+                              "tasks.max": "1", **json_values})
+    a.wait_running(SOURCE)
+    a.wait_running(SINK)
+    wait_until(lambda: len(pipe.sink_lines()) == 10, 120, "the sink wrote every line", a)
+    assert sorted(pipe.sink_lines()) == pipe.expected()
+    assert sorted(read_topic(server, "made", 2)) == [f'"{line}"' for line in pipe.expected()]  # JSON strings
+
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    assert len(admin.list_topics("made", timeout=10).topics["made"].partitions) == 2
+    resource = ConfigResource(ResourceType.TOPIC, "made")
+    assert admin.describe_configs([resource])[resource].result(10)["retention.ms"].value == "3600000"
+
+    size = os.path.getsize(pipe.source_file)
+    wait_until(lambda: [o["offset"] for o in a.offsets(SOURCE)] == [{"position": size}], 60,
+               "the source's offset stored", a)
+    a.request("PUT", f"/connectors/{SINK}/stop")
+    wait_until(lambda: (a.status(SINK) or {}).get("connector", {}).get("state") == "STOPPED", 60,
+               "the sink stopped", a)
+    a.request("PATCH", f"/connectors/{SINK}/offsets", {"offsets": [
+        {"partition": {"kafka_topic": "made", "kafka_partition": 1}, "offset": {"kafka_offset": 3}}]})
+    committed = {(o["partition"]["kafka_partition"], o["offset"]["kafka_offset"]) for o in a.offsets(SINK)}
+    assert (1, 3) in committed
+    c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": f"connect-{SINK}"})
+    try:
+        assert c.committed([TopicPartition("made", 1)], timeout=10)[0].offset == 3
+        a.request("DELETE", f"/connectors/{SINK}/offsets")
+        assert a.offsets(SINK) == []
+        assert all(tp.offset < 0 for tp in c.committed([TopicPartition("made", p) for p in (0, 1)], timeout=10))
+    finally:
+        c.close()
+
+    a.request("DELETE", f"/connectors/{SINK}")
+    wait_until(lambda: a.get("/connectors") == [SOURCE], 60, "the sink deleted", a)
+    a.kill()
+    restart(server, signal.SIGKILL)
+    b = worker("b").wait_ready()
+    assert b.get("/connectors") == [SOURCE]
+    b.wait_running(SOURCE)
+    assert [o["offset"] for o in b.offsets(SOURCE)] == [{"position": size}]
