@@ -7,7 +7,7 @@ PY      := $(VENV)/bin/python
 ARGS    ?=
 PYTEST_ARGS ?=
 
-.PHONY: serve test install install-test clients kafka bench bench-kafka fuzz clean conformance conformance-full cluster-crash-loop crash-loop differential
+.PHONY: serve test install install-test clients kafka connect bench bench-kafka fuzz clean conformance conformance-full cluster-crash-loop crash-loop differential
 
 serve: install
 	$(VENV)/bin/groupd serve $(ARGS)
@@ -35,6 +35,12 @@ clients:
 # Apache Kafka 4.3.1 from Maven Central (`clients` runs it too): the differential tests' reference
 kafka:
 	.ci/install-kafka
+
+# Kafka Connect 4.3.1 in distributed mode against groupd (tests/clients/test_connect.py; `make test` runs it
+# too): workers killed, groupd restarted under them, a late worker taking its share. `clients` installs the jars
+connect: install-test
+	.ci/install-connect
+	$(PY) -m pytest tests/clients/test_connect.py $(PYTEST_ARGS)
 
 # The differential tier: the whole corpus (tests/differential/corpus.py) against Apache Kafka and groupd,
 # every difference fixed or argued in tests/differential/FINDINGS.md; `make test` runs the same tests
