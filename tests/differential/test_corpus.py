@@ -11,6 +11,7 @@ import pytest
 from .corpus import CORPUS
 from .diff import Side, allowlist, compare, findings, run
 from .test_consumer_groups_command import COMMANDS
+from .test_kafka_tools import COMMANDS as TOOL_COMMANDS
 
 pytestmark = pytest.mark.differential
 
@@ -33,9 +34,10 @@ def test_scenario(name, servers):
 
 def test_allowlist_is_argued():
     """Every allowlisted difference names a finding of FINDINGS.md and a scenario of the corpus or a
-    kafka-consumer-groups command of test_consumer_groups_command.py."""
+    command of test_consumer_groups_command.py or test_kafka_tools.py."""
     known = findings()
     for name, entries in allowlist().items():
-        assert name in CORPUS or name in COMMANDS, f"allowlist.txt names an unknown scenario {name}"
+        assert name in CORPUS or name in COMMANDS or name in TOOL_COMMANDS, \
+            f"allowlist.txt names an unknown scenario {name}"
         for finding, diff in entries:
             assert finding in known, f"allowlist.txt: {finding} ({name} {diff}) has no section in FINDINGS.md"
