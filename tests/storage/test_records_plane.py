@@ -343,7 +343,9 @@ def test_acks_0_appends_without_a_reply(server):
                                                "topic_data": [{"name": topic, "partition_data": [
                                                    {"index": 0, "records": batch(4)}]}]})
         c.send_raw(frame)
-        assert list_offset(c, topic, 0, -1).offset == 4  # the next reply on the connection is this one
+        # the next reply on the connection is ListOffsets'; the disk plane's high watermark is the
+        # durable end, which an unanswered (acks=0) append reaches at its fsync
+        wait_until(lambda: list_offset(c, topic, 0, -1).offset == 4, what="the acks=0 batch appended")
 
 
 def test_fetch_limits(server):
