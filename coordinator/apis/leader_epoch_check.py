@@ -10,6 +10,13 @@ from groupd.protocol import ErrorCode
 NO_CHECK = -1
 
 
+def fetch_epoch(partition) -> int:
+    """A Fetch partition's current leader epoch (v9+): any negative one is no check there (Kafka's
+    `FetchRequest.optionalEpoch`), where ListOffsets and OffsetForLeaderEpoch fence all but -1."""
+    current = getattr(partition, "current_leader_epoch", NO_CHECK)
+    return NO_CHECK if current < 0 else current
+
+
 def epoch_error(node, topic: str, partition: int, current: int) -> ErrorCode | None:
     if current == NO_CHECK:
         return None
