@@ -170,3 +170,32 @@ def test_a_damaged_history_keeps_the_partition_closed_with_one_log_line(tmp_path
         assert "Traceback" not in s.log()
     finally:
         assert s.stop() == 0, s.log()
+
+
+
+def test_offset_for_leader_epoch_needs_describe_on_the_topic_or_cluster_action(tmp_path):
+    from groupd.coordinator.security.acls import AclOperation
+    from tests.support.authz import ANONYMOUS, CLUSTER, DESCRIBE, TOPIC, acl, create_acls, start_secured
+
+    def secured(*creations) -> GroupdProcess:
+        """The server with `creations` added by a super user, restarted with ANONYMOUS held to its ACLs."""
+        seed = start_secured(str(tmp_path), "topics=allowed:1,denied:1", super_users=(ANONYMOUS,))
+        try:
+            assert create_acls(seed.bootstrap, *creations) == [E.none] * len(creations)
+        finally:
+            assert seed.stop() == 0, seed.log()
+        return start_secured(str(tmp_path), port=seed.port)
+
+    s = secured(acl(TOPIC, "allowed", DESCRIBE))
+    try:
+        with WireClient(s.bootstrap) as c:
+            assert end_offsets(c, "allowed", [(0, -1, 0)]) == [(0, E.none, 0, 0)]
+            assert end_offsets(c, "denied", [(0, -1, 0)]) == [(0, E.topic_authorization_failed, -1, -1)]
+    finally:
+        assert s.stop() == 0, s.log()
+    s = secured(acl(CLUSTER, "kafka-cluster", int(AclOperation.CLUSTER_ACTION)))
+    try:
+        with WireClient(s.bootstrap) as c:  # a replica's right answers every topic
+            assert end_offsets(c, "denied", [(0, -1, 0)], 3, replica_id=1) == [(0, E.none, 0, 0)]
+    finally:
+        assert s.stop() == 0, s.log()
