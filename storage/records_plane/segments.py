@@ -205,10 +205,11 @@ class DataLog(PartitionLog):
         (a lost tail), and this leader's epoch begins at the log end (saved before anything is written
         in it). An epoch below the history's latest (a stale leader) changes nothing."""
         epochs = read_epochs(self.directory)
-        changed = epochs.truncate_from_end(self.next_offset)
+        saved = list(epochs.entries)
+        epochs.truncate_from_end(self.next_offset)
         if self.leader_epoch >= epochs.latest:
-            changed = epochs.assign(self.leader_epoch, self.next_offset) or changed
-        if changed:
+            epochs.assign(self.leader_epoch, self.next_offset)
+        if epochs.entries != saved:  # (an epoch begun at the log end is cut and assigned again: unchanged)
             write_epochs(self.directory, epochs)
         self.epochs = epochs
 

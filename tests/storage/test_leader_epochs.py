@@ -108,3 +108,30 @@ def test_a_new_leaders_stamp_begins_a_new_epoch_at_the_log_end(tmp_path):
     assert second.epochs.end_offset_for(7, 4) == (7, 4)
     assert second.epochs.end_offset_for(9, 4) == (7, 4)
     second.close()
+
+
+def test_a_reload_that_changes_nothing_leaves_the_file_alone(tmp_path):
+    dlog = DataLog(str(tmp_path), "t", 0, "id", 1 << 20)
+    dlog.load_batches()
+    dlog.close()
+    path = os.path.join(dlog.directory, CHECKPOINT_FILE)
+    before = os.stat(path).st_ino
+    again = DataLog(str(tmp_path), "t", 0, "id", 1 << 20)
+    again.load_batches()  # its epoch 0 began at the log end, 0: cut and assigned again, the same
+    assert again.epochs.entries == [(0, 0)]
+    assert os.stat(path).st_ino == before  # not rewritten (a rewrite is a new file renamed over it)
+    again.close()
+
+
+def test_a_lost_tail_forgets_the_epochs_begun_past_the_log_end(tmp_path):
+    dlog = DataLog(str(tmp_path), "t", 0, "id", 1 << 20, stamp=3)
+    dlog.load_batches()
+    _write(dlog, 2)
+    dlog.close()
+    with open(os.path.join(dlog.directory, CHECKPOINT_FILE), "w") as f:
+        f.write("0\n2\n3 0\n5 9\n")  # epoch 5 began at 9, past the log end (2) the load finds
+    again = DataLog(str(tmp_path), "t", 0, "id", 1 << 20, stamp=3)
+    again.load_batches()
+    assert again.epochs.entries == [(3, 0)]
+    assert read_epochs(again.directory).entries == [(3, 0)]
+    again.close()
