@@ -199,3 +199,23 @@ def test_offset_for_leader_epoch_needs_describe_on_the_topic_or_cluster_action(t
             assert end_offsets(c, "denied", [(0, -1, 0)], 3, replica_id=1) == [(0, E.none, 0, 0)]
     finally:
         assert s.stop() == 0, s.log()
+
+
+def test_workers_report_epoch_0_and_only_the_leading_worker_answers(tmp_path):
+    """Under --workers a partition's worker never changes (p mod N): epoch 0 everywhere, and the other
+    worker answers OffsetForLeaderEpoch NOT_LEADER_OR_FOLLOWER, as a broker without the replica."""
+    from tests.support.process import free_ports
+
+    s = GroupdProcess(str(tmp_path), "workers=2", "topics=t:2", port=free_ports(2), ready="workers ready").start(60)
+    try:
+        for port in (s.port, s.port + 1):
+            with WireClient(f"127.0.0.1:{port}") as c:
+                r = c.request(ApiKey.METADATA, 12, {"topics": [{"name": "t", "topic_id": None}],
+                                                     "allow_auto_topic_creation": False,
+                                                     "include_topic_authorized_operations": False})
+                assert [(p.leader_id, p.leader_epoch) for p in r.topics[0].partitions] == [(1, 0), (2, 0)]
+                mine = port - s.port
+                assert end_offsets(c, "t", [(mine, -1, 0), (1 - mine, -1, 0)]) == [
+                    (mine, E.none, 0, 0), (1 - mine, E.not_leader_or_follower, -1, -1)]
+    finally:
+        assert s.stop() == 0, s.log()
