@@ -13,7 +13,8 @@ current_leader_epoch check (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, -1 skips
 CLUSTER_ACTION on the cluster (a replica) answers every topic, else each topic needs DESCRIBE
 (TOPIC_AUTHORIZATION_FAILED).
 
-The disk plane reads the partition's leader-epoch-checkpoint; the memory plane and `records.plane:
+The disk plane reads the partition's leader-epoch-checkpoint, from its log start (Kafka trims the
+history when DeleteRecords or retention moves the log start); the memory plane and `records.plane:
 none` have one epoch, 0, from offset 0 (as a fresh Kafka topic); `__consumer_offsets` the epoch of
 its coordinator from its log start.
 """
@@ -55,7 +56,7 @@ def _history(node, plane, topic, index: int) -> tuple[LeaderEpochs, int] | Error
             part = plane.partition(topic, index)
         except Unavailable as e:
             return e.error
-        return part.dlog.epochs, part.high_watermark
+        return part.dlog.epochs.from_start(part.log_start), part.high_watermark
     log = plane.peek((topic.topic_id, index))
     return LeaderEpochs([(0, 0)]), log.high_watermark if log else 0
 

@@ -51,6 +51,15 @@ class LeaderEpochs:
         self.entries = kept
         return changed
 
+    def from_start(self, log_start: int) -> LeaderEpochs:
+        """The history as Kafka keeps it once the log start moved there (its `truncateFromStart`, on
+        DeleteRecords and retention): the epoch holding the log start begins at it, older ones are
+        gone. A view: the file keeps the full history, the answers are Kafka's."""
+        below = [(e, o) for e, o in self.entries if o <= log_start]
+        if not below:
+            return self
+        return LeaderEpochs([(below[-1][0], log_start)] + self.entries[len(below):])
+
     def end_offset_for(self, epoch: int, log_end: int) -> tuple[int, int]:
         """(epoch, end offset) as Kafka's `LeaderEpochFileCache.endOffsetFor`: the latest epoch ends at
         the log end; an older one at the start of the next larger epoch, with the largest known epoch

@@ -56,6 +56,15 @@ def test_truncate_from_end_forgets_the_epochs_that_began_past_the_log_end():
     assert not epochs.truncate_from_end(25)
 
 
+def test_a_moved_log_start_trims_the_history_as_kafkas_truncate_from_start():
+    assert history().from_start(0).entries == [(0, 0), (2, 10), (5, 25)]
+    assert history().from_start(12).entries == [(2, 12), (5, 25)]
+    assert history().from_start(25).entries == [(5, 25)]
+    assert history().from_start(30).entries == [(5, 30)]
+    assert history().from_start(12).end_offset_for(0, 40) == (0, 12)  # older than all known: the first start
+    assert LeaderEpochs([(3, 100)]).from_start(50).entries == [(3, 100)]
+
+
 def test_epoch_for_an_offset():
     assert [history().epoch_for(o) for o in (0, 9, 10, 24, 25, 99)] == [0, 0, 2, 2, 5, 5]
     assert LeaderEpochs([(3, 100)]).epoch_for(50) == -1
