@@ -41,6 +41,7 @@ from . import (
     offset_commit,
     offset_delete,
     offset_fetch,
+    offset_for_leader_epoch,
     produce,
     sasl_authenticate,
     sasl_handshake,
@@ -54,7 +55,7 @@ MODULES = (produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, 
            consumer_group_heartbeat, consumer_group_describe, sasl_handshake, sasl_authenticate,
            describe_acls, create_acls, delete_acls, describe_configs, alter_configs,
            incremental_alter_configs, describe_user_scram_credentials, alter_user_scram_credentials,
-           describe_log_dirs, describe_topic_partitions)
+           describe_log_dirs, describe_topic_partitions, offset_for_leader_epoch)
 
 HANDLERS: dict[int, Handler] = {m.KEY: m.handle for m in MODULES}
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {m.KEY: m.VERSIONS for m in MODULES}

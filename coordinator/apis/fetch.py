@@ -42,6 +42,7 @@ from groupd.storage.records_plane import plane_for
 
 from .fetch_common import _entry, _fixed, _respond, _topic, _unknown, _unreadable
 from .fetch_disk import answer as answer_disk
+from .leader_epoch_check import fetch_epoch
 from .request import Request
 
 KEY = ApiKey.FETCH
@@ -180,7 +181,7 @@ def _read(node, plane, body, denied: set[str],
         topic = _topic(node, t.topic)
         partitions = []
         for p in t.partitions:
-            fixed = _fixed(node, topic, t.topic, p.partition, denied, offsets_log)
+            fixed = _fixed(node, topic, t.topic, p.partition, denied, offsets_log, fetch_epoch(p))
             if fixed is not None:  # __consumer_offsets' records count; nothing here is watched
                 partitions.append(fixed)
                 used += len(fixed["records"] or b"")

@@ -11,6 +11,7 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
+from .leader_epoch_check import NO_CHECK, epoch_error
 from .request import Request
 
 
@@ -51,9 +52,11 @@ def _unknown(index: int, error: ErrorCode = ErrorCode.unknown_topic_or_partition
             "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}  # Kafka: MemoryRecords.EMPTY
 
 
-def _fixed(node, topic, name: str, partition: int, denied: set[str], offsets_log: dict[int, dict]) -> dict | None:
+def _fixed(node, topic, name: str, partition: int, denied: set[str], offsets_log: dict[int, dict],
+           current_epoch: int = NO_CHECK) -> dict | None:
     """The entry of a partition answered without reading the records plane: one the fetcher may not
-    read, one of `__consumer_offsets` (read already), an unknown one, another node's; None: read it."""
+    read, one of `__consumer_offsets` (read already), an unknown one, another node's, one whose
+    current leader epoch (v9+) is not the leader's; None: read it."""
     if name in denied:
         return _unknown(partition, ErrorCode.topic_authorization_failed)
     if topic is node.offsets_topic:
@@ -62,7 +65,8 @@ def _fixed(node, topic, name: str, partition: int, denied: set[str], offsets_log
         return _unknown(partition)
     if not node.cluster.leads(topic.name, partition):
         return _unknown(partition, ErrorCode.not_leader_or_follower)
-    return None
+    error = epoch_error(node, topic.name, partition, current_epoch)
+    return None if error is None else _unknown(partition, error)
 
 
 def _respond(request: Request, responses: list[dict], traffic=None):

@@ -17,6 +17,7 @@ from groupd.protocol import ErrorCode
 from groupd.storage.records_plane.segments import read_from
 
 from .fetch_common import _entry, _fixed, _respond, _topic, _unknown, _unreadable
+from .leader_epoch_check import fetch_epoch
 
 log = logging.getLogger("groupd")
 
@@ -32,7 +33,7 @@ def _plan(node, plane, body, denied: set[str], offsets_log: dict[int, dict]):
         topic = _topic(node, t.topic)
         partitions = []
         for p in t.partitions:
-            entry = _fixed(node, topic, t.topic, p.partition, denied, offsets_log)
+            entry = _fixed(node, topic, t.topic, p.partition, denied, offsets_log, fetch_epoch(p))
             if entry is not None:
                 if topic is node.offsets_topic and t.topic not in denied:
                     steps.append((entry, None))  # its records count against the response's budget

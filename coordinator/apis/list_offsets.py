@@ -17,6 +17,10 @@ storage, as Kafka answers without remote storage).
 `records.plane: disk` (the default) answers the same, reading the segment files off the loop for
 the timestamp queries (the sparse index's per-interval largest timestamps say where to look).
 
+Leader epochs (v4+): a found offset carries its epoch (the epoch that began at or before it: the
+partition's leader-epoch-checkpoint on the disk plane; 0 elsewhere, as a fresh Kafka topic), a
+record not found -1; the request's current_leader_epoch is checked (leader_epoch_check.py).
+
 `__consumer_offsets` (any plane): earliest = the offsets log's first segment base, latest = its
 log end; a timestamp look-up finds nothing (the log is not indexed by time); a partition not yet
 loaded is LEADER_NOT_AVAILABLE (retriable).
@@ -35,6 +39,7 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 from groupd.storage.records_plane import plane_for, segments
 
+from .leader_epoch_check import NO_CHECK, epoch_error
 from .request import Request
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
@@ -48,7 +53,7 @@ def _answer(topic, index: int, timestamp: int) -> dict:
         return {"partition_index": index, "error_code": ErrorCode.unknown_topic_or_partition}
     offset = 0 if timestamp in (LATEST, EARLIEST, EARLIEST_LOCAL) else -1
     return {"partition_index": index, "error_code": ErrorCode.none, "timestamp": -1,
-            "offset": offset, "leader_epoch": -1}
+            "offset": offset, "leader_epoch": 0 if offset >= 0 else -1}
 
 
 def _answer_memory(plane, topic, index: int, timestamp: int) -> dict:
@@ -68,7 +73,7 @@ def _answer_memory(plane, topic, index: int, timestamp: int) -> dict:
         found = None
     offset, ts = found if found is not None else (-1, -1)
     return {"partition_index": index, "error_code": ErrorCode.none, "timestamp": ts,
-            "offset": offset, "leader_epoch": -1}
+            "offset": offset, "leader_epoch": 0 if found is not None else -1}
 
 
 def _answer_disk(plane, topic, index: int, timestamp: int, reads: list) -> dict:
@@ -82,20 +87,21 @@ def _answer_disk(plane, topic, index: int, timestamp: int, reads: list) -> dict:
         return {"partition_index": index, "error_code": e.error}
     entry = {"partition_index": index, "error_code": ErrorCode.none, "timestamp": -1, "offset": -1,
              "leader_epoch": -1}
+    epochs = part.dlog.epochs
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
-        entry["offset"] = part.log_start
+        entry["offset"], entry["leader_epoch"] = part.log_start, epochs.epoch_for(part.log_start)
     elif timestamp == LATEST:
-        entry["offset"] = part.high_watermark
+        entry["offset"], entry["leader_epoch"] = part.high_watermark, epochs.latest
     elif timestamp == MAX_TIMESTAMP and part.high_watermark > part.log_start:
-        reads.append((entry, segments.max_timestamp, (part.dlog.max_timestamp_plan(),)))
+        reads.append((entry, segments.max_timestamp, (part.dlog.max_timestamp_plan(),), epochs))
     elif timestamp >= 0:
         reads.append((entry, segments.offset_for_timestamp,
-                      (part.dlog.timestamp_plan(timestamp), timestamp, part.high_watermark, part.log_start)))
+                      (part.dlog.timestamp_plan(timestamp), timestamp, part.high_watermark, part.log_start), epochs))
     return entry
 
 
 def _read(reads: list) -> None:
-    for entry, function, args in reads:
+    for entry, function, args, epochs in reads:
         try:
             found = function(*args)
         except OSError:
@@ -103,6 +109,7 @@ def _read(reads: list) -> None:
             continue
         if found is not None:
             entry["offset"], entry["timestamp"] = found
+            entry["leader_epoch"] = epochs.epoch_for(found[0])
 
 
 def _answer_offsets_log(node, index: int, timestamp: int) -> dict:
@@ -114,7 +121,16 @@ def _answer_offsets_log(node, index: int, timestamp: int) -> dict:
     start, end = found
     offset = start if timestamp in (EARLIEST, EARLIEST_LOCAL) else end if timestamp == LATEST else -1
     return {"partition_index": index, "error_code": ErrorCode.none, "timestamp": -1, "offset": offset,
-            "leader_epoch": -1}
+            "leader_epoch": node.cluster.coordinator_epoch(index) if offset >= 0 else -1}
+
+
+def _checked(node, topic, p, answer) -> dict:
+    """The partition's answer, unless the request's current leader epoch (v4+) is not the leader's."""
+    if topic is not None and 0 <= p.partition_index < topic.partitions:
+        error = epoch_error(node, topic.name, p.partition_index, getattr(p, "current_leader_epoch", NO_CHECK))
+        if error is not None:
+            return {"partition_index": p.partition_index, "error_code": error}
+    return answer()
 
 
 def handle(node, request: Request):
@@ -132,14 +148,17 @@ def handle(node, request: Request):
         if t.name == node.offsets_topic.name:
             partitions = [_answer_offsets_log(node, p.partition_index, p.timestamp) for p in t.partitions]
         elif plane is None:
-            partitions = [_answer(topic, p.partition_index, p.timestamp) for p in t.partitions]
+            partitions = [_checked(node, topic, p, lambda p=p: _answer(topic, p.partition_index, p.timestamp))
+                          for p in t.partitions]
         elif disk:
-            partitions = [_answer_disk(plane, topic, p.partition_index, p.timestamp, reads)
+            partitions = [_checked(node, topic, p, lambda p=p: _answer_disk(plane, topic, p.partition_index,
+                                                                           p.timestamp, reads))
                           if topic is None or node.cluster.leads(topic.name, p.partition_index) else
                           {"partition_index": p.partition_index, "error_code": ErrorCode.not_leader_or_follower}
                           for p in t.partitions]
         else:
-            partitions = [_answer_memory(plane, topic, p.partition_index, p.timestamp)
+            partitions = [_checked(node, topic, p, lambda p=p: _answer_memory(plane, topic, p.partition_index,
+                                                                             p.timestamp))
                           if topic is None or node.cluster.leads(topic.name, p.partition_index) else
                           {"partition_index": p.partition_index, "error_code": ErrorCode.not_leader_or_follower}
                           for p in t.partitions]

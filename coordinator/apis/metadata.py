@@ -39,19 +39,20 @@ _ZERO_ID = uuid.UUID(int=0)
 OMITTED = -(2**31)  # authorized operations not asked for
 
 
-def _partition_entry(p: int, leader: int | None) -> dict:
+def _partition_entry(p: int, leader: int | None, epoch: int) -> dict:
     if leader is None:
         return {"error_code": ErrorCode.leader_not_available, "partition_index": p, "leader_id": -1,
                 "leader_epoch": -1, "replica_nodes": (), "isr_nodes": (), "offline_replicas": ()}
-    return {"error_code": ErrorCode.none, "partition_index": p, "leader_id": leader, "leader_epoch": -1,
+    return {"error_code": ErrorCode.none, "partition_index": p, "leader_id": leader, "leader_epoch": epoch,
             "replica_nodes": (leader,), "isr_nodes": (leader,), "offline_replicas": ()}
 
 
 def topic_entry(node, topic) -> dict:
     cluster, internal = node.cluster, topic is node.offsets_topic
     leader = cluster.coordinator if internal else (lambda p: cluster.leader(topic.name, p))
+    epoch = cluster.coordinator_epoch if internal else (lambda p: cluster.leader_epoch(topic.name, p))
     return {"error_code": ErrorCode.none, "name": topic.name, "topic_id": topic.topic_id, "is_internal": internal,
-            "partitions": [_partition_entry(p, leader(p)) for p in range(topic.partitions)]}
+            "partitions": [_partition_entry(p, leader(p), epoch(p)) for p in range(topic.partitions)]}
 
 
 def _error_entry(name: str | None, topic_id: uuid.UUID | None, error: ErrorCode) -> dict:

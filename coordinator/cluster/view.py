@@ -74,6 +74,16 @@ class ClusterView:
         its home offsets partition); 0 (unstamped) elsewhere."""
         return 0
 
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The data partition's leader epoch as every node reports it (Metadata, OffsetForLeaderEpoch):
+        0 where leadership never moves (a lone node, workers: a partition's worker is fixed), as for a
+        fresh Kafka topic; cluster mode: the stamp of the leader's claim."""
+        return 0
+
+    def coordinator_epoch(self, partition: int) -> int:
+        """Offsets partition `partition`'s leader epoch (`__consumer_offsets` in Metadata): as above."""
+        return 0
+
     def leads(self, topic: str, partition: int) -> bool:
         """Whether this node serves the data partition: Produce, Fetch and ListOffsets elsewhere answer
         NOT_LEADER_OR_FOLLOWER, and the client refreshes its metadata, as from Kafka."""

@@ -89,8 +89,9 @@ class DataWriter:
         `done` may be set on the item until the loop turn ends."""
         base = self.next_offset
         buf = bytearray(data)
+        # the offsets and partitionLeaderEpoch: outside the CRC, as Kafka's leader stamps them
         struct.pack_into(">q", buf, 0, base)
-        buf[12:16] = b"\xff\xff\xff\xff"  # partitionLeaderEpoch: outside the CRC, as Kafka stamps it
+        struct.pack_into(">i", buf, 12, self.dlog.leader_epoch)
         self.next_offset = base + count
         item = _Item(bytes(buf), base, count, done, durable)
         self._pending.append(item)

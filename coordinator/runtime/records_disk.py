@@ -192,7 +192,7 @@ class DiskPlane(Watchers):
             try:
                 producers = await loop.run_in_executor(None, self._load, dlog)
             except OSError as e:
-                log.error("data partition not loaded partition=%s: %s", dlog.name, e)
+                self._failed(dlog, e)  # once: the requests that open it again are not logged again
                 continue
             self._opened((topic.topic_id, p), dlog, producers)
         self._arm_flush()

@@ -29,7 +29,7 @@ _COUNT_AT = HEADER_SIZE - 4
 _FIRST_TIMESTAMP = struct.Struct(">q")
 _FIRST_TIMESTAMP_AT = 27  # baseOffset 8, length 4, leader epoch 4, magic 1, crc 4, attributes 2, lastOffsetDelta 4
 NO_PRODUCER_ID = -1
-NO_PARTITION_LEADER_EPOCH = b"\xff\xff\xff\xff"
+_EPOCH = struct.Struct(">i")  # partitionLeaderEpoch, bytes 12..16
 ZSTD = 4
 CREATE_TIME, LOG_APPEND_TIME = 0, 1
 
@@ -65,12 +65,12 @@ class ProducedBatch:
     def last_sequence(self) -> int:
         return _add_sequence(self.base_sequence, self.count - 1)
 
-    def stamp(self, base_offset: int) -> None:
-        """Give the batch its offsets (the CRC does not cover these bytes); the data becomes
-        immutable bytes, which a fetch then joins without copying each batch."""
+    def stamp(self, base_offset: int, leader_epoch: int = 0) -> None:
+        """Give the batch its offsets and the leader's epoch (the CRC does not cover these bytes); the
+        data becomes immutable bytes, which a fetch then joins without copying each batch."""
         data = bytearray(self.data)
         _OFFSET.pack_into(data, 0, base_offset)
-        data[12:16] = NO_PARTITION_LEADER_EPOCH
+        _EPOCH.pack_into(data, 12, leader_epoch)
         self.data = bytes(data)
 
 

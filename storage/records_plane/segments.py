@@ -4,6 +4,7 @@ batches producers sent, as stored by Kafka, and a sparse in-memory index to find
     <data.dir>/<topic>-<p>/<20-digit base offset>.log
     <data.dir>/<topic>-<p>/partition.metadata          the topic id (Kafka's file of that name)
     <data.dir>/<topic>-<p>/log-start-offset-checkpoint  the log start DeleteRecords set (Kafka's format)
+    <data.dir>/<topic>-<p>/leader-epoch-checkpoint      each leader epoch's start offset (leader_epochs.py)
 
 Segments, rolling, the torn-tail and corrupt-batch rules and the write that leaves nothing behind
 when it fails are the offsets log's (`storage.log.PartitionLog`, `storage.scanner`); this module
@@ -31,6 +32,7 @@ from ..log import CLEANED_SUFFIX, SEGMENT_SUFFIX, LoadResult, PartitionLog
 from ..owned_log import stamped_segments
 from ..scanner import scan_segments
 from .batches import first_record_at_or_after, record_with_max_timestamp
+from .leader_epochs import LeaderEpochs, read_epochs, write_epochs
 from .rolling import time_to_roll
 
 log = logging.getLogger("groupd.storage")
@@ -110,6 +112,11 @@ class DataLog(PartitionLog):
                  stamp: int = 0) -> None:
         super().__init__(data_dir, partition, segment_bytes)
         self.stamp = stamp  # cluster mode: the leader's claim; its segments are `<base>-<stamp>.log`
+        # the epoch this node leads the partition in (the stamp: 0 on a lone node, the claim's etcd
+        # revision in cluster mode, which grows with each new leader); its appends are stamped with it,
+        # and it begins at the log end found on loading (`epochs`, the partition's leader-epoch-checkpoint)
+        self.leader_epoch = stamp
+        self.epochs = LeaderEpochs()
         self.topic = topic
         self.topic_id = topic_id
         self.directory = data_partition_dir(data_dir, topic, partition)
@@ -190,7 +197,21 @@ class DataLog(PartitionLog):
             self._open_end(result)
         if self.start_checkpoint > self.next_offset:
             self._start_empty_at(self.start_checkpoint)
+        self._lead_epoch()
         return result
+
+    def _lead_epoch(self) -> None:
+        """Kafka's recovery then `makeLeader`: the history forgets epochs that began past the log end
+        (a lost tail), and this leader's epoch begins at the log end (saved before anything is written
+        in it). An epoch below the history's latest (a stale leader) changes nothing."""
+        epochs = read_epochs(self.directory)
+        saved = list(epochs.entries)
+        epochs.truncate_from_end(self.next_offset)
+        if self.leader_epoch >= epochs.latest:
+            epochs.assign(self.leader_epoch, self.next_offset)
+        if epochs.entries != saved:  # (an epoch begun at the log end is cut and assigned again: unchanged)
+            write_epochs(self.directory, epochs)
+        self.epochs = epochs
 
     def _start_empty_at(self, offset: int) -> None:
         """The log ends below its checkpointed start (its tail was lost, e.g. a power cut in

@@ -87,7 +87,7 @@ def test_metadata_lists_this_node_as_broker_controller_and_leader(groupd, versio
     for i, p in enumerate(topic.partitions):
         assert (p.partition_index, p.leader_id, p.replica_nodes, p.isr_nodes) == (i, 1, (1,), (1,))
         if version >= 7:
-            assert p.leader_epoch == -1
+            assert p.leader_epoch == 0  # a fresh Kafka topic's
     if version >= 10:
         assert topic.topic_id != uuid.UUID(int=0)
 

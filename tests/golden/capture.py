@@ -455,6 +455,10 @@ def kafka_python_request_values(api: int, version: int) -> dict:
         case ApiKey.OFFSET_DELETE:
             return {"group_id": "golden-kp-group", "topics": [{"name": EXISTING, "partitions": [
                 {"partition_index": 0}, {"partition_index": 1}]}]}
+        case ApiKey.OFFSET_FOR_LEADER_EPOCH:  # a consumer validating its position (KIP-320)
+            return {"replica_id": -1, "topics": [{"topic": EXISTING, "partitions": [
+                {"partition": 0, "current_leader_epoch": 0, "leader_epoch": 0},
+                {"partition": 1, "current_leader_epoch": -1, "leader_epoch": 0}]}]}
         case ApiKey.INIT_PRODUCER_ID:  # an idempotent producer (no transactional id)
             return {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1,
                     "producer_epoch": -1}

@@ -227,6 +227,9 @@ def key_fields(api_key: int, m: dict) -> dict:
         case ApiKey.LIST_OFFSETS:
             return {"replica_id": m["replica_id"],
                     "topics": topics("topics", "name", "partitions", "partition_index", "timestamp")}
+        case ApiKey.OFFSET_FOR_LEADER_EPOCH:
+            return {"topics": topics("topics", "topic", "partitions", "partition", "current_leader_epoch",
+                                     "leader_epoch")}
         case ApiKey.METADATA:
             return {"topics": None if m["topics"] is None else [t["name"] for t in m["topics"]],
                     "allow_auto_topic_creation": m.get("allow_auto_topic_creation", True)}
@@ -396,10 +399,14 @@ def response_values(api_key: int, version: int) -> dict:
                  "preferred_read_replica": -1, "records": None}]}]}
         case ApiKey.LIST_OFFSETS:
             return {"topics": [{"name": "golden-a", "partitions": [
-                {"partition_index": 0, "error_code": E.none, "timestamp": -1, "offset": 0, "leader_epoch": -1},
+                {"partition_index": 0, "error_code": E.none, "timestamp": -1, "offset": 0, "leader_epoch": 0},
                 {"partition_index": 9, "error_code": E.unknown_topic_or_partition}]}]}
+        case ApiKey.OFFSET_FOR_LEADER_EPOCH:
+            return {"throttle_time_ms": 0, "topics": [{"topic": "golden-a", "partitions": [
+                {"error_code": E.none, "partition": 0, "leader_epoch": 0, "end_offset": 42},
+                {"error_code": E.unknown_topic_or_partition, "partition": 9, "leader_epoch": -1, "end_offset": -1}]}]}
         case ApiKey.METADATA:
-            partitions = [{"error_code": E.none, "partition_index": p, "leader_id": 1, "leader_epoch": -1,
+            partitions = [{"error_code": E.none, "partition_index": p, "leader_id": 1, "leader_epoch": 0,
                            "replica_nodes": (1,), "isr_nodes": (1,), "offline_replicas": ()} for p in (0, 1)]
             return {"brokers": [{"node_id": 1, "host": "127.0.0.1", "port": 9092, "rack": None}],
                     "cluster_id": "Mk3OEYBSD34fcwNTJENDM2Qk", "controller_id": 1, "topics": [
@@ -528,7 +535,7 @@ def response_values(api_key: int, version: int) -> dict:
             return {"topics": [
                 {"error_code": E.none, "name": "golden-a", "topic_id": uuid.UUID(int=0x1234), "is_internal": False,
                  "topic_authorized_operations": 3576, "partitions": [
-                     {"error_code": E.none, "partition_index": 0, "leader_id": 1, "leader_epoch": -1,
+                     {"error_code": E.none, "partition_index": 0, "leader_id": 1, "leader_epoch": 0,
                       "replica_nodes": [1], "isr_nodes": [1], "eligible_leader_replicas": [], "last_known_elr": [],
                       "offline_replicas": []}]},
                 {"error_code": E.unknown_topic_or_partition, "name": "golden-x", "topic_id": uuid.UUID(int=0),

@@ -63,7 +63,7 @@ def test_offsets_are_assigned_and_the_crc_stays_valid():
     assert [b.base_offset for b in stored] == [0, 3]
     assert all(b.validate_crc() for b in batches_of(b"".join(b.data for b in log.batches)))
     assert [r.offset for r in batches_of(log.batches[1].data)[0]] == [3, 4]
-    assert struct.unpack_from(">i", log.batches[0].data, 12) == (-1,)  # partition leader epoch
+    assert struct.unpack_from(">i", log.batches[0].data, 12) == (0,)  # the leader epoch: 0, as a fresh Kafka topic
 
 
 def test_several_batches_in_one_partition_of_a_produce():

@@ -118,6 +118,14 @@ class EtcdCluster(ClusterView):
         so what a deposed leader writes late is never read (storage/records_plane/segments.py)."""
         return self.mine.get(data_home(topic, partition, self.settings.offsets_topic_num_partitions), 0)
 
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        return self.coordinator_epoch(data_home(topic, partition, self.settings.offsets_topic_num_partitions))
+
+    def coordinator_epoch(self, partition: int) -> int:
+        """The create revision of `owners/<p>`: the owner's stamp, known to every node, larger for each
+        later claim (0 while nobody holds it)."""
+        return self.mine.get(partition) or self.claims.get(partition, 0)
+
     def keeps_shared_state(self) -> bool:
         return True
 
