@@ -468,7 +468,7 @@ class DiskPlane(Watchers):
         if due is None:
             self._arm_clean()
             return
-        key, part, paths, end = due
+        key, part, paths, end, older_kept = due
         config = self._config(part.dlog.topic)
         if self._cleaner is None:
             self._cleaner = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
@@ -476,25 +476,32 @@ class DiskPlane(Watchers):
         self._cleaning = key
         started = time.perf_counter()
         job = asyncio.get_running_loop().run_in_executor(self._cleaner, compact_segments, part.dlog.directory, paths,
-                                                         now, config.delete_retention_ms)
+                                                         now, config.delete_retention_ms, None, older_kept)
         self._clean_job = (part, job)
         job.add_done_callback(lambda f: self._cleaned(key, part, end, f, started))
 
-    def _filthiest(self, now_ms: int) -> tuple[Key, DiskPartition, list[str], int] | None:
-        """(key, partition, the closed segments to clean, the offset they end at) of the compacted
+    def _filthiest(self, now_ms: int) -> tuple[Key, DiskPartition, list[str], int, bool] | None:
+        """(key, partition, the closed segments to clean, the offset they end at, whether earlier
+        segments stay out of the clean) of the compacted
         partition with the largest dirty ratio among those due: dirty bytes (written since the last
         clean) / cleanable bytes > min.cleanable.dirty.ratio (Kafka's strict test); or a dirty
         segment's first batch older than max.compaction.lag.ms; or a tombstone's delete horizon
         passed. A dirty segment holding a record newer than min.compaction.lag.ms is not cleanable,
-        nor any after it. Lone-node logs only (a cluster's stamped segments are read by the next
-        leader: not rewritten in place)."""
+        nor any after it. In cluster mode a leader cleans only the closed segments of its own stamp
+        (the last run of the chain: earlier leaders' segments are read, never rewritten), keeping
+        every tombstone since older values may lie in the segments before them."""
         best = None
         for key, part in self._parts.items():
             dlog = part.dlog
             config = self._config(dlog.topic)
-            if not config.compact or dlog.stamp or len(dlog.segments) < 2:
+            if not config.compact or len(dlog.segments) < 2:
                 continue
             closed = dlog.segments[:-1]
+            skip = 0  # earlier leaders' segments, before this one's own
+            if dlog.stamp:
+                while skip < len(closed) and not (dlog.own(closed[skip][1]) and closed[skip][1] not in dlog.caps):
+                    skip += 1
+                closed = closed[skip:]
             since = self._cleaned_to.get(key, -1)
             if config.min_compaction_lag_ms > 0:  # Kafka's first uncleanable dirty segment
                 newest = now_ms - config.min_compaction_lag_ms
@@ -516,8 +523,8 @@ class DiskPlane(Watchers):
                     (horizon is not None and now_ms >= horizon):
                 rank = (overdue, ratio)
                 if best is None or rank > best[0]:
-                    end = dlog.segments[len(closed)][0]
-                    best = (rank, key, part, [path for _, path in closed], end)
+                    end = dlog.segments[skip + len(closed)][0]
+                    best = (rank, key, part, [path for _, path in closed], end, skip > 0)
         return None if best is None else best[1:]
 
     def _cleaned(self, key: Key, part: DiskPartition, end: int, f: asyncio.Future, started: float) -> None:

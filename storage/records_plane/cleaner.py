@@ -52,14 +52,15 @@ class DataCompactionResult(CompactionResult):
 
 
 def compact_segments(directory: str, paths: list[str], now_ms: int, delete_retention_ms: int,
-                     crash_after: int | None = None) -> DataCompactionResult:
-    """Compact the closed segments `paths` (oldest first, the log's first ones; never the active
-    segment). `crash_after` (tests only) stops as a crash would, after that many rewrites, leaving
-    the next one's `.cleaned` file before its rename."""
+                     crash_after: int | None = None, older_kept: bool = False) -> DataCompactionResult:
+    """Compact the closed segments `paths` (oldest first; never the active segment). `older_kept`:
+    segments before them are not in this clean (a cluster leader cleans only its own stamp's), so no
+    tombstone may go — it may hide an older value there. `crash_after` (tests only) stops as a crash
+    would, after that many rewrites, leaving the next one's `.cleaned` file before its rename."""
     result = DataCompactionResult()
     producers: dict[int, int] = {}  # producer id -> the last offset of its last batch
     latest = latest_offsets(((path, 0, None) for path in paths), producers)
-    keep_tombstones = False  # past a corrupt segment, whose tombstones may hide an older value
+    keep_tombstones = older_kept  # or past a corrupt segment, whose tombstones may hide an older value
     for path in paths:
         data, batches, corrupt = read_closed(path)
         if corrupt:

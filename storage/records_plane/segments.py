@@ -189,7 +189,7 @@ class DataLog(PartitionLog):
             # another leader's segment is read, never changed: bad bytes at its end are where it stopped
         if self.stamp:  # cluster mode: this leader's own segments, from the offset it found on
             self.next_offset = max(result.next_offset, self.segments[-1][0] if self.segments else 0)
-            if self.segments and self._own(self.segments[-1][1]):
+            if self.segments and self.own(self.segments[-1][1]):
                 self._open_active()
             else:
                 self._roll(self.next_offset)
@@ -228,7 +228,8 @@ class DataLog(PartitionLog):
         self.next_offset = offset
         self._roll(offset)
 
-    def _own(self, path: str) -> bool:
+    def own(self, path: str) -> bool:
+        """Whether the segment is this leader's (its stamp; every segment of a lone node)."""
         return _stamp_of(path) == self.stamp
 
     def _open_active(self) -> None:

@@ -181,3 +181,65 @@ def test_data_partitions_handed_over_to_a_joining_node_keep_every_acknowledged_r
         for node in (one, two):
             if node is not None:
                 assert node.stop() == 0, node.log()
+
+
+@pytest.fixture
+def cleaning_nodes(tmp_path, etcd):  # noqa: F811
+    yield from two_nodes(tmp_path, etcd, "records.plane=disk", "log.cleaner.backoff.ms=100")
+
+
+def test_a_cluster_leader_compacts_its_own_segments_and_keeps_tombstones_over_older_leaders(cleaning_nodes):
+    """Cluster mode: the leader of a compacted partition cleans the closed segments of its own stamp;
+    after the partition moves, the new leader cleans only its own, and keeps every tombstone (with
+    delete.retention.ms=0) since the value it deletes may lie in the earlier leader's segments."""
+    import time
+
+    from tests.storage.test_records_compaction import create, keyed, read_all
+    from tests.storage.test_records_plane import produce
+    from tests.support.process import WireClient
+
+    by_id = {i + 1: n for i, n in enumerate(cleaning_nodes)}  # nodes 1 and 2
+    with WireClient(cleaning_nodes[0].bootstrap) as c:
+        create(c, "ct", cleanup_policy="compact", segment_ms="100", delete_retention_ms="0",
+               min_cleanable_dirty_ratio="0.01")
+    def agreed():
+        seen = [leaders(n.bootstrap, "ct") for n in cleaning_nodes]
+        return seen[0] if seen[0] and seen[0].get(0, -1) > 0 and all(x == seen[0] for x in seen) else None
+    first_id = wait_until(agreed, 60, "both nodes name ct's leader")[0]
+    first = by_id[first_id]
+    ts = int(time.time() * 1000) - 600_000
+
+    def write(node, rounds: range, keys=("a", "b", "c")) -> None:
+        nonlocal ts
+        with WireClient(node.bootstrap) as c:
+            for r in rounds:
+                for k in keys:
+                    ts += 1000  # each batch a second after the last: segment.ms=100 rolls before it
+                    value = None if r < 0 else b"%d" % r
+                    assert produce(c, "ct", 0, keyed(k.encode(), value, ts)).error_code is ErrorCode.none
+
+    write(first, range(3))
+    wait_until(lambda: "compacted partition=ct-0 " in first.log(), 60, "the first leader's clean")
+    # one record a segment, a0 b0 c0 a1 b1 c1 a2 b2 | c2 (active): the closed ones keep each key's latest
+    expected = [(5, b"c", b"1"), (6, b"a", b"2"), (7, b"b", b"2"), (8, b"c", b"2")]
+    with WireClient(first.bootstrap) as c:
+        wait_until(lambda: read_all(c, "ct") == expected, 60, "each key's latest value in the closed segments")
+
+    assert first.stop() == 0, first.log()
+    second_id = 3 - first_id
+    second = by_id[second_id]
+    wait_until(lambda: leaders(second.bootstrap, "ct") == {0: second_id}, 60, "the partition moved")
+    write(second, range(3, 5), keys=("a", "b"))
+    write(second, [-1], keys=("a",))  # a tombstone for a, whose older value is in the first leader's segments
+    write(second, [9], keys=("z",))  # one more record: the tombstone's segment closes
+    before = second.log().count("compacted partition=ct-0 ")
+    wait_until(lambda: second.log().count("compacted partition=ct-0 ") > before, 60, "the second leader's clean")
+    with WireClient(second.bootstrap) as c:
+        got = read_all(c, "ct")
+    by_key: dict[bytes, list] = {}
+    for offset, k, v in got:
+        by_key.setdefault(k, []).append((offset, v))
+    assert by_key[b"a"][-1][1] is None, got  # the tombstone is kept: it hides a's value in older segments
+    assert [v for _, v in by_key[b"b"]][-1] == b"4"
+    # the second leader's own segments hold one record per key: b's round 3 is gone
+    assert b"3" not in [v for _, v in by_key[b"b"]], got

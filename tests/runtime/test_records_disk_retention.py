@@ -68,8 +68,8 @@ def test_a_compacted_topics_segment_rolls_at_max_compaction_lag(tmp_path):
             _, done = plane.append(topic, 0, keyed(T + 200), 8, T, -1)
             await done
             assert [base for base, _ in part.dlog.segments] == [0, 1]
-            _, _, paths, end = plane._filthiest(T + 200)  # the first one is closed now: the cleaner takes it
-            assert (paths, end) == ([part.dlog.segments[0][1]], 1)
+            _, _, paths, end, older_kept = plane._filthiest(T + 200)  # the first one is closed now: the cleaner takes it
+            assert (paths, end, older_kept) == ([part.dlog.segments[0][1]], 1, False)
         finally:
             await plane.close()
 
