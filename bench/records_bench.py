@@ -59,7 +59,7 @@ def _cpu(pid: int) -> float:
 
 # -- the raw producer: pre-encoded Produce frames, N connections in this process ------------------
 
-def produce_frames(acks: int, size: int, batch_kb: int) -> tuple[list[bytes], int]:
+def produce_frames(acks: int, size: int, batch_kb: int, topic: str = TOPIC) -> tuple[list[bytes], int]:
     """One Produce v8 frame per partition (correlation id 0, spliced per request) carrying one batch of
     as many `size`-byte values as fit in `batch_kb` (at least one), and that number of records."""
     from aiokafka.record.default_records import DefaultRecordBatchBuilder
@@ -79,7 +79,7 @@ def produce_frames(acks: int, size: int, batch_kb: int) -> tuple[list[bytes], in
     for p in range(PARTITIONS):
         body = build_request(ApiKey.PRODUCE, 8, {
             "transactional_id": None, "acks": acks, "timeout": 30_000 * _MS, "topic_data": [
-                {"name": TOPIC, "partition_data": [{"index": p, "records": records}]}]})
+                {"name": topic, "partition_data": [{"index": p, "records": records}]}]})
         frames.append(encode_request(RequestHeader(ApiKey.PRODUCE, 8, 0, "records-bench"), body))
     return frames, count
 
@@ -131,8 +131,8 @@ async def _drive(port: int, frames: list[bytes], requests: int, connections: int
 
 
 def produce_raw(port: int, acks: int, size: int, total_mb: float, producers: int, batch_kb: int,
-                echo: bool = False) -> dict:
-    frames, per_batch = produce_frames(acks, size, batch_kb)
+                echo: bool = False, topic: str = TOPIC) -> dict:
+    frames, per_batch = produce_frames(acks, size, batch_kb, topic)
     requests = max(int(total_mb * (1 << 20) / (per_batch * size)), producers)
     r = asyncio.run(_drive(port, frames, requests, producers, _echo_ok if echo else _produce_ok))
     r["records"] = r["ok"] * per_batch
@@ -181,7 +181,7 @@ def produce_rdkafka(bootstrap: str, acks: str, size: int, total_mb: float, produ
     return sum(r[0] for r in results), max(r[2] for r in results) - min(r[1] for r in results)
 
 
-def fetch(bootstrap: str, expected: int) -> tuple[int, int, float]:
+def fetch(bootstrap: str, expected: int, topic: str = TOPIC) -> tuple[int, int, float]:
     """(records, bytes, seconds) reading every partition from offset 0 to its end with Fetch v12
     requests (10 MB per partition, 50 MB per response) on one connection, one request at a time:
     the server's fetch path, without a client library's per-message cost."""
@@ -195,7 +195,7 @@ def fetch(bootstrap: str, expected: int) -> tuple[int, int, float]:
         # readable at their fsync, just after the last reply; wait for them, outside the timed part
         deadline = time.monotonic() + 60
         while True:
-            ends = {p: list_offset(c, TOPIC, p, -1).offset for p in range(PARTITIONS)}
+            ends = {p: list_offset(c, topic, p, -1).offset for p in range(PARTITIONS)}
             if sum(ends.values()) >= expected or time.monotonic() > deadline:
                 break
             time.sleep(0.01)
@@ -203,7 +203,7 @@ def fetch(bootstrap: str, expected: int) -> tuple[int, int, float]:
         records = size = 0
         started = time.perf_counter()
         while any(offsets[p] < ends[p] for p in offsets):
-            r = c.request(ApiKey.FETCH, 12, fetch_request([(TOPIC, p, o) for p, o in offsets.items() if o < ends[p]],
+            r = c.request(ApiKey.FETCH, 12, fetch_request([(topic, p, o) for p, o in offsets.items() if o < ends[p]],
                                                           max_bytes=50 << 20, partition_max=10 << 20))
             for part in r.responses[0].partitions:
                 data = part.records or b""
@@ -234,6 +234,68 @@ class EchoServer:
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(10)
+
+
+# -- Apache Kafka, started once per run (JVM defaults, as Kafka ships) --------------------------------
+
+class KafkaTarget:
+    """The reference broker (tests/support/kafka.py; jars from `make kafka`): one per run, a fresh
+    4-partition topic per row. It never fsyncs (Kafka's default flush policy leaves that to the OS) and
+    advances a single replica's high watermark at the append: compare with groupd's acks=1 rows for the
+    same durability, acks=all for fsynced ones."""
+
+    def __init__(self) -> None:
+        from tests.support.kafka import KafkaBroker
+
+        self.data = tempfile.mkdtemp(prefix="records-bench-kafka-")
+        self.broker = KafkaBroker(self.data, jvm=[]).start()
+        self.rows = 0
+
+    def topic(self) -> str:
+        import datetime
+
+        from groupd.protocol.apis import ApiKey
+        from tests.support.process import WireClient
+
+        self.rows += 1
+        name = f"{TOPIC}-{self.rows}"
+        with WireClient(self.broker.bootstrap, timeout=60) as c:
+            r = c.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+                {"name": name, "num_partitions": PARTITIONS, "replication_factor": 1, "assignments": [],
+                 "configs": [{"name": "retention.bytes", "value": "-1"}]}],
+                "timeout": datetime.timedelta(seconds=60), "validate_only": False})
+            assert r.topics[0].error_code == 0, r.topics[0]
+            deadline = time.monotonic() + 60  # every partition led (CreateTopics answers before that)
+            while any(_list_offsets_error(c, name, p) for p in range(PARTITIONS)):
+                assert time.monotonic() < deadline, f"{name} has no leader"
+                time.sleep(0.05)
+        return name
+
+    def stop(self) -> None:
+        self.broker.stop()
+        shutil.rmtree(self.data, ignore_errors=True)
+
+
+def _list_offsets_error(c, topic: str, partition: int) -> int:
+    from groupd.protocol.apis import ApiKey
+
+    r = c.request(ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1,
+                                        "timestamp": -1}]}]})
+    return r.topics[0].partitions[0].error_code
+
+
+def run_kafka(kafka: KafkaTarget, acks: str, size: int, total_mb: float, producers: int, batch_kb: int) -> dict:
+    topic = kafka.topic()
+    pid = kafka.broker.proc.pid
+    cpu0 = _cpu(pid)
+    r = produce_raw(kafka.broker.port, -1 if acks == "all" else int(acks), size, total_mb, producers, batch_kb,
+                    topic=topic)
+    cpu1 = _cpu(pid)
+    got, got_bytes, fetch_seconds = fetch(kafka.broker.bootstrap, r["records"], topic)
+    cpu2 = _cpu(pid)
+    return _row("kafka", acks, size, producers, r["records"], r["seconds"], r["bad"],
+                100 * r["client_cpu"] / r["seconds"], cpu1 - cpu0, got, got_bytes, fetch_seconds, cpu2 - cpu1)
 
 
 # -- one row ---------------------------------------------------------------------------------------
@@ -268,13 +330,20 @@ def run(plane: str, acks: str, size: int, total_mb: float, producers: int, batch
     finally:
         server.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
+    return _row(plane, acks, size, producers, records, seconds, errors, client_pct, cpu1 - cpu0, got, got_bytes,
+                fetch_seconds, cpu2 - cpu1)
+
+
+def _row(target: str, acks: str, size: int, producers: int, records: int, seconds: float, errors: int,
+         client_pct: float | None, produce_cpu: float, got: int, got_bytes: int, fetch_seconds: float,
+         fetch_cpu: float) -> dict:
     mb = records * size / (1 << 20)
     fetched_mb = got_bytes / (1 << 20)
-    return {"target": plane, "acks": acks, "size": size, "producers": producers, "records": records,
+    return {"target": target, "acks": acks, "size": size, "producers": producers, "records": records,
             "errors": errors, "produce_mb_s": mb / seconds, "produce_rec_s": records / seconds,
-            "produce_cpu_ms_mb": 1000 * (cpu1 - cpu0) / mb if mb else 0.0, "client_cpu_pct": client_pct,
+            "produce_cpu_ms_mb": 1000 * produce_cpu / mb if mb else 0.0, "client_cpu_pct": client_pct,
             "fetch_mb_s": fetched_mb / fetch_seconds, "fetch_rec_s": got / fetch_seconds,
-            "fetch_cpu_ms_mb": 1000 * (cpu2 - cpu1) / fetched_mb if fetched_mb else 0.0, "fetched": got}
+            "fetch_cpu_ms_mb": 1000 * fetch_cpu / fetched_mb if fetched_mb else 0.0, "fetched": got}
 
 
 COLUMNS = [("target", 7, "{}"), ("acks", 5, "{}"), ("size", 6, "{}"), ("prod", 5, "{}"), ("records", 10, "{:,}"),
@@ -298,7 +367,8 @@ def row(r: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--targets", default="echo,disk,memory", help="echo and the records planes to measure")
+    ap.add_argument("--targets", default="echo,disk,memory",
+                    help="echo, the records planes (disk, memory) and kafka (Apache Kafka, `make kafka`)")
     ap.add_argument("--acks", default="1,all")
     ap.add_argument("--sizes", default="100,10240", help="value sizes in bytes")
     ap.add_argument("--producers", default="1,10,100", help="concurrent producers (connections, or processes)")
@@ -316,18 +386,25 @@ def main() -> None:
           f"{args.mb:g} MB of values per row, client {args.client} ({loop}), {args.batch_kb} KB per Produce, "
           f"{PARTITIONS} partitions", flush=True)
     print(" ".join(name.rjust(w) for name, w, _ in COLUMNS), flush=True)
+    if args.client == "rdkafka" and "kafka" in targets:
+        targets.remove("kafka")  # the raw client's rows only
     echo = EchoServer() if "echo" in targets else None
+    kafka = KafkaTarget() if "kafka" in targets else None
     try:
         for size in map(int, args.sizes.split(",")):
             for producers in map(int, args.producers.split(",")):
                 if echo is not None:
                     print(row(run_echo(echo, size, args.mb, producers, args.batch_kb)), flush=True)
-                for plane in (t for t in targets if t != "echo"):
+                for target in (t for t in targets if t != "echo"):
                     for acks in args.acks.split(","):
-                        print(row(run(plane, acks, size, args.mb, producers, args.batch_kb, args.client)), flush=True)
+                        r = (run_kafka(kafka, acks, size, args.mb, producers, args.batch_kb) if target == "kafka"
+                             else run(target, acks, size, args.mb, producers, args.batch_kb, args.client))
+                        print(row(r), flush=True)
     finally:
         if echo is not None:
             echo.stop()
+        if kafka is not None:
+            kafka.stop()
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
