@@ -1,7 +1,9 @@
-"""DescribeLogDirs (35), v1–v5 (Kafka 4 removed v0): the logs this node holds in its data dir, with
+"""DescribeLogDirs (35), v1–v4 (Kafka 4 removed v0): the logs this node holds in its data dir, with
 their sizes — what kafka-log-dirs, Cruise Control and the web consoles show as topic sizes. v1 adds
-throttle time, v2 is flexible, v3 a top-level error code, v4 the volume's total and usable bytes,
-v5 whether the directory is cordoned (never, here).
+throttle time, v2 is flexible, v3 a top-level error code, v4 the volume's total and usable bytes.
+Kafka 4.3's v5 (whether the directory is cordoned) is not advertised: kafka-python takes a broker
+offering it for Kafka 4.3 and then sends the versions of its own 4.3 table (Produce v9+) instead of
+those ApiVersions advertises (kafka/protocol/broker_version_data.py).
 
 One log dir, `data.dir`, holding every data partition this node leads (a partition never written
 has a log of 0 bytes, as a created partition has in Kafka; the memory plane reports the bytes it
@@ -25,7 +27,7 @@ from groupd.storage.records_plane import plane_for
 from .request import Request
 
 KEY = ApiKey.DESCRIBE_LOG_DIRS
-VERSIONS = (1, 5)
+VERSIONS = (1, 4)
 
 
 def _offsets_sizes(node) -> dict[int, int]:
@@ -68,5 +70,4 @@ def handle(node, request: Request):
               for name, parts in sorted(held.items()) if parts]
     return build_response(KEY, request.version, {"error_code": ErrorCode.none, "results": [{
         "error_code": ErrorCode.none, "log_dir": directory, "topics": topics,
-        "total_bytes": volume.f_blocks * volume.f_frsize, "usable_bytes": volume.f_bavail * volume.f_frsize,
-        "is_cordoned": False}]})
+        "total_bytes": volume.f_blocks * volume.f_frsize, "usable_bytes": volume.f_bavail * volume.f_frsize}]})

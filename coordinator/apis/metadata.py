@@ -1,10 +1,11 @@
-"""Metadata (3), v0–v12.
+"""Metadata (3), v0–v13.
 
 v1 makes the topic list nullable (null = all topics; in v0 an empty list means all) and adds the
 controller; v2 the cluster id; v4 `allow_auto_topic_creation`; v5 offline replicas; v7 leader
 epochs; v8 authorized operations (left at Kafka's "not requested" value); v9 is flexible; v10
 topic ids, answered from v12 as Kafka does (a topic may be asked for by id alone; a non-zero id wins
-over the name, which the Java client sends as "" with an id).
+over the name, which the Java client sends as "" with an id); v13 a top-level error code (KIP-1102's
+REBOOTSTRAP_REQUIRED, never sent here: always NONE).
 
 The brokers, the controller and each partition's leader come from the node's view of the cluster
 (coordinator/cluster/view.py; a lone node is all three); leader epoch -1, so no client tries to validate
@@ -33,7 +34,7 @@ from groupd.storage.catalog import legal_topic_name
 from .request import Request, respond, respond_all
 
 KEY = ApiKey.METADATA
-VERSIONS = (0, 12)
+VERSIONS = (0, 13)
 
 _ZERO_ID = uuid.UUID(int=0)
 OMITTED = -(2**31)  # authorized operations not asked for
@@ -124,6 +125,7 @@ def _response(node, request: Request, topics: list[dict]):
                               if authorized(node, request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME,
                                             audit=False) else 0)
     return build_response(ApiKey.METADATA, version, {
+        "error_code": ErrorCode.none,
         "cluster_authorized_operations": cluster_operations,
         "brokers": broker_entries(node.cluster, request.advertised),
         "cluster_id": node.cluster_id,

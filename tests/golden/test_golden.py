@@ -408,7 +408,7 @@ def response_values(api_key: int, version: int) -> dict:
         case ApiKey.METADATA:
             partitions = [{"error_code": E.none, "partition_index": p, "leader_id": 1, "leader_epoch": 0,
                            "replica_nodes": (1,), "isr_nodes": (1,), "offline_replicas": ()} for p in (0, 1)]
-            return {"brokers": [{"node_id": 1, "host": "127.0.0.1", "port": 9092, "rack": None}],
+            return {"error_code": E.none, "brokers": [{"node_id": 1, "host": "127.0.0.1", "port": 9092, "rack": None}],
                     "cluster_id": "Mk3OEYBSD34fcwNTJENDM2Qk", "controller_id": 1, "topics": [
                         {"error_code": E.none, "name": "golden-a", "topic_id": topic_id,
                          "is_internal": False, "partitions": partitions},
