@@ -47,7 +47,8 @@ connect: install-test
 differential: install-test kafka
 	$(PY) -m pytest tests/differential $(PYTEST_ARGS)
 
-# External suites (librdkafka's test-runner, kafka-python's integration tests) against groupd:
+# External suites (librdkafka's test-runner, kafka-python's integration tests, franz-go's kgo tests)
+# against groupd:
 # a table test -> PASS/FAIL with totals. `make test` runs the same CI tier through pytest
 # (tests/conformance/test_suites.py); conformance-full adds the longer local-only tier.
 conformance: install-test

@@ -52,6 +52,9 @@ log = logging.getLogger("groupd")
 Key = tuple  # (topic id, partition)
 DATA_WRITE_THREADS = 4
 INLINE_LOAD_BYTES = 4 << 20  # a partition with more on disk is loaded off the loop
+# A batch's size is checked against its topic's max.message.bytes only (refusal, as Kafka's
+# LogValidator does): a topic may allow more than the broker's default. This only bounds the parse.
+ANY_BATCH_SIZE = 2**31 - 1
 
 
 class Unavailable(Exception):
@@ -266,7 +269,7 @@ class DiskPlane(Watchers):
         """Validate and accept one partition's batches: the answer, and (acks ≠ 0) a future for when
         it may be sent (its result: None, or the error that replaces the answer's)."""
         try:
-            batches = split(records, produce_version, self.settings.records_message_max_bytes)
+            batches = split(records, produce_version, ANY_BATCH_SIZE)
         except BatchError as e:
             return Appended(e.error, message=e.message), None
         if any(b.transactional for b in batches):

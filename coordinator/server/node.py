@@ -87,10 +87,13 @@ class Node:
         self.answers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="groupd-answers")
 
     def topics_image(self) -> TopicsImage:
-        """The catalog's topics as the consumer machine sees them, rebuilt only when the catalog changed."""
+        """The catalog's topics as the consumer machine sees them, rebuilt only when the catalog changed.
+        `__consumer_offsets` is among them: Kafka's metadata image holds its internal topic too, so a
+        subscription by name or regex gets its partitions assigned."""
         catalog, cached = self.catalog, self._topics_image
         if cached is None or cached[0] is not catalog or cached[1].version != catalog.version:
-            cached = self._topics_image = (catalog, TopicsImage.of(catalog.version, catalog, catalog.created_version))
+            topics = (*catalog, self.offsets_topic)
+            cached = self._topics_image = (catalog, TopicsImage.of(catalog.version, topics, catalog.created_version))
         return cached[1]
 
     def close(self) -> None:

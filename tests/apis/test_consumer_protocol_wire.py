@@ -61,6 +61,29 @@ def test_a_new_regex_is_resolved_after_the_join_and_its_topics_come_in_a_later_h
     assert epoch == 2  # the resolution's result moved the group epoch
 
 
+def test_a_regex_matching_the_offsets_topic_gets_its_partitions(server):
+    """Kafka resolves a regex against every topic of its metadata image, `__consumer_offsets`
+    included, and assigns what matches (franz-go's Test848RegexBrokerResolves relies on it)."""
+    with WireClient(server.bootstrap) as c:
+        offsets = c.request(ApiKey.METADATA, 12, {"topics": [{"name": "__consumer_offsets", "topic_id": None}],
+                                                  "allow_auto_topic_creation": False,
+                                                  "include_topic_authorized_operations": False}).topics[0]
+        r = join(c, "wire-regex-internal", "m-1", names=(), regex="__consumer_offsets")
+        epoch, deadline = r.member_epoch, time.monotonic() + 30
+        while not (r.assignment is not None and r.assignment.topic_partitions) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            r = c.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
+                "group_id": "wire-regex-internal", "member_id": "m-1", "member_epoch": epoch, "instance_id": None,
+                "rack_id": None, "rebalance_timeout": datetime.timedelta(milliseconds=-1),
+                "subscribed_topic_names": None, "subscribed_topic_regex": None, "server_assignor": None,
+                "topic_partitions": None})
+            assert r.error_code == ErrorCode.none
+            epoch = r.member_epoch
+    assert offsets.is_internal
+    assert [(tp.topic_id, sorted(tp.partitions)) for tp in r.assignment.topic_partitions] == [
+        (offsets.topic_id, [p.partition_index for p in offsets.partitions])]
+
+
 def test_describe_groups_treats_a_consumer_group_as_not_found(server):
     with WireClient(server.bootstrap) as c:
         join(c, "wire-describe", "m-1")

@@ -1,4 +1,4 @@
-"""What both suites share: the cache, the allowlists, the findings file, the groupd they run
+"""What the suites share: the cache, the allowlists, the findings file, the groupd they run
 against, and the result of one test."""
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ GROUPD_SETTINGS = (
 
 @dataclasses.dataclass(frozen=True)
 class Entry:
-    suite: str  # "librdkafka", "librdkafka-consumer" (its KIP-848 run) or "kafka-python"
+    suite: str  # "librdkafka", "librdkafka-consumer" (its KIP-848 run), "kafka-python" or "franz-go"
     id: str
-    target: str  # librdkafka: the TESTS value; kafka-python: the pytest node id
-    subtests: str | None  # librdkafka: the SUBTESTS value
+    target: str  # librdkafka: the TESTS value; kafka-python: the pytest node id; franz-go: the Go test
+    subtests: str | None  # librdkafka: the SUBTESTS value; franz-go: the subtest part of -test.run
     tier: str  # "ci": run in CI; "full": only in `make conformance-full`
     expect: str  # PASS, FAIL or SKIP
     timeout: int  # seconds
@@ -104,7 +104,7 @@ def select(entries: list[Entry], tier: str, only: list[str] | None = None) -> li
     return [e for e in entries if e.tier in keep and (not only or any(o in e.id for o in only))]
 
 
-_FINDING = re.compile(r"^### (?P<suite>librdkafka-consumer|librdkafka|kafka-python) (?P<ids>.+?)\s*$")
+_FINDING = re.compile(r"^### (?P<suite>librdkafka-consumer|librdkafka|kafka-python|franz-go) (?P<ids>.+?)\s*$")
 
 
 def read_findings() -> dict[tuple[str, str], dict[str, str]]:

@@ -4,6 +4,7 @@
     python -m tests.conformance.report --tier full      # everything (make conformance-full)
     python -m tests.conformance.report --suite librdkafka --only 0113_t 0102
     python -m tests.conformance.report --suite librdkafka-consumer   # the KIP-848 run
+    python -m tests.conformance.report --suite franz-go --only TestGroupETL
 
 Builds and caches the suites on first use (~/.cache/groupd-conformance). Logs of every test and
 of its groupd go to ~/.cache/groupd-conformance/logs/. Exits 1 when a result differs from the
@@ -17,22 +18,23 @@ import json
 import sys
 import time
 
-from . import kafka_python, librdkafka
+from . import franz_go, kafka_python, librdkafka
 from .common import CACHE, Result, finding_problem, read_allowlist, read_findings, select
 
-SUITES = ("librdkafka", "librdkafka-consumer", "kafka-python")
+SUITES = ("librdkafka", "librdkafka-consumer", "kafka-python", "franz-go")
 
 
 def run(suite: str, tier: str, only: list[str] | None, say=print) -> tuple[list[Result], float]:
     entries = select(read_allowlist(suite), tier, only)
     if not entries:
         return [], 0.0
-    if suite in librdkafka.GROUP_PROTOCOL:
-        _, setup = librdkafka.ensure_built(say)
+    if suite in librdkafka.GROUP_PROTOCOL or suite == "franz-go":
+        runner = franz_go if suite == "franz-go" else librdkafka
+        _, setup = runner.ensure_built(say)
         results = []
         for e in entries:
             say(f"  {suite} {e.id} ...", end=" ", flush=True)
-            r = librdkafka.run_entry(e)
+            r = runner.run_entry(e)
             say(f"{r.status} ({r.seconds:.0f}s) {r.detail}")
             results.append(r)
         return results, setup

@@ -1,6 +1,6 @@
 """The CI part of the conformance suites: librdkafka's test-runner (in the classic and in the
-KIP-848 consumer group protocol) and kafka-python's integration tests (the `ci` tier of
-tests/conformance/*.allowlist) against groupd.
+KIP-848 consumer group protocol), kafka-python's integration tests and franz-go's kgo tests (the
+`ci` tier of tests/conformance/*.allowlist) against groupd.
 
 Every test must give exactly the result its allowlist line expects: a PASS that starts failing
 is a regression, and a FAIL that starts passing means the allowlist (and FINDINGS.md) must be
@@ -8,14 +8,15 @@ updated. A test expected to FAIL needs a FINDINGS.md entry saying which Kafka be
 chose not to copy or which groupd gap it hits. No xfail: these are real clients.
 
 The first run builds librdkafka (≈ 2 min on 2 cores) and the kafka-python venv (≈ 15 s) into
-~/.cache/groupd-conformance; later runs reuse them. `make conformance-full` runs the full tier.
+~/.cache/groupd-conformance, and franz-go's test binary (≈ 3 min, .ci/install-franz-go) into
+~/.cache/groupd-clients; later runs reuse them. `make conformance-full` runs the full tier.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from . import kafka_python, librdkafka
+from . import franz_go, kafka_python, librdkafka
 from .common import finding_problem, read_allowlist, read_findings, select, tail
 from .report import SUITES
 
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.clients
 # librdkafka's two runs: the classic protocol, then the consumer (KIP-848) protocol
 LIBRDKAFKA = [e for suite in librdkafka.GROUP_PROTOCOL for e in select(read_allowlist(suite), "ci")]
 KAFKA_PYTHON = select(read_allowlist("kafka-python"), "ci")
+FRANZ_GO = select(read_allowlist("franz-go"), "ci")
 
 
 def test_every_expected_failure_is_explained():
@@ -65,4 +67,22 @@ def test_kafka_python(entry, kafka_python_results):
     result = kafka_python_results[entry.id]
     assert result.status == entry.expect, (
         f"kafka-python {entry.id}: {result.status} ({result.detail}), allowlist expects {entry.expect}; "
+        f"log {result.log}\n{tail(result.log)}")
+
+
+@pytest.fixture(scope="module")
+def franz_go_binary():
+    try:
+        binary, _ = franz_go.ensure_built()
+    except Exception as e:  # noqa: BLE001  (Go or the module proxy missing: say so, precisely)
+        pytest.fail(f"cannot build franz-go's kgo tests: {e}")
+    return binary
+
+
+@pytest.mark.timeout(900)  # the first test also waits for the build
+@pytest.mark.parametrize("entry", FRANZ_GO, ids=[e.id for e in FRANZ_GO])
+def test_franz_go(entry, franz_go_binary):
+    result = franz_go.run_entry(entry)
+    assert result.status == entry.expect, (
+        f"franz-go {entry.id}: {result.status} ({result.detail}), allowlist expects {entry.expect}; "
         f"log {result.log}\n{tail(result.log)}")

@@ -65,6 +65,23 @@ def test_a_log_append_time_topic_stamps_the_brokers_time(server):
         assert produce(c, "ct", 0, batch(1, ts=now_ms())).log_append_time is None
 
 
+def test_a_topic_may_allow_batches_larger_than_the_brokers_default(server):
+    """max.message.bytes above message.max.bytes (1 MiB): Kafka takes a 1.5 MiB batch into such a
+    topic (franz-go's TestIssueFetchLargerThanBrokerMaxReadBytes). The memory plane keeps its own
+    bound over every batch, records.message.max.bytes."""
+    big = batch(1, value=b"x" * (3 << 19))
+    with WireClient(server.bootstrap) as c:
+        create(c, "roomy", max_message_bytes=str(4 << 20))
+        r = produce(c, "roomy", 0, big)
+        if "records.plane=memory" in server.settings:
+            assert r.error_code is E.message_too_large and "records.message.max.bytes" in r.error_message
+        else:
+            assert (r.error_code, r.base_offset) == (E.none, 0)
+        create(c, "default-sized")
+        r = produce(c, "default-sized", 0, big)
+        assert r.error_code is E.message_too_large
+
+
 def test_a_batch_over_the_topics_max_message_bytes_is_refused(server):
     with WireClient(server.bootstrap) as c:
         create(c, "small", max_message_bytes="200")
