@@ -29,6 +29,7 @@ from ..batch_crc import set_crc
 from ..compaction import CompactionResult, latest_offsets, read_closed, write_synced
 from ..files import fsync_dir
 from ..log import CLEANED_SUFFIX
+from ..wire import uvarint
 from .segments import SegmentIndex
 
 DELETE_HORIZON_FLAG = 0x40  # batch attribute bit 6 (KIP-534): the base timestamp is the delete horizon
@@ -186,13 +187,7 @@ def _bytes(out: bytearray, value: bytes | None) -> None:
 
 def _varint(n: int) -> bytes:
     """Kafka's zig-zag varint (varlong for the timestamp delta: same encoding)."""
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
+    return uvarint((n << 1) ^ (n >> 63))
 
 
 def index_of(segment: bytes, inode: int) -> SegmentIndex:

@@ -12,7 +12,6 @@ REST helpers poll with generous deadlines, never fixed sleeps.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import subprocess
@@ -21,9 +20,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
-import pytest
-
-from .kafka import CACHE, TEST_JVM
+from .kafka import CACHE, TEST_JVM, installed_jars
 from .process import ROOT, ServerProcess, free_ports
 
 VERSION = os.environ.get("CONNECT_VERSION", "4.3.1")
@@ -39,12 +36,9 @@ def lib_dir(version: str = VERSION) -> str:
 
 
 def classpath(version: str = VERSION) -> str:
-    """The jars of Kafka Connect `version`; fails the test (never skips: CI installs them) when absent."""
-    jars = sorted(glob.glob(os.path.join(lib_dir(version), "*.jar")))
-    if not any(os.path.basename(j) == f"connect-runtime-{version}.jar" for j in jars):
-        pytest.fail(f"Kafka Connect {version} is not installed in {lib_dir(version)}: run "
-                    f"`CONNECT_VERSION={version} .ci/install-connect` (`make clients` does it; needs Java 17 + Maven)")
-    return os.pathsep.join(jars)
+    """The jars of Kafka Connect `version`."""
+    return installed_jars(lib_dir(version), f"connect-runtime-{version}.jar", f"Kafka Connect {version}",
+                          f"CONNECT_VERSION={version} .ci/install-connect")
 
 
 def worker_settings(bootstrap: str, group: str, rest_port: int) -> dict[str, str]:

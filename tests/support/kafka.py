@@ -82,13 +82,20 @@ def lib_dir(version: str = VERSION) -> str:
     return os.path.join(CACHE, "kafka", version, "lib")
 
 
-def classpath(version: str = VERSION) -> str:
-    """The jars of Apache Kafka `version`; fails the test (never skips: CI installs it) when absent."""
-    jars = sorted(glob.glob(os.path.join(lib_dir(version), "*.jar")))
-    if not any(os.path.basename(j) == f"kafka_2.13-{version}.jar" for j in jars):
-        pytest.fail(f"Apache Kafka {version} is not installed in {lib_dir(version)}: run "
-                    f"`KAFKA_REF_VERSION={version} .ci/install-kafka` (`make clients` does it; needs Java 17 + Maven)")
+def installed_jars(directory: str, marker: str, what: str, install: str) -> str:
+    """The classpath of the jars a .ci/install-* script put in `directory`; fails the test (never
+    skips: CI installs them) when `marker`, the jar that says they are there, is absent."""
+    jars = sorted(glob.glob(os.path.join(directory, "*.jar")))
+    if not any(os.path.basename(j) == marker for j in jars):
+        pytest.fail(f"{what} is not installed in {directory}: run `{install}` (`make clients` does it; "
+                    "needs Java 17 + Maven)")
     return os.pathsep.join(jars)
+
+
+def classpath(version: str = VERSION) -> str:
+    """The jars of Apache Kafka `version`."""
+    return installed_jars(lib_dir(version), f"kafka_2.13-{version}.jar", f"Apache Kafka {version}",
+                          f"KAFKA_REF_VERSION={version} .ci/install-kafka")
 
 
 def java_command(main: str, *args: str, jvm: Sequence[str] | None = None, version: str = VERSION,
