@@ -32,11 +32,7 @@ VERSIONS = (1, 4)
 
 def _offsets_sizes(node) -> dict[int, int]:
     """Bytes of each offsets partition this node has a log of."""
-    sizes = {}
-    for p, writer in enumerate(node.coordinator.writers):
-        if writer is not None:
-            sizes[p] = sum(os.path.getsize(path) for _, path in writer.plog.segments if os.path.exists(path))
-    return sizes
+    return {p: writer.plog.size for p, writer in enumerate(node.coordinator.writers) if writer is not None}
 
 
 def _held(node) -> dict[str, dict[int, int]]:

@@ -38,6 +38,14 @@ def test_pages_cover_every_partition_once_in_name_order(server):
     assert all(len(parts) <= 2 for _, parts in got)
 
 
+def test_a_limit_below_one_answers_one_partition_a_page_and_a_huge_one_is_capped(server):
+    with WireClient(server.bootstrap) as c:
+        for limit in (0, -7):
+            assert pages(c, ["p-a"], limit) == [("p-a", [0]), ("p-a", [1]), ("p-a", [2])]
+        assert pages(c, [], 2**31 - 1) == [("__consumer_offsets", [0, 1, 2]), ("p-a", [0, 1, 2]), ("p-b", [0, 1]),
+                                            ("p-c", [0])]
+
+
 def test_named_topics_unknown_and_illegal_names_and_a_bad_cursor(server):
     with WireClient(server.bootstrap) as c:
         assert pages(c, ["p-c", "p-a"], 10) == [("p-a", [0, 1, 2]), ("p-c", [0])]
