@@ -162,10 +162,14 @@ def test_data_partitions_handed_over_to_a_joining_node_keep_every_acknowledged_r
     two = None
     acked: dict[tuple[int, int], bytes] = {}
     stop = threading.Event()
+    # node 1 claims its offsets partitions one by one: it must lead (and have written) every data
+    # partition before node 2 comes, or a home node 2 wins has nothing to hand over
+    assert agreed_leaders([one], {1}) == {0: 1, 1: 1, 2: 1, 3: 1}
     t = threading.Thread(target=produce_storm, args=(one.bootstrap, acked, stop), daemon=True)
     t.start()
     try:
-        wait_until(lambda: len(acked) >= 1500, 60, "records acknowledged by node 1 alone")
+        wait_until(lambda: {p for p, _ in list(acked)} == {0, 1, 2, 3} and len(acked) >= 1500, 60,
+                   "records acknowledged by node 1 alone, on every partition")
         two = cluster_node(data, etcd, 2, *SETTINGS).start()
         agreed_leaders([one, two], {1, 2}, exactly=True)  # t-3's home moves to node 2 (rendezvous)
         before = len(acked)
