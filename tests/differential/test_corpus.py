@@ -12,6 +12,7 @@ from .corpus import CORPUS
 from .diff import Side, allowlist, compare, findings, run
 from .test_consumer_groups_command import COMMANDS
 from .test_kafka_tools import COMMANDS as TOOL_COMMANDS
+from .test_security_tools import COMMANDS as SECURITY_COMMANDS
 
 pytestmark = pytest.mark.differential
 
@@ -34,10 +35,10 @@ def test_scenario(name, servers):
 
 def test_allowlist_is_argued():
     """Every allowlisted difference names a finding of FINDINGS.md and a scenario of the corpus or a
-    command of test_consumer_groups_command.py or test_kafka_tools.py."""
+    command of test_consumer_groups_command.py, test_kafka_tools.py or test_security_tools.py."""
     known = findings()
     for name, entries in allowlist().items():
-        assert name in CORPUS or name in COMMANDS or name in TOOL_COMMANDS, \
+        assert name in CORPUS or name in COMMANDS or name in TOOL_COMMANDS or name in SECURITY_COMMANDS, \
             f"allowlist.txt names an unknown scenario {name}"
         for finding, diff in entries:
             assert finding in known, f"allowlist.txt: {finding} ({name} {diff}) has no section in FINDINGS.md"

@@ -475,6 +475,9 @@ def kafka_python_request_values(api: int, version: int) -> dict:
             return {"filters": [ACL_FILTER]}
         case ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS:
             return {"users": [{"name": "golden-kp-user"}]}
+        case ApiKey.DESCRIBE_CLIENT_QUOTAS:  # kafka-configs --entity-type users --describe's filter
+            return {"components": [{"entity_type": "user", "match_type": 0, "match": "golden-kp-user"}],
+                    "strict": False}
         case ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
             return {"deletions": [{"name": "golden-kp-user", "mechanism": 1}],
                     "upsertions": [{"name": "golden-kp-other", "mechanism": 2, "iterations": 4096,

@@ -296,6 +296,9 @@ def key_fields(api_key: int, m: dict) -> dict:
             return {"filters": [acl_filter_fields(f) for f in m["filters"]]}
         case ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS:
             return {"users": [u["name"] for u in m["users"] or ()]}
+        case ApiKey.DESCRIBE_CLIENT_QUOTAS:
+            return {"components": [[c["entity_type"], c["match_type"], c["match"]] for c in m["components"]],
+                    "strict": m["strict"]}
         case ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
             return {"deletions": [[d["name"], d["mechanism"]] for d in m["deletions"]],
                     "upsertions": [[u["name"], u["mechanism"], u["iterations"]] for u in m["upsertions"]]}
@@ -521,6 +524,8 @@ def response_values(api_key: int, version: int) -> dict:
                  "credential_infos": [{"mechanism": 1, "iterations": 4096}, {"mechanism": 2, "iterations": 8192}]},
                 {"user": "golden-nobody", "error_code": E.resource_not_found,
                  "error_message": "Attempt to describe a user credential that does not exist", "credential_infos": []}]}
+        case ApiKey.DESCRIBE_CLIENT_QUOTAS:  # groupd keeps no quotas: a valid filter matches nothing
+            return {"error_code": E.none, "error_message": None, "entries": []}
         case ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
             return {"results": [{"user": "alice", "error_code": E.none, "error_message": None},
                                 {"user": "golden-few", "error_code": E.unacceptable_credential,

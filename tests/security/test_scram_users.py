@@ -217,3 +217,43 @@ def test_a_damaged_credential_file_stops_start_up_with_one_line(tmp_path):
     with pytest.raises(RuntimeError, match="the SCRAM credential file .* is damaged"):
         s.start()
     assert "Traceback" not in s.log()
+
+
+def quotas(c: WireClient, *components: tuple[str, int, str | None], version: int = 1):
+    return c.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, version, {
+        "components": [{"entity_type": t, "match_type": m, "match": s} for t, m, s in components], "strict": False})
+
+
+@pytest.mark.parametrize("components,error,message", [
+    ([("user", 0, "alice")], ErrorCode.none, None),
+    ([("user", 2, None), ("client-id", 1, None)], ErrorCode.none, None),
+    ([("", 0, "x")], ErrorCode.invalid_request, "Invalid empty entity type."),
+    ([("user", 0, "a"), ("user", 2, None)], ErrorCode.invalid_request,
+     "Entity type user cannot appear more than once in the filter."),
+    ([("group", 0, "g")], ErrorCode.unsupported_version, "Unsupported entity type group"),
+    ([("user", 0, None)], ErrorCode.invalid_request,
+     "Request specified MATCH_TYPE_EXACT, but set match string to null."),
+    ([("user", 1, "a")], ErrorCode.invalid_request,
+     "Request specified MATCH_TYPE_DEFAULT, but also specified a match string."),
+    ([("user", 7, None)], ErrorCode.invalid_request, "Unknown match type 7"),
+    ([("ip", 2, None), ("client-id", 2, None)], ErrorCode.invalid_request,
+     "Invalid entity filter component combination. IP filter component should not be used with user or "
+     "clientId filter component."),
+])
+def test_client_quotas_none_kept_and_filters_checked_as_kafka(server, ports, components, error, message):
+    """groupd keeps no client quotas: a valid filter matches nothing; a bad one gets Kafka's error and
+    message, with entries null."""
+    with admin_client(ports) as c:
+        for version in (0, 1):
+            r = quotas(c, *components, version=version)
+            assert (r.error_code, r.error_message) == (error, message)
+            assert r.entries == (() if error is ErrorCode.none else None)
+
+
+def test_client_quotas_need_describe_configs_on_the_cluster(server, ports):
+    with WireClient(f"127.0.0.1:{ports.sasl}") as c:  # old: a PLAIN user without ACLs on the cluster
+        assert c.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code is ErrorCode.none
+        assert c.request(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\0old\0old-secret"}).error_code \
+            is ErrorCode.none
+        r = quotas(c, ("user", 0, "old"))
+    assert (r.error_code, r.entries) == (ErrorCode.cluster_authorization_failed, None)
