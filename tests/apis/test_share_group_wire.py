@@ -4,11 +4,16 @@ leave; the classic admin APIs see the share group as Kafka's do; a restart keeps
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
-from tests.support.process import GroupdProcess, WireClient, groupd_fixture
+from tests.support.process import ROOT, GroupdProcess, WireClient, groupd_fixture
 
 server = groupd_fixture("topics=one:1,three:3")
 
@@ -124,3 +129,29 @@ def test_a_restart_keeps_the_group_its_epochs_and_assignment(own_server):
         # the members go on with the epochs they had
         assert heartbeat(c, "sg-restart", "b", b.member_epoch).error_code == ErrorCode.none
         assert heartbeat(c, "sg-restart", "a", a.member_epoch).member_epoch == 2
+
+
+def test_groups_cli_lists_and_describes_a_share_group(server):
+    with WireClient(server.bootstrap) as c:
+        heartbeat(c, "sg-cli", "m-1", 0, ["three"])
+        heartbeat(c, "sg-cli", "m-2", 0, ["three"])
+        heartbeat(c, "sg-cli", "m-1", 1)  # m-1 takes the target of epoch 2
+    b = ["--bootstrap", server.bootstrap]
+    listed = json.loads(_cli("groups", "list", "--type", "share", "--json", *b))
+    assert {"group": "sg-cli", "state": "Stable", "protocol_type": "share", "type": "share"} in listed
+    described = json.loads(_cli("groups", "describe", "sg-cli", "--json", *b))
+    assert (described["type"], described["state"], described["protocol"], described["group_epoch"]) == (
+        "share", "Stable", "simple", 2)
+    assert sorted(m["member_id"] for m in described["members"]) == ["m-1", "m-2"]
+    held = sorted(p for m in described["members"] for p in m["assignment"].get("three", []))
+    assert held == [0, 1, 2]  # three partitions, two members: each partition once (S = 1)
+    text = _cli("groups", "describe", "sg-cli", *b)
+    assert "share group Stable, group epoch 2, assignment epoch" in text and "assignor simple" in text
+
+
+def _cli(*args: str) -> str:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GROUPD_")}
+    r = subprocess.run([sys.executable, "-m", "groupd.coordinator", *args], cwd=ROOT, capture_output=True,
+                       text=True, timeout=60, env=clean)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
