@@ -239,3 +239,13 @@ def test_other_group_types_and_share_ids_stay_apart(d):
     assert (reply["error_code"], reply["error_message"]) == (E.group_id_not_found, "Group c is not a share group.")
     assert isinstance(d.shard.groups["g"], ShareGroup)
     assert any(isinstance(r.key, ShareGroupMetadataKey) for r in d.written)
+
+
+def test_a_subscribed_topic_growing_bumps_the_epoch_and_assigns_the_new_partitions(d):
+    d.share_heartbeat(join("a"), TOPICS)
+    assert d.share_heartbeat(hb("a", 1), TopicsImage.of(2, [Topic("foo", 2, FOO)]))["assignment"] is None
+    grown = TopicsImage.of(3, [Topic("foo", 4, FOO), Topic("bar", 3, BAR)])
+    reply = d.share_heartbeat(hb("a", 1), grown)
+    assert reply["member_epoch"] == 2 and assigned(reply) == {FOO: {0, 1, 2, 3}}
+    assert group(d).initialized()[FOO] == frozenset(range(4))
+    assert_replay_matches(d)

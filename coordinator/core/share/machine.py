@@ -86,6 +86,7 @@ class ShareMachine:
         self.events = events
         self.session: dict[tuple[str, str], int] = {}  # (group, member) → deadline (monotonic ms; memory)
         self.topics: TopicsImage | None = None  # the last image a heartbeat brought (timers have none)
+        self.metadata_version: dict[str, int] = {}  # group → the topics version its hash was last checked at
 
     # =========================================================================================
     # ShareGroupHeartbeat
@@ -144,20 +145,28 @@ class ShareMachine:
         g = group.group_id
         if metadata != old:
             out.records.append(Record(ShareGroupMemberMetadataKey(g, member.member_id), metadata))
-        subscriptions = {m.member_id: m.subscribed_topic_names for m in group.members.values()}
-        subscriptions[member.member_id] = metadata.subscribed_topic_names
-        metadata_hash = _metadata_hash(subscriptions, topics)
+        def subscriptions() -> dict[str, tuple[str, ...]]:  # every member's, this one's as updated
+            return {**{m.member_id: m.subscribed_topic_names for m in group.members.values()},
+                    member.member_id: metadata.subscribed_topic_names}
+
         subscription_changed = old is None or set(old.subscribed_topic_names) != set(metadata.subscribed_topic_names)
         group_epoch = group.group_epoch
-        if subscription_changed or metadata_hash != group.metadata_hash:
-            group_epoch += 1
-            out.records.append(Record(ShareGroupMetadataKey(g), ShareGroupMetadataValue(group_epoch, metadata_hash)))
+        # the subscribed topics' metadata is hashed again only when it may have changed: a new
+        # subscription or a new topics image (memory: after a restart the first heartbeat re-checks)
+        if subscription_changed or self.metadata_version.get(g) != topics.version:
+            self.metadata_version[g] = topics.version
+            metadata_hash = _metadata_hash(subscriptions(), topics)
+            if subscription_changed or metadata_hash != group.metadata_hash:
+                self.metadata_version.pop(g)  # checked again next time, in case this write fails
+                group_epoch += 1
+                out.records.append(Record(ShareGroupMetadataKey(g),
+                                          ShareGroupMetadataValue(group_epoch, metadata_hash)))
 
         # -- the target assignment (step 6)
         target_epoch = group.assignment_epoch
         target = group.targets.get(member.member_id, {})
         if group_epoch > target_epoch:
-            targets = self._target(out, group, subscriptions, topics, group_epoch, now)
+            targets = self._target(out, group, subscriptions(), topics, group_epoch, now)
             target_epoch = group_epoch
             target = targets.get(member.member_id, {})
 
