@@ -22,7 +22,7 @@ TOPICS = {"dt1": 1, "dt3": 3}
 GROUP_APIS = [ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.FIND_COORDINATOR, ApiKey.JOIN_GROUP,
               ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.SYNC_GROUP, ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS,
               ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE, ApiKey.CONSUMER_GROUP_HEARTBEAT,
-              ApiKey.CONSUMER_GROUP_DESCRIBE]
+              ApiKey.CONSUMER_GROUP_DESCRIBE, ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE]
 
 ms = lambda n: datetime.timedelta(milliseconds=n)  # noqa: E731
 
