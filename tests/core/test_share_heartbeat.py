@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 
+from groupd.coordinator.core import events as ev
 from groupd.coordinator.core.consumer.machine import ConsumerHeartbeatRequest, TopicsImage
 from groupd.coordinator.core.partition import GroupSettings
 from groupd.coordinator.core.share.group import ShareGroup
@@ -165,6 +166,8 @@ def test_session_expiry_fences_the_member(d):
         d.share_heartbeat(hb("a", 1), TOPICS)
     assert list(group(d).members) == ["a"]
     assert group(d).group_epoch == 3
+    assert ev.ShareMemberFenced("g", "b", "session-expired") in d.events
+    assert ev.ShareGroupEpochBumped("g", 3, "session-expired") in d.events
     assert d.share_heartbeat(hb("b", 2), TOPICS)["error_code"] == E.unknown_member_id
     assert d.share_heartbeat(join("b"), TOPICS)["error_code"] == E.none  # it rejoins with the same id
     assert_replay_matches(d)

@@ -19,6 +19,7 @@ import hashlib
 import uuid
 from collections.abc import Mapping
 
+from groupd.coordinator.core import events as ev
 from groupd.coordinator.core.clock import Now
 from groupd.coordinator.core.consumer.machine import TopicsImage
 from groupd.coordinator.core.outcome import Outcome, reply_when_written
@@ -161,6 +162,8 @@ class ShareMachine:
                 group_epoch += 1
                 out.records.append(Record(ShareGroupMetadataKey(g),
                                           ShareGroupMetadataValue(group_epoch, metadata_hash)))
+                self.events.append(ev.ShareGroupEpochBumped(
+                    g, group_epoch, "subscription-changed" if subscription_changed else "metadata-changed"))
 
         # -- the target assignment (step 6)
         target_epoch = group.assignment_epoch
@@ -184,6 +187,8 @@ class ShareMachine:
         else:
             member_epoch = member.member_epoch
 
+        if joined:
+            self.events.append(ev.ShareMemberJoined(g, member.member_id, group_epoch))
         self.arm_session(out, g, member.member_id, now)
         send_assignment = (req.member_epoch == 0 or req.subscribed_topic_names is not None
                            or assigned != member.assigned)
@@ -242,13 +247,14 @@ class ShareMachine:
             out.reply = error_reply(E.unknown_member_id,
                                     f"Member {req.member_id} is not a member of group {req.group_id}.")
             return out
-        self.remove_members(out, group, [member], topics)
+        self.remove_members(out, group, [member], topics, "member-left")
+        self.events.append(ev.ShareMemberLeft(group.group_id, member.member_id))
         out.reply = {"error_code": E.none, "error_message": None, "member_id": member.member_id,
                      "member_epoch": LEAVE_GROUP_MEMBER_EPOCH, "heartbeat_interval_ms": 0, "assignment": None}
         return out
 
     def remove_members(self, out: Outcome, group: ShareGroup, members: list[ShareMember],
-                       topics: TopicsImage | None) -> None:
+                       topics: TopicsImage | None, reason: str) -> None:
         """Each member's tombstones and one new group epoch, with the hash of what the others subscribe to."""
         gone = {m.member_id for m in members}
         for member in members:
@@ -258,6 +264,7 @@ class ShareMachine:
         metadata_hash = _metadata_hash(staying, topics) if topics is not None else group.metadata_hash
         out.records.append(Record(ShareGroupMetadataKey(group.group_id),
                                   ShareGroupMetadataValue(group.group_epoch + 1, metadata_hash)))
+        self.events.append(ev.ShareGroupEpochBumped(group.group_id, group.group_epoch + 1, reason))
 
     # =========================================================================================
     # timers
@@ -297,17 +304,21 @@ class ShareMachine:
         if deadline > now.mono:  # a heartbeat moved it: fire again then
             out.timers.append((key, deadline))
             return out
-        self.remove_members(out, group, [member], self.topics)
+        self.remove_members(out, group, [member], self.topics, "session-expired")
+        self.events.append(ev.ShareMemberFenced(group_id, member_id, "session-expired"))
         return out
 
     def force_rebalance(self, out: Outcome, group: ShareGroup, now: Now) -> None:
         """An operator's rebalance (fault injection): a new group epoch."""
         out.records.append(Record(ShareGroupMetadataKey(group.group_id),
                                   ShareGroupMetadataValue(group.group_epoch + 1, group.metadata_hash)))
+        self.events.append(ev.ShareGroupEpochBumped(group.group_id, group.group_epoch + 1, "forced"))
 
     def expire_members(self, out: Outcome, group: ShareGroup, member_ids: list[str], now: Now) -> None:
         if member_ids:
-            self.remove_members(out, group, [group.members[m] for m in member_ids], self.topics)
+            self.remove_members(out, group, [group.members[m] for m in member_ids], self.topics, "forced")
+            for m in member_ids:
+                self.events.append(ev.ShareMemberFenced(group.group_id, m, "forced"))
 
     # =========================================================================================
     # ShareGroupDescribe (spec §1.3)
