@@ -146,6 +146,7 @@ class ShareMachine:
         g = group.group_id
         if metadata != old:
             out.records.append(Record(ShareGroupMemberMetadataKey(g, member.member_id), metadata))
+
         def subscriptions() -> dict[str, tuple[str, ...]]:  # every member's, this one's as updated
             return {**{m.member_id: m.subscribed_topic_names for m in group.members.values()},
                     member.member_id: metadata.subscribed_topic_names}
