@@ -252,3 +252,10 @@ def test_a_subscribed_topic_growing_bumps_the_epoch_and_assigns_the_new_partitio
     assert reply["member_epoch"] == 2 and assigned(reply) == {FOO: {0, 1, 2, 3}}
     assert group(d).initialized()[FOO] == frozenset(range(4))
     assert_replay_matches(d)
+
+
+def test_a_deleted_topic_leaves_the_assignment_at_the_next_epoch(d):
+    d.share_heartbeat(join("a", topics=("foo", "bar")), TOPICS)
+    reply = d.share_heartbeat(hb("a", 1), TopicsImage.of(2, [Topic("bar", 3, BAR)]))
+    assert reply["member_epoch"] == 2 and assigned(reply) == {BAR: {0, 1, 2}}
+    assert_replay_matches(d)
