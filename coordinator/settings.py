@@ -360,6 +360,14 @@ KEYS: tuple[Key, ...] = (
         "online classic <-> consumer group conversion; groupd does not convert non-empty groups yet"),
     Key("group.consumer.regex.refresh.interval.ms", 600000, _int(1),
         "how often a consumer group's regex subscriptions are re-resolved at the latest"),
+    Key("group.share.heartbeat.interval.ms", 5000, _int(1), "how often share-group members heartbeat (KIP-932)"),
+    Key("group.share.min.heartbeat.interval.ms", 5000, _int(1), "lowest group.share.heartbeat.interval.ms"),
+    Key("group.share.max.heartbeat.interval.ms", 15000, _int(1), "highest group.share.heartbeat.interval.ms"),
+    Key("group.share.session.timeout.ms", 45000, _int(1),
+        "how long a share-group member may go without a heartbeat before it is fenced"),
+    Key("group.share.min.session.timeout.ms", 45000, _int(1), "lowest group.share.session.timeout.ms"),
+    Key("group.share.max.session.timeout.ms", 60000, _int(1), "highest group.share.session.timeout.ms"),
+    Key("group.share.max.size", 200, _int(1), "most members a share group may have (Kafka: 1-1000)"),
     Key("offset.metadata.max.bytes", 4096, _int(0), "longest commit metadata (UTF-16 code units)"),
     Key("offsets.retention.minutes", 10080, _int(1), "how long committed offsets are kept (KIP-211)"),
     Key("offsets.retention.check.interval.ms", 600000, _int(1), "how often expired offsets are removed"),
@@ -517,6 +525,13 @@ class Settings:
     group_consumer_max_size: int
     group_consumer_migration_policy: str
     group_consumer_regex_refresh_interval_ms: int
+    group_share_heartbeat_interval_ms: int
+    group_share_min_heartbeat_interval_ms: int
+    group_share_max_heartbeat_interval_ms: int
+    group_share_session_timeout_ms: int
+    group_share_min_session_timeout_ms: int
+    group_share_max_session_timeout_ms: int
+    group_share_max_size: int
     offset_metadata_max_bytes: int
     offsets_retention_minutes: int
     offsets_retention_check_interval_ms: int
@@ -648,13 +663,17 @@ class Settings:
                                   f"({self.topic_max_partitions})")
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
-        for name in ("session.timeout.ms", "heartbeat.interval.ms"):
-            lo, value, hi = (self.value(f"group.consumer.{bound}{name}") for bound in ("min.", "", "max."))
-            if not lo <= value <= hi:
-                raise ConfigError(f"group.consumer.{name}={value} must lie within group.consumer.min.{name}={lo} "
-                                  f"and group.consumer.max.{name}={hi}")
-        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
-            raise ConfigError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
+        for kind in ("consumer", "share"):
+            for name in ("session.timeout.ms", "heartbeat.interval.ms"):
+                lo, value, hi = (self.value(f"group.{kind}.{bound}{name}") for bound in ("min.", "", "max."))
+                if not lo <= value <= hi:
+                    raise ConfigError(f"group.{kind}.{name}={value} must lie within group.{kind}.min.{name}={lo} "
+                                      f"and group.{kind}.max.{name}={hi}")
+            if self.value(f"group.{kind}.heartbeat.interval.ms") >= self.value(f"group.{kind}.session.timeout.ms"):
+                raise ConfigError(f"group.{kind}.heartbeat.interval.ms must be less than "
+                                  f"group.{kind}.session.timeout.ms")
+        if not 1 <= self.group_share_max_size <= 1000:
+            raise ConfigError(f"group.share.max.size={self.group_share_max_size} must lie within 1 and 1000")
         self._check_listeners()
         self._check_security()
         if self.workers > 1 and self.cluster_etcd_endpoints:

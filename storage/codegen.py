@@ -60,7 +60,9 @@ OUTPUTS = [
         ("OffsetCommit", "GroupMetadata",
          "ConsumerGroupMetadata", "ConsumerGroupPartitionMetadata", "ConsumerGroupMemberMetadata",
          "ConsumerGroupTargetAssignmentMetadata", "ConsumerGroupTargetAssignmentMember",
-         "ConsumerGroupCurrentMemberAssignment", "ConsumerGroupRegularExpression"),
+         "ConsumerGroupCurrentMemberAssignment", "ConsumerGroupRegularExpression",
+         "ShareGroupMemberMetadata", "ShareGroupMetadata", "ShareGroupTargetAssignmentMetadata",
+         "ShareGroupTargetAssignmentMember", "ShareGroupCurrentMemberAssignment", "ShareGroupStatePartitionMetadata"),
         # Kafka repeats one struct under two names; the records share one class
         renames={"TopicPartition": "TopicPartitions"},
         # one bytes object per committed offset (memory); built and read here through its fields
@@ -80,8 +82,8 @@ OUTPUTS = [
         },
     ),
     # A row away (copy the schemas into storage/schemas/, then add the names or a row):
-    #   share and streams groups' records of __consumer_offsets: Kafka's
-    #     group-coordinator/src/main/resources/common/message/{ShareGroup,StreamsGroup}*{Key,Value}.json
+    #   streams groups' records of __consumer_offsets: Kafka's
+    #     group-coordinator/src/main/resources/common/message/StreamsGroup*{Key,Value}.json
     #     (record names to add to the row above)
     #   __share_group_state: share-coordinator/src/main/resources/common/message/
     #     Share{Snapshot,Update}{Key,Value}.json -> Output("generated_share_records.py", ...)

@@ -47,6 +47,7 @@ from .generated_records import (
     TopicPartitions,
 )
 from .records import CorruptRecord, Record
+from .share_records import ShareGroupKey
 from .wire import Reader
 
 __all__ = ["ClassicMemberMetadata", "ClassicProtocol", "ConsumerGroupCurrentMemberAssignmentKey",
@@ -76,7 +77,9 @@ ConsumerGroupValue = Union[ConsumerGroupMetadataValue, ConsumerGroupPartitionMet
                            ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupCurrentMemberAssignmentValue,
                            ConsumerGroupRegularExpressionValue, None]
 
-_KEY_TYPES: dict[type, int] = {cls: generated.KEY_TYPES[cls] for cls in ConsumerGroupKey.__args__}
+# the share-group records (storage/share_records.py) share this framing and these tables
+_KEY_TYPES: dict[type, int] = {cls: generated.KEY_TYPES[cls]
+                               for cls in ConsumerGroupKey.__args__ + ShareGroupKey.__args__}
 _KEY_CLASSES = {key_type: cls for cls, key_type in _KEY_TYPES.items()}
 _KEY_READERS = {key_type: generated.KEY_READERS[key_type] for key_type in _KEY_CLASSES}
 _VALUE_CLASSES = {cls: generated.VALUE_CLASSES[cls] for cls in _KEY_TYPES}
@@ -104,7 +107,7 @@ def encode_value(value) -> bytes | None:
         return None
     write = _VALUE_WRITERS.get(type(value))
     if write is not None:
-        return write(value, 0)  # every consumer-group value has version 0 only
+        return write(value, 0)  # every consumer- and share-group value has version 0 only
     if isinstance(value, records.OffsetCommitValue | records.GroupMetadataValue):
         return records.encode_value(value)
     raise TypeError(f"not a consumer-group record value: {type(value).__name__}")

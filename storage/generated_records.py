@@ -4,7 +4,9 @@ The records of __consumer_offsets:
 OffsetCommit, GroupMetadata, ConsumerGroupMetadata, ConsumerGroupPartitionMetadata,
 ConsumerGroupMemberMetadata, ConsumerGroupTargetAssignmentMetadata,
 ConsumerGroupTargetAssignmentMember, ConsumerGroupCurrentMemberAssignment,
-ConsumerGroupRegularExpression.
+ConsumerGroupRegularExpression, ShareGroupMemberMetadata, ShareGroupMetadata,
+ShareGroupTargetAssignmentMetadata, ShareGroupTargetAssignmentMember,
+ShareGroupCurrentMemberAssignment, ShareGroupStatePartitionMetadata.
 Regenerate with `python -m groupd.storage.codegen`.
 """
 
@@ -22,6 +24,7 @@ from .offset_value import OffsetCommitValue
 
 _S_i = struct.Struct('>i')
 _S_iib = struct.Struct('>iib')
+_S_iq = struct.Struct('>iq')
 _S_q = struct.Struct('>q')
 _S_qq = struct.Struct('>qq')
 
@@ -179,6 +182,92 @@ class ConsumerGroupRegularExpressionValue:
     topics: tuple[str, ...]
     version: int  # the metadata version the regex was resolved against
     timestamp: int  # when it was resolved, ms
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ShareGroupMemberMetadataKey:
+    group_id: str
+    member_id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ShareGroupMemberMetadataValue:
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ShareGroupMetadataKey:
+    group_id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ShareGroupMetadataValue:
+    epoch: int
+    metadata_hash: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ShareGroupTargetAssignmentMetadataKey:
+    group_id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ShareGroupTargetAssignmentMetadataValue:
+    assignment_epoch: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ShareGroupTargetAssignmentMemberKey:
+    group_id: str
+    member_id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ShareGroupTargetAssignmentMemberValue:
+    topic_partitions: tuple[TopicPartitions, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ShareGroupCurrentMemberAssignmentKey:
+    group_id: str
+    member_id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ShareGroupCurrentMemberAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned_partitions: tuple[TopicPartitions, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ShareGroupStatePartitionMetadataKey:
+    group_id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TopicPartitionsInfo:
+    topic_id: uuid.UUID
+    topic_name: str
+    partitions: tuple[int, ...]
+    create_timestamp: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TopicInfo:
+    topic_id: uuid.UUID
+    topic_name: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ShareGroupStatePartitionMetadataValue:
+    initializing_topics: tuple[TopicPartitionsInfo, ...] = ()
+    initialized_topics: tuple[TopicPartitionsInfo, ...] = ()
+    deleting_topics: tuple[TopicInfo, ...] = ()
 
 
 def _r_OffsetCommitValue(r: wire.Reader, version: int) -> OffsetCommitValue:
@@ -378,6 +467,100 @@ def _w_ConsumerGroupRegularExpressionValue(o, version: int) -> bytes:
     ))
 
 
+def _r_ShareGroupMemberMetadataValue(r: wire.Reader, version: int) -> ShareGroupMemberMetadataValue:
+    rack_id = r.ncstr()
+    client_id = r.cstr()
+    client_host = r.cstr()
+    n = not_null_count(r.ccount())
+    subscribed_topic_names = tuple([r.cstr() for _ in range(n)])
+    r.skip_tags()
+    return ShareGroupMemberMetadataValue(rack_id, client_id, client_host, subscribed_topic_names)
+
+
+def _w_ShareGroupMemberMetadataValue(o, version: int) -> bytes:
+    return b''.join((
+        b'\x00\x00',
+        wire.ncstr(o.rack_id),
+        wire.cstr(o.client_id),
+        wire.cstr(o.client_host),
+        wire.uvarint(len(o.subscribed_topic_names) + 1) + b''.join(map(wire.cstr, o.subscribed_topic_names)),
+        b'\x00',
+    ))
+
+
+def _r_ShareGroupMetadataValue(r: wire.Reader, version: int) -> ShareGroupMetadataValue:
+    epoch, metadata_hash = r.unpack(_S_iq)
+    r.skip_tags()
+    return ShareGroupMetadataValue(epoch, metadata_hash)
+
+
+def _w_ShareGroupMetadataValue(o, version: int) -> bytes:
+    return b''.join((b'\x00\x00', _S_iq.pack(o.epoch, o.metadata_hash), b'\x00',))
+
+
+def _r_ShareGroupTargetAssignmentMetadataValue(r: wire.Reader, version: int) -> ShareGroupTargetAssignmentMetadataValue:
+    assignment_epoch = r.i32()
+    r.skip_tags()
+    return ShareGroupTargetAssignmentMetadataValue(assignment_epoch)
+
+
+def _w_ShareGroupTargetAssignmentMetadataValue(o, version: int) -> bytes:
+    return b''.join((b'\x00\x00', _S_i.pack(o.assignment_epoch), b'\x00',))
+
+
+def _r_ShareGroupTargetAssignmentMemberValue(r: wire.Reader, version: int) -> ShareGroupTargetAssignmentMemberValue:
+    n = not_null_count(r.ccount())
+    topic_partitions = tuple([_r_TopicPartitions(r) for _ in range(n)])
+    r.skip_tags()
+    return ShareGroupTargetAssignmentMemberValue(topic_partitions)
+
+
+def _w_ShareGroupTargetAssignmentMemberValue(o, version: int) -> bytes:
+    return b''.join((
+        b'\x00\x00',
+        wire.uvarint(len(o.topic_partitions) + 1) + b''.join(map(_w_TopicPartitions, o.topic_partitions)),
+        b'\x00',
+    ))
+
+
+def _r_ShareGroupCurrentMemberAssignmentValue(r: wire.Reader, version: int) -> ShareGroupCurrentMemberAssignmentValue:
+    member_epoch, previous_member_epoch, state = r.unpack(_S_iib)
+    n = not_null_count(r.ccount())
+    assigned_partitions = tuple([_r_TopicPartitions(r) for _ in range(n)])
+    r.skip_tags()
+    return ShareGroupCurrentMemberAssignmentValue(member_epoch, previous_member_epoch, state, assigned_partitions)
+
+
+def _w_ShareGroupCurrentMemberAssignmentValue(o, version: int) -> bytes:
+    return b''.join((
+        b'\x00\x00',
+        _S_iib.pack(o.member_epoch, o.previous_member_epoch, o.state),
+        wire.uvarint(len(o.assigned_partitions) + 1) + b''.join(map(_w_TopicPartitions, o.assigned_partitions)),
+        b'\x00',
+    ))
+
+
+def _r_ShareGroupStatePartitionMetadataValue(r: wire.Reader, version: int) -> ShareGroupStatePartitionMetadataValue:
+    n = not_null_count(r.ccount())
+    initializing_topics = tuple([_r_TopicPartitionsInfo(r) for _ in range(n)])
+    n = not_null_count(r.ccount())
+    initialized_topics = tuple([_r_TopicPartitionsInfo(r) for _ in range(n)])
+    n = not_null_count(r.ccount())
+    deleting_topics = tuple([_r_TopicInfo(r) for _ in range(n)])
+    r.skip_tags()
+    return ShareGroupStatePartitionMetadataValue(initializing_topics, initialized_topics, deleting_topics)
+
+
+def _w_ShareGroupStatePartitionMetadataValue(o, version: int) -> bytes:
+    return b''.join((
+        b'\x00\x00',
+        wire.uvarint(len(o.initializing_topics) + 1) + b''.join(map(_w_TopicPartitionsInfo, o.initializing_topics)),
+        wire.uvarint(len(o.initialized_topics) + 1) + b''.join(map(_w_TopicPartitionsInfo, o.initialized_topics)),
+        wire.uvarint(len(o.deleting_topics) + 1) + b''.join(map(_w_TopicInfo, o.deleting_topics)),
+        b'\x00',
+    ))
+
+
 def _r_MemberMetadata(r: wire.Reader, version: int) -> MemberMetadata:
     flexible = version >= 4
     member_id = (r.cstr() if flexible else r.str16())
@@ -492,6 +675,37 @@ def _w_TopicPartitions(o) -> bytes:
     return b''.join((o.topic_id.bytes, wire.cint32s(o.partitions), b'\x00',))
 
 
+def _r_TopicPartitionsInfo(r: wire.Reader) -> TopicPartitionsInfo:
+    topic_id = r.uuid()
+    topic_name = r.cstr()
+    n = not_null_count(r.ccount())
+    partitions = r.int32s(n)
+    create_timestamp = r.i64()
+    r.skip_tags()
+    return TopicPartitionsInfo(topic_id, topic_name, partitions, create_timestamp)
+
+
+def _w_TopicPartitionsInfo(o) -> bytes:
+    return b''.join((
+        o.topic_id.bytes,
+        wire.cstr(o.topic_name),
+        wire.cint32s(o.partitions),
+        _S_q.pack(o.create_timestamp),
+        b'\x00',
+    ))
+
+
+def _r_TopicInfo(r: wire.Reader) -> TopicInfo:
+    topic_id = r.uuid()
+    topic_name = r.cstr()
+    r.skip_tags()
+    return TopicInfo(topic_id, topic_name)
+
+
+def _w_TopicInfo(o) -> bytes:
+    return b''.join((o.topic_id.bytes, wire.cstr(o.topic_name), b'\x00',))
+
+
 KEY_TYPES = {
     OffsetCommitKey: 1,
     GroupMetadataKey: 2,
@@ -502,6 +716,12 @@ KEY_TYPES = {
     ConsumerGroupTargetAssignmentMemberKey: 7,
     ConsumerGroupCurrentMemberAssignmentKey: 8,
     ConsumerGroupRegularExpressionKey: 16,
+    ShareGroupMemberMetadataKey: 10,
+    ShareGroupMetadataKey: 11,
+    ShareGroupTargetAssignmentMetadataKey: 12,
+    ShareGroupTargetAssignmentMemberKey: 13,
+    ShareGroupCurrentMemberAssignmentKey: 14,
+    ShareGroupStatePartitionMetadataKey: 15,
 }
 KEY_READERS = {
     0: wire.key_reader(OffsetCommitKey, 'ssi'),
@@ -514,6 +734,12 @@ KEY_READERS = {
     7: wire.key_reader(ConsumerGroupTargetAssignmentMemberKey, 'ss'),
     8: wire.key_reader(ConsumerGroupCurrentMemberAssignmentKey, 'ss'),
     16: wire.key_reader(ConsumerGroupRegularExpressionKey, 'ss'),
+    10: wire.key_reader(ShareGroupMemberMetadataKey, 'ss'),
+    11: wire.key_reader(ShareGroupMetadataKey, 's'),
+    12: wire.key_reader(ShareGroupTargetAssignmentMetadataKey, 's'),
+    13: wire.key_reader(ShareGroupTargetAssignmentMemberKey, 'ss'),
+    14: wire.key_reader(ShareGroupCurrentMemberAssignmentKey, 'ss'),
+    15: wire.key_reader(ShareGroupStatePartitionMetadataKey, 's'),
 }
 KEY_WRITERS = {
     OffsetCommitKey: wire.key_writer(1, 'ssi', ['group', 'topic', 'partition']),
@@ -525,6 +751,12 @@ KEY_WRITERS = {
     ConsumerGroupTargetAssignmentMemberKey: wire.key_writer(7, 'ss', ['group_id', 'member_id']),
     ConsumerGroupCurrentMemberAssignmentKey: wire.key_writer(8, 'ss', ['group_id', 'member_id']),
     ConsumerGroupRegularExpressionKey: wire.key_writer(16, 'ss', ['group_id', 'regular_expression']),
+    ShareGroupMemberMetadataKey: wire.key_writer(10, 'ss', ['group_id', 'member_id']),
+    ShareGroupMetadataKey: wire.key_writer(11, 's', ['group_id']),
+    ShareGroupTargetAssignmentMetadataKey: wire.key_writer(12, 's', ['group_id']),
+    ShareGroupTargetAssignmentMemberKey: wire.key_writer(13, 'ss', ['group_id', 'member_id']),
+    ShareGroupCurrentMemberAssignmentKey: wire.key_writer(14, 'ss', ['group_id', 'member_id']),
+    ShareGroupStatePartitionMetadataKey: wire.key_writer(15, 's', ['group_id']),
 }
 VALUE_CLASSES = {
     OffsetCommitKey: OffsetCommitValue,
@@ -536,6 +768,12 @@ VALUE_CLASSES = {
     ConsumerGroupTargetAssignmentMemberKey: ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupCurrentMemberAssignmentKey: ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupRegularExpressionKey: ConsumerGroupRegularExpressionValue,
+    ShareGroupMemberMetadataKey: ShareGroupMemberMetadataValue,
+    ShareGroupMetadataKey: ShareGroupMetadataValue,
+    ShareGroupTargetAssignmentMetadataKey: ShareGroupTargetAssignmentMetadataValue,
+    ShareGroupTargetAssignmentMemberKey: ShareGroupTargetAssignmentMemberValue,
+    ShareGroupCurrentMemberAssignmentKey: ShareGroupCurrentMemberAssignmentValue,
+    ShareGroupStatePartitionMetadataKey: ShareGroupStatePartitionMetadataValue,
 }
 VALUE_VERSIONS = {
     OffsetCommitValue: range(0, 5),
@@ -547,6 +785,12 @@ VALUE_VERSIONS = {
     ConsumerGroupTargetAssignmentMemberValue: range(0, 1),
     ConsumerGroupCurrentMemberAssignmentValue: range(0, 1),
     ConsumerGroupRegularExpressionValue: range(0, 1),
+    ShareGroupMemberMetadataValue: range(0, 1),
+    ShareGroupMetadataValue: range(0, 1),
+    ShareGroupTargetAssignmentMetadataValue: range(0, 1),
+    ShareGroupTargetAssignmentMemberValue: range(0, 1),
+    ShareGroupCurrentMemberAssignmentValue: range(0, 1),
+    ShareGroupStatePartitionMetadataValue: range(0, 1),
 }
 VALUE_READERS = {
     OffsetCommitKey: _r_OffsetCommitValue,
@@ -558,6 +802,12 @@ VALUE_READERS = {
     ConsumerGroupTargetAssignmentMemberKey: _r_ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupCurrentMemberAssignmentKey: _r_ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupRegularExpressionKey: _r_ConsumerGroupRegularExpressionValue,
+    ShareGroupMemberMetadataKey: _r_ShareGroupMemberMetadataValue,
+    ShareGroupMetadataKey: _r_ShareGroupMetadataValue,
+    ShareGroupTargetAssignmentMetadataKey: _r_ShareGroupTargetAssignmentMetadataValue,
+    ShareGroupTargetAssignmentMemberKey: _r_ShareGroupTargetAssignmentMemberValue,
+    ShareGroupCurrentMemberAssignmentKey: _r_ShareGroupCurrentMemberAssignmentValue,
+    ShareGroupStatePartitionMetadataKey: _r_ShareGroupStatePartitionMetadataValue,
 }
 VALUE_WRITERS = {
     OffsetCommitValue: _w_OffsetCommitValue,
@@ -569,4 +819,10 @@ VALUE_WRITERS = {
     ConsumerGroupTargetAssignmentMemberValue: _w_ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupCurrentMemberAssignmentValue: _w_ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupRegularExpressionValue: _w_ConsumerGroupRegularExpressionValue,
+    ShareGroupMemberMetadataValue: _w_ShareGroupMemberMetadataValue,
+    ShareGroupMetadataValue: _w_ShareGroupMetadataValue,
+    ShareGroupTargetAssignmentMetadataValue: _w_ShareGroupTargetAssignmentMetadataValue,
+    ShareGroupTargetAssignmentMemberValue: _w_ShareGroupTargetAssignmentMemberValue,
+    ShareGroupCurrentMemberAssignmentValue: _w_ShareGroupCurrentMemberAssignmentValue,
+    ShareGroupStatePartitionMetadataValue: _w_ShareGroupStatePartitionMetadataValue,
 }

@@ -196,3 +196,30 @@ class UpgradeRefused:
     reason: str  # one of consumer.migration.REFUSALS
     message: str  # the heartbeat's error message, Kafka's
     detail: str = ""  # what Kafka's log line adds (the parse error of a malformed protocol)
+
+
+@_event
+class ShareGroupEpochBumped:
+    group_id: str
+    epoch: int
+    reason: str  # "subscription-changed", "metadata-changed", "member-left", "session-expired", "forced"
+
+
+@_event
+class ShareMemberJoined:
+    group_id: str
+    member_id: str
+    group_epoch: int
+
+
+@_event
+class ShareMemberLeft:
+    group_id: str
+    member_id: str
+
+
+@_event
+class ShareMemberFenced:
+    group_id: str
+    member_id: str
+    reason: str  # "session-expired" or "forced"

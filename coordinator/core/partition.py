@@ -13,7 +13,7 @@ from typing import Any
 
 from groupd.coordinator.core.classic.group import EMPTY, ClassicGroup
 from groupd.coordinator.core.classic.machine import ClassicMachine
-from groupd.coordinator.core.classic.replies import join_reply
+from groupd.coordinator.core.classic.replies import join_reply, sync_reply
 from groupd.coordinator.core.classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
 from groupd.coordinator.core.consumer.classic_members import ClassicMembers
 from groupd.coordinator.core.consumer.group import ConsumerGroup, ConsumerRecords
@@ -23,8 +23,9 @@ from groupd.coordinator.core.consumer.machine import (
     ConsumerSettings,
     TopicsImage,
 )
+from groupd.coordinator.core.share.group import ShareRecords
+from groupd.coordinator.core.share.machine import ShareHeartbeatRequest, ShareMachine, ShareSettings
 from groupd.protocol import ErrorCode
-from groupd.storage.consumer_records import ConsumerGroupKey
 from groupd.storage.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, Record
 
 from . import events as ev
@@ -35,6 +36,7 @@ from .outcome import Outcome
 from .requests import OffsetCommitRequest, OffsetDeleteRequest
 
 E = ErrorCode
+CLASSIC_SPEAKERS = ("classic", "consumer")  # group types that serve JoinGroup/SyncGroup/Heartbeat/LeaveGroup
 
 
 @dataclasses.dataclass(slots=True)
@@ -45,6 +47,7 @@ class GroupSettings:
     max_size: int = 2147483647
     offset_metadata_max_bytes: int = 4096
     consumer: ConsumerSettings = dataclasses.field(default_factory=ConsumerSettings)
+    share: ShareSettings = dataclasses.field(default_factory=ShareSettings)
 
     @classmethod
     def from_settings(cls, s, group_configs: Mapping[str, Mapping[str, int]] | None = None) -> GroupSettings:
@@ -54,8 +57,10 @@ class GroupSettings:
                                     s.group_consumer_migration_policy, s.group_max_size,
                                     s.group_consumer_regex_refresh_interval_ms,
                                     group_configs=group_configs if group_configs is not None else {})
+        share = ShareSettings(s.group_share_heartbeat_interval_ms, s.group_share_session_timeout_ms,
+                              s.group_share_max_size, consumer.group_configs)
         return cls(s.group_min_session_timeout_ms, s.group_max_session_timeout_ms,
-                   s.group_initial_rebalance_delay_ms, s.group_max_size, s.offset_metadata_max_bytes, consumer)
+                   s.group_initial_rebalance_delay_ms, s.group_max_size, s.offset_metadata_max_bytes, consumer, share)
 
 
 class GroupShard:
@@ -72,13 +77,16 @@ class GroupShard:
                                         new_consumer_member_id or (lambda: new_member_id("consumer")), self.events,
                                         perf_ms, self.classic.downgraded)
         self.classic_members = ClassicMembers(self.consumer)  # classic members inside consumer groups
-        # group type -> its machine (coordinator/core/group.py GroupMachine); share and streams groups add rows
-        self.machines: dict[str, GroupMachine] = {"classic": self.classic, "consumer": self.consumer}
+        self.share = ShareMachine(self.groups, settings.share, self.events)
+        # group type -> its machine (coordinator/core/group.py GroupMachine); streams groups add a row
+        self.machines: dict[str, GroupMachine] = {"classic": self.classic, "consumer": self.consumer,
+                                                  "share": self.share}
         # one apply per record key type; a new group type adds its records here
         self._apply: dict[type, Callable[[Any, Any], list[Record]]] = {
             OffsetCommitKey: self._apply_offset,
             GroupMetadataKey: self._apply_classic_group,
             **ConsumerRecords(self.groups).appliers(),
+            **ShareRecords(self.groups).appliers(),
         }
 
     @property
@@ -123,7 +131,7 @@ class GroupShard:
         never became durable) answers its parked requests with the write's error."""
         released = []
         for record in reversed(undo):
-            group_id = record.key.group_id if isinstance(record.key, ConsumerGroupKey) else record.key.group
+            group_id = getattr(record.key, "group_id", None) or record.key.group  # classic keys name it `group`
             before = self.groups.get(group_id)
             self.apply(record)
             if before is not None and self.groups.get(group_id) is not before:
@@ -150,13 +158,26 @@ class GroupShard:
         return self.consumer.describe(group_id, topics)
 
     # =========================================================================================
+    # share groups (coordinator/core/share/machine.py)
+
+    def share_heartbeat(self, req: ShareHeartbeatRequest, topics: TopicsImage, now: Now) -> Outcome:
+        return self.share.heartbeat(req, topics, now)
+
+    def share_describe(self, group_id: str, topics: TopicsImage) -> dict:
+        return self.share.describe(group_id, topics)
+
+    # =========================================================================================
     # the classic protocol (coordinator/core/classic/machine.py)
 
     # A classic request for a consumer group (spec §7.3): a JoinGroup replaces an empty consumer
     # group; a live one serves classic members beside consumer-protocol ones.
 
+    # A classic request for a group of a type without classic members (share): Kafka's answers.
+
     def join(self, req: JoinRequest, ticket: Any, now: Now, topics: TopicsImage | None = None) -> Outcome:
         group = self.groups.get(req.group_id)
+        if group is not None and group.type not in CLASSIC_SPEAKERS:
+            return Outcome(reply=join_reply(E.inconsistent_group_protocol, req.member_id))
         if not isinstance(group, ConsumerGroup):
             return self.classic.join(req, ticket, now)
         if group.members:
@@ -170,18 +191,24 @@ class GroupShard:
 
     def sync(self, req: SyncRequest, ticket: Any, now: Now, topics: TopicsImage | None = None) -> Outcome:
         group = self.groups.get(req.group_id)
+        if group is not None and group.type not in CLASSIC_SPEAKERS:
+            return Outcome(reply=sync_reply(E.unknown_member_id))
         if isinstance(group, ConsumerGroup):
             return self.classic_members.sync(group, req, self._topics(topics), now)
         return self.classic.sync(req, ticket, now)
 
     def heartbeat(self, req: HeartbeatRequest, now: Now) -> ErrorCode:
         group = self.groups.get(req.group_id)
+        if group is not None and group.type not in CLASSIC_SPEAKERS:
+            return E.unknown_member_id
         if isinstance(group, ConsumerGroup):
             return self.classic_members.heartbeat(group, req, now)
         return self.classic.heartbeat(req, now)
 
     def leave(self, req: LeaveRequest, now: Now) -> Outcome:
         group = self.groups.get(req.group_id)
+        if group is not None and group.type not in CLASSIC_SPEAKERS:
+            return Outcome(reply={"error_code": E.unknown_member_id, "members": []})
         if isinstance(group, ConsumerGroup):
             return self.classic_members.leave(group, req, now)
         return self.classic.leave(req, now)

@@ -131,6 +131,23 @@ def _consumer_assignment_changed(e: ev.ConsumerAssignmentChanged) -> None:
               e.member_epoch, e.partitions)
 
 
+def _share_epoch_bumped(e: ev.ShareGroupEpochBumped) -> None:
+    log.info("group epoch bumped group=%s type=share epoch=%d reason=%s", e.group_id, e.epoch, e.reason)
+
+
+def _share_member_joined(e: ev.ShareMemberJoined) -> None:
+    log.info("member joined group=%s type=share member=%s epoch=%d", e.group_id, e.member_id, e.group_epoch)
+
+
+def _share_member_left(e: ev.ShareMemberLeft) -> None:
+    log.info("member left group=%s type=share member=%s", e.group_id, e.member_id)
+
+
+def _share_member_fenced(e: ev.ShareMemberFenced) -> None:
+    m.MEMBERS_EXPIRED.labels(e.reason).inc()
+    log.info("member fenced group=%s type=share member=%s reason=%s", e.group_id, e.member_id, e.reason)
+
+
 def _group_converted(e: ev.GroupConverted) -> None:
     m.CONVERSIONS.labels(e.direction).inc()
     log.info("group converted group=%s direction=%s to=%s members=%d", e.group_id, e.direction,
@@ -156,6 +173,10 @@ HANDLERS = {
     ev.ConsumerStaticMemberReplaced: _consumer_static_member_replaced,
     ev.ConsumerTargetAssignmentComputed: _consumer_target_computed,
     ev.ConsumerAssignmentChanged: _consumer_assignment_changed,
+    ev.ShareGroupEpochBumped: _share_epoch_bumped,
+    ev.ShareMemberJoined: _share_member_joined,
+    ev.ShareMemberLeft: _share_member_left,
+    ev.ShareMemberFenced: _share_member_fenced,
     ev.JoinReceived: _join_received,
     ev.RebalanceStarted: _rebalance_started,
     ev.JoinPhaseCompleted: _join_phase_completed,

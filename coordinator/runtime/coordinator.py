@@ -21,6 +21,8 @@ from groupd.coordinator.core.partition import GroupSettings, GroupShard
 from groupd.coordinator.core.partitioning import partition_for
 from groupd.coordinator.core.requests import OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest
 from groupd.coordinator.core.runner import Runner
+from groupd.coordinator.core.share.machine import ShareHeartbeatRequest
+from groupd.coordinator.core.share.machine import error_reply as share_error_reply
 from groupd.coordinator.observability import observe
 from groupd.coordinator.system_clock import mono_ms, now
 from groupd.protocol import ErrorCode
@@ -184,6 +186,9 @@ class GroupCoordinator(PartitionLifecycle, Housekeeping):
     def consumer_heartbeat(self, req: ConsumerHeartbeatRequest, topics: TopicsImage) -> Any:
         return self.call(req.group_id, lambda shard, _, at: shard.consumer_heartbeat(req, topics, at), error_reply)
 
+    def share_heartbeat(self, req: ShareHeartbeatRequest, topics: TopicsImage) -> Any:
+        return self.call(req.group_id, lambda shard, _, at: shard.share_heartbeat(req, topics, at), share_error_reply)
+
     def force_rebalance(self, group_id: str) -> Any:
         """Fault injection: a new generation (classic) or group epoch (consumer) now."""
         return self.call(group_id, lambda shard, _, at: shard.force_rebalance(group_id, at))
@@ -234,6 +239,12 @@ class GroupCoordinator(PartitionLifecycle, Housekeeping):
         if (error := self.unavailable(p)) is not None:
             return error
         return self.shards[p].consumer_describe(group_id, topics)
+
+    def share_describe(self, group_id: str, topics: TopicsImage) -> dict | ErrorCode:
+        p = self.partition(group_id)
+        if (error := self.unavailable(p)) is not None:
+            return error
+        return self.shards[p].share_describe(group_id, topics)
 
     def list_groups(self) -> list | ErrorCode:
         """Every group, or COORDINATOR_LOAD_IN_PROGRESS while any partition loads (spec §9.2)."""

@@ -41,6 +41,7 @@ from .client import (
     OFFSET_COMMIT_V,
     OFFSET_DELETE_V,
     OFFSET_FETCH_V,
+    SHARE_GROUP_DESCRIBE_V,
     AdminConnection,
     AdminError,
     Brokers,
@@ -68,6 +69,16 @@ def _describe_consumer_group(conn: AdminConnection, group: str):
     if g.error_code in (ErrorCode.group_id_not_found, ErrorCode.unsupported_version):
         return None
     check(g.error_code, f"ConsumerGroupDescribe {group}", g.error_message)
+    return g
+
+
+def _describe_share_group(conn: AdminConnection, group: str):
+    """The ShareGroupDescribe entry of `group`, or None when it is not a share group."""
+    (g,) = conn.request(ApiKey.SHARE_GROUP_DESCRIBE, SHARE_GROUP_DESCRIBE_V,
+                        {"group_ids": [group], "include_authorized_operations": False}).groups
+    if g.error_code is ErrorCode.group_id_not_found:
+        return None
+    check(g.error_code, f"ShareGroupDescribe {group}", g.error_message)
     return g
 
 
@@ -114,7 +125,7 @@ def list_groups(bootstrap: str, states: Iterable[str] = (), types: Iterable[str]
 
 def _group_state(conn: AdminConnection, group: str) -> str | None:
     """The state of a group of any type, or None when groupd does not know it."""
-    g = _describe(conn, group) or _describe_consumer_group(conn, group)
+    g = _describe(conn, group) or _describe_consumer_group(conn, group) or _describe_share_group(conn, group)
     return None if g is None else g.group_state
 
 
@@ -151,6 +162,10 @@ def _describe_group(cluster: Brokers, group: str) -> dict:
     conn = cluster.coordinator(group)
     g = _describe(conn, group)
     c = _describe_consumer_group(conn, group) if g is None else None
+    if g is None and c is None:
+        share = _describe_share_group(conn, group)
+        if share is not None:
+            return _share_description(group, share)
     committed = _committed(conn, group)
     if g is None and c is None and not committed:
         raise UnknownGroup(group)
@@ -192,6 +207,18 @@ def _describe_group(cluster: Brokers, group: str) -> dict:
             "protocol_type": g.protocol_type if g is not None else "",
             "protocol": g.protocol_data if g is not None else "",
             "members": members, "offsets": offsets}
+
+
+def _share_description(group: str, s) -> dict:
+    """A share group: its epochs and members, each with the partitions it shares. No committed
+    offsets (share-partition start offsets come with ShareFetch, not served yet)."""
+    members = [{"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
+                "rack_id": m.rack_id, "member_epoch": m.member_epoch,
+                "subscribed_topics": list(m.subscribed_topic_names), "assignment": _named(m.assignment)}
+               for m in s.members]
+    return {"group": group, "type": "share", "state": s.group_state, "protocol_type": "share",
+            "protocol": s.assignor_name, "group_epoch": s.group_epoch, "assignment_epoch": s.assignment_epoch,
+            "members": members, "offsets": []}
 
 
 def _lag(offset: int | None, log_end: int | None) -> int | None:

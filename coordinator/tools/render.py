@@ -28,6 +28,15 @@ def describe_text(d: dict) -> str:
                                [[m["member_id"], m["client_id"], m["client_host"], m["group_instance_id"],
                                  m["member_epoch"], _partitions(m["assignment"], 0),
                                  _partitions(m["target_assignment"], 0)] for m in members])]
+    elif d["type"] == "share":
+        out = [f"group {d['group']}: share group {d['state']}, group epoch {d['group_epoch']}, assignment "
+               f"epoch {d['assignment_epoch']}, assignor {d['protocol']}, {len(members)} member{plural}"]
+        if members:
+            out += ["", table(["MEMBER-ID", "CLIENT-ID", "HOST", "EPOCH", "SUBSCRIBED", "ASSIGNMENT"],
+                               [[m["member_id"], m["client_id"], m["client_host"], m["member_epoch"],
+                                 ",".join(m["subscribed_topics"]) or "-", _partitions(m["assignment"], 0)]
+                                for m in members])]
+        return "\n".join(out)
     else:
         out = [f"group {d['group']}: {d['state']}, protocol type {d['protocol_type'] or '-'}, "
                f"protocol {d['protocol'] or '-'}, {len(members)} member{plural}"]

@@ -232,6 +232,10 @@ class Driver:
         """A ConsumerGroupHeartbeat (groupd.coordinator.core.consumer.machine) against the topics image `topics`."""
         return self._op(None, lambda t: self.shard.consumer_heartbeat(req, topics, self.clock.read()))
 
+    def share_heartbeat(self, req, topics) -> dict | None:
+        """A ShareGroupHeartbeat (groupd.coordinator.core.share.machine) against the topics image `topics`."""
+        return self._op(None, lambda t: self.shard.share_heartbeat(req, topics, self.clock.read()))
+
     def fetch(self, group_id: str, topics=None):
         return self.shard.fetch_offsets(group_id, topics, self.runner.last_committed())
 

@@ -22,7 +22,7 @@ TOPICS = {"dt1": 1, "dt3": 3}
 GROUP_APIS = [ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.FIND_COORDINATOR, ApiKey.JOIN_GROUP,
               ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.SYNC_GROUP, ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS,
               ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE, ApiKey.CONSUMER_GROUP_HEARTBEAT,
-              ApiKey.CONSUMER_GROUP_DESCRIBE]
+              ApiKey.CONSUMER_GROUP_DESCRIBE, ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE]
 
 ms = lambda n: datetime.timedelta(milliseconds=n)  # noqa: E731
 
@@ -748,3 +748,90 @@ def mixed_protocols(s: Side) -> None:
     s.call("leave-classic", ApiKey.LEAVE_GROUP, 5, leave(classic, member), client="a")
     s.call("cg-leave", ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, cgh(cg, mid, -1))
     assert r is not None
+
+
+# -- share groups (KIP-932): membership only (ShareFetch is not served yet) ------------------------
+
+def sgh(group: str, member: str, epoch: int, topics: list[str] | None = None) -> dict:
+    return {"group_id": group, "member_id": member, "member_epoch": epoch, "rack_id": None,
+            "subscribed_topic_names": topics}
+
+
+class ShareMember:
+    """A share-group member as a client keeps it: its own id, its epoch and partitions, from its answers."""
+
+    def __init__(self, s: Side, group: str, member_id: str, client: str, topics: list[str]) -> None:
+        self.s, self.group, self.id, self.client, self.topics = s, group, member_id, client, topics
+        self.epoch, self.assigned = 0, []
+
+    def heartbeat(self, label: str | None) -> Any:
+        values = sgh(self.group, self.id, self.epoch, self.topics if self.epoch == 0 else None)
+        if label is None:
+            r = self.s.client(self.client).request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, values)
+        else:
+            r = self.s.call(label, ApiKey.SHARE_GROUP_HEARTBEAT, 1, values, self.client)
+        if r.error_code == ErrorCode.none:
+            self.epoch = r.member_epoch
+            if r.assignment is not None:
+                self.assigned = sorted((self.s.topic_ids.get(t.topic_id, "?"), sorted(t.partitions))
+                                       for t in r.assignment.topic_partitions)
+        return r
+
+    def settle(self, label: str, want: int, timeout: float = 30.0) -> None:
+        """Heartbeat until the member holds `want` partitions and an answer changes nothing (Kafka
+        initializes share-partitions off the heartbeat path and assigns them a heartbeat later): a
+        bounded poll; record where it settled."""
+        deadline = time.monotonic() + timeout
+        r = None
+        while time.monotonic() < deadline:
+            before = (self.epoch, self.assigned)
+            r = self.heartbeat(None)
+            if r.error_code != ErrorCode.none or (
+                    sum(len(ps) for _, ps in self.assigned) == want and (self.epoch, self.assigned) == before):
+                break
+            time.sleep(0.05)
+        self.s.record(label, {"error_code": r.error_code if r is not None else None, "member_epoch": self.epoch,
+                              "assigned": self.assigned})
+
+
+@scenario
+def share_group_membership(s: Side) -> None:
+    g = s.group()
+    a = ShareMember(s, g, "aaaaaaaa-0000-4000-8000-00000000000a", "a", ["dt1"])
+    b = ShareMember(s, g, "bbbbbbbb-0000-4000-8000-00000000000b", "b", ["dt1"])
+    s.call("no-group-id", ApiKey.SHARE_GROUP_HEARTBEAT, 1, sgh("", a.id, 0, ["dt1"]))
+    s.call("join-without-topics", ApiKey.SHARE_GROUP_HEARTBEAT, 1, sgh(g, a.id, 0, []))
+    s.call("member-id-too-long", ApiKey.SHARE_GROUP_HEARTBEAT, 1, sgh(g, "x" * 37, 0, ["dt1"]))
+    s.call("unknown-group", ApiKey.SHARE_GROUP_HEARTBEAT, 1, sgh(g, a.id, 3))
+    s.call("leave-unknown-group", ApiKey.SHARE_GROUP_HEARTBEAT, 1, sgh(g, a.id, -1))
+    a.heartbeat("a-join")
+    a.settle("a-settled", 1)
+    b.heartbeat("b-join")
+    b.settle("b-settled", 1)
+    a.settle("a-shares", 1)  # two members, one partition: both hold it
+    s.call("describe", ApiKey.SHARE_GROUP_DESCRIBE, 1, {"group_ids": [g, s.group("none")],
+                                                        "include_authorized_operations": False})
+    s.call("unknown-member", ApiKey.SHARE_GROUP_HEARTBEAT, 1, sgh(g, "cccccccc-0000-4000-8000-00000000000c", 1))
+    s.call("fenced", ApiKey.SHARE_GROUP_HEARTBEAT, 1, sgh(g, a.id, a.epoch + 5))
+    s.call("list-share", ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["share"]})
+    s.call("list-v4", ApiKey.LIST_GROUPS, 4, {"states_filter": []})
+    s.call("describe-classic-api-v5", ApiKey.DESCRIBE_GROUPS, 5, described([g]))
+    s.call("describe-classic-api-v6", ApiKey.DESCRIBE_GROUPS, 6, described([g]))
+    s.call("consumer-heartbeat", ApiKey.CONSUMER_GROUP_HEARTBEAT, 1,
+           cgh(g, "dddddddd-0000-4000-8000-00000000000d", 0, ["dt1"]))
+    s.call("consumer-describe", ApiKey.CONSUMER_GROUP_DESCRIBE, 1,
+           {"group_ids": [g], "include_authorized_operations": False})
+    s.call("join-group", ApiKey.JOIN_GROUP, 9, join(g))
+    s.call("fetch-offsets", ApiKey.OFFSET_FETCH, 9, fetch(9, g, {"dt1": [0]}))
+    s.call("commit-simple", ApiKey.OFFSET_COMMIT, 9, commit(g, {"dt1": {0: 3}}))
+    s.call("commit-member", ApiKey.OFFSET_COMMIT, 9, commit(g, {"dt1": {0: 3}}, a.epoch, a.id))
+    s.call("offset-delete", ApiKey.OFFSET_DELETE, 0, offset_delete_request(g, {"dt1": [0]}))
+    s.call("delete-non-empty", ApiKey.DELETE_GROUPS, 2, {"groups_names": [g]})
+    s.call("a-leave", ApiKey.SHARE_GROUP_HEARTBEAT, 1, sgh(g, a.id, -1), "a")
+    s.call("a-leave-again", ApiKey.SHARE_GROUP_HEARTBEAT, 1, sgh(g, a.id, -1), "a")
+    b.settle("b-alone", 1)
+    s.call("b-leave", ApiKey.SHARE_GROUP_HEARTBEAT, 1, sgh(g, b.id, -1), "b")
+    s.call("describe-empty", ApiKey.SHARE_GROUP_DESCRIBE, 1, {"group_ids": [g], "include_authorized_operations": False})
+    s.call("delete-empty", ApiKey.DELETE_GROUPS, 2, {"groups_names": [g]})
+    s.call("describe-deleted", ApiKey.SHARE_GROUP_DESCRIBE, 1,
+           {"group_ids": [g], "include_authorized_operations": False})

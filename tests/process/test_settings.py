@@ -192,6 +192,10 @@ READ_ELSEWHERE = {
     "group.consumer.max.heartbeat.interval.ms": "validated here: bounds group.consumer.heartbeat.interval.ms",
     "group.consumer.min.session.timeout.ms": "validated here: bounds group.consumer.session.timeout.ms",
     "group.consumer.max.session.timeout.ms": "validated here: bounds group.consumer.session.timeout.ms",
+    "group.share.min.heartbeat.interval.ms": "validated here: bounds group.share.heartbeat.interval.ms",
+    "group.share.max.heartbeat.interval.ms": "validated here: bounds group.share.heartbeat.interval.ms",
+    "group.share.min.session.timeout.ms": "validated here: bounds group.share.session.timeout.ms",
+    "group.share.max.session.timeout.ms": "validated here: bounds group.share.session.timeout.ms",
     **{name: "read by name: the topics' config defaults (coordinator/core/topic_configs.py SETTINGS)"
        for name in TOPIC_DEFAULTS},
 }
@@ -206,6 +210,18 @@ def test_every_setting_is_read_somewhere():
                 sources += path.read_text()
     unread = [k.name for k in KEYS if k.name not in READ_ELSEWHERE and f".{attribute(k.name)}" not in sources]
     assert unread == []
+
+
+def test_share_group_settings_must_lie_within_their_bounds():
+    with pytest.raises(ConfigError, match="group.share.session.timeout.ms=30000 must lie within"):
+        Settings.load(env={}, overrides=["group.share.session.timeout.ms=30000"])
+    with pytest.raises(ConfigError, match="group.share.heartbeat.interval.ms=20000 must lie within"):
+        Settings.load(env={}, overrides=["group.share.heartbeat.interval.ms=20000"])
+    with pytest.raises(ConfigError, match="group.share.max.size=1001 must lie within 1 and 1000"):
+        Settings.load(env={}, overrides=["group.share.max.size=1001"])
+    s = Settings.load(env={})
+    assert (s.group_share_session_timeout_ms, s.group_share_heartbeat_interval_ms, s.group_share_max_size) == (
+        45000, 5000, 200)
 
 
 def test_consumer_group_timeouts_must_lie_within_their_bounds():

@@ -61,6 +61,7 @@ ACLS = [
     acl(TOPIC, "auto-ok-", CREATE, pattern=PREFIXED),
     acl(GROUP, "cfg", ALTER_CONFIGS),  # DESCRIBE_CONFIGS implied
     acl(TOPIC, "u", ALTER_CONFIGS),  # its configs only: DESCRIBE_CONFIGS implied, not DESCRIBE
+    acl(GROUP, "share-", READ, pattern=PREFIXED),  # share groups (KIP-932)
 ]
 
 
@@ -254,6 +255,29 @@ def test_consumer_group_heartbeat_checks_group_then_every_topic(server):
         assert r.error_code is E.topic_authorization_failed and r.member_id is None
         ok = heartbeat848(c, "c848-names", ["t"])
         assert ok.error_code is E.none and ok.member_epoch == 1
+
+
+def share_heartbeat(c: WireClient, group: str, member: str, epoch: int, topics=None):
+    return c.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {"group_id": group, "member_id": member, "member_epoch": epoch,
+                                                       "rack_id": None, "subscribed_topic_names": topics})
+
+
+def test_share_group_apis_check_the_group_then_every_topic(server):
+    """Kafka's table: Read on the group, Describe on every subscribed topic (ShareGroupHeartbeat);
+    Describe on the group (ShareGroupDescribe); Delete on the group (DeleteGroups)."""
+    with connect(server.bootstrap) as c:
+        assert share_heartbeat(c, "b", "m", 0, ["t"]).error_code is E.group_authorization_failed
+        r = share_heartbeat(c, "share-x", "m", 0, ["t", "u"])
+        assert r.error_code is E.topic_authorization_failed and r.member_id is None
+        ok = share_heartbeat(c, "share-x", "m", 0, ["t"])
+        assert (ok.error_code, ok.member_epoch) == (E.none, 1)
+        described = c.request(ApiKey.SHARE_GROUP_DESCRIBE, 1, {"group_ids": ["share-x", "b"],
+                                                               "include_authorized_operations": False}).groups
+        assert [(g.group_id, g.error_code) for g in described] == [("share-x", E.none),
+                                                                    ("b", E.group_authorization_failed)]
+        assert share_heartbeat(c, "share-x", "m", -1).error_code is E.none
+        deleted = c.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["share-x"]}).results
+        assert [r.error_code for r in deleted] == [E.group_authorization_failed]
 
 
 def test_a_regex_resolves_to_the_topics_the_member_may_describe(server):

@@ -73,6 +73,9 @@ KAFKA_ONLY_SETTINGS = {
     "group.consumer.min.assignment.interval.ms": "0",
     "group.consumer.assignment.interval.ms": "0",
     "group.consumer.assignor.offload.enable": "false",
+    # the same for share groups (KIP-1263, Kafka 4.3): assign in the heartbeat that changed the group
+    "group.share.min.assignment.interval.ms": "0",
+    "group.share.assignment.interval.ms": "0",
 }
 
 LOADING = {ErrorCode.coordinator_not_available, ErrorCode.coordinator_load_in_progress, ErrorCode.not_coordinator}

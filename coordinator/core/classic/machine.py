@@ -434,7 +434,7 @@ class ClassicMachine:
 
     @staticmethod
     def owns_timer(key: tuple) -> bool:
-        return not key[0].startswith("consumer")
+        return key[0] in ("session", "join", "sync")
 
     def _join_timer_expired(self, out: Outcome, group: ClassicGroup, now: Now) -> None:
         if group.initial_delay is not None:

@@ -216,7 +216,8 @@ class ConsumerMachine:
         out = Outcome()
         existing = self.groups.get(req.group_id)
         if existing is None or not isinstance(existing, ConsumerGroup):
-            if req.member_epoch != 0:  # Kafka's answers to a heartbeat that cannot create the group
+            # Kafka's answers to a heartbeat that cannot create the group (only a classic one converts)
+            if req.member_epoch != 0 or (existing is not None and existing.type != "classic"):
                 out.reply = error_reply(E.group_id_not_found, f"Group {req.group_id} not found." if existing is None
                                         else f"Group {req.group_id} is not a consumer group.")
                 return out

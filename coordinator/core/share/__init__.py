@@ -1,0 +1,1 @@
+"""Share groups (KIP-932): membership, the simple assignor, the share-group records."""

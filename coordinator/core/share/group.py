@@ -1,0 +1,268 @@
+"""A share group (KIP-932, spec §2.1) and its members, and the replay of the share-group records
+(types 10–15) into them: the one path by which their durable state changes, for log loading, live
+writes and reverts alike. Each apply returns the records that undo it. Sans-IO."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from groupd.protocol import ErrorCode
+from groupd.storage.consumer_records import assignment_of, topic_partitions
+from groupd.storage.records import Record
+from groupd.storage.share_records import (
+    ShareGroupCurrentMemberAssignmentKey,
+    ShareGroupCurrentMemberAssignmentValue,
+    ShareGroupMemberMetadataKey,
+    ShareGroupMemberMetadataValue,
+    ShareGroupMetadataKey,
+    ShareGroupMetadataValue,
+    ShareGroupStatePartitionMetadataKey,
+    ShareGroupStatePartitionMetadataValue,
+    ShareGroupTargetAssignmentMemberKey,
+    ShareGroupTargetAssignmentMemberValue,
+    ShareGroupTargetAssignmentMetadataKey,
+    ShareGroupTargetAssignmentMetadataValue,
+)
+
+E = ErrorCode
+EMPTY, STABLE = "Empty", "Stable"
+STABLE_MEMBER = 0  # MemberState.STABLE: share members never revoke, so never leave it
+Partitions = dict[uuid.UUID, frozenset[int]]
+
+
+@dataclasses.dataclass(eq=False, slots=True)
+class ShareMember:
+    member_id: str
+    metadata: ShareGroupMemberMetadataValue | None = None
+    current: ShareGroupCurrentMemberAssignmentValue | None = None
+    assigned: Partitions = dataclasses.field(default_factory=dict)  # `current`, decoded
+
+    @property
+    def member_epoch(self) -> int:
+        return self.current.member_epoch if self.current is not None else 0
+
+    @property
+    def previous_member_epoch(self) -> int:
+        return self.current.previous_member_epoch if self.current is not None else 0
+
+    @property
+    def subscribed_topic_names(self) -> tuple[str, ...]:
+        return self.metadata.subscribed_topic_names if self.metadata is not None else ()
+
+
+@dataclasses.dataclass(eq=False)
+class ShareGroup:
+    group_id: str
+    type = "share"
+    protocol_type = "share"  # what ListGroups shows, as Kafka's ShareGroup.protocolType()
+    metadata: ShareGroupMetadataValue | None = None
+    target_epoch: ShareGroupTargetAssignmentMetadataValue | None = None
+    state_partitions: ShareGroupStatePartitionMetadataValue | None = None
+    members: dict[str, ShareMember] = dataclasses.field(default_factory=dict)
+    targets: dict[str, Partitions] = dataclasses.field(default_factory=dict)
+    subscribed_names: Counter = dataclasses.field(default_factory=Counter)  # topic name → subscribers
+
+    @property
+    def group_epoch(self) -> int:
+        return self.metadata.epoch if self.metadata is not None else 0
+
+    @property
+    def metadata_hash(self) -> int:
+        return self.metadata.metadata_hash if self.metadata is not None else 0
+
+    @property
+    def assignment_epoch(self) -> int:
+        return self.target_epoch.assignment_epoch if self.target_epoch is not None else 0
+
+    @property
+    def durable(self) -> Any:
+        return self.metadata
+
+    @property
+    def state_name(self) -> str:
+        return STABLE if self.members else EMPTY
+
+    def initialized(self) -> dict[uuid.UUID, frozenset[int]]:
+        """The share-partitions whose state is initialized (topic id → partitions)."""
+        if self.state_partitions is None:
+            return {}
+        return {t.topic_id: frozenset(t.partitions) for t in self.state_partitions.initialized_topics}
+
+    # -- the Group interface (coordinator/core/group.py) ---------------------------------------------
+
+    def epochs(self) -> dict[str, int]:
+        return {"group": self.group_epoch, "assignment": self.assignment_epoch}
+
+    def unreconciled(self) -> int:
+        return sum(1 for m in self.members.values() if m.member_epoch != self.assignment_epoch)
+
+    def partition_owners(self) -> list[tuple[Any, int, str, str, str]]:
+        out = []
+        for m in self.members.values():
+            client_id, host = (m.metadata.client_id, m.metadata.client_host) if m.metadata is not None else ("", "")
+            out.extend((t, p, m.member_id, client_id, host) for t, ps in m.assigned.items() for p in sorted(ps))
+        return out
+
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
+                               version: int = 9) -> ErrorCode | None:
+        return E.group_id_not_found  # share groups commit no offsets (spec §1.10)
+
+    def offset_committed_by(self, member_id: str, now_mono: int) -> None:
+        pass
+
+    def offset_expiry_base(self, topic: str, commit_timestamp: int) -> int | None:
+        return commit_timestamp
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        return bool(self.subscribed_names.get(topic))
+
+    def expirable(self) -> bool:
+        return False  # share groups never expire on their own (spec §2.5)
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode | None:
+        return None  # no committed offsets: every partition answers -1 (spec §1.10)
+
+    def validate_offset_delete(self) -> ErrorCode | None:
+        return E.group_id_not_found
+
+    def validate_delete(self) -> ErrorCode | None:
+        return E.non_empty_group if self.members else None
+
+    def describe(self) -> dict:
+        """DescribeGroups (the classic API) answers a share group as not found (spec §1.10)."""
+        return {"group_id": self.group_id, "type": self.type}
+
+    def release_parked(self, error: ErrorCode) -> list[tuple[Any, Any]]:
+        return []
+
+    def delete_records(self) -> list[Record]:
+        """Every tombstone that removes the group: each member's, the target epoch, the
+        share-partition metadata, then the group epoch (which removes the group on replay)."""
+        g = self.group_id
+        out = []
+        for member_id in self.members:
+            out += member_tombstones(g, member_id)
+        out.append(Record(ShareGroupTargetAssignmentMetadataKey(g), None))
+        if self.state_partitions is not None:
+            out.append(Record(ShareGroupStatePartitionMetadataKey(g), None))
+        out.append(Record(ShareGroupMetadataKey(g), None))
+        return out
+
+
+def member_tombstones(group_id: str, member_id: str) -> list[Record]:
+    """Removal of a member (Kafka's order): current assignment, target assignment, subscription."""
+    return [Record(ShareGroupCurrentMemberAssignmentKey(group_id, member_id), None),
+            Record(ShareGroupTargetAssignmentMemberKey(group_id, member_id), None),
+            Record(ShareGroupMemberMetadataKey(group_id, member_id), None)]
+
+
+# =============================================================================================
+# replay: one apply per record type, returning the undo records
+
+
+class ShareRecords:
+    """The appliers of the share-group records over a partition's group registry."""
+
+    def __init__(self, groups: dict) -> None:
+        self.groups = groups
+
+    def appliers(self) -> dict[type, Callable[[Any, Any], list[Record]]]:
+        return {
+            ShareGroupMetadataKey: self._group_metadata,
+            ShareGroupMemberMetadataKey: self._member_metadata,
+            ShareGroupTargetAssignmentMetadataKey: self._target_metadata,
+            ShareGroupTargetAssignmentMemberKey: self._target_member,
+            ShareGroupCurrentMemberAssignmentKey: self._current_assignment,
+            ShareGroupStatePartitionMetadataKey: self._state_partitions,
+        }
+
+    def _group(self, group_id: str, create: bool) -> ShareGroup | None:
+        group = self.groups.get(group_id)
+        if isinstance(group, ShareGroup):
+            return group
+        if not create:
+            return None
+        group = self.groups[group_id] = ShareGroup(group_id)  # a heartbeat never writes over another type
+        return group
+
+    def _group_metadata(self, key: ShareGroupMetadataKey, value) -> list[Record]:
+        group = self._group(key.group_id, value is not None)
+        undo = [Record(key, group.metadata if group is not None else None)]
+        if group is None:
+            return undo
+        if value is None:
+            del self.groups[key.group_id]  # the group's last tombstone (its others come first)
+        else:
+            group.metadata = value
+        return undo
+
+    def _target_metadata(self, key: ShareGroupTargetAssignmentMetadataKey, value) -> list[Record]:
+        group = self._group(key.group_id, value is not None)
+        if group is None:
+            return [Record(key, None)]
+        undo = [Record(key, group.target_epoch)]
+        group.target_epoch = value
+        return undo
+
+    def _state_partitions(self, key: ShareGroupStatePartitionMetadataKey, value) -> list[Record]:
+        group = self._group(key.group_id, value is not None)
+        if group is None:
+            return [Record(key, None)]
+        undo = [Record(key, group.state_partitions)]
+        group.state_partitions = value
+        return undo
+
+    def _target_member(self, key: ShareGroupTargetAssignmentMemberKey, value) -> list[Record]:
+        group = self._group(key.group_id, value is not None)
+        if group is None:
+            return [Record(key, None)]
+        old = group.targets.get(key.member_id)
+        undo = [Record(key, None if old is None else ShareGroupTargetAssignmentMemberValue(topic_partitions(old)))]
+        if value is None:
+            group.targets.pop(key.member_id, None)
+        else:
+            group.targets[key.member_id] = assignment_of(value.topic_partitions)
+        return undo
+
+    def _member(self, group: ShareGroup, member_id: str) -> ShareMember:
+        member = group.members.get(member_id)
+        if member is None:
+            member = group.members[member_id] = ShareMember(member_id)
+        return member
+
+    def _forget_if_gone(self, group: ShareGroup, member: ShareMember) -> None:
+        if member.metadata is None and member.current is None:
+            del group.members[member.member_id]
+
+    def _member_metadata(self, key: ShareGroupMemberMetadataKey, value) -> list[Record]:
+        group = self._group(key.group_id, value is not None)
+        member = group.members.get(key.member_id) if group is not None else None
+        undo = [Record(key, member.metadata if member is not None else None)]
+        if group is None or (value is None and member is None):
+            return undo
+        member = self._member(group, key.member_id)
+        if member.metadata is not None:
+            group.subscribed_names.subtract(member.metadata.subscribed_topic_names)
+        member.metadata = value
+        if value is not None:
+            group.subscribed_names.update(value.subscribed_topic_names)
+        group.subscribed_names = +group.subscribed_names  # drop zero counts
+        self._forget_if_gone(group, member)
+        return undo
+
+    def _current_assignment(self, key: ShareGroupCurrentMemberAssignmentKey, value) -> list[Record]:
+        group = self._group(key.group_id, value is not None)
+        member = group.members.get(key.member_id) if group is not None else None
+        undo = [Record(key, member.current if member is not None else None)]
+        if group is None or (value is None and member is None):
+            return undo
+        member = self._member(group, key.member_id)
+        member.current = value
+        member.assigned = assignment_of(value.assigned_partitions) if value is not None else {}
+        self._forget_if_gone(group, member)
+        return undo
+

@@ -1,0 +1,157 @@
+"""ShareGroupHeartbeat (76) and ShareGroupDescribe (77) on the wire against the real server
+(share-groups spec §1.2, §1.3, §1.10, §2): members join with their own ids, share a partition,
+leave; the classic admin APIs see the share group as Kafka's do; a restart keeps the group."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from tests.support.process import ROOT, GroupdProcess, WireClient, groupd_fixture
+
+server = groupd_fixture("topics=one:1,three:3")
+
+
+def heartbeat(c: WireClient, group: str, member_id: str, epoch: int, names=None):
+    return c.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {
+        "group_id": group, "member_id": member_id, "member_epoch": epoch, "rack_id": None,
+        "subscribed_topic_names": None if names is None else list(names)})
+
+
+def describe(c: WireClient, *groups: str):
+    return c.request(ApiKey.SHARE_GROUP_DESCRIBE, 1, {"group_ids": list(groups),
+                                                      "include_authorized_operations": False}).groups
+
+
+def topic_id(c: WireClient, name: str):
+    return c.request(ApiKey.METADATA, 12, {"topics": [{"name": name, "topic_id": None}],
+                                           "allow_auto_topic_creation": False,
+                                           "include_topic_authorized_operations": False}).topics[0].topic_id
+
+
+def partitions(r) -> dict:
+    return {tp.topic_id: sorted(tp.partitions) for tp in r.assignment.topic_partitions}
+
+
+def test_two_members_share_the_one_partition_and_describe_shows_them(server):
+    with WireClient(server.bootstrap) as c:
+        one = topic_id(c, "one")
+        a = heartbeat(c, "sg-two", "9c1d6f3e-1111-4c4c-9d9d-000000000001", 0, ["one"])
+        b = heartbeat(c, "sg-two", "b/+", 0, ["one"])  # any client-chosen id up to 36 chars
+        assert (a.error_code, a.member_id, a.member_epoch) == (ErrorCode.none, a.member_id, 1)
+        assert (b.error_code, b.member_id, b.member_epoch) == (ErrorCode.none, "b/+", 2)
+        assert partitions(a) == partitions(b) == {one: [0]}
+        assert a.heartbeat_interval.total_seconds() == 5
+        again = heartbeat(c, "sg-two", a.member_id, 1)
+        assert (again.error_code, again.member_epoch, again.assignment) == (ErrorCode.none, 2, None)  # unchanged
+        [g] = describe(c, "sg-two")
+    assert (g.error_code, g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name) == (
+        ErrorCode.none, "Stable", 2, 2, "simple")
+    assert sorted(m.member_id for m in g.members) == sorted([a.member_id, "b/+"])
+    for m in g.members:
+        assert [(t.topic_name, list(t.partitions)) for t in m.assignment.topic_partitions] == [("one", [0])]
+        assert list(m.subscribed_topic_names) == ["one"] and m.client_id == "wire-test"
+
+
+def test_errors_as_kafka(server):
+    with WireClient(server.bootstrap) as c:
+        assert heartbeat(c, "sg-err", "m", 0, []).error_code == ErrorCode.invalid_request
+        assert heartbeat(c, "sg-err", "x" * 37, 0, ["three"]).error_code == ErrorCode.invalid_request
+        assert heartbeat(c, "sg-err", "m", 3).error_code == ErrorCode.group_id_not_found
+        assert heartbeat(c, "sg-err", "m", 0, ["three"]).error_code == ErrorCode.none
+        assert heartbeat(c, "sg-err", "other", 5).error_code == ErrorCode.unknown_member_id
+        assert heartbeat(c, "sg-err", "m", 7).error_code == ErrorCode.fenced_member_epoch
+        left = heartbeat(c, "sg-err", "m", -1)
+        assert (left.error_code, left.member_id, left.member_epoch) == (ErrorCode.none, "m", -1)
+        [gone, missing, empty] = describe(c, "sg-err", "sg-none", "")
+    assert (gone.group_state, gone.group_epoch, list(gone.members)) == ("Empty", 2, [])
+    assert (missing.error_code, missing.error_message) == (ErrorCode.group_id_not_found, "Group sg-none not found.")
+    assert empty.error_code == ErrorCode.invalid_group_id
+
+
+def test_classic_admin_apis_see_a_share_group_as_kafka(server):
+    with WireClient(server.bootstrap) as c:
+        assert heartbeat(c, "sg-admin", "m", 0, ["three"]).error_code == ErrorCode.none
+        listed = c.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["share"]}).groups
+        assert [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in listed
+                if g.group_id == "sg-admin"] == [("sg-admin", "share", "Stable", "share")]
+        [d] = c.request(ApiKey.DESCRIBE_GROUPS, 6, {"groups": ["sg-admin"],
+                                                    "include_authorized_operations": False}).groups
+        assert (d.error_code, d.group_state) == (ErrorCode.group_id_not_found, "Dead")
+        deleted = c.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["sg-admin"]}).results
+        assert [r.error_code for r in deleted] == [ErrorCode.non_empty_group]
+        consumer = c.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": ["sg-admin"],
+                                                                 "include_authorized_operations": False}).groups
+        assert consumer[0].error_code == ErrorCode.group_id_not_found
+        heartbeat(c, "sg-admin", "m", -1)
+        deleted = c.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["sg-admin"]}).results
+        assert [r.error_code for r in deleted] == [ErrorCode.none]
+        [d] = describe(c, "sg-admin")
+        assert d.error_code == ErrorCode.group_id_not_found
+
+
+def test_api_versions_lists_the_two_apis_but_not_share_fetch(server):
+    with WireClient(server.bootstrap) as c:
+        keys = {k.api_key: (k.min_version, k.max_version)
+                for k in c.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
+                                                            "client_software_version": "1"}).api_keys}
+    assert keys[76] == (1, 1) and keys[77] == (1, 1)
+    assert 78 not in keys and 79 not in keys
+
+
+@pytest.fixture
+def own_server(tmp_path):
+    s = GroupdProcess(str(tmp_path), "topics=three:3").start()
+    yield s
+    assert s.stop() == 0, s.log()
+
+
+def test_a_restart_keeps_the_group_its_epochs_and_assignment(own_server):
+    with WireClient(own_server.bootstrap) as c:
+        a = heartbeat(c, "sg-restart", "a", 0, ["three"])
+        b = heartbeat(c, "sg-restart", "b", 0, ["three"])
+        before = describe(c, "sg-restart")[0]
+    own_server.stop()
+    own_server.start()
+    with WireClient(own_server.bootstrap) as c:
+        after = describe(c, "sg-restart")[0]
+        assert (after.group_state, after.group_epoch, after.assignment_epoch) == ("Stable", 2, 2)
+        assert {m.member_id: (m.member_epoch, [list(t.partitions) for t in m.assignment.topic_partitions])
+                for m in after.members} == {m.member_id: (m.member_epoch, [list(t.partitions)
+                                                                           for t in m.assignment.topic_partitions])
+                                            for m in before.members}
+        # the members go on with the epochs they had
+        assert heartbeat(c, "sg-restart", "b", b.member_epoch).error_code == ErrorCode.none
+        assert heartbeat(c, "sg-restart", "a", a.member_epoch).member_epoch == 2
+
+
+def test_groups_cli_lists_and_describes_a_share_group(server):
+    with WireClient(server.bootstrap) as c:
+        heartbeat(c, "sg-cli", "m-1", 0, ["three"])
+        heartbeat(c, "sg-cli", "m-2", 0, ["three"])
+        heartbeat(c, "sg-cli", "m-1", 1)  # m-1 takes the target of epoch 2
+    b = ["--bootstrap", server.bootstrap]
+    listed = json.loads(_cli("groups", "list", "--type", "share", "--json", *b))
+    assert {"group": "sg-cli", "state": "Stable", "protocol_type": "share", "type": "share"} in listed
+    described = json.loads(_cli("groups", "describe", "sg-cli", "--json", *b))
+    assert (described["type"], described["state"], described["protocol"], described["group_epoch"]) == (
+        "share", "Stable", "simple", 2)
+    assert sorted(m["member_id"] for m in described["members"]) == ["m-1", "m-2"]
+    held = sorted(p for m in described["members"] for p in m["assignment"].get("three", []))
+    assert held == [0, 1, 2]  # three partitions, two members: each partition once (S = 1)
+    text = _cli("groups", "describe", "sg-cli", *b)
+    assert "share group Stable, group epoch 2, assignment epoch" in text and "assignor simple" in text
+
+
+def _cli(*args: str) -> str:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GROUPD_")}
+    r = subprocess.run([sys.executable, "-m", "groupd.coordinator", *args], cwd=ROOT, capture_output=True,
+                       text=True, timeout=60, env=clean)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
