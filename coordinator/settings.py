@@ -368,6 +368,12 @@ KEYS: tuple[Key, ...] = (
     Key("group.share.min.session.timeout.ms", 45000, _int(1), "lowest group.share.session.timeout.ms"),
     Key("group.share.max.session.timeout.ms", 60000, _int(1), "highest group.share.session.timeout.ms"),
     Key("group.share.max.size", 200, _int(1), "most members a share group may have (Kafka: 1-1000)"),
+    Key("group.share.record.lock.duration.ms", 30000, _int(1000, 3600000),
+        "how long a share consumer holds the records it acquired before they are delivered again"),
+    Key("group.share.delivery.count.limit", 5, _int(2, 10),
+        "deliveries of a share-group record before it is archived instead of released"),
+    Key("group.share.partition.max.record.locks", 2000, _int(100, 10000),
+        "in-flight offsets per share-partition (acquired, or acknowledged above the start offset)"),
     Key("offset.metadata.max.bytes", 4096, _int(0), "longest commit metadata (UTF-16 code units)"),
     Key("offsets.retention.minutes", 10080, _int(1), "how long committed offsets are kept (KIP-211)"),
     Key("offsets.retention.check.interval.ms", 600000, _int(1), "how often expired offsets are removed"),
@@ -532,6 +538,9 @@ class Settings:
     group_share_min_session_timeout_ms: int
     group_share_max_session_timeout_ms: int
     group_share_max_size: int
+    group_share_record_lock_duration_ms: int
+    group_share_delivery_count_limit: int
+    group_share_partition_max_record_locks: int
     offset_metadata_max_bytes: int
     offsets_retention_minutes: int
     offsets_retention_check_interval_ms: int

@@ -1,0 +1,185 @@
+"""ShareFetch (78), v1: share consumers acquire records (KIP-932, share-groups spec §1.4–1.5, §3.4,
+§3.9–3.10).
+
+v0 existed only in Kafka 4.0 (unstable) and was removed in 4.1; v1 added MaxRecords and BatchSize
+and dropped PartitionMaxBytes. v2 (4.2: the record-limit acquire mode and RENEW) is not served, so
+clients use v1 (librdkafka always does; the Java client needs v2 only for record_limit or RENEW).
+
+Sessions are keyed by (group, member) and not checked against group membership, as Kafka 4.2. The
+piggybacked acknowledgements are applied first, then (unless the epoch is -1, which closes the
+session and releases what the member holds) every session partition is read from the records plane
+in turn and its available offsets acquired for the member, up to MaxRecords; the batches returned
+are the log's own, cut to those overlapping the acquired ranges. With nothing acquired the request
+waits up to MaxWaitMs, woken by appends to its partitions and by records released by others; lock
+expiry is noticed by the next attempt (at the latest when the wait ends).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+
+from groupd.coordinator.runtime.share_partitions import deliveries_for
+from groupd.coordinator.security.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
+from groupd.coordinator.system_clock import mono_ms
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
+from groupd.storage.records_plane import plane_for
+
+from .request import Request, ms
+from .share_common import NO_LEADER, acknowledge, batch_spans, cut, log_bounds, member_error, merged, read
+
+KEY = ApiKey.SHARE_FETCH
+VERSIONS = (1, 1)
+
+log = logging.getLogger("groupd")
+
+
+def handle(node, request: Request):
+    body = request.body
+    deliveries = deliveries_for(node)
+    lock_ms = deliveries.limits.lock_ms
+    error = member_error(body.group_id, body.member_id)
+    if error is None and not authorized(node, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        error = ErrorCode.group_authorization_failed
+    named = merged(body.topics)
+    if error is None and body.share_session_epoch == 0 and any(named.values()):
+        error = ErrorCode.invalid_request  # a new session carries no acknowledgements
+    if error is not None:
+        return _response(request, error, lock_ms, [])
+    group, member, epoch = body.group_id, body.member_id, body.share_session_epoch
+    forgotten = [(t.topic_id, p) for t in body.forgotten_topics_data for p in t.partitions]
+    error, session = deliveries.sessions.for_fetch(group, member, epoch, named, forgotten)
+    if error is not ErrorCode.none:
+        log.info("share fetch refused group=%s member=%s epoch=%d error=%s", group, member, epoch, error.name)
+        return _response(request, error, lock_ms, [])
+    now = mono_ms()
+    entries: dict[tuple, dict] = {}
+    released = False
+    for (topic_id, index), batches in named.items():
+        entry = entries[(topic_id, index)] = _entry(index)
+        if batches:
+            code = acknowledge(node, deliveries, group, member, topic_id, index, batches, now)
+            entry["acknowledge_error_code"] = int(code)
+            released = released or code is ErrorCode.none
+    if released:
+        deliveries.wake()
+    if epoch == -1:
+        deliveries.sessions.close(group, member)
+        deliveries.release_member(group, member, session.partitions, now)
+        return _response(request, ErrorCode.none, lock_ms, _topics(entries))
+    if body.max_records <= 0 or body.max_bytes <= 0:
+        return _response(request, ErrorCode.none, lock_ms, _topics(entries))
+    keys = list(session.partitions)
+    if keys:  # rotate by epoch so that one partition does not always use up MaxRecords
+        shift = epoch % len(keys)
+        keys = keys[shift:] + keys[:shift]
+    return asyncio.ensure_future(_fetch(node, request, deliveries, keys, entries, epoch == 0))
+
+
+async def _fetch(node, request: Request, deliveries, keys: list[tuple], entries: dict[tuple, dict], full: bool):
+    body = request.body
+    lock_ms = deliveries.limits.lock_ms
+    plane = plane_for(node)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(ms(body.max_wait), 0) / 1000
+    while True:
+        acquired = await _acquire_all(node, plane, request, deliveries, keys, entries)
+        remaining = deadline - loop.time()
+        if acquired or remaining <= 0 or node.closing:
+            break
+        woken = loop.create_future()
+
+        def wake() -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        token = plane.watch({(k[0], k[1]) for k in keys}, wake) if plane is not None else None
+        waiting = deliveries.wait(wake)
+        timer = node.hold(remaining, None)
+        try:
+            await asyncio.wait((woken, timer), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            deliveries.unwait(waiting)
+            if token is not None:
+                plane.unwatch(token)
+            timer.cancel()
+    wanted = {k for k, e in entries.items() if full or e["acquired_records"] or e["error_code"]} | {
+        k for k in entries if k in _named(body)}
+    return _response(request, ErrorCode.none, lock_ms, _topics({k: e for k, e in entries.items() if k in wanted}))
+
+
+async def _acquire_all(node, plane, request: Request, deliveries, keys, entries) -> int:
+    """One pass over the session's partitions: what can be acquired now is; the records acquired."""
+    body = request.body
+    group, member = body.group_id, body.member_id
+    budget = body.max_records
+    bytes_left = body.max_bytes
+    acquired = 0
+    for key in keys:
+        topic_id, index = key
+        entry = entries.setdefault(key, _entry(index))
+        if entry["acquired_records"] or budget <= 0:
+            continue
+        topic = node.catalog.by_id(topic_id)
+        if topic is None:
+            entry["error_code"] = ErrorCode.unknown_topic_id
+            continue
+        if not 0 <= index < topic.partitions:
+            entry["error_code"] = ErrorCode.unknown_topic_or_partition
+            continue
+        if not authorized(node, request, AclOperation.READ, ResourceType.TOPIC, topic.name):
+            entry["error_code"] = ErrorCode.topic_authorization_failed
+            continue
+        entry["error_code"] = ErrorCode.none
+        bounds = log_bounds(plane, topic, index)
+        if isinstance(bounds, ErrorCode):
+            entry["error_code"] = bounds
+            continue
+        log_start, log_end = bounds
+        sp = deliveries.partition((group, topic_id, index), log_start, log_end)
+        sp.expire(mono_ms())
+        if not sp.can_acquire(log_end):
+            continue
+        offset = sp.next_fetch_offset()
+        data = await read(node, plane, topic, index, offset, log_end, max(bytes_left, 0), acquired == 0)
+        spans = batch_spans(data)
+        if not spans:
+            continue
+        last = min(spans[-1][1], log_end - 1)
+        ranges = sp.acquire(member, offset, last, budget, mono_ms())
+        if not ranges:
+            continue
+        records = cut(data, spans, ranges[0][0], ranges[-1][1])
+        entry["records"] = records
+        entry["acquired_records"] = [{"first_offset": a, "last_offset": b, "delivery_count": c} for a, b, c in ranges]
+        n = sum(b - a + 1 for a, b, _ in ranges)
+        budget -= n
+        acquired += n
+        bytes_left -= len(records)
+    return acquired
+
+
+def _named(body) -> set[tuple]:
+    return {(t.topic_id, p.partition_index) for t in body.topics for p in t.partitions}
+
+
+def _entry(index: int) -> dict:
+    return {"partition_index": index, "error_code": ErrorCode.none, "acknowledge_error_code": 0,
+            "current_leader": NO_LEADER, "records": b"", "acquired_records": []}
+
+
+def _topics(entries: dict[tuple, dict]) -> list[dict]:
+    topics: dict = {}
+    for (topic_id, _), entry in entries.items():
+        topics.setdefault(topic_id, []).append(entry)
+    return [{"topic_id": t, "partitions": ps} for t, ps in topics.items()]
+
+
+def _response(request: Request, error: ErrorCode, lock_ms: int, topics: list[dict]):
+    return build_response(KEY, request.version, {
+        "error_code": error, "acquisition_lock_timeout": datetime.timedelta(milliseconds=lock_ms), "responses": topics,
+        "node_endpoints": []})

@@ -1,0 +1,127 @@
+"""ShareFetch (78) and ShareAcknowledge (79) on the wire against the real server (share-groups spec
+§1.4–1.7, §3.4–3.9): sessions and their epochs, acquisition at the log end (`latest`), records
+acquired by one member only, acknowledgements, release on session close, the error codes."""
+
+from __future__ import annotations
+
+import datetime
+import threading
+
+import pytest
+from confluent_kafka import Producer
+
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.storage.records_plane.batches import iter_batches
+from tests.support.process import WireClient, groupd_fixture
+
+server = groupd_fixture("topics=one:1,two:1,three:1", "group.share.delivery.count.limit=2")
+
+
+def topic_id(c: WireClient, name: str):
+    return c.request(ApiKey.METADATA, 12, {"topics": [{"name": name, "topic_id": None}],
+                                           "allow_auto_topic_creation": False,
+                                           "include_topic_authorized_operations": False}).topics[0].topic_id
+
+
+def share_fetch(c, group, member, epoch, tid=None, acks=(), max_records=100, wait_ms=0, forget=()):
+    topics = [] if tid is None else [{"topic_id": tid, "partitions": [{
+        "partition_index": 0, "acknowledgement_batches": [
+            {"first_offset": a, "last_offset": b, "acknowledge_types": [t]} for a, b, t in acks]}]}]
+    return c.request(ApiKey.SHARE_FETCH, 1, {
+        "group_id": group, "member_id": member, "share_session_epoch": epoch, "max_wait": datetime.timedelta(milliseconds=wait_ms),
+        "min_bytes": 1, "max_bytes": 1 << 20, "max_records": max_records, "batch_size": max_records,
+        "topics": topics, "forgotten_topics_data": [{"topic_id": t, "partitions": [0]} for t in forget]})
+
+
+def share_ack(c, group, member, epoch, tid, acks):
+    return c.request(ApiKey.SHARE_ACKNOWLEDGE, 1, {
+        "group_id": group, "member_id": member, "share_session_epoch": epoch, "topics": [{
+            "topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+                {"first_offset": a, "last_offset": b, "acknowledge_types": [t]} for a, b, t in acks]}]}]})
+
+
+def produce(bootstrap: str, topic: str, n: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for i in range(n):
+        p.produce(topic, value=b"v%d" % i, partition=0)
+        p.flush(10)  # one batch per record: acquisition may cut between them
+    assert p.flush(10) == 0
+
+
+def acquired(r):
+    [t] = r.responses
+    [p] = t.partitions
+    return [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records], p
+
+
+def offsets_in(records: bytes) -> list[int]:
+    return [b.base_offset + i for b in iter_batches(records) for i in range(b.last_offset_delta + 1)]
+
+
+def test_acquire_acknowledge_and_redeliver_on_close(server):
+    with WireClient(server.bootstrap) as c:
+        tid = topic_id(c, "one")
+        r = share_fetch(c, "sf", "a", 0, tid)  # opens the session; the share-partition starts at the log end
+        assert r.error_code is ErrorCode.none and r.acquisition_lock_timeout.total_seconds() == 30
+        assert acquired(r)[0] == []
+        produce(server.bootstrap, "one", 6)
+        got, p = acquired(share_fetch(c, "sf", "a", 1, max_records=4, wait_ms=5000))
+        assert got == [(0, 3, 1)] and set(offsets_in(p.records)) >= {0, 1, 2, 3}
+        got, _ = acquired(share_fetch(c, "sf", "b", 0, tid, wait_ms=5000))  # another member: the rest
+        assert got == [(4, 5, 1)]
+        # a ShareAcknowledge: accept 0-1, release 2; 4 is b's
+        r = share_ack(c, "sf", "a", 2, tid, [(0, 1, 1), (2, 2, 2)])
+        assert r.error_code is ErrorCode.none and r.responses[0].partitions[0].error_code is ErrorCode.none
+        r = share_ack(c, "sf", "a", 3, tid, [(4, 4, 1)])
+        assert r.responses[0].partitions[0].error_code is ErrorCode.invalid_record_state
+        # the piggybacked form, then b closes its session: 4 and 5 come back
+        r = share_fetch(c, "sf", "b", 1, tid, acks=[(4, 4, 1)], max_records=0)
+        assert acquired(r)[1].acknowledge_error_code == 0
+        assert share_fetch(c, "sf", "b", -1).error_code is ErrorCode.none
+        got, _ = acquired(share_fetch(c, "sf", "a", 4, wait_ms=5000))
+        assert got == [(2, 2, 2), (5, 5, 2)]
+        # the delivery limit is 2: a release archives them
+        r = share_ack(c, "sf", "a", 5, tid, [(2, 2, 2), (3, 3, 1), (5, 5, 2)])
+        assert r.responses[0].partitions[0].error_code is ErrorCode.none
+        r = share_fetch(c, "sf", "a", 6, max_records=10, wait_ms=200)
+        assert r.error_code is ErrorCode.none and r.responses == ()  # nothing left to deliver
+
+
+def test_session_epochs(server):
+    with WireClient(server.bootstrap) as c:
+        tid = topic_id(c, "two")
+        assert share_fetch(c, "se", "m", 1, tid).error_code is ErrorCode.share_session_not_found
+        assert share_fetch(c, "se", "m", 0, tid).error_code is ErrorCode.none
+        assert share_fetch(c, "se", "m", 2).error_code is ErrorCode.invalid_share_session_epoch
+        assert share_fetch(c, "se", "m", 1).error_code is ErrorCode.none
+        assert share_ack(c, "se", "m", 0, tid, [(0, 0, 1)]).error_code is ErrorCode.invalid_share_session_epoch
+        assert share_ack(c, "se", "m", 2, tid, []).error_code is ErrorCode.none
+        r = share_fetch(c, "se", "m", 0, tid, acks=[(0, 0, 1)])
+        assert r.error_code is ErrorCode.invalid_request  # a new session carries no acknowledgements
+        assert share_fetch(c, "se", "m", -1).error_code is ErrorCode.none
+        assert share_fetch(c, "se", "m", -1).error_code is ErrorCode.share_session_not_found
+        assert share_ack(c, "se", "", 1, tid, []).error_code is ErrorCode.invalid_request
+        assert share_fetch(c, "se", "x" * 37, 0, tid).error_code is ErrorCode.invalid_request
+
+
+def test_a_fetch_waits_for_an_append(server):
+    with WireClient(server.bootstrap) as c:
+        tid = topic_id(c, "three")
+        share_fetch(c, "sw", "m", 0, tid)
+        t = threading.Timer(0.3, produce, (server.bootstrap, "three", 1))
+        t.start()
+        try:
+            got, _ = acquired(share_fetch(c, "sw", "m", 1, wait_ms=30000))
+        finally:
+            t.join()
+        assert got == [(0, 0, 1)]
+
+
+@pytest.mark.parametrize("batch, error", [((3, 2, 1), ErrorCode.invalid_request), ((0, 0, 5), ErrorCode.invalid_request)])
+def test_bad_acknowledgement_batches(server, batch, error):
+    with WireClient(server.bootstrap) as c:
+        tid = topic_id(c, "two")
+        share_fetch(c, "sb", "m", 0, tid)
+        r = share_ack(c, "sb", "m", 1, tid, [batch])
+        assert r.responses[0].partitions[0].error_code is error
