@@ -3,12 +3,13 @@ share-groups spec §1.6, §3.6, §3.9): ACCEPT (1), RELEASE (2), REJECT (3), GAP
 partition's applied all or nothing; records not ACQUIRED by this member (another's, an expired lock)
 answer INVALID_RECORD_STATE. Epoch 0 is INVALID_SHARE_SESSION_EPOCH (this API never opens a
 session); -1 applies the acknowledgements, closes the session and releases what the member still
-holds on its partitions. v0 existed only in Kafka 4.0; v2 (4.2: RENEW, AcquisitionLockTimeoutMs) is
+holds on its partitions. The answer follows the durable write of the changed share-partitions. v0 existed only in Kafka 4.0; v2 (4.2: RENEW, AcquisitionLockTimeoutMs) is
 not served: librdkafka always sends v1.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from groupd.coordinator.runtime.share_partitions import deliveries_for
@@ -20,7 +21,7 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
 from .request import Request
-from .share_common import NO_LEADER, acknowledge, member_error, merged
+from .share_common import NO_LEADER, apply_acknowledgements, close_session, member_error, merged
 
 KEY = ApiKey.SHARE_ACKNOWLEDGE
 VERSIONS = (1, 1)
@@ -41,23 +42,20 @@ def handle(node, request: Request):
     if error is not ErrorCode.none:
         log.info("share acknowledge refused group=%s member=%s epoch=%d error=%s", group, member, epoch, error.name)
         return _response(request, error, [])
+    return asyncio.ensure_future(_serve(node, request, deliveries, session))
+
+
+async def _serve(node, request: Request, deliveries, session):
+    body = request.body
+    await deliveries.ready()
     now = mono_ms()
+    results = await apply_acknowledgements(node, request, deliveries, merged(body.topics), now)
     topics: dict = {}
-    changed = False
-    for (topic_id, index), batches in merged(body.topics).items():
-        topic = node.catalog.by_id(topic_id)
-        if topic is not None and not authorized(node, request, AclOperation.READ, ResourceType.TOPIC, topic.name):
-            code = ErrorCode.topic_authorization_failed
-        else:
-            code = acknowledge(node, deliveries, group, member, topic_id, index, batches, now)
-        changed = changed or code is ErrorCode.none
-        topics.setdefault(topic_id, []).append(
-            {"partition_index": index, "error_code": code, "current_leader": NO_LEADER})
-    if epoch == -1:
-        deliveries.sessions.close(group, member)
-        deliveries.release_member(group, member, session.partitions, now)
-    elif changed:
-        deliveries.wake()
+    for (topic_id, index), code in results.items():
+        topics.setdefault(topic_id, []).append({"partition_index": index, "error_code": code,
+                                                "current_leader": NO_LEADER})
+    if body.share_session_epoch == -1:
+        await close_session(deliveries, body.group_id, body.member_id, session, now)
     return _response(request, ErrorCode.none, [{"topic_id": t, "partitions": ps} for t, ps in topics.items()])
 
 

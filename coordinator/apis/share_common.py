@@ -5,12 +5,15 @@ batches from the records plane (either plane) and cutting them to the acquired r
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 import uuid
 
 from groupd.coordinator.core.share.delivery import ACCEPT, GAP, REJECT, RELEASE
 from groupd.coordinator.runtime.records_disk import Unavailable
 from groupd.coordinator.runtime.share_partitions import ShareDeliveries
+from groupd.coordinator.security.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.storage.records_plane.segments import read_from
 
@@ -18,6 +21,8 @@ _TYPES_V1 = (GAP, ACCEPT, RELEASE, REJECT)
 _BATCH_HEADER = struct.Struct(">qi")  # base offset, batch length (the bytes after this field)
 _LAST_DELTA = struct.Struct(">i")  # at byte 23 of a v2 batch
 NO_LEADER = {"leader_id": -1, "leader_epoch": -1}
+
+log = logging.getLogger("groupd")
 
 
 def member_error(group_id: str | None, member_id: str | None) -> ErrorCode | None:
@@ -64,6 +69,49 @@ def acknowledge(node, deliveries: ShareDeliveries, group: str, member: str, topi
         return ErrorCode.unknown_topic_or_partition  # Kafka: not a share-partition loaded here
     return sp.acknowledge(member, [(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in batches],
                           now)
+
+
+async def apply_acknowledgements(node, request, deliveries: ShareDeliveries, named: dict, now: int) -> dict:
+    """(topic id, partition) → the error of its acknowledgements, for the partitions that carry some.
+    The changed share-partitions are written to the share-state log before this returns; if that
+    write fails they are put back as they were and answer UNKNOWN_SERVER_ERROR."""
+    group, member = request.body.group_id, request.body.member_id
+    results: dict = {}
+    saved: dict = {}
+    for (topic_id, index), batches in named.items():
+        if not batches:
+            continue
+        topic = node.catalog.by_id(topic_id)
+        if topic is not None and not authorized(node, request, AclOperation.READ, ResourceType.TOPIC, topic.name):
+            results[(topic_id, index)] = ErrorCode.topic_authorization_failed
+            continue
+        key = (group, topic_id, index)
+        if key in deliveries.partitions and key not in saved:
+            saved[key] = deliveries.partitions[key].copy()
+        results[(topic_id, index)] = acknowledge(node, deliveries, group, member, topic_id, index, batches, now)
+    changed = [(group, *tp) for tp, code in results.items() if code is ErrorCode.none and (group, *tp) in saved]
+    if changed:
+        try:
+            await deliveries.persist(changed)
+        except OSError as e:
+            log.error("share state not written group=%s partitions=%d: %s", group, len(changed), e)
+            for key in changed:
+                deliveries.partitions[key] = saved[key]
+                results[key[1:]] = ErrorCode.unknown_server_error
+        else:
+            deliveries.wake()
+    return results
+
+
+async def close_session(deliveries: ShareDeliveries, group: str, member: str, session, now: int) -> None:
+    """Epoch -1: the session goes and what the member still holds on its partitions is released
+    (and written, so that the delivery counts survive a restart)."""
+    deliveries.sessions.close(group, member)
+    released = deliveries.release_member(group, member, session.partitions, now)
+    try:
+        await deliveries.persist(released)
+    except OSError as e:  # the release stands in memory: the records are delivered again either way
+        log.error("share state not written group=%s member=%s: %s", group, member, e)
 
 
 def log_bounds(plane, topic, index: int) -> tuple[int, int] | ErrorCode:

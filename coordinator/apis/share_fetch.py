@@ -30,7 +30,17 @@ from groupd.protocol.codec import build_response
 from groupd.storage.records_plane import plane_for
 
 from .request import Request, ms
-from .share_common import NO_LEADER, acknowledge, batch_spans, cut, log_bounds, member_error, merged, read
+from .share_common import (
+    NO_LEADER,
+    apply_acknowledgements,
+    batch_spans,
+    close_session,
+    cut,
+    log_bounds,
+    member_error,
+    merged,
+    read,
+)
 
 KEY = ApiKey.SHARE_FETCH
 VERSIONS = (1, 1)
@@ -56,20 +66,20 @@ def handle(node, request: Request):
     if error is not ErrorCode.none:
         log.info("share fetch refused group=%s member=%s epoch=%d error=%s", group, member, epoch, error.name)
         return _response(request, error, lock_ms, [])
+    return asyncio.ensure_future(_serve(node, request, deliveries, session, named))
+
+
+async def _serve(node, request: Request, deliveries, session, named: dict):
+    body = request.body
+    group, member, epoch = body.group_id, body.member_id, body.share_session_epoch
+    lock_ms = deliveries.limits.lock_ms
+    await deliveries.ready()
     now = mono_ms()
-    entries: dict[tuple, dict] = {}
-    released = False
-    for (topic_id, index), batches in named.items():
-        entry = entries[(topic_id, index)] = _entry(index)
-        if batches:
-            code = acknowledge(node, deliveries, group, member, topic_id, index, batches, now)
-            entry["acknowledge_error_code"] = int(code)
-            released = released or code is ErrorCode.none
-    if released:
-        deliveries.wake()
+    entries: dict[tuple, dict] = {key: _entry(key[1]) for key in named}
+    for key, code in (await apply_acknowledgements(node, request, deliveries, named, now)).items():
+        entries[key]["acknowledge_error_code"] = int(code)
     if epoch == -1:
-        deliveries.sessions.close(group, member)
-        deliveries.release_member(group, member, session.partitions, now)
+        await close_session(deliveries, group, member, session, now)
         return _response(request, ErrorCode.none, lock_ms, _topics(entries))
     if body.max_records <= 0 or body.max_bytes <= 0:
         return _response(request, ErrorCode.none, lock_ms, _topics(entries))
@@ -77,7 +87,7 @@ def handle(node, request: Request):
     if keys:  # rotate by epoch so that one partition does not always use up MaxRecords
         shift = epoch % len(keys)
         keys = keys[shift:] + keys[:shift]
-    return asyncio.ensure_future(_fetch(node, request, deliveries, keys, entries, epoch == 0))
+    return await _fetch(node, request, deliveries, keys, entries, epoch == 0)
 
 
 async def _fetch(node, request: Request, deliveries, keys: list[tuple], entries: dict[tuple, dict], full: bool):

@@ -13,7 +13,7 @@ from confluent_kafka import Producer
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.storage.records_plane.batches import iter_batches
-from tests.support.process import WireClient, groupd_fixture
+from tests.support.process import GroupdProcess, WireClient, groupd_fixture
 
 server = groupd_fixture("topics=one:1,two:1,three:1", "group.share.delivery.count.limit=2")
 
@@ -125,3 +125,26 @@ def test_bad_acknowledgement_batches(server, batch, error):
         share_fetch(c, "sb", "m", 0, tid)
         r = share_ack(c, "sb", "m", 1, tid, [batch])
         assert r.responses[0].partitions[0].error_code is error
+
+
+def test_a_restart_keeps_acknowledged_records_acknowledged(tmp_path):
+    """Accepted and rejected records stay done; what was acquired comes back (Kafka never persists
+    ACQUIRED); a released record keeps its delivery count. Killed with SIGKILL: the answer to the
+    acknowledgement came after its durable write."""
+    s = GroupdProcess(str(tmp_path), "topics=p:1").start()
+    try:
+        with WireClient(s.bootstrap) as c:
+            tid = topic_id(c, "p")
+            share_fetch(c, "sp", "a", 0, tid)
+            produce(s.bootstrap, "p", 6)
+            assert acquired(share_fetch(c, "sp", "a", 1, wait_ms=5000))[0] == [(0, 5, 1)]
+            r = share_ack(c, "sp", "a", 2, tid, [(0, 1, 1), (2, 2, 2), (3, 3, 3)])
+            assert r.responses[0].partitions[0].error_code is ErrorCode.none
+        s.kill()
+        s.start()
+        with WireClient(s.bootstrap) as c:
+            got, _ = acquired(share_fetch(c, "sp", "b", 0, tid, wait_ms=5000))
+        assert got == [(2, 2, 2), (4, 5, 1)]
+        assert "share state loaded share_partitions=1" in s.log()
+    finally:
+        s.stop()

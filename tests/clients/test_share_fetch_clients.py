@@ -1,7 +1,8 @@
 """Share-group delivery (KIP-932) with a real client: confluent-kafka 2.16's ShareConsumer (librdkafka
 2.16, ShareFetch/ShareAcknowledge v1) against the real server. Two consumers on a one-partition topic
 both receive records and every record is acknowledged exactly once; a consumer closed without
-acknowledging hands its records to the other with delivery count 2."""
+acknowledging hands its records to the other with delivery count 2; a restart of groupd keeps
+acknowledged records acknowledged."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 
 from tests.support.harness import wait_until
-from tests.support.process import groupd_fixture
+from tests.support.process import GroupdProcess, groupd_fixture
 
 pytestmark = pytest.mark.clients
 
@@ -96,3 +97,47 @@ def test_records_of_a_consumer_closed_without_acknowledging_go_to_the_other(serv
     finally:
         other.close()
     assert got == {o: 2 for o in range(5)}
+
+
+def test_a_restart_keeps_acknowledged_records_acknowledged(tmp_path):
+    s = GroupdProcess(str(tmp_path), "topics=k:1").start()
+    try:
+        first = share_consumer(s.bootstrap, "sk")
+        try:
+            first.subscribe(["k"])
+            wait_until(lambda: first.poll(0.1) is not None and initialized(s, "sk"), 60, "the share-partition")
+            produce(s.bootstrap, "k", 10)
+            done: list[int] = []
+
+            def accepted():
+                for m in first.poll(0.2):
+                    done.append(m.offset())
+                    first.acknowledge(m)
+                results = first.commit_sync(30)
+                assert all(v is None for v in results.values()), results
+                return len(done) >= 10
+
+            wait_until(accepted, 60, "ten records accepted")
+        finally:
+            first.close()
+        s.stop()
+        s.start()
+        produce(s.bootstrap, "k", 5)
+        second = share_consumer(s.bootstrap, "sk")
+        got: list[int] = []
+        try:
+            second.subscribe(["k"])
+
+            def the_new_ones():
+                for m in second.poll(0.2):
+                    got.append(m.offset())
+                    second.acknowledge(m)
+                second.commit_sync(30)
+                return len(got) >= 5
+
+            wait_until(the_new_ones, 60, "the five records produced after the restart")
+        finally:
+            second.close()
+        assert sorted(done) == list(range(10)) and sorted(got) == list(range(10, 15))
+    finally:
+        s.stop()

@@ -169,6 +169,13 @@ class SharePartition:
         for offset in [o for o in self.offsets if o < self.start and self.offsets[o].state != ACQUIRED]:
             del self.offsets[offset]
 
+    def copy(self) -> SharePartition:
+        """An independent copy (to put back when the state write of a change fails)."""
+        other = SharePartition(self.start, self.limits, self.state_epoch)
+        other.end = self.end
+        other.offsets = {o: dataclasses.replace(r) for o, r in self.offsets.items()}
+        return other
+
     # -- persistence ------------------------------------------------------------------------------
 
     def snapshot(self) -> tuple[int, int, list[tuple[int, int, int, int]]]:
