@@ -72,7 +72,8 @@ def _read_uvarint(buf: io.BytesIO) -> int:
 def encode_value(snapshot: Snapshot, now_ms: int) -> bytes:
     """ShareSnapshotValue v0 (flexible): no DeliveryCompleteCount tag (Kafka writes it only when known)."""
     snapshot_epoch, state_epoch, start, batches = snapshot
-    out = [struct.pack(">hiiiqqq", 0, snapshot_epoch, state_epoch, 0, start, now_ms, now_ms), _uvarint(len(batches) + 1)]
+    out = [struct.pack(">hiiiqqq", 0, snapshot_epoch, state_epoch, 0, start, now_ms, now_ms),
+           _uvarint(len(batches) + 1)]
     out += [struct.pack(">qqbh", first, last, state, count) + b"\x00" for first, last, state, count in batches]
     out.append(b"\x00")
     return b"".join(out)

@@ -9,7 +9,8 @@ import logging
 import struct
 import uuid
 
-from groupd.coordinator.core.share.delivery import ACCEPT, GAP, REJECT, RELEASE
+from groupd.coordinator.core.group_config import SHARE_RECORD_LOCK_DURATION_MS
+from groupd.coordinator.core.share.delivery import ACCEPT, GAP, REJECT, RELEASE, RENEW
 from groupd.coordinator.runtime.records_disk import Unavailable
 from groupd.coordinator.runtime.share_partitions import ShareDeliveries
 from groupd.coordinator.security.acls import AclOperation, ResourceType
@@ -18,11 +19,18 @@ from groupd.protocol import ErrorCode
 from groupd.storage.records_plane.segments import read_from
 
 _TYPES_V1 = (GAP, ACCEPT, RELEASE, REJECT)
+_TYPES_RENEW = (*_TYPES_V1, RENEW)
 _BATCH_HEADER = struct.Struct(">qi")  # base offset, batch length (the bytes after this field)
 _LAST_DELTA = struct.Struct(">i")  # at byte 23 of a v2 batch
 NO_LEADER = {"leader_id": -1, "leader_epoch": -1}
 
 log = logging.getLogger("groupd")
+
+
+def group_lock_ms(node, group: str) -> int:
+    """The group's share.record.lock.duration.ms, else the broker's group.share.record.lock.duration.ms."""
+    return node.group_configs.overrides.get(group, {}).get(SHARE_RECORD_LOCK_DURATION_MS,
+                                                           node.settings.group_share_record_lock_duration_ms)
 
 
 def member_error(group_id: str | None, member_id: str | None) -> ErrorCode | None:
@@ -42,23 +50,25 @@ def merged(topics) -> dict[tuple[uuid.UUID, int], list]:
     return out
 
 
-def batches_error(batches) -> ErrorCode | None:
+def batches_error(batches, renew: bool = False) -> ErrorCode | None:
     """Kafka's structural checks (KafkaApis.validateAcknowledgementBatches): ranges in order and not
-    overlapping, a type array of 1 or of the range's length, types 0–3 (RENEW is v2, not served)."""
+    overlapping, a type array of 1 or of the range's length, types 0–3, and 4 (RENEW, v2) only in a
+    request whose IsRenewAck is set."""
+    allowed = _TYPES_RENEW if renew else _TYPES_V1
     previous = -1
     for b in batches:
         n = b.last_offset - b.first_offset + 1
         if b.first_offset > b.last_offset or b.first_offset < previous or not b.acknowledge_types \
-                or len(b.acknowledge_types) not in (1, n) or any(t not in _TYPES_V1 for t in b.acknowledge_types):
+                or len(b.acknowledge_types) not in (1, n) or any(t not in allowed for t in b.acknowledge_types):
             return ErrorCode.invalid_request
         previous = b.last_offset
     return None
 
 
 def acknowledge(node, deliveries: ShareDeliveries, group: str, member: str, topic_id: uuid.UUID, index: int,
-                batches, now: int) -> ErrorCode:
+                batches, now: int, renew: bool = False) -> ErrorCode:
     """Apply one partition's acknowledgements, all or nothing."""
-    error = batches_error(batches)
+    error = batches_error(batches, renew)
     if error is not None:
         return error
     topic = node.catalog.by_id(topic_id)
@@ -68,7 +78,7 @@ def acknowledge(node, deliveries: ShareDeliveries, group: str, member: str, topi
     if sp is None or not 0 <= index < topic.partitions:
         return ErrorCode.unknown_topic_or_partition  # Kafka: not a share-partition loaded here
     return sp.acknowledge(member, [(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in batches],
-                          now)
+                          now, group_lock_ms(node, group))
 
 
 async def apply_acknowledgements(node, request, deliveries: ShareDeliveries, named: dict, now: int) -> dict:
@@ -76,6 +86,7 @@ async def apply_acknowledgements(node, request, deliveries: ShareDeliveries, nam
     The changed share-partitions are written to the share-state log before this returns; if that
     write fails they are put back as they were and answer UNKNOWN_SERVER_ERROR."""
     group, member = request.body.group_id, request.body.member_id
+    renew = getattr(request.body, "is_renew_ack", False)  # v2+
     results: dict = {}
     saved: dict = {}
     for (topic_id, index), batches in named.items():
@@ -88,7 +99,8 @@ async def apply_acknowledgements(node, request, deliveries: ShareDeliveries, nam
         key = (group, topic_id, index)
         if key in deliveries.partitions and key not in saved:
             saved[key] = deliveries.partitions[key].copy()
-        results[(topic_id, index)] = acknowledge(node, deliveries, group, member, topic_id, index, batches, now)
+        results[(topic_id, index)] = acknowledge(node, deliveries, group, member, topic_id, index, batches, now,
+                                                 renew)
     changed = [(group, *tp) for tp, code in results.items() if code is ErrorCode.none and (group, *tp) in saved]
     if changed:
         try:

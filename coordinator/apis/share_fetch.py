@@ -1,9 +1,13 @@
-"""ShareFetch (78), v1: share consumers acquire records (KIP-932, share-groups spec §1.4–1.5, §3.4,
-§3.9–3.10).
+"""ShareFetch (78), v1–v2: share consumers acquire records (KIP-932, share-groups spec §1.4–1.5,
+§3.4–3.5, §3.9–3.10).
 
 v0 existed only in Kafka 4.0 (unstable) and was removed in 4.1; v1 added MaxRecords and BatchSize
-and dropped PartitionMaxBytes. v2 (4.2: the record-limit acquire mode and RENEW) is not served, so
-clients use v1 (librdkafka always does; the Java client needs v2 only for record_limit or RENEW).
+and dropped PartitionMaxBytes. v2 (Kafka 4.2) adds ShareAcquireMode (KIP-1206) and IsRenewAck
+(KIP-1222): a request with IsRenewAck must have MaxBytes, MinBytes, MaxRecords and MaxWaitMs all 0
+(else INVALID_REQUEST), may carry RENEW (type 4) acknowledgements, which give the member's acquired
+offsets a fresh lock, and fetches nothing. Both acquire modes behave as record_limit: offsets are
+acquired one by one and never more than MaxRecords (Kafka's batch_optimized may exceed it to end on
+a log batch; clients accept either).
 
 Sessions are keyed by (group, member) and not checked against group membership, as Kafka 4.2. The
 piggybacked acknowledgements are applied first, then (unless the epoch is -1, which closes the
@@ -20,6 +24,7 @@ import asyncio
 import datetime
 import logging
 
+from groupd.coordinator.core.group_config import SHARE_AUTO_OFFSET_RESET
 from groupd.coordinator.runtime.share_partitions import deliveries_for
 from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.security.authorizer import authorized
@@ -36,6 +41,7 @@ from .share_common import (
     batch_spans,
     close_session,
     cut,
+    group_lock_ms,
     log_bounds,
     member_error,
     merged,
@@ -43,7 +49,7 @@ from .share_common import (
 )
 
 KEY = ApiKey.SHARE_FETCH
-VERSIONS = (1, 1)
+VERSIONS = (1, 2)
 
 log = logging.getLogger("groupd")
 
@@ -51,13 +57,16 @@ log = logging.getLogger("groupd")
 def handle(node, request: Request):
     body = request.body
     deliveries = deliveries_for(node)
-    lock_ms = deliveries.limits.lock_ms
+    lock_ms = group_lock_ms(node, body.group_id or "")
     error = member_error(body.group_id, body.member_id)
     if error is None and not authorized(node, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
         error = ErrorCode.group_authorization_failed
     named = merged(body.topics)
     if error is None and body.share_session_epoch == 0 and any(named.values()):
         error = ErrorCode.invalid_request  # a new session carries no acknowledgements
+    renew = getattr(body, "is_renew_ack", False)
+    if error is None and renew and (body.max_bytes or body.min_bytes or body.max_records or ms(body.max_wait)):
+        error = ErrorCode.invalid_request
     if error is not None:
         return _response(request, error, lock_ms, [])
     group, member, epoch = body.group_id, body.member_id, body.share_session_epoch
@@ -72,7 +81,7 @@ def handle(node, request: Request):
 async def _serve(node, request: Request, deliveries, session, named: dict):
     body = request.body
     group, member, epoch = body.group_id, body.member_id, body.share_session_epoch
-    lock_ms = deliveries.limits.lock_ms
+    lock_ms = group_lock_ms(node, group)
     await deliveries.ready()
     now = mono_ms()
     entries: dict[tuple, dict] = {key: _entry(key[1]) for key in named}
@@ -81,7 +90,7 @@ async def _serve(node, request: Request, deliveries, session, named: dict):
     if epoch == -1:
         await close_session(deliveries, group, member, session, now)
         return _response(request, ErrorCode.none, lock_ms, _topics(entries))
-    if body.max_records <= 0 or body.max_bytes <= 0:
+    if body.max_records <= 0 or body.max_bytes <= 0 or getattr(body, "is_renew_ack", False):
         return _response(request, ErrorCode.none, lock_ms, _topics(entries))
     keys = list(session.partitions)
     if keys:  # rotate by epoch so that one partition does not always use up MaxRecords
@@ -92,7 +101,7 @@ async def _serve(node, request: Request, deliveries, session, named: dict):
 
 async def _fetch(node, request: Request, deliveries, keys: list[tuple], entries: dict[tuple, dict], full: bool):
     body = request.body
-    lock_ms = deliveries.limits.lock_ms
+    lock_ms = group_lock_ms(node, body.group_id)
     plane = plane_for(node)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(ms(body.max_wait), 0) / 1000
@@ -150,7 +159,8 @@ async def _acquire_all(node, plane, request: Request, deliveries, keys, entries)
             entry["error_code"] = bounds
             continue
         log_start, log_end = bounds
-        sp = deliveries.partition((group, topic_id, index), log_start, log_end)
+        reset = node.group_configs.overrides.get(group, {}).get(SHARE_AUTO_OFFSET_RESET, "latest")
+        sp = deliveries.partition((group, topic_id, index), log_start, log_end, reset == "earliest")
         sp.expire(mono_ms())
         if not sp.can_acquire(log_end):
             continue
@@ -160,7 +170,7 @@ async def _acquire_all(node, plane, request: Request, deliveries, keys, entries)
         if not spans:
             continue
         last = min(spans[-1][1], log_end - 1)
-        ranges = sp.acquire(member, offset, last, budget, mono_ms())
+        ranges = sp.acquire(member, offset, last, budget, mono_ms(), group_lock_ms(node, group))
         if not ranges:
             continue
         records = cut(data, spans, ranges[0][0], ranges[-1][1])

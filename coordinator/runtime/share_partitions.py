@@ -1,6 +1,7 @@
 """The node's share-partitions and share sessions (KIP-932, share-groups spec §3): created on the
-first ShareFetch that names a partition, from its persisted snapshot if there is one, else at its log
-end (`share.auto.offset.reset=latest`, Kafka's default; groupd has no per-group override yet).
+first ShareFetch that names a partition, from its persisted snapshot if there is one, else where the
+group's `share.auto.offset.reset` says: the log end (`latest`, Kafka's default) or its start
+(`earliest`).
 Snapshots go to the share-state log (storage/share_state.py) on one writer thread, in order, and
 the log is read once, off the loop, before the first share request is served. Waiting ShareFetches
 register here to be woken when records are released (acknowledgement, session close)."""
@@ -54,7 +55,7 @@ class ShareDeliveries:
         if loaded:
             log.info("share state loaded share_partitions=%d", len(loaded))
 
-    def partition(self, key: Key, log_start: int, log_end: int) -> SharePartition:
+    def partition(self, key: Key, log_start: int, log_end: int, earliest: bool = False) -> SharePartition:
         sp = self.partitions.get(key)
         if sp is None:
             stored = self._stored.pop(key, None)
@@ -64,9 +65,10 @@ class ShareDeliveries:
                 if start > log_end:  # the log restarted below what the state knows (memory plane)
                     sp = self.partitions[key] = SharePartition(log_end, self.limits, state_epoch + 1)
             else:
-                sp = self.partitions[key] = SharePartition(log_end, self.limits)
+                start = log_start if earliest else log_end
+                sp = self.partitions[key] = SharePartition(start, self.limits)
                 log.info("share partition initialized group=%s topic_id=%s partition=%d start_offset=%d",
-                         *key, log_end)
+                         *key, start)
         if log_start > sp.start:
             sp.move_start_to(log_start)
         return sp

@@ -29,7 +29,8 @@ def share_fetch(c, group, member, epoch, tid=None, acks=(), max_records=100, wai
         "partition_index": 0, "acknowledgement_batches": [
             {"first_offset": a, "last_offset": b, "acknowledge_types": [t]} for a, b, t in acks]}]}]
     return c.request(ApiKey.SHARE_FETCH, 1, {
-        "group_id": group, "member_id": member, "share_session_epoch": epoch, "max_wait": datetime.timedelta(milliseconds=wait_ms),
+        "group_id": group, "member_id": member, "share_session_epoch": epoch,
+        "max_wait": datetime.timedelta(milliseconds=wait_ms),
         "min_bytes": 1, "max_bytes": 1 << 20, "max_records": max_records, "batch_size": max_records,
         "topics": topics, "forgotten_topics_data": [{"topic_id": t, "partitions": [0]} for t in forget]})
 
@@ -118,7 +119,8 @@ def test_a_fetch_waits_for_an_append(server):
         assert got == [(0, 0, 1)]
 
 
-@pytest.mark.parametrize("batch, error", [((3, 2, 1), ErrorCode.invalid_request), ((0, 0, 5), ErrorCode.invalid_request)])
+@pytest.mark.parametrize("batch, error", [((3, 2, 1), ErrorCode.invalid_request),
+                                          ((0, 0, 5), ErrorCode.invalid_request)])
 def test_bad_acknowledgement_batches(server, batch, error):
     with WireClient(server.bootstrap) as c:
         tid = topic_id(c, "two")
@@ -148,3 +150,31 @@ def test_a_restart_keeps_acknowledged_records_acknowledged(tmp_path):
         assert "share state loaded share_partitions=1" in s.log()
     finally:
         s.stop()
+
+
+def test_renew_in_v2_keeps_the_lock_and_needs_is_renew_ack(server):
+    with WireClient(server.bootstrap) as c:
+        tid = topic_id(c, "two")
+        share_fetch(c, "sn", "m", 0, tid)
+        produce(server.bootstrap, "two", 1)
+        got, _ = acquired(share_fetch(c, "sn", "m", 1, wait_ms=5000))
+        first = got[0][0]
+        renew = {"group_id": "sn", "member_id": "m", "topics": [{"topic_id": tid, "partitions": [{
+            "partition_index": 0, "acknowledgement_batches": [
+                {"first_offset": first, "last_offset": first, "acknowledge_types": [4]}]}]}]}
+        r = c.request(ApiKey.SHARE_ACKNOWLEDGE, 2, {**renew, "share_session_epoch": 2, "is_renew_ack": False})
+        assert r.responses[0].partitions[0].error_code is ErrorCode.invalid_request  # RENEW needs IsRenewAck
+        r = c.request(ApiKey.SHARE_ACKNOWLEDGE, 2, {**renew, "share_session_epoch": 3, "is_renew_ack": True})
+        assert r.responses[0].partitions[0].error_code is ErrorCode.none
+        assert r.acquisition_lock_timeout.total_seconds() == 30
+        fetch = {**renew, "max_wait": datetime.timedelta(0), "min_bytes": 0, "max_bytes": 0, "max_records": 0,
+                 "batch_size": 0, "share_acquire_mode": 0, "is_renew_ack": True, "forgotten_topics_data": []}
+        r = c.request(ApiKey.SHARE_FETCH, 2, {**fetch, "share_session_epoch": 4})
+        assert r.error_code is ErrorCode.none
+        [p] = r.responses[0].partitions
+        assert (p.acknowledge_error_code, p.acquired_records) == (0, ())
+        r = c.request(ApiKey.SHARE_FETCH, 2, {**fetch, "share_session_epoch": 5, "max_records": 1})
+        assert r.error_code is ErrorCode.invalid_request  # IsRenewAck with a fetch limit
+        # refused before the session was looked at: its epoch is still 5; the record is still m's
+        r = share_ack(c, "sn", "m", 5, tid, [(first, first, 1)])
+        assert r.responses[0].partitions[0].error_code is ErrorCode.none

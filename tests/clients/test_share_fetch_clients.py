@@ -9,14 +9,15 @@ from __future__ import annotations
 import re
 
 import pytest
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, KafkaError, KafkaException, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from tests.support.harness import wait_until
 from tests.support.process import GroupdProcess, groupd_fixture
 
 pytestmark = pytest.mark.clients
 
-server = groupd_fixture("topics=q:1,r:1")
+server = groupd_fixture("topics=q:1,r:1,e:1")
 
 
 def share_consumer(bootstrap: str, group: str, **extra) -> ShareConsumer:
@@ -141,3 +142,36 @@ def test_a_restart_keeps_acknowledged_records_acknowledged(tmp_path):
         assert sorted(done) == list(range(10)) and sorted(got) == list(range(10, 15))
     finally:
         s.stop()
+
+
+def test_share_auto_offset_reset_earliest_set_by_incremental_alter_configs(server):
+    """As librdkafka's and confluent-kafka's own share suites do before every test."""
+    produce(server.bootstrap, "e", 3)  # before the group's first ShareFetch
+    client = AdminClient({"bootstrap.servers": server.bootstrap})
+    resource = ConfigResource(ResourceType.GROUP, "se", incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "bogus", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException) as refused:
+        client.incremental_alter_configs([resource])[resource].result(10)
+    assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG
+    resource = ConfigResource(ResourceType.GROUP, "se", incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    client.incremental_alter_configs([resource])[resource].result(10)
+    described = client.describe_configs([ConfigResource(ResourceType.GROUP, "se")])
+    [configs] = [f.result(10) for f in described.values()]
+    assert configs["share.auto.offset.reset"].value == "earliest"
+    consumer = share_consumer(server.bootstrap, "se")
+    got: list[int] = []
+    try:
+        consumer.subscribe(["e"])
+
+        def received():
+            for m in consumer.poll(0.2):
+                got.append(m.offset())
+                consumer.acknowledge(m)
+            consumer.commit_sync(30)
+            return len(got) >= 3
+
+        wait_until(received, 60, "the three records produced before the group fetched")
+    finally:
+        consumer.close()
+    assert sorted(got) == [0, 1, 2]

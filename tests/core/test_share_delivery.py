@@ -12,6 +12,7 @@ from groupd.coordinator.core.share.delivery import (
     GAP,
     REJECT,
     RELEASE,
+    RENEW,
     Limits,
     SharePartition,
 )
@@ -136,3 +137,13 @@ def test_the_log_start_passing_the_start_offset_moves_it():
     p.move_start_to(5)
     assert p.start == 5 and p.next_fetch_offset() == 5 and list(p.offsets) == [0]  # 0: still locked
     assert p.acknowledge("a", [(0, 0, (ACCEPT,))], now=2) is ErrorCode.none  # ignored below the SPSO
+
+
+def test_renew_gives_a_fresh_lock_and_changes_nothing_else():
+    p = sp()
+    p.acquire("a", 0, 1, 2, now=0)
+    assert p.acknowledge("a", [(0, 1, (RENEW,))], now=900) is ErrorCode.none
+    assert p.acquire("b", 0, 1, 2, now=1500) == []  # still a's: the lock runs to 1900
+    assert (p.offsets[0].state, p.offsets[0].delivery_count, p.offsets[0].member) == (ACQUIRED, 1, "a")
+    assert p.acknowledge("b", [(0, 0, (RENEW,))], now=1500) is ErrorCode.invalid_record_state
+    assert p.acquire("b", 0, 1, 2, now=1900) == [(0, 1, 2)]

@@ -96,3 +96,21 @@ def test_share_acknowledge_request_and_response_v1():
 def test_lock_timeout_is_milliseconds():
     r = fetch_response(_Req(1), ErrorCode.none, 1500, [])
     assert r.acquisition_lock_timeout == datetime.timedelta(milliseconds=1500)
+
+
+def test_v2_requests_carry_the_acquire_mode_and_is_renew_ack():
+    body = (cstr("sg") + cstr("m") + i32(3) + i32(0) + i32(0) + i32(0) + i32(0) + i32(0) + b"\x01" + b"\x01"
+            + carray([]) + carray([]) + TAGS)
+    frame = struct.pack(">hhi", 78, 2, 9) + i16(-1) + TAGS + body
+    _, offset = parse_header(frame, True)
+    req = decode_request(78, 2, frame, offset)
+    assert (req.share_acquire_mode, req.is_renew_ack) == (1, True)
+    body = cstr("sg") + cstr("m") + i32(3) + b"\x01" + carray([]) + TAGS
+    frame = struct.pack(">hhi", 79, 2, 9) + i16(-1) + TAGS + body
+    _, offset = parse_header(frame, True)
+    assert decode_request(79, 2, frame, offset).is_renew_ack is True
+
+
+def test_share_acknowledge_response_v2_has_the_lock_timeout():
+    frame = encode_response(79, 5, ack_response(_Req(2), ErrorCode.none, [], 30000))
+    assert frame[4 + 4 + 1:] == i32(0) + i16(0) + cstr(None) + i32(30000) + carray([]) + carray([]) + TAGS

@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from groupd.protocol import ErrorCode
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
-GAP, ACCEPT, RELEASE, REJECT = 0, 1, 2, 3
-_TARGET = {GAP: ARCHIVED, ACCEPT: ACKNOWLEDGED, RELEASE: AVAILABLE, REJECT: ARCHIVED}
+GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
+_TARGET = {GAP: ARCHIVED, ACCEPT: ACKNOWLEDGED, RELEASE: AVAILABLE, REJECT: ARCHIVED, RENEW: ACQUIRED}
 TERMINAL = (ACKNOWLEDGED, ARCHIVED)
 
 
@@ -65,14 +65,16 @@ class SharePartition:
 
     # -- transitions ----------------------------------------------------------------------------------
 
-    def acquire(self, member: str, first: int, last: int, max_records: int, now: int) -> list[tuple[int, int, int]]:
+    def acquire(self, member: str, first: int, last: int, max_records: int, now: int,
+                lock_ms: int | None = None) -> list[tuple[int, int, int]]:
         """Acquire for `member` the AVAILABLE offsets of [first, last] (the offsets the log read
-        covers), at most `max_records` of them, new offsets only within the lock limit; the
-        acquired ranges as (first, last, delivery count), adjacent offsets with equal counts merged."""
+        covers), at most `max_records` of them, new offsets only within the lock limit, locked for
+        `lock_ms` (the group's share.record.lock.duration.ms; default the limits'); the acquired
+        ranges as (first, last, delivery count), adjacent offsets with equal counts merged."""
         self.expire(now)
         got: list[tuple[int, int, int]] = []
         taken = 0
-        deadline = now + self.limits.lock_ms
+        deadline = now + (self.limits.lock_ms if lock_ms is None else lock_ms)
         for offset in range(max(first, self.start), last + 1):
             if taken >= max_records:
                 break
@@ -95,10 +97,11 @@ class SharePartition:
         return got
 
     def acknowledge(self, member: str, batches: Iterable[tuple[int, int, tuple[int, ...]]],
-                    now: int) -> ErrorCode:
+                    now: int, lock_ms: int | None = None) -> ErrorCode:
         """Apply acknowledgement batches (first, last, types: one type, or one per offset) all or
         nothing (§3.6): offsets below the SPSO are ignored; every other one must be ACQUIRED by
-        `member` with its lock still held, else INVALID_RECORD_STATE and nothing changes."""
+        `member` with its lock still held, else INVALID_RECORD_STATE and nothing changes. RENEW
+        (KIP-1222) keeps the offset ACQUIRED with a fresh full-length lock."""
         self.expire(now)
         changes: list[tuple[InFlight, int]] = []
         for first, last, types in batches:
@@ -113,7 +116,10 @@ class SharePartition:
                     return ErrorCode.invalid_record_state
                 changes.append((rec, _TARGET[kind]))
         for rec, target in changes:
-            self._settle(rec, target)
+            if target == ACQUIRED:
+                rec.deadline = now + (self.limits.lock_ms if lock_ms is None else lock_ms)
+            else:
+                self._settle(rec, target)
         self._advance()
         return ErrorCode.none
 
