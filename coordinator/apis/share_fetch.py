@@ -13,7 +13,8 @@ Sessions are keyed by (group, member) and not checked against group membership, 
 piggybacked acknowledgements are applied first, then (unless the epoch is -1, which closes the
 session and releases what the member holds) every session partition is read from the records plane
 in turn and its available offsets acquired for the member, up to MaxRecords; the batches returned
-are the log's own, cut to those overlapping the acquired ranges. With nothing acquired the request
+are the log's own, cut to those overlapping the acquired ranges. As Kafka's, a session also ends,
+releasing the member's records, when the connection that opened it closes. With nothing acquired the request
 waits up to MaxWaitMs, woken by appends to its partitions and by records released by others; lock
 expiry is noticed by the next attempt (at the latest when the wait ends).
 """
@@ -75,7 +76,16 @@ def handle(node, request: Request):
     if error is not ErrorCode.none:
         log.info("share fetch refused group=%s member=%s epoch=%d error=%s", group, member, epoch, error.name)
         return _response(request, error, lock_ms, [])
+    if epoch == 0 and request.on_close is not None:  # Kafka: the creating connection's close ends the session
+        request.on_close[("share-session", group, member)] = lambda: _disconnected(deliveries, group, member, session)
     return asyncio.ensure_future(_serve(node, request, deliveries, session, named))
+
+
+def _disconnected(deliveries, group: str, member: str, session) -> None:
+    """The connection that opened `session` closed: unless another session replaced it, it ends as
+    with epoch -1 and what the member holds on its partitions is released."""
+    if deliveries.sessions.sessions.get((group, member)) is session:
+        asyncio.ensure_future(close_session(deliveries, group, member, session, mono_ms()))
 
 
 async def _serve(node, request: Request, deliveries, session, named: dict):

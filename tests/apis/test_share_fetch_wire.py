@@ -1,6 +1,7 @@
 """ShareFetch (78) and ShareAcknowledge (79) on the wire against the real server (share-groups spec
 §1.4–1.7, §3.4–3.9): sessions and their epochs, acquisition at the log end (`latest`), records
-acquired by one member only, acknowledgements, release on session close, the error codes."""
+acquired by one member only, acknowledgements, release on session close and on disconnect, RENEW, the
+error codes; on the memory records plane (the restart test and the real clients use the disk one)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from groupd.protocol.apis import ApiKey
 from groupd.storage.records_plane.batches import iter_batches
 from tests.support.process import GroupdProcess, WireClient, groupd_fixture
 
-server = groupd_fixture("topics=one:1,two:1,three:1", "group.share.delivery.count.limit=2")
+server = groupd_fixture("topics=one:1,two:1,three:1", "group.share.delivery.count.limit=2", "records.plane=memory")
 
 
 def topic_id(c: WireClient, name: str):
@@ -178,3 +179,19 @@ def test_renew_in_v2_keeps_the_lock_and_needs_is_renew_ack(server):
         # refused before the session was looked at: its epoch is still 5; the record is still m's
         r = share_ack(c, "sn", "m", 5, tid, [(first, first, 1)])
         assert r.responses[0].partitions[0].error_code is ErrorCode.none
+
+
+def test_a_closed_connection_ends_its_session_and_releases_at_once(server):
+    with WireClient(server.bootstrap) as c:
+        tid = topic_id(c, "three")
+        share_fetch(c, "sd", "gone", 0, tid)
+        share_fetch(c, "sd", "other", 0, tid)
+    with WireClient(server.bootstrap) as c:
+        assert share_fetch(c, "sd", "other", 1).error_code is ErrorCode.share_session_not_found  # ended with it
+        share_fetch(c, "sd", "other", 0, tid)
+        with WireClient(server.bootstrap) as holder:
+            share_fetch(holder, "sd", "holder", 0, tid)
+            produce(server.bootstrap, "three", 2)
+            held, _ = acquired(share_fetch(holder, "sd", "holder", 1, wait_ms=5000))
+        got, _ = acquired(share_fetch(c, "sd", "other", 1, wait_ms=5000))  # long before the 30 s lock ends
+    assert [(a, b) for a, b, _ in got] == [(a, b) for a, b, _ in held] and {n for _, _, n in got} == {2}
