@@ -15,8 +15,8 @@ session and releases what the member holds) every session partition is read from
 in turn and its available offsets acquired for the member, up to MaxRecords; the batches returned
 are the log's own, cut to those overlapping the acquired ranges. As Kafka's, a session also ends,
 releasing the member's records, when the connection that opened it closes. With nothing acquired the request
-waits up to MaxWaitMs, woken by appends to its partitions and by records released by others; lock
-expiry is noticed by the next attempt (at the latest when the wait ends).
+waits up to MaxWaitMs, woken by appends to its partitions, by records released by others and when
+a lock on its partitions expires.
 """
 
 from __future__ import annotations
@@ -128,6 +128,9 @@ async def _fetch(node, request: Request, deliveries, keys: list[tuple], entries:
 
         token = plane.watch({(k[0], k[1]) for k in keys}, wake) if plane is not None else None
         waiting = deliveries.wait(wake)
+        expiry = _next_expiry(deliveries, body.group_id, keys)  # records another member holds come back then
+        if expiry is not None:
+            remaining = min(remaining, max(expiry - mono_ms(), 1) / 1000)
         timer = node.hold(remaining, None)
         try:
             await asyncio.wait((woken, timer), return_when=asyncio.FIRST_COMPLETED)
@@ -191,6 +194,14 @@ async def _acquire_all(node, plane, request: Request, deliveries, keys, entries)
         acquired += n
         bytes_left -= len(records)
     return acquired
+
+
+def _next_expiry(deliveries, group: str, keys: list[tuple]) -> int | None:
+    """The earliest lock deadline (monotonic ms) on the session's partitions."""
+    deadlines = [d for topic_id, index in keys
+                 if (sp := deliveries.partitions.get((group, topic_id, index))) is not None
+                 and (d := sp.next_deadline()) is not None]
+    return min(deadlines, default=None)
 
 
 def _named(body) -> set[tuple]:

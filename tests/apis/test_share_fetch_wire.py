@@ -195,3 +195,22 @@ def test_a_closed_connection_ends_its_session_and_releases_at_once(server):
             held, _ = acquired(share_fetch(holder, "sd", "holder", 1, wait_ms=5000))
         got, _ = acquired(share_fetch(c, "sd", "other", 1, wait_ms=5000))  # long before the 30 s lock ends
     assert [(a, b) for a, b, _ in got] == [(a, b) for a, b, _ in held] and {n for _, _, n in got} == {2}
+
+
+def test_an_expired_lock_hands_the_records_to_a_waiting_fetch(server):
+    """The group's share.record.lock.duration.ms (15 s, the broker's minimum) runs out while the
+    holder stays connected and silent: the other member's waiting fetch gets them, count 2."""
+    with WireClient(server.bootstrap, timeout=90) as c:
+        r = c.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"validate_only": False, "resources": [{
+            "resource_type": 32, "resource_name": "sx", "configs": [
+                {"name": "share.record.lock.duration.ms", "config_operation": 0, "value": "15000"}]}]})
+        assert r.responses[0].error_code is ErrorCode.none
+        tid = topic_id(c, "one")
+        share_fetch(c, "sx", "holder", 0, tid)
+        share_fetch(c, "sx", "waiter", 0, tid)
+        produce(server.bootstrap, "one", 1)
+        held, _ = acquired(share_fetch(c, "sx", "holder", 1, wait_ms=5000))
+        r = share_fetch(c, "sx", "waiter", 1, wait_ms=60000)
+        assert r.acquisition_lock_timeout.total_seconds() == 15
+        got, _ = acquired(r)
+    assert [(a, b, n + 1) for a, b, n in held] == got
