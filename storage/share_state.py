@@ -128,13 +128,13 @@ class ShareStateLog:
                 os.fsync(f.fileno())
         return dict(self.live)
 
-    def write(self, snapshots: Iterable[tuple[Key, Snapshot]], now_ms: int) -> None:
-        """Append the snapshots as one batch and fsync; on failure the segment is cut back and the
-        error raised (the caller answers the acknowledgements with it)."""
+    def write(self, snapshots: Iterable[tuple[Key, Snapshot | None]], now_ms: int) -> None:
+        """Append the snapshots (None: a tombstone, the state deleted) as one batch and fsync; on
+        failure the segment is cut back and the error raised (the caller answers with it)."""
         snapshots = list(snapshots)
         if not snapshots:
             return
-        encoded = [(encode_key(k), encode_value(s, now_ms)) for k, s in snapshots]
+        encoded = [(encode_key(k), None if s is None else encode_value(s, now_ms)) for k, s in snapshots]
         batch = build_batch(encoded, self.next_offset, now_ms)
         os.makedirs(self.directory, exist_ok=True)
         created = not os.path.exists(self.path)
@@ -151,7 +151,11 @@ class ShareStateLog:
             fsync_dir(self.directory)
         self.next_offset += len(encoded)
         self.records += len(encoded)
-        self.live.update(snapshots)
+        for key, snapshot in snapshots:
+            if snapshot is None:
+                self.live.pop(key, None)
+            else:
+                self.live[key] = snapshot
         if self.records > 1000 and self.records > COMPACT_FACTOR * len(self.live):
             self._compact(now_ms)
 

@@ -88,6 +88,23 @@ class ShareDeliveries:
         if snapshots:
             await asyncio.get_running_loop().run_in_executor(self._writer, self.store.write, snapshots, wall_ms())
 
+    async def forget_groups(self, groups: Iterable[str]) -> None:
+        """Deleted groups (DeleteGroups): their share-partitions' state goes, tombstoned in the log, so
+        that a group of the same id starts again from `share.auto.offset.reset` (Kafka deletes it too)."""
+        await self.ready()
+        groups = set(groups)
+        keys = [k for k in (*self.partitions, *self._stored) if k[0] in groups]
+        for key in keys:
+            self.partitions.pop(key, None)
+            self._stored.pop(key, None)
+            self._snapshot_epochs.pop(key, None)
+        if keys and self.store is not None:
+            try:
+                await asyncio.get_running_loop().run_in_executor(
+                    self._writer, self.store.write, [(k, None) for k in keys], wall_ms())
+            except OSError as e:  # the group is gone either way; its old state would load again at a restart
+                log.error("share state not deleted groups=%s: %s", ",".join(sorted(groups)), e)
+
     def release_member(self, group: str, member: str, partitions, now: int) -> list[Key]:
         changed = []
         for topic_id, index in partitions:

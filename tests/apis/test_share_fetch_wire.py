@@ -214,3 +214,34 @@ def test_an_expired_lock_hands_the_records_to_a_waiting_fetch(server):
         assert r.acquisition_lock_timeout.total_seconds() == 15
         got, _ = acquired(r)
     assert [(a, b, n + 1) for a, b, n in held] == got
+
+
+def test_deleting_the_group_deletes_its_share_state(tmp_path):
+    """A group of the same id starts again from `share.auto.offset.reset`, also after a restart."""
+    s = GroupdProcess(str(tmp_path), "topics=d:1").start()
+    try:
+        with WireClient(s.bootstrap) as c:
+            tid = topic_id(c, "d")
+            share_fetch(c, "sdel", "a", 0, tid)
+            produce(s.bootstrap, "d", 3)
+            assert acquired(share_fetch(c, "sdel", "a", 1, wait_ms=5000))[0] == [(0, 2, 1)]
+            share_ack(c, "sdel", "a", 2, tid, [(0, 2, 1)])
+            assert share_fetch(c, "sdel", "a", -1).error_code is ErrorCode.none
+            joined = c.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {
+                "group_id": "sdel", "member_id": "a", "member_epoch": 0, "rack_id": None,
+                "subscribed_topic_names": ["d"]})
+            c.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {
+                "group_id": "sdel", "member_id": "a", "member_epoch": -1, "rack_id": None,
+                "subscribed_topic_names": None})
+            assert joined.error_code is ErrorCode.none
+            r = c.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["sdel"]})
+            assert r.results[0].error_code is ErrorCode.none
+        s.stop()
+        s.start()
+        with WireClient(s.bootstrap) as c:
+            share_fetch(c, "sdel", "b", 0, tid)  # initialized afresh (latest), not loaded
+            produce(s.bootstrap, "d", 1)
+            assert acquired(share_fetch(c, "sdel", "b", 1, wait_ms=5000))[0] == [(3, 3, 1)]
+        assert "share partition initialized group=sdel" in s.log().split("groupd ready")[-1]
+    finally:
+        s.stop()

@@ -43,3 +43,10 @@ def test_compaction_keeps_only_the_live_snapshots(tmp_path):
         log.write([(KEY, (i, 0, i, []))], i)
     assert log.records < 1100 and os.path.getsize(log.path) < 1100 * 40
     assert ShareStateLog(str(tmp_path)).load() == {KEY: (1099, 0, 1099, [])}
+
+
+def test_a_tombstone_deletes_the_state(tmp_path):
+    log = ShareStateLog(str(tmp_path))
+    log.write([(KEY, (0, 0, 5, []))], 1)
+    log.write([(KEY, None)], 2)
+    assert log.live == {} and ShareStateLog(str(tmp_path)).load() == {}
