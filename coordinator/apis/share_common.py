@@ -11,6 +11,7 @@ import uuid
 
 from groupd.coordinator.core.group_config import SHARE_RECORD_LOCK_DURATION_MS
 from groupd.coordinator.core.share.delivery import ACCEPT, GAP, REJECT, RELEASE, RENEW
+from groupd.coordinator.observability import metrics
 from groupd.coordinator.runtime.records_disk import Unavailable
 from groupd.coordinator.runtime.share_partitions import ShareDeliveries
 from groupd.coordinator.security.acls import AclOperation, ResourceType
@@ -112,7 +113,25 @@ async def apply_acknowledgements(node, request, deliveries: ShareDeliveries, nam
                 results[key[1:]] = ErrorCode.unknown_server_error
         else:
             deliveries.wake()
+    _count(named, results)
     return results
+
+
+_TYPE_NAMES = {GAP: "gap", ACCEPT: "accept", RELEASE: "release", REJECT: "reject", RENEW: "renew"}
+
+
+def _count(named: dict, results: dict) -> None:
+    """groupd_share_records_acknowledged_total{type}, for the partitions whose acknowledgements held."""
+    for tp, code in results.items():
+        if code is not ErrorCode.none:
+            continue
+        for b in named[tp]:
+            types = b.acknowledge_types
+            if len(types) == 1:
+                metrics.SHARE_ACKNOWLEDGED.labels(_TYPE_NAMES[types[0]]).inc(b.last_offset - b.first_offset + 1)
+            else:
+                for t in types:
+                    metrics.SHARE_ACKNOWLEDGED.labels(_TYPE_NAMES[t]).inc()
 
 
 async def close_session(deliveries: ShareDeliveries, group: str, member: str, session, now: int) -> None:

@@ -26,6 +26,7 @@ import datetime
 import logging
 
 from groupd.coordinator.core.group_config import SHARE_AUTO_OFFSET_RESET
+from groupd.coordinator.observability import metrics
 from groupd.coordinator.runtime.share_partitions import deliveries_for
 from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.security.authorizer import authorized
@@ -190,6 +191,7 @@ async def _acquire_all(node, plane, request: Request, deliveries, keys, entries)
         entry["records"] = records
         entry["acquired_records"] = [{"first_offset": a, "last_offset": b, "delivery_count": c} for a, b, c in ranges]
         n = sum(b - a + 1 for a, b, _ in ranges)
+        metrics.SHARE_ACQUIRED.inc(n)
         budget -= n
         acquired += n
         bytes_left -= len(records)

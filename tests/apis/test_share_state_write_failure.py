@@ -9,6 +9,8 @@ import asyncio
 import types
 import uuid
 
+from prometheus_client import REGISTRY
+
 from groupd.coordinator.apis.share_common import apply_acknowledgements
 from groupd.coordinator.core.share.delivery import ACQUIRED, Limits
 from groupd.coordinator.runtime.share_partitions import ShareDeliveries
@@ -48,8 +50,11 @@ def test_a_failed_state_write_puts_the_partition_back(tmp_path):
         assert [(sp.offsets[o].state, sp.offsets[o].member) for o in range(2)] == [(ACQUIRED, "m")] * 2
         assert sp.start == 0 and ShareStateLog(str(tmp_path)).load() == {}
         store.fail = False
+        before = REGISTRY.get_sample_value("groupd_share_records_acknowledged_total", {"type": "accept"}) or 0
         done = await apply_acknowledgements(node, request, deliveries, {(TOPIC, 0): [batch]}, now=2)
         assert done == {(TOPIC, 0): ErrorCode.none}
+        after = REGISTRY.get_sample_value("groupd_share_records_acknowledged_total", {"type": "accept"})
+        assert after - before == 2  # the failed attempt counted nothing
         sp = deliveries.partitions[("g", TOPIC, 0)]
         assert sp.start == 2 and sp.offsets[2].state == ACQUIRED
         assert ShareStateLog(str(tmp_path)).load()[("g", TOPIC, 0)][2] == 2
