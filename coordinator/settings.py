@@ -368,6 +368,16 @@ KEYS: tuple[Key, ...] = (
     Key("group.share.min.session.timeout.ms", 45000, _int(1), "lowest group.share.session.timeout.ms"),
     Key("group.share.max.session.timeout.ms", 60000, _int(1), "highest group.share.session.timeout.ms"),
     Key("group.share.max.size", 200, _int(1), "most members a share group may have (Kafka: 1-1000)"),
+    Key("group.share.record.lock.duration.ms", 30000, _int(1000, 3600000),
+        "how long a share consumer holds the records it acquired before they are delivered again"),
+    Key("group.share.min.record.lock.duration.ms", 15000, _int(1000, 30000),
+        "lowest group.share.record.lock.duration.ms and share.record.lock.duration.ms"),
+    Key("group.share.max.record.lock.duration.ms", 60000, _int(30000, 3600000),
+        "highest group.share.record.lock.duration.ms and share.record.lock.duration.ms"),
+    Key("group.share.delivery.count.limit", 5, _int(2, 10),
+        "deliveries of a share-group record before it is archived instead of released"),
+    Key("group.share.partition.max.record.locks", 2000, _int(100, 10000),
+        "in-flight offsets per share-partition (acquired, or acknowledged above the start offset)"),
     Key("offset.metadata.max.bytes", 4096, _int(0), "longest commit metadata (UTF-16 code units)"),
     Key("offsets.retention.minutes", 10080, _int(1), "how long committed offsets are kept (KIP-211)"),
     Key("offsets.retention.check.interval.ms", 600000, _int(1), "how often expired offsets are removed"),
@@ -532,6 +542,11 @@ class Settings:
     group_share_min_session_timeout_ms: int
     group_share_max_session_timeout_ms: int
     group_share_max_size: int
+    group_share_record_lock_duration_ms: int
+    group_share_min_record_lock_duration_ms: int
+    group_share_max_record_lock_duration_ms: int
+    group_share_delivery_count_limit: int
+    group_share_partition_max_record_locks: int
     offset_metadata_max_bytes: int
     offsets_retention_minutes: int
     offsets_retention_check_interval_ms: int
@@ -674,6 +689,11 @@ class Settings:
                                   f"group.{kind}.session.timeout.ms")
         if not 1 <= self.group_share_max_size <= 1000:
             raise ConfigError(f"group.share.max.size={self.group_share_max_size} must lie within 1 and 1000")
+        lo, value, hi = (self.value(f"group.share.{bound}record.lock.duration.ms") for bound in ("min.", "", "max."))
+        if not lo <= value <= hi:
+            raise ConfigError(f"group.share.record.lock.duration.ms={value} must lie within "
+                              f"group.share.min.record.lock.duration.ms={lo} and "
+                              f"group.share.max.record.lock.duration.ms={hi}")
         self._check_listeners()
         self._check_security()
         if self.workers > 1 and self.cluster_etcd_endpoints:

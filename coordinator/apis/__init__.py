@@ -46,6 +46,8 @@ from . import (
     produce,
     sasl_authenticate,
     sasl_handshake,
+    share_acknowledge,
+    share_fetch,
     share_group_describe,
     share_group_heartbeat,
     sync_group,
@@ -59,7 +61,7 @@ MODULES = (produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, 
            describe_acls, create_acls, delete_acls, describe_configs, alter_configs,
            incremental_alter_configs, describe_user_scram_credentials, alter_user_scram_credentials,
            describe_log_dirs, describe_topic_partitions, offset_for_leader_epoch, describe_client_quotas,
-           share_group_heartbeat, share_group_describe)
+           share_group_heartbeat, share_group_describe, share_fetch, share_acknowledge)
 
 HANDLERS: dict[int, Handler] = {m.KEY: m.handle for m in MODULES}
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {m.KEY: m.VERSIONS for m in MODULES}

@@ -3,9 +3,11 @@ v3 its type and documentation, v4 is flexible.
 
 A GROUP resource (type 32) lists the group's consumer.session.timeout.ms and
 consumer.heartbeat.interval.ms: its override (source GROUP_CONFIG) or the broker's group.consumer.*
-value (STATIC_BROKER_CONFIG when set, DEFAULT_CONFIG otherwise), with that chain as synonyms; the
-group need not exist. (Kafka 4.3 also lists the share.*, streams.* and consumer.assignment.interval.ms
-configs of the group types and features groupd does not have yet.) A TOPIC lists every Kafka topic config with its effective
+value (STATIC_BROKER_CONFIG when set, DEFAULT_CONFIG otherwise), with that chain as synonyms, the
+same for share.record.lock.duration.ms (group.share.*), and share.auto.offset.reset (override, else
+DEFAULT_CONFIG latest); the group need not exist. (Kafka 4.3
+also lists the other share.*, streams.* and consumer.assignment.interval.ms configs of the group
+types and features groupd does not have yet.) A TOPIC lists every Kafka topic config with its effective
 value, source and synonyms (coordinator/core/topic_configs.py: a compacted topic answers exactly
 cleanup.policy=compact); an unknown topic: UNKNOWN_TOPIC_OR_PARTITION. The BROKER resource of this
 node lists groupd's settings, read-only (they are static), STATIC_BROKER_CONFIG when given,
@@ -18,7 +20,10 @@ from groupd.coordinator.core import topic_configs
 from groupd.coordinator.core.group_config import (
     CONSUMER_HEARTBEAT_INTERVAL_MS,
     CONSUMER_SESSION_TIMEOUT_MS,
+    GROUP_DEFAULTS,
     NAMES,
+    SHARE_AUTO_OFFSET_RESET,
+    SHARE_RECORD_LOCK_DURATION_MS,
     defaults,
 )
 from groupd.coordinator.runtime import offsets_topic
@@ -41,6 +46,8 @@ BOOLEAN, STRING, INT, LONG, DOUBLE, PASSWORD = 1, 2, 3, 5, 6, 9  # ConfigType
 DOCUMENTATION = {
     CONSUMER_SESSION_TIMEOUT_MS: "The timeout to detect client failures when using the consumer group protocol.",
     CONSUMER_HEARTBEAT_INTERVAL_MS: "The heartbeat interval given to the members of a consumer group.",
+    SHARE_AUTO_OFFSET_RESET: "The strategy to initialize the share-partition start offset.",
+    SHARE_RECORD_LOCK_DURATION_MS: "The record acquisition lock duration in milliseconds for share groups.",
 }
 
 
@@ -99,6 +106,12 @@ def _group(settings, overrides: dict, keys, synonyms: bool, documented: bool) ->
             continue
         setting = f"group.{n}"
         chain = [{"name": n, "value": str(overrides[n]), "source": GROUP_CONFIG}] if n in overrides else []
+        if n in GROUP_DEFAULTS:  # no broker setting behind it
+            chain.append({"name": n, "value": GROUP_DEFAULTS[n], "source": DEFAULT_CONFIG})
+            out.append({"name": n, "value": chain[0]["value"], "read_only": False, "is_sensitive": False,
+                        "config_source": chain[0]["source"], "synonyms": chain if synonyms else [],
+                        "config_type": STRING, "documentation": DOCUMENTATION[n] if documented else None})
+            continue
         if not settings.origins.get(setting, "default").startswith("default"):
             chain.append({"name": setting, "value": str(broker[n]), "source": STATIC_BROKER_CONFIG})
         chain.append({"name": setting, "value": str(KEYS_BY_NAME[setting].default),

@@ -24,6 +24,8 @@ class Request:
     advertised: "Listener"  # this node's address on the listener the request came in on
     principal: str = ANONYMOUS  # the authenticated principal of the connection (Kafka's `Type:Name`)
     off_loop: bool = False  # its answer is being built off the loop: the connection reads on after it
+    # the connection's callbacks run when it closes, by key (a ShareFetch session's release); None: no connection
+    on_close: dict[Any, Callable[[], None]] | None = None
 
     @property
     def version(self) -> int:

@@ -3,8 +3,8 @@
 v0 existed only in Kafka 4.0 behind unstable.api.versions.enable and was removed in 4.1 (a clean
 break: v1 has the same layout). The member id is the client's own (a UUID string, 1–36 chars);
 epoch 0 joins (SubscribedTopicNames required), -1 leaves. ACLs as Kafka's: Read on the group, then
-Describe on every subscribed topic. ShareFetch/ShareAcknowledge are not served yet, so a client
-that joins gets its assignment and fails clearly when it fetches (ApiVersions does not list them).
+Describe on every subscribed topic. Delivery is ShareFetch's and ShareAcknowledge's (share_fetch.py,
+share_acknowledge.py), which do not check membership (Kafka 4.2).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Per-group dynamic configs (spec §2.4; Kafka's GroupConfig): their names, how AlterConfigs and
 IncrementalAlterConfigs change a group's overrides, and the check against the broker's bounds, with
 Kafka's messages. Pure: the overrides are kept by storage/group_configs.py and read by the consumer
-machine (the next heartbeat's interval and session timeout)."""
+machine (the next heartbeat's interval and session timeout) and by the share deliveries
+(`share.auto.offset.reset`, where a share-partition starts)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ from groupd.protocol import ErrorCode
 
 CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
 CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
-NAMES = (CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS)
+SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
+SHARE_RECORD_LOCK_DURATION_MS = "share.record.lock.duration.ms"
+NAMES = (CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS, SHARE_AUTO_OFFSET_RESET,
+         SHARE_RECORD_LOCK_DURATION_MS)
+# group configs with no broker setting behind them: their defaults (Kafka's GroupConfig)
+GROUP_DEFAULTS = {SHARE_AUTO_OFFSET_RESET: "latest"}
 
 # IncrementalAlterConfigs operations
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -31,16 +37,23 @@ def _invalid(message: str) -> ConfigError:
 
 
 def defaults(settings) -> dict[str, int]:
-    """What a group without overrides gets: the broker's group.consumer.* values."""
+    """What a group without overrides gets: the broker's group.consumer.* and group.share.* values."""
     return {CONSUMER_HEARTBEAT_INTERVAL_MS: settings.group_consumer_heartbeat_interval_ms,
-            CONSUMER_SESSION_TIMEOUT_MS: settings.group_consumer_session_timeout_ms}
+            CONSUMER_SESSION_TIMEOUT_MS: settings.group_consumer_session_timeout_ms,
+            SHARE_RECORD_LOCK_DURATION_MS: settings.group_share_record_lock_duration_ms}
 
 
-def _parse(name: str, value: str | None) -> int:
+def _parse(name: str, value: str | None) -> int | str:
     if name not in NAMES:
         raise _invalid(f"Unknown group config name: {name}")
     if value is None:
         raise ConfigError(ErrorCode.invalid_request, f"Null value not supported for : {name}")
+    if name == SHARE_AUTO_OFFSET_RESET:
+        # Kafka also takes `by_duration:<ISO-8601 duration>`; groupd does not resolve it yet
+        if value.strip().lower() not in ("earliest", "latest"):
+            raise _invalid(f"Invalid value {value} for configuration {name}: String must be one of: latest, "
+                           "earliest")
+        return value.strip().lower()
     try:
         number = int(value.strip())
     except ValueError:
@@ -58,7 +71,8 @@ def _unique(names: Iterable[str]) -> None:
         raise ConfigError(ErrorCode.invalid_request, "Error due to duplicate config keys")
 
 
-def incrementally_altered(current: Mapping[str, int], ops: Iterable[tuple[str, int, str | None]]) -> dict[str, int]:
+def incrementally_altered(current: Mapping[str, int | str],
+                          ops: Iterable[tuple[str, int, str | None]]) -> dict[str, int | str]:
     """IncrementalAlterConfigs: `current` with each (name, operation, value) applied."""
     ops = list(ops)
     _unique(name for name, _, _ in ops)
@@ -77,14 +91,14 @@ def incrementally_altered(current: Mapping[str, int], ops: Iterable[tuple[str, i
     return new
 
 
-def replaced(configs: Iterable[tuple[str, str | None]]) -> dict[str, int]:
+def replaced(configs: Iterable[tuple[str, str | None]]) -> dict[str, int | str]:
     """AlterConfigs (the legacy API): the listed configs become the group's whole set of overrides."""
     configs = list(configs)
     _unique(name for name, _ in configs)
     return {name: _parse(name, value) for name, value in configs}
 
 
-def validate(overrides: Mapping[str, int], settings) -> None:
+def validate(overrides: Mapping[str, int | str], settings) -> None:
     """Kafka's GroupConfig.validateValues over the group's configs (overrides over the defaults)."""
     merged = {**defaults(settings), **overrides}
     heartbeat, session = merged[CONSUMER_HEARTBEAT_INTERVAL_MS], merged[CONSUMER_SESSION_TIMEOUT_MS]
@@ -99,3 +113,10 @@ def validate(overrides: Mapping[str, int], settings) -> None:
             raise _invalid(f"{name} must be less than or equal to {high}")
     if session <= heartbeat:
         raise _invalid(f"{CONSUMER_SESSION_TIMEOUT_MS} must be greater than {CONSUMER_HEARTBEAT_INTERVAL_MS}")
+    lock = merged[SHARE_RECORD_LOCK_DURATION_MS]
+    if lock < settings.group_share_min_record_lock_duration_ms:
+        raise _invalid(f"{SHARE_RECORD_LOCK_DURATION_MS} must be greater than or equal to "
+                       "group.share.min.record.lock.duration.ms")
+    if lock > settings.group_share_max_record_lock_duration_ms:
+        raise _invalid(f"{SHARE_RECORD_LOCK_DURATION_MS} must be less than or equal to "
+                       "group.share.max.record.lock.duration.ms")

@@ -125,6 +125,11 @@ REBALANCE_SECONDS = Histogram("groupd_rebalance_duration_seconds",
                                buckets=(.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600))
 CONVERSIONS = Counter("groupd_group_conversions_total", "Live groups converted between the protocols, by "
                       "direction (upgrade: classic to consumer)", ["direction"])
+SHARE_ACQUIRED = Counter("groupd_share_records_acquired_total",
+                         "Share-group records acquired by a member (redeliveries included)")
+SHARE_ACKNOWLEDGED = Counter("groupd_share_records_acknowledged_total",
+                             "Share-group records acknowledged, by type (accept, release, reject, gap, renew)",
+                             ["type"])
 MEMBERS_EXPIRED = Counter("groupd_members_expired_total", "Members removed by a timer", ["reason"])
 STATIC_REPLACED = Counter("groupd_static_member_replacements_total", "Static members replaced by a new member id")
 STATIC_FENCED = Counter("groupd_static_member_fencings_total", "Requests answered FENCED_INSTANCE_ID")

@@ -18,6 +18,7 @@ import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from groupd.coordinator.apis import HANDLERS, SUPPORTED_VERSIONS
@@ -93,6 +94,7 @@ class Connection(asyncio.Protocol):
         self._peer = "?"
         self.client_host = "/?"
         self.client_id: str | None = None  # of its last request (chaos drop-connections picks by it)
+        self.on_close: dict[Any, Callable[[], None]] = {}  # what handlers want done when it closes (share sessions)
         # Why reading is paused; each reason is set and cleared on its own.
         self._write_paused = False  # the transport's buffer is over its high-water mark
         self._backlogged = False  # too many replies or reply bytes wait in _replies
@@ -140,6 +142,12 @@ class Connection(asyncio.Protocol):
         self._transport = None
         self._memory.waiting.pop(self, None)
         self._account(0)
+        callbacks, self.on_close = list(self.on_close.values()), {}
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # a bug in one must not leave the connection half torn down
+                log.exception("close callback failed peer=%s", self._peer)
 
     def close(self) -> None:
         if self._transport is not None:
@@ -323,7 +331,8 @@ class Connection(asyncio.Protocol):
         body = codec.decode_request(api_key, version, frame, offset)
         started = time.perf_counter()
         try:
-            request = Request(header, body, self.client_host, self.endpoint.advertised, self.principal)
+            request = Request(header, body, self.client_host, self.endpoint.advertised, self.principal,
+                              on_close=self.on_close)
             self.client_id = header.client_id
             intercept = self.node.intercept  # a fault is armed (coordinator/chaos/faults.py)
             reply = handler(self.node, request) if intercept is None else intercept(handler, api_key, request)

@@ -39,7 +39,8 @@ def described(server, group: str) -> dict[str, tuple[str, int]]:
     resource = ConfigResource(ResourceType.GROUP, group)
     client = admin(server)
     configs = client.describe_configs([resource])[resource].result(10)
-    return {name: (c.value, c.source) for name, c in configs.items()}
+    # the consumer ones (the share ones are tests/clients/test_share_fetch_clients.py's)
+    return {name: (c.value, c.source) for name, c in configs.items() if name in (SESSION, HEARTBEAT)}
 
 
 def heartbeat_interval(server, group: str) -> int:

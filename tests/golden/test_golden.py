@@ -70,7 +70,8 @@ ASSIGNMENT = bytes.fromhex("0000" "00000001" "0008" + b"golden-a".hex() + "00000
 # Java, tests/protocol/test_share_group_codec.py the share ones' against bytes laid out by hand from
 # Kafka's schemas.
 WITHOUT_KAFKA_PYTHON = (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE,
-                        ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE)
+                        ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH,
+                        ApiKey.SHARE_ACKNOWLEDGE)
 
 
 def supported() -> list[tuple[ApiKey, int]]:

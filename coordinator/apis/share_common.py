@@ -1,0 +1,195 @@
+"""What ShareFetch (78) and ShareAcknowledge (79) share (share-groups spec §1.7, §3.6): request
+checks, acknowledgement batches validated and applied per partition, reading a data partition's
+batches from the records plane (either plane) and cutting them to the acquired ranges."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import uuid
+
+from groupd.coordinator.core.group_config import SHARE_RECORD_LOCK_DURATION_MS
+from groupd.coordinator.core.share.delivery import ACCEPT, GAP, REJECT, RELEASE, RENEW
+from groupd.coordinator.observability import metrics
+from groupd.coordinator.runtime.records_disk import Unavailable
+from groupd.coordinator.runtime.share_partitions import ShareDeliveries
+from groupd.coordinator.security.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
+from groupd.protocol import ErrorCode
+from groupd.storage.records_plane.segments import read_from
+
+_TYPES_V1 = (GAP, ACCEPT, RELEASE, REJECT)
+_TYPES_RENEW = (*_TYPES_V1, RENEW)
+_BATCH_HEADER = struct.Struct(">qi")  # base offset, batch length (the bytes after this field)
+_LAST_DELTA = struct.Struct(">i")  # at byte 23 of a v2 batch
+NO_LEADER = {"leader_id": -1, "leader_epoch": -1}
+
+log = logging.getLogger("groupd")
+
+
+def group_lock_ms(node, group: str) -> int:
+    """The group's share.record.lock.duration.ms, else the broker's group.share.record.lock.duration.ms."""
+    return node.group_configs.overrides.get(group, {}).get(SHARE_RECORD_LOCK_DURATION_MS,
+                                                           node.settings.group_share_record_lock_duration_ms)
+
+
+def member_error(group_id: str | None, member_id: str | None) -> ErrorCode | None:
+    """INVALID_REQUEST for a missing group id or a member id that is not 1–36 characters."""
+    if not group_id or not member_id or len(member_id) > 36:
+        return ErrorCode.invalid_request
+    return None
+
+
+def merged(topics) -> dict[tuple[uuid.UUID, int], list]:
+    """(topic id, partition) → its acknowledgement batches. librdkafka may name a topic (and a
+    partition) several times in one request: the entries are merged, never overwritten."""
+    out: dict[tuple[uuid.UUID, int], list] = {}
+    for t in topics:
+        for p in t.partitions:
+            out.setdefault((t.topic_id, p.partition_index), []).extend(p.acknowledgement_batches)
+    return out
+
+
+def batches_error(batches, renew: bool = False) -> ErrorCode | None:
+    """Kafka's structural checks (KafkaApis.validateAcknowledgementBatches): ranges in order and not
+    overlapping, a type array of 1 or of the range's length, types 0–3, and 4 (RENEW, v2) only in a
+    request whose IsRenewAck is set."""
+    allowed = _TYPES_RENEW if renew else _TYPES_V1
+    previous = -1
+    for b in batches:
+        n = b.last_offset - b.first_offset + 1
+        if b.first_offset > b.last_offset or b.first_offset < previous or not b.acknowledge_types \
+                or len(b.acknowledge_types) not in (1, n) or any(t not in allowed for t in b.acknowledge_types):
+            return ErrorCode.invalid_request
+        previous = b.last_offset
+    return None
+
+
+def acknowledge(node, deliveries: ShareDeliveries, group: str, member: str, topic_id: uuid.UUID, index: int,
+                batches, now: int, renew: bool = False) -> ErrorCode:
+    """Apply one partition's acknowledgements, all or nothing."""
+    error = batches_error(batches, renew)
+    if error is not None:
+        return error
+    topic = node.catalog.by_id(topic_id)
+    if topic is None:
+        return ErrorCode.unknown_topic_id
+    sp = deliveries.partitions.get((group, topic_id, index))
+    if sp is None or not 0 <= index < topic.partitions:
+        return ErrorCode.unknown_topic_or_partition  # Kafka: not a share-partition loaded here
+    return sp.acknowledge(member, [(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in batches],
+                          now, group_lock_ms(node, group))
+
+
+async def apply_acknowledgements(node, request, deliveries: ShareDeliveries, named: dict, now: int) -> dict:
+    """(topic id, partition) → the error of its acknowledgements, for the partitions that carry some.
+    The changed share-partitions are written to the share-state log before this returns; if that
+    write fails they are put back as they were and answer UNKNOWN_SERVER_ERROR."""
+    group, member = request.body.group_id, request.body.member_id
+    renew = getattr(request.body, "is_renew_ack", False)  # v2+
+    results: dict = {}
+    saved: dict = {}
+    for (topic_id, index), batches in named.items():
+        if not batches:
+            continue
+        topic = node.catalog.by_id(topic_id)
+        if topic is not None and not authorized(node, request, AclOperation.READ, ResourceType.TOPIC, topic.name):
+            results[(topic_id, index)] = ErrorCode.topic_authorization_failed
+            continue
+        key = (group, topic_id, index)
+        if key in deliveries.partitions and key not in saved:
+            saved[key] = deliveries.partitions[key].copy()
+        results[(topic_id, index)] = acknowledge(node, deliveries, group, member, topic_id, index, batches, now,
+                                                 renew)
+    changed = [(group, *tp) for tp, code in results.items() if code is ErrorCode.none and (group, *tp) in saved]
+    if changed:
+        try:
+            await deliveries.persist(changed)
+        except OSError as e:
+            log.error("share state not written group=%s partitions=%d: %s", group, len(changed), e)
+            for key in changed:
+                deliveries.partitions[key] = saved[key]
+                results[key[1:]] = ErrorCode.unknown_server_error
+        else:
+            deliveries.wake()
+    _count(named, results)
+    return results
+
+
+_TYPE_NAMES = {GAP: "gap", ACCEPT: "accept", RELEASE: "release", REJECT: "reject", RENEW: "renew"}
+
+
+def _count(named: dict, results: dict) -> None:
+    """groupd_share_records_acknowledged_total{type}, for the partitions whose acknowledgements held."""
+    for tp, code in results.items():
+        if code is not ErrorCode.none:
+            continue
+        for b in named[tp]:
+            types = b.acknowledge_types
+            if len(types) == 1:
+                metrics.SHARE_ACKNOWLEDGED.labels(_TYPE_NAMES[types[0]]).inc(b.last_offset - b.first_offset + 1)
+            else:
+                for t in types:
+                    metrics.SHARE_ACKNOWLEDGED.labels(_TYPE_NAMES[t]).inc()
+
+
+async def close_session(deliveries: ShareDeliveries, group: str, member: str, session, now: int) -> None:
+    """Epoch -1: the session goes and what the member still holds on its partitions is released
+    (and written, so that the delivery counts survive a restart)."""
+    deliveries.sessions.close(group, member)
+    released = deliveries.release_member(group, member, session.partitions, now)
+    try:
+        await deliveries.persist(released)
+    except OSError as e:  # the release stands in memory: the records are delivered again either way
+        log.error("share state not written group=%s member=%s: %s", group, member, e)
+
+
+def log_bounds(plane, topic, index: int) -> tuple[int, int] | ErrorCode:
+    """(log start, high watermark) of a data partition, or its error (disk plane still loading it)."""
+    if plane is None:
+        return 0, 0  # records.plane: none: nothing to deliver
+    if getattr(plane, "DISK", False):
+        try:
+            part = plane.partition(topic, index)
+        except Unavailable as e:
+            return e.error
+        return part.log_start, part.high_watermark
+    log = plane.peek((topic.topic_id, index))
+    return (log.log_start, log.high_watermark) if log is not None else (0, 0)
+
+
+async def read(node, plane, topic, index: int, offset: int, end: int, max_bytes: int, first: bool) -> bytes:
+    """Whole batches from the one holding `offset`, below `end` (the disk plane's read runs off the loop)."""
+    if getattr(plane, "DISK", False):
+        part = plane.partition(topic, index)
+        planned = part.dlog.plan_read(offset)
+        if planned is None:
+            return b""
+        path, position, cap, inode = planned
+        following = part.dlog.following(path)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(node.answers, read_from, path, position, offset, end, max_bytes, first,
+                                          following, cap, inode)
+    log = plane.peek((topic.topic_id, index))
+    return b"".join(b.data for b in log.read(offset, max_bytes, first)) if log is not None else b""
+
+
+def batch_spans(data: bytes) -> list[tuple[int, int, int, int]]:
+    """(base offset, last offset, byte start, byte end) of each complete v2 batch in `data`."""
+    spans = []
+    pos = 0
+    while pos + 27 <= len(data):
+        base, length = _BATCH_HEADER.unpack_from(data, pos)
+        size = 12 + length
+        if pos + size > len(data):
+            break
+        spans.append((base, base + _LAST_DELTA.unpack_from(data, pos + 23)[0], pos, pos + size))
+        pos += size
+    return spans
+
+
+def cut(data: bytes, spans: list[tuple[int, int, int, int]], first: int, last: int) -> bytes:
+    """The batches of `data` that overlap [first, last], unmodified."""
+    kept = [(a, b) for base, end_offset, a, b in spans if end_offset >= first and base <= last]
+    return data[kept[0][0]:kept[-1][1]] if kept else b""
