@@ -51,8 +51,9 @@ class Written:
 
 class LogWriter:
     def __init__(self, plog: PartitionLog, workers: LogWorkers, fsync_each_batch: bool, timeout_ms: int,
-                 on_batch=None, max_message_bytes: int = 1048588, on_error=None) -> None:
+                 on_batch=None, max_message_bytes: int = 1048588, on_error=None, encoder=encode) -> None:
         self.plog = plog
+        self._encode = encoder  # records -> [(key, value)]: the offsets log's, or __transaction_state's
         # the log end readers see (Fetch, ListOffsets of __consumer_offsets): past the last durable
         # batch (interval mode: the last written), never a batch a failed fsync may still cut
         self.end_offset = plog.next_offset
@@ -79,7 +80,7 @@ class LogWriter:
             completed(ErrorCode.not_coordinator)
             return
         try:
-            encoded = encode(records)
+            encoded = self._encode(records)
         except (struct.error, UnicodeEncodeError, OverflowError) as e:
             log.warning("records not written partition=%d records=%d: cannot be encoded: %s", self.plog.partition,
                         len(records), e)

@@ -13,13 +13,14 @@ from groupd.coordinator.chaos.faults import Chaos
 from groupd.coordinator.cluster.shared_files import CHECK_INTERVAL_S, SharedFiles
 from groupd.coordinator.cluster.workers import producer_id_block
 from groupd.coordinator.observability import readiness
+from groupd.coordinator.runtime.transactions import TransactionCoordinator
 from groupd.coordinator.security.authorizer import tick_denial_logs
 from groupd.coordinator.security.listeners import Endpoint, authentication_failed, endpoints, failure_log, oauth_jwks
 from groupd.coordinator.security.sasl import Users
 from groupd.coordinator.security.tls_transport import TlsTransport
 from groupd.coordinator.settings import Settings
 from groupd.coordinator.system_clock import wall_ms
-from groupd.storage.records_plane import plane_for, save_log_ends
+from groupd.storage.records_plane import plane_for, producer_ids_for, save_log_ends
 
 from . import metrics_http
 from .admin_http import AdminEndpoint
@@ -90,6 +91,10 @@ class Server:
         plane = plane_for(self.node)
         if getattr(plane, "DISK", False):  # the data partitions are recovered before the node serves
             await plane.preload()
+        if self.cluster is None and self.worker is None:  # transactions: one-process servers only, yet
+            self.node.transactions = TransactionCoordinator(self.settings, self.node,
+                                                            producer_ids_for(self.node).allocate)
+            await self.node.transactions.start()  # loaded before the node serves
         for listener, endpoint in zip(self.settings.listeners, self.endpoints):
             self._listen(listener.host, listener.port, endpoint)
         if self.cluster is not None:  # registered with the bound ports: claims start from here
@@ -194,6 +199,8 @@ class Server:
         if self.cluster is not None:
             await self.cluster.stop()  # partitions handed over, lease revoked
         if self.node is not None:
+            if self.node.transactions is not None:
+                await self.node.transactions.close()
             await self.node.coordinator.close()  # in-flight writes finish, every log is fsynced and closed
             await self._close_records()
             self.node.close()  # releases the data dir's lock
