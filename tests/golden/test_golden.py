@@ -282,6 +282,24 @@ def key_fields(api_key: int, m: dict) -> dict:
         case ApiKey.INIT_PRODUCER_ID:
             return {"transactional_id": m["transactional_id"],
                     "producer": [m.get("producer_id", -1), m.get("producer_epoch", -1)]}
+        case ApiKey.ADD_PARTITIONS_TO_TXN:
+            return {"transactional_id": m["v3_and_below_transactional_id"],
+                    "producer": [m["v3_and_below_producer_id"], m["v3_and_below_producer_epoch"]],
+                    "topics": [[t["name"], t["partitions"]] for t in m["v3_and_below_topics"]]}
+        case ApiKey.ADD_OFFSETS_TO_TXN:
+            return {"transactional_id": m["transactional_id"], "producer": [m["producer_id"], m["producer_epoch"]],
+                    "group_id": m["group_id"]}
+        case ApiKey.END_TXN:
+            return {"transactional_id": m["transactional_id"], "producer": [m["producer_id"], m["producer_epoch"]],
+                    "committed": m["committed"]}
+        case ApiKey.WRITE_TXN_MARKERS:
+            return {"markers": [[k["producer_id"], k["producer_epoch"], k["transaction_result"], k["coordinator_epoch"],
+                                 [[t["name"], t["partition_indexes"]] for t in k["topics"]]] for k in m["markers"]]}
+        case ApiKey.LIST_TRANSACTIONS:
+            return {"state_filters": m["state_filters"], "producer_id_filters": m["producer_id_filters"],
+                    "duration_filter": m.get("duration_filter", -1)}
+        case ApiKey.DESCRIBE_TRANSACTIONS:
+            return {"transactional_ids": m["transactional_ids"]}
         case ApiKey.SASL_HANDSHAKE:
             return {"mechanism": m["mechanism"]}
         case ApiKey.SASL_AUTHENTICATE:
@@ -494,6 +512,32 @@ def response_values(api_key: int, version: int) -> dict:
                 {"partition_index": 1, "error_code": E.group_subscribed_to_topic}]}]}
         case ApiKey.INIT_PRODUCER_ID:
             return {"error_code": E.none, "producer_id": 4242, "producer_epoch": 0}
+        case ApiKey.ADD_PARTITIONS_TO_TXN:
+            return {"results_by_topic_v3_and_below": [{"name": "golden-a", "results_by_partition": [
+                {"partition_index": 0, "partition_error_code": E.none},
+                {"partition_index": 1, "partition_error_code": E.operation_not_attempted}]}]}
+        case ApiKey.ADD_OFFSETS_TO_TXN:
+            return {"error_code": E.concurrent_transactions}
+        case ApiKey.END_TXN:
+            return {"error_code": E.invalid_txn_state, "producer_id": -1, "producer_epoch": -1}
+        case ApiKey.WRITE_TXN_MARKERS:
+            return {"markers": [{"producer_id": 4242, "topics": [{"name": "golden-a", "partitions": [
+                {"partition_index": 0, "error_code": E.none},
+                {"partition_index": 1, "error_code": E.not_leader_or_follower}]}]}]}
+        case ApiKey.LIST_TRANSACTIONS:
+            return {"error_code": E.none, "unknown_state_filters": ["Bogus"], "transaction_states": [
+                {"transactional_id": "golden-tx", "producer_id": 4242, "transaction_state": "Ongoing"}]}
+        case ApiKey.DESCRIBE_TRANSACTIONS:
+            return {"transaction_states": [
+                {"error_code": E.none, "transactional_id": "golden-tx", "transaction_state": "Ongoing",
+                 "transaction_timeout": datetime.timedelta(milliseconds=60_000),
+                 "transaction_start_time": datetime.datetime.fromtimestamp(1_700_000_000, tz=datetime.timezone.utc),
+                 "producer_id": 4242, "producer_epoch": 3,
+                 "topics": [{"topic": "golden-a", "partitions": [0, 1]}]},
+                {"error_code": E.transactional_id_not_found, "transactional_id": "golden-missing",
+                 "transaction_state": "", "transaction_timeout": datetime.timedelta(0),
+                 "transaction_start_time": datetime.datetime.fromtimestamp(0, tz=datetime.timezone.utc),
+                 "producer_id": 0, "producer_epoch": 0, "topics": []}]}
         case ApiKey.SASL_HANDSHAKE:
             return {"error_code": E.none, "mechanisms": ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]}
         case ApiKey.SASL_AUTHENTICATE:  # SCRAM's server-final with a session lifetime (v1+)
