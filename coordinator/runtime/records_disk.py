@@ -524,7 +524,8 @@ class DiskPlane(Watchers):
     def _filthiest(self, now_ms: int) -> tuple[Key, DiskPartition, list[str], int, bool] | None:
         """(key, partition, the closed segments to clean, the offset they end at, whether earlier
         segments stay out of the clean) of the compacted
-        partition with the largest dirty ratio among those due: dirty bytes (written since the last
+        partition with the largest dirty ratio among those due (closed segments wholly below the last
+        stable offset): dirty bytes (written since the last
         clean) / cleanable bytes > min.cleanable.dirty.ratio (Kafka's strict test); or a dirty
         segment's first batch older than max.compaction.lag.ms; or a tombstone's delete horizon
         passed. A dirty segment holding a record newer than min.compaction.lag.ms is not cleanable,
@@ -543,6 +544,10 @@ class DiskPlane(Watchers):
                 while skip < len(closed) and not (dlog.own(closed[skip][1]) and closed[skip][1] not in dlog.caps):
                     skip += 1
                 closed = closed[skip:]
+            # never past the first unstable offset (Kafka's cleaner bound): an open transaction's records
+            # may still be aborted, and read_committed readers must find them and their marker intact
+            stable = part.last_stable_offset
+            closed = [seg for i, seg in enumerate(closed) if dlog.segments[skip + i + 1][0] <= stable]
             since = self._cleaned_to.get(key, -1)
             if config.min_compaction_lag_ms > 0:  # Kafka's first uncleanable dirty segment
                 newest = now_ms - config.min_compaction_lag_ms
