@@ -98,3 +98,31 @@ def test_the_disk_plane_rebuilds_an_open_transaction_after_kill_9(tmp_path):
             assert r.error_code is E.invalid_txn_state  # its transaction is still open after the restart
     finally:
         s.stop()
+
+
+def test_describe_producers(server):
+    with WireClient(server.bootstrap) as c:
+        topic = fresh_topic(c, partitions=2)
+        produce(c, topic, 0, batch(2))  # no producer id: not a producer Kafka tracks
+        produce(c, topic, 0, batch(2, pid=903, epoch=1, seq=0))
+        produce(c, topic, 0, batch(3, pid=904, epoch=0, seq=0, transactional=True), transactional_id="tx-d")
+        r = c.request(ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [{"name": topic, "partition_indexes": [0, 1, 5]},
+                                                               {"name": "no-such-topic", "partition_indexes": [0]}]})
+        p0, p1, p5 = r.topics[0].partitions
+        assert (p0.error_code, p1.error_code, p5.error_code) == (E.none, E.none, E.unknown_topic_or_partition)
+        got = sorted((p.producer_id, p.producer_epoch, p.last_sequence, p.coordinator_epoch,
+                      p.current_txn_start_offset) for p in p0.active_producers)
+        assert got == [(903, 1, 1, -1, -1), (904, 0, 2, -1, 4)]
+        assert all(p.last_timestamp > 0 for p in p0.active_producers) and p1.active_producers == ()
+        assert r.topics[1].partitions[0].error_code is E.unknown_topic_or_partition
+
+    # a real client: kafka-python's admin (kafka-transactions.sh describe-producers does the same)
+    from kafka import KafkaAdminClient, TopicPartition
+
+    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap, request_timeout_ms=30000)
+    try:
+        state = admin.describe_producers([TopicPartition(topic, 0)])[TopicPartition(topic, 0)]
+        assert sorted((p.producer_id, p.current_transaction_start_offset) for p in state.active_producers) == \
+            [(903, -1), (904, 4)]
+    finally:
+        admin.close()
