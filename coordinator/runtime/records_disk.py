@@ -517,7 +517,8 @@ class DiskPlane(Watchers):
         self._cleaning = key
         started = time.perf_counter()
         job = asyncio.get_running_loop().run_in_executor(self._cleaner, compact_segments, part.dlog.directory, paths,
-                                                         now, config.delete_retention_ms, None, older_kept)
+                                                         now, config.delete_retention_ms, None, older_kept,
+                                                         list(part.producers.txns.aborted))
         self._clean_job = (part, job)
         job.add_done_callback(lambda f: self._cleaned(key, part, end, f, started))
 

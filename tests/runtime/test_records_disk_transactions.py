@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 import types
 
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
@@ -44,8 +45,8 @@ def node_for(plane, topic) -> Node:
     return node
 
 
-async def appended(plane, topic, data: bytes, txn_id: str | None = "tx") -> int:
-    answer, done = plane.append(topic, 0, data, 8, T, -1, txn_id)
+async def appended(plane, topic, data: bytes, txn_id: str | None = "tx", now: int = T) -> int:
+    answer, done = plane.append(topic, 0, data, 8, now, -1, txn_id)
     assert answer.error is E.none, answer
     assert await done is None
     return answer.base_offset
@@ -117,3 +118,40 @@ def test_compaction_stops_at_the_first_unstable_offset(tmp_path):
 
     asyncio.run(run())
 
+
+
+def test_compaction_drops_an_aborted_transactions_records_and_keeps_its_marker(tmp_path):
+    from groupd.storage.compaction import read_closed
+    from groupd.storage.records_plane.cleaner import compact_segments
+
+    async def run() -> None:
+        plane, topic = plane_with(tmp_path, {"cleanup.policy": "compact", "segment.ms": "1000"})
+        node = node_for(plane, topic)
+        wall = int(time.time() * 1000)  # the marker carries the wall clock's time
+        start, now = wall - 600_000, wall + 60_000
+        try:  # every batch 2 s or more after the one before: a segment each
+            await appended(plane, topic, txn_batch(-1, -1, n=1, transactional=False, key=b"a", ts=start), None,
+                           now)  # 0: committed
+            await appended(plane, topic, txn_batch(5, 0, n=1, key=b"a", ts=start + 2000), now=now)  # 1: aborted below
+            assert await write_marker(node, "t", 0, 5, 0, False, 1) is E.none  # 2
+            for i in range(2):
+                await appended(plane, topic, txn_batch(-1, -1, n=1, transactional=False, key=b"b",
+                                                       ts=wall + 5000 + 5000 * i), None, now)
+            part = plane.partition(topic, 0)
+            assert part.last_stable_offset == part.high_watermark == 5
+            assert [base for base, _ in part.dlog.segments] == [0, 1, 2, 3, 4]
+            paths = [path for _, path in part.dlog.segments[:-1]]
+            compact_segments(part.dlog.directory, paths, now, 86_400_000, None, False,
+                             list(part.producers.txns.aborted))
+            kept = []
+            for path in paths:
+                for b in read_closed(path)[1]:
+                    batch = b.batch
+                    kept.append((batch.base_offset, bool(batch.is_control_batch), [r.offset for r in batch]))
+            # the committed value of a stays (the aborted one is no later value of it); the marker stays
+            assert (0, False, [0]) in kept and (2, True, [2]) in kept
+            assert not any(1 in offsets and not control for _, control, offsets in kept)
+        finally:
+            await plane.close()
+
+    asyncio.run(run())
