@@ -105,17 +105,18 @@ def compact(directory: str, now_ms: int, delete_retention_ms: int, crash_after: 
     return result
 
 
-def latest_offsets(inputs, producers: dict[int, int] | None = None) -> dict[bytes, int]:
+def latest_offsets(inputs, producers: dict[int, int] | None = None, skip=None) -> dict[bytes, int]:
     """key → its latest offset over `inputs`, (path, lo, hi): a segment's records in [lo, hi) (hi
     None: no bound). Records without a key are left out (a data topic's, written before it was
-    compacted); `producers`, when given, gets each producer id's last batch (its last offset)."""
+    compacted); `producers`, when given, gets each producer id's last batch (its last offset);
+    batches for which `skip(batch)` holds (an aborted transaction's) are left out too."""
     latest: dict[bytes, int] = {}
     for path, lo, hi in inputs:
         for b in read_closed(path)[1]:
             batch = b.batch
             if producers is not None and batch.producer_id >= 0:
                 producers[batch.producer_id] = batch.next_offset - 1
-            if batch.is_control_batch:
+            if batch.is_control_batch or (skip is not None and skip(batch)):
                 continue
             try:
                 for r in batch:

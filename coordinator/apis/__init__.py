@@ -28,6 +28,7 @@ from . import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
     describe_topic_partitions,
     describe_transactions,
     describe_user_scram_credentials,
@@ -62,6 +63,7 @@ MODULES = (produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, 
            describe_acls, create_acls, delete_acls, describe_configs, alter_configs,
            incremental_alter_configs, describe_user_scram_credentials, alter_user_scram_credentials,
            describe_log_dirs, describe_topic_partitions, offset_for_leader_epoch,
+           describe_producers,
            # transactions (issue 23)
            add_partitions_to_txn, add_offsets_to_txn, end_txn, write_txn_markers, describe_transactions,
            list_transactions)

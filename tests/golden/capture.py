@@ -512,6 +512,8 @@ def kafka_python_request_values(api: int, version: int) -> dict:
         case ApiKey.DESCRIBE_TOPIC_PARTITIONS:
             return {"topics": [{"name": "golden-a"}, {"name": "golden-x"}], "response_partition_limit": 1,
                     "cursor": {"topic_name": "golden-a", "partition_index": 0}}
+        case ApiKey.DESCRIBE_PRODUCERS:
+            return {"topics": [{"name": "golden-a", "partition_indexes": [0, 1]}]}
     raise KeyError(f"no kafka-python request values for API key {api}: add them here")
 
 

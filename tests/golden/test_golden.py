@@ -326,6 +326,8 @@ def key_fields(api_key: int, m: dict) -> dict:
             cursor = m["cursor"]
             return {"topics": [t["name"] for t in m["topics"]], "limit": m["response_partition_limit"],
                     "cursor": None if cursor is None else [cursor["topic_name"], cursor["partition_index"]]}
+        case ApiKey.DESCRIBE_PRODUCERS:
+            return {"topics": [[t["name"], t["partition_indexes"]] for t in m["topics"]]}
         case ApiKey.ALTER_CONFIGS | ApiKey.INCREMENTAL_ALTER_CONFIGS:
             return {"validate_only": m["validate_only"], "resources": [
                 [r["resource_type"], r["resource_name"],
@@ -575,6 +577,13 @@ def response_values(api_key: int, version: int) -> dict:
                 "is_cordoned": False, "topics": [{"name": "golden-a", "partitions": [
                     {"partition_index": 0, "partition_size": 4096, "offset_lag": 0, "is_future_key": False},
                     {"partition_index": 1, "partition_size": 0, "offset_lag": 0, "is_future_key": False}]}]}]}
+        case ApiKey.DESCRIBE_PRODUCERS:
+            return {"topics": [{"name": "golden-a", "partitions": [
+                {"partition_index": 0, "error_code": E.none, "error_message": None, "active_producers": [
+                    {"producer_id": 1000, "producer_epoch": 2, "last_sequence": 41, "last_timestamp": 1_700_000_000_000,
+                     "coordinator_epoch": 3, "current_txn_start_offset": 17}]},
+                {"partition_index": 1, "error_code": E.not_leader_or_follower, "error_message": None,
+                 "active_producers": ()}]}]}
         case ApiKey.DESCRIBE_TOPIC_PARTITIONS:
             return {"topics": [
                 {"error_code": E.none, "name": "golden-a", "topic_id": uuid.UUID(int=0x1234), "is_internal": False,
