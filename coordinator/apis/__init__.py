@@ -46,6 +46,7 @@ from . import (
     sasl_authenticate,
     sasl_handshake,
     sync_group,
+    txn_offset_commit,
 )
 from .request import Handler
 
@@ -55,7 +56,7 @@ MODULES = (produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, 
            consumer_group_heartbeat, consumer_group_describe, sasl_handshake, sasl_authenticate,
            describe_acls, create_acls, delete_acls, describe_configs, alter_configs,
            incremental_alter_configs, describe_user_scram_credentials, alter_user_scram_credentials,
-           describe_log_dirs, describe_topic_partitions, offset_for_leader_epoch)
+           describe_log_dirs, describe_topic_partitions, offset_for_leader_epoch, txn_offset_commit)
 
 HANDLERS: dict[int, Handler] = {m.KEY: m.handle for m in MODULES}
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {m.KEY: m.VERSIONS for m in MODULES}
