@@ -52,6 +52,7 @@ from . import (
     sasl_authenticate,
     sasl_handshake,
     sync_group,
+    txn_offset_commit,
     write_txn_markers,
 )
 from .request import Handler
@@ -63,7 +64,7 @@ MODULES = (produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, 
            describe_acls, create_acls, delete_acls, describe_configs, alter_configs,
            incremental_alter_configs, describe_user_scram_credentials, alter_user_scram_credentials,
            describe_log_dirs, describe_topic_partitions, offset_for_leader_epoch,
-           describe_producers,
+           describe_producers, txn_offset_commit,
            # transactions (issue 23)
            add_partitions_to_txn, add_offsets_to_txn, end_txn, write_txn_markers, describe_transactions,
            list_transactions)

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 
 from groupd.protocol import ErrorCode
-from groupd.storage.log import PartitionLog, encode
+from groupd.storage.log import BatchKind, PartitionLog, batch_kind, encode
 from groupd.storage.records import Record
 
 from .log_workers import LogWorkers
@@ -37,7 +37,7 @@ RECORD_OVERHEAD = 21
 
 log = logging.getLogger("groupd.storage")
 
-Append = tuple[list, Callable, Callable]  # (encoded records, completed, timed_out)
+Append = tuple[list, Callable, Callable, BatchKind]  # (encoded records, completed, timed_out, batch kind)
 
 
 class Written:
@@ -47,6 +47,18 @@ class Written:
     def __init__(self, appends: list[Append], start: int, first_offset: int, records: int, size: int) -> None:
         self.appends, self.start, self.first_offset = appends, start, first_offset
         self.records, self.size, self.written_at = records, size, time.perf_counter()
+
+
+def _runs(appends: list[Append]) -> list[tuple[BatchKind, list]]:
+    """The batches a flush writes: plain appends side by side share one; each transactional
+    append (a producer's offsets, a marker) is a batch of its own."""
+    runs: list[tuple[BatchKind, list]] = []
+    for pairs, _, _, kind in appends:
+        if kind is None and runs and runs[-1][0] is None:
+            runs[-1][1].extend(pairs)
+        else:
+            runs.append((kind, list(pairs)))
+    return runs
 
 
 class LogWriter:
@@ -92,7 +104,7 @@ class LogWriter:
                         self.plog.partition, len(records), size, self._max_bytes)
             completed(ErrorCode.record_list_too_large)
             return
-        self._pending.append((encoded, completed, timed_out))
+        self._pending.append((encoded, completed, timed_out, batch_kind(records)))
         if not self._scheduled:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)  # gather what the same loop turn appends
@@ -104,11 +116,12 @@ class LogWriter:
             self._check_idle()
             return
         appends, self._pending = self._pending, []
-        encoded = [pair for pairs, _, _ in appends for pair in pairs]
+        runs = _runs(appends)
+        encoded = [pair for _, pairs in runs for pair in pairs]
         plog = self.plog
         first_offset = plog.next_offset
         try:
-            batch = plog.build(encoded)
+            batch = plog.build(encoded) if len(runs) == 1 and runs[0][0] is None else plog.build_runs(runs)
             rolls = not plog.fits(len(batch))
             start = None if rolls else plog.write(batch, len(encoded))
         except Exception as e:  # the segment is cut back already: this batch alone fails
@@ -120,7 +133,7 @@ class LogWriter:
                 self._pending = appends + self._pending
                 return
             written = Written(appends, 0, first_offset, len(encoded), len(batch))
-            self._start(lambda: plog.append_encoded(encoded, self._fsync), [written], rolling=True)
+            self._start(lambda: plog.append_runs(runs, self._fsync), [written], rolling=True)
             return
         written = Written(appends, start, first_offset, len(encoded), len(batch))
         if not self._fsync:
@@ -165,14 +178,14 @@ class LogWriter:
         for written in group:
             if self._on_batch is not None:
                 self._on_batch(written.records, written.size, done - written.written_at)
-            for _, completed, _ in written.appends:
+            for _, completed, _, _ in written.appends:
                 completed(None)
 
     def _fail(self, appends: list[Append], error: BaseException, records: int) -> None:
         log.error("write failed partition=%d records=%d error=%r", self.plog.partition, records, error)
         if self._on_error is not None:
             self._on_error(self.plog.partition, "failed")
-        for _, completed, _ in appends:
+        for _, completed, _, _ in appends:
             completed(ErrorCode.not_coordinator)  # KAFKA_STORAGE_ERROR, as a coordinator reports it
 
     def _timed_out(self, group: list[Written]) -> None:
@@ -180,7 +193,7 @@ class LogWriter:
         if self._on_error is not None:
             self._on_error(self.plog.partition, "timed_out")
         for written in group:
-            for _, _, timed_out in written.appends:
+            for _, _, timed_out, _ in written.appends:
                 timed_out()
 
     def _busy(self) -> bool:

@@ -452,6 +452,12 @@ def kafka_python_request_values(api: int, version: int) -> dict:
             return {"states_filter": ["Stable", "Empty"], "types_filter": ["classic"]}
         case ApiKey.DELETE_GROUPS:
             return {"groups_names": ["golden-kp-missing"]}
+        case ApiKey.TXN_OFFSET_COMMIT:  # a transactional producer's offsets (KIP-447 membership from v3)
+            return {"transactional_id": "golden-txn", "group_id": "golden-kp-txn-group", "producer_id": 4242,
+                    "producer_epoch": 0, "generation_id": -1, "member_id": "", "group_instance_id": None,
+                    "topics": [{"name": EXISTING, "partitions": [
+                        {"partition_index": 0, "committed_offset": 7, "committed_leader_epoch": -1,
+                         "committed_metadata": "golden"}]}]}
         case ApiKey.OFFSET_DELETE:
             return {"group_id": "golden-kp-group", "topics": [{"name": EXISTING, "partitions": [
                 {"partition_index": 0}, {"partition_index": 1}]}]}

@@ -279,6 +279,11 @@ def key_fields(api_key: int, m: dict) -> dict:
         case ApiKey.OFFSET_DELETE:
             return {"group_id": m["group_id"],
                     "topics": topics("topics", "name", "partitions", "partition_index")}
+        case ApiKey.TXN_OFFSET_COMMIT:
+            return {"transactional_id": m["transactional_id"],
+                    "producer": [m["producer_id"], m["producer_epoch"]],
+                    "group": [m["group_id"], m.get("generation_id", -1), m.get("member_id", "")],
+                    "topics": topics("topics", "name", "partitions", "partition_index", "committed_offset")}
         case ApiKey.INIT_PRODUCER_ID:
             return {"transactional_id": m["transactional_id"],
                     "producer": [m.get("producer_id", -1), m.get("producer_epoch", -1)]}
@@ -508,6 +513,10 @@ def response_values(api_key: int, version: int) -> dict:
         case ApiKey.DELETE_GROUPS:
             return {"results": [{"group_id": "golden-empty", "error_code": E.none},
                                 {"group_id": GROUP, "error_code": E.non_empty_group}]}
+        case ApiKey.TXN_OFFSET_COMMIT:
+            return {"topics": [{"name": "golden-a", "partitions": [
+                {"partition_index": 0, "error_code": E.none},
+                {"partition_index": 9, "error_code": E.unknown_topic_or_partition}]}]}
         case ApiKey.OFFSET_DELETE:
             return {"error_code": E.none, "topics": [{"name": "golden-a", "partitions": [
                 {"partition_index": 0, "error_code": E.none},

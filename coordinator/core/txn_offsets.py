@@ -1,0 +1,125 @@
+"""Offsets committed inside producers' transactions (KIP-98/447; Kafka's OffsetMetadataManager
+`pendingTransactionalOffsets` and `openTransactionsByGroup`): held per producer until its COMMIT
+marker moves them into the committed offsets or its ABORT marker drops them.
+
+On a COMMIT, a pending offset replaces the committed one only if it came later in the log: a
+non-transactional commit of the same partition after the transactional one wins (Kafka keeps the
+entry with the higher record offset, so the outcome does not depend on compaction). The log order
+is the order records are applied in (loads replay the log; live writes are applied as appended),
+so a sequence number stands in for the record offset: every pending offset carries the one it was
+applied at, and a partition with pending offsets remembers the one of its committed value.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import itertools
+from collections.abc import Callable
+
+from groupd.protocol import ErrorCode
+from groupd.storage.records import OffsetCommitKey, OffsetCommitValue
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TxnUndo:
+    """The record that undoes a change of the pending offsets (a failed write's revert): it puts
+    back the state it captured."""
+
+    group: str
+    restore: Callable[[], None]
+
+
+class PendingOffsets:
+    def __init__(self) -> None:
+        # producer id → key → (value, sequence)
+        self.by_producer: dict[int, dict[OffsetCommitKey, tuple[OffsetCommitValue, int]]] = {}
+        self.producers_of_key: dict[OffsetCommitKey, set[int]] = {}
+        # group → producers with an open transaction that committed offsets of it (until its
+        # marker: a tombstone of every offset leaves the transaction open, as in Kafka)
+        self.open_by_group: dict[str, set[int]] = {}
+        self.committed_seq: dict[OffsetCommitKey, int] = {}  # for keys with pending offsets only
+        # producer id → (its latest epoch, the coordinator epoch of its last marker) seen in this
+        # partition's log: what fences a marker of an older producer or transaction coordinator
+        self.producers: dict[int, tuple[int, int]] = {}
+        self._seq = itertools.count()
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def has_pending(self, key: OffsetCommitKey) -> bool:
+        return key in self.producers_of_key
+
+    def has_open(self, group_id: str) -> bool:
+        return group_id in self.open_by_group
+
+    def count(self) -> int:
+        return sum(map(len, self.by_producer.values()))
+
+    # -- changes (each returns the undo, see TxnUndo) -----------------------------------------------
+
+    def undo(self, group_id: str) -> TxnUndo:
+        """What puts the state as it is now back (copied: the pending offsets are few, and only
+        transactional records and commits of partitions with pending offsets take one)."""
+        saved = (copy.deepcopy(self.by_producer), copy.deepcopy(self.producers_of_key),
+                 copy.deepcopy(self.open_by_group), dict(self.committed_seq), dict(self.producers))
+
+        def restore() -> None:
+            self.by_producer, self.producers_of_key, self.open_by_group = (
+                copy.deepcopy(saved[0]), copy.deepcopy(saved[1]), copy.deepcopy(saved[2]))
+            self.committed_seq, self.producers = dict(saved[3]), dict(saved[4])
+
+        return TxnUndo(group_id, restore)
+
+    def marker_error(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> ErrorCode | None:
+        """Kafka's producer-state checks of a marker: not from an older producer epoch, nor from a
+        transaction coordinator older than the one of the producer's last marker."""
+        epoch, last_coordinator = self.producers.get(producer_id, (-1, -1))
+        if producer_epoch < epoch:
+            return ErrorCode.invalid_producer_epoch
+        if coordinator_epoch < last_coordinator:
+            return ErrorCode.transaction_coordinator_fenced
+        return None
+
+    def ended(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """A marker was applied: the producer's epochs as of it."""
+        epoch, last_coordinator = self.producers.get(producer_id, (-1, -1))
+        self.producers[producer_id] = (max(epoch, producer_epoch), max(last_coordinator, coordinator_epoch))
+
+    def add(self, producer_id: int, producer_epoch: int, key: OffsetCommitKey, value: OffsetCommitValue) -> None:
+        epoch, last_coordinator = self.producers.get(producer_id, (-1, -1))
+        self.producers[producer_id] = (max(epoch, producer_epoch), last_coordinator)
+        self.by_producer.setdefault(producer_id, {})[key] = (value, next(self._seq))
+        self.producers_of_key.setdefault(key, set()).add(producer_id)
+        self.open_by_group.setdefault(key.group, set()).add(producer_id)
+
+    def committed(self, key: OffsetCommitKey) -> None:
+        """A non-transactional commit of `key` (which has pending offsets) was applied."""
+        self.committed_seq[key] = next(self._seq)
+
+    def deleted(self, key: OffsetCommitKey) -> None:
+        """A tombstone of `key`: its pending offsets go too."""
+        for producer_id in self.producers_of_key.pop(key, ()):
+            self.by_producer[producer_id].pop(key, None)
+        self.committed_seq.pop(key, None)
+
+    def end(self, producer_id: int, commit: bool) -> list[tuple[OffsetCommitKey, OffsetCommitValue]]:
+        """The producer's transaction ended: forget its pending offsets; on commit, the ones that
+        replace the committed value (newer in the log than it)."""
+        pending = self.by_producer.pop(producer_id, {})
+        for group_id in [g for g, producers in self.open_by_group.items() if producer_id in producers]:
+            producers = self.open_by_group[group_id]
+            producers.discard(producer_id)
+            if not producers:
+                del self.open_by_group[group_id]
+        winners = []
+        for key, (value, seq) in pending.items():
+            if commit and self.committed_seq.get(key, -1) < seq:
+                winners.append((key, value))
+                self.committed_seq[key] = seq
+            producers = self.producers_of_key.get(key)
+            if producers is not None:
+                producers.discard(producer_id)
+                if not producers:
+                    del self.producers_of_key[key]
+                    self.committed_seq.pop(key, None)
+        return winners
