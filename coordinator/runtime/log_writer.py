@@ -63,9 +63,10 @@ def _runs(appends: list[Append]) -> list[tuple[BatchKind, list]]:
 
 class LogWriter:
     def __init__(self, plog: PartitionLog, workers: LogWorkers, fsync_each_batch: bool, timeout_ms: int,
-                 on_batch=None, max_message_bytes: int = 1048588, on_error=None, encoder=encode) -> None:
+                 on_batch=None, max_message_bytes: int = 1048588, on_error=None, encoder=encode, kind=batch_kind) -> None:
         self.plog = plog
-        self._encode = encoder  # records -> [(key, value)]: the offsets log's, or __transaction_state's
+        # records -> [(key, value)] and the batch they need: the offsets log's, or __transaction_state's
+        self._encode, self._kind = encoder, kind
         # the log end readers see (Fetch, ListOffsets of __consumer_offsets): past the last durable
         # batch (interval mode: the last written), never a batch a failed fsync may still cut
         self.end_offset = plog.next_offset
@@ -104,7 +105,7 @@ class LogWriter:
                         self.plog.partition, len(records), size, self._max_bytes)
             completed(ErrorCode.record_list_too_large)
             return
-        self._pending.append((encoded, completed, timed_out, batch_kind(records)))
+        self._pending.append((encoded, completed, timed_out, self._kind(records)))
         if not self._scheduled:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)  # gather what the same loop turn appends

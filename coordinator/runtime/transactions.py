@@ -88,7 +88,8 @@ class TransactionCoordinator:
             records += result.records
             self.writers[p] = LogWriter(plog, self._workers, self.settings.log_flush_interval_ms == 0,
                                         self.settings.offsets_commit_timeout_ms,
-                                        max_message_bytes=self.settings.message_max_bytes, encoder=encode)
+                                        max_message_bytes=self.settings.message_max_bytes, encoder=encode,
+                                        kind=lambda _records: None)  # plain batches only
         states: dict[str, int] = {}
         for meta in self.core.txns.values():
             states[meta.state.label] = states.get(meta.state.label, 0) + 1

@@ -1,7 +1,9 @@
 """TxnOffsetCommit (28) on the wire against the real server, hand-built requests: its error table
 (per partition only: topics, INVALID_GROUP_ID, KIP-447 membership of classic and consumer groups,
 metadata size), RequireStable OffsetFetch of the pending offsets (UNSTABLE_OFFSET_COMMIT, offset -1,
-metadata ""), ApiVersions, and pending offsets that outlive a restart of the process."""
+metadata ""), ApiVersions, and pending offsets that outlive a restart of the process. Each group's
+commits belong to a transaction opened at the transaction coordinator first (InitProducerId,
+AddOffsetsToTxn): TxnOffsetCommit verifies it there (`node.transactions.verify_offsets`)."""
 
 from __future__ import annotations
 
@@ -15,11 +17,31 @@ E = ErrorCode
 server = groupd_fixture("topics=t:4", "group.initial.rebalance.delay.ms=0")
 
 
+_open: dict[tuple[int, str], tuple[str, int, int]] = {}  # (server port, group) → its open transaction
+
+
+def transaction_for(c: WireClient, group: str) -> tuple[str, int, int]:
+    """(transactional id, producer id, epoch) of a transaction holding `group`'s offsets partition."""
+    key = (c.sock.getpeername()[1], group)
+    if key not in _open:
+        txn = f"tx-{group}"
+        r = c.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": txn,
+                                                   "transaction_timeout": datetime.timedelta(minutes=5),
+                                                   "producer_id": -1, "producer_epoch": -1})
+        assert r.error_code == E.none, r
+        added = c.request(ApiKey.ADD_OFFSETS_TO_TXN, 3, {"transactional_id": txn, "producer_id": r.producer_id,
+                                                         "producer_epoch": r.producer_epoch, "group_id": group})
+        assert added.error_code == E.none, added
+        _open[key] = (txn, r.producer_id, r.producer_epoch)
+    return _open[key]
+
+
 def txn_commit(c: WireClient, group: str, offsets: dict, *, version: int = 3, generation: int = -1,
                member_id: str = "", instance_id: str | None = None, topic: str = "t",
                metadata: str = "") -> dict[tuple[str, int], ErrorCode]:
+    txn, pid, epoch = transaction_for(c, group)
     reply = c.request(ApiKey.TXN_OFFSET_COMMIT, version, {
-        "transactional_id": "tx-1", "group_id": group, "producer_id": 1000, "producer_epoch": 0,
+        "transactional_id": txn, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
         "generation_id": generation, "member_id": member_id, "group_instance_id": instance_id,
         "topics": [{"name": topic, "partitions": [
             {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1, "committed_metadata": metadata}

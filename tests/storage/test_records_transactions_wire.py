@@ -1,7 +1,8 @@
-"""Transactional batches over the wire against the real server, both records planes (there is no
-transaction coordinator on this branch: without `node.transactions` a partition is accepted as before
-verification, and no markers can be sent over TCP yet — they are proven at plane level in
-test_records_transactions.py and tests/runtime/test_records_disk_transactions.py).
+"""Transactional batches over the wire against the real server, both records planes. Each transaction
+is opened at the transaction coordinator first (InitProducerId, AddPartitionsToTxn): Produce verifies
+its partitions there (`node.transactions.verify_partition`). Markers are proven at plane level in
+test_records_transactions.py and tests/runtime/test_records_disk_transactions.py, end to end in
+tests/clients/test_transactions_clients.py.
 
 An open transaction holds the last stable offset at its first offset: a read_committed Fetch gets nothing
 from there (aborted_transactions an empty list), read_uncommitted gets everything (aborted_transactions
@@ -9,6 +10,8 @@ null, as Kafka), ListOffsets read_committed answers the LSO; the producer may no
 transaction (INVALID_TXN_STATE); the disk plane rebuilds the open transaction after kill -9."""
 
 from __future__ import annotations
+
+import datetime
 
 import pytest
 
@@ -26,6 +29,20 @@ def server(request, tmp_path_factory):
                       "group.initial.rebalance.delay.ms=0").start()
     yield s
     s.stop()
+
+
+def begin(c: WireClient, transactional_id: str, topic: str, partition: int = 0) -> tuple[int, int]:
+    """A transaction at the coordinator holding `topic`-`partition`: (producer id, epoch)."""
+    r = c.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": transactional_id,
+                                               "transaction_timeout": datetime.timedelta(minutes=1),
+                                               "producer_id": -1, "producer_epoch": -1})
+    assert r.error_code is E.none, r
+    added = c.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+        "v3_and_below_transactional_id": transactional_id, "v3_and_below_producer_id": r.producer_id,
+        "v3_and_below_producer_epoch": r.producer_epoch,
+        "v3_and_below_topics": [{"name": topic, "partitions": [partition]}]})
+    assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code is E.none
+    return r.producer_id, r.producer_epoch
 
 
 def fetch(c: WireClient, topic: str, offset: int, isolation: int, version: int = 12):
@@ -46,7 +63,9 @@ def test_an_open_transaction_holds_the_last_stable_offset(server):
     with WireClient(server.bootstrap) as c:
         topic = fresh_topic(c)
         assert produce(c, topic, 0, batch(2)).base_offset == 0  # committed: not transactional
-        r = produce(c, topic, 0, batch(3, pid=900, epoch=0, seq=0, transactional=True), transactional_id="tx-a")
+        pid, epoch = begin(c, f"tx-a-{topic}", topic)
+        r = produce(c, topic, 0, batch(3, pid=pid, epoch=epoch, seq=0, transactional=True),
+                    transactional_id=f"tx-a-{topic}")
         assert (r.error_code, r.base_offset) == (E.none, 2)
         assert produce(c, topic, 0, batch(1)).base_offset == 5  # after the open transaction: not yet stable
 
@@ -65,9 +84,10 @@ def test_an_open_transaction_holds_the_last_stable_offset(server):
         assert (latest(c, topic, 0), latest(c, topic, 1)) == (6, 2)
 
         # the producer may not write outside its open transaction; inside it, it may
-        r = produce(c, topic, 0, batch(1, pid=900, epoch=0, seq=3), transactional_id="tx-a")
+        r = produce(c, topic, 0, batch(1, pid=pid, epoch=epoch, seq=3), transactional_id=f"tx-a-{topic}")
         assert r.error_code is E.invalid_txn_state
-        r = produce(c, topic, 0, batch(1, pid=900, epoch=0, seq=3, transactional=True), transactional_id="tx-a")
+        r = produce(c, topic, 0, batch(1, pid=pid, epoch=epoch, seq=3, transactional=True),
+                    transactional_id=f"tx-a-{topic}")
         assert (r.error_code, r.base_offset) == (E.none, 6)
         assert latest(c, topic, 1) == 2
 
@@ -85,7 +105,8 @@ def test_the_disk_plane_rebuilds_an_open_transaction_after_kill_9(tmp_path):
     try:
         with WireClient(s.bootstrap) as c:
             assert produce(c, "t", 0, batch(2)).base_offset == 0
-            assert produce(c, "t", 0, batch(2, pid=902, epoch=0, seq=0, transactional=True),
+            pid, epoch = begin(c, "tx-b", "t")
+            assert produce(c, "t", 0, batch(2, pid=pid, epoch=epoch, seq=0, transactional=True),
                            transactional_id="tx-b").base_offset == 2
             assert produce(c, "t", 0, batch(1)).base_offset == 4
         s.kill()
@@ -94,7 +115,7 @@ def test_the_disk_plane_rebuilds_an_open_transaction_after_kill_9(tmp_path):
             assert (latest(c, "t", 0), latest(c, "t", 1)) == (5, 2)
             f = fetch(c, "t", 0, isolation=1)
             assert (f.last_stable_offset, [b.base_offset for b in batches_of(f.records)]) == (2, [0])
-            r = produce(c, "t", 0, batch(1, pid=902, epoch=0, seq=2), transactional_id="tx-b")
+            r = produce(c, "t", 0, batch(1, pid=pid, epoch=epoch, seq=2), transactional_id="tx-b")
             assert r.error_code is E.invalid_txn_state  # its transaction is still open after the restart
     finally:
         s.stop()
@@ -105,14 +126,15 @@ def test_describe_producers(server):
         topic = fresh_topic(c, partitions=2)
         produce(c, topic, 0, batch(2))  # no producer id: not a producer Kafka tracks
         produce(c, topic, 0, batch(2, pid=903, epoch=1, seq=0))
-        produce(c, topic, 0, batch(3, pid=904, epoch=0, seq=0, transactional=True), transactional_id="tx-d")
+        pid, epoch = begin(c, f"tx-d-{topic}", topic)
+        produce(c, topic, 0, batch(3, pid=pid, epoch=epoch, seq=0, transactional=True), transactional_id=f"tx-d-{topic}")
         r = c.request(ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [{"name": topic, "partition_indexes": [0, 1, 5]},
                                                                {"name": "no-such-topic", "partition_indexes": [0]}]})
         p0, p1, p5 = r.topics[0].partitions
         assert (p0.error_code, p1.error_code, p5.error_code) == (E.none, E.none, E.unknown_topic_or_partition)
         got = sorted((p.producer_id, p.producer_epoch, p.last_sequence, p.coordinator_epoch,
                       p.current_txn_start_offset) for p in p0.active_producers)
-        assert got == [(903, 1, 1, -1, -1), (904, 0, 2, -1, 4)]
+        assert got == sorted([(903, 1, 1, -1, -1), (pid, epoch, 2, -1, 4)])
         assert all(p.last_timestamp > 0 for p in p0.active_producers) and p1.active_producers == ()
         assert r.topics[1].partitions[0].error_code is E.unknown_topic_or_partition
 
@@ -123,6 +145,6 @@ def test_describe_producers(server):
     try:
         state = admin.describe_producers([TopicPartition(topic, 0)])[TopicPartition(topic, 0)]
         assert sorted((p.producer_id, p.current_transaction_start_offset) for p in state.active_producers) == \
-            [(903, -1), (904, 4)]
+            sorted([(903, -1), (pid, 4)])
     finally:
         admin.close()
