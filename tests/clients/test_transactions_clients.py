@@ -1,0 +1,169 @@
+"""Exactly-once end to end with real clients (issue 23): confluent-kafka's (librdkafka's) transactional
+producer against groupd's transaction coordinator, records plane and group coordinator together.
+
+- a committed transaction is seen by a read_committed consumer, an aborted one never is;
+- a consume-transform-produce loop with send_offsets_to_transaction(position, group metadata): the
+  output holds each input record once and the group's committed offsets end at the input's end;
+- a zombie with the same transactional.id is fenced and its records are never seen;
+- an open transaction survives a kill -9 of the server and commits after it;
+- kafka-python's transactional producer commits and aborts too.
+"""
+
+from __future__ import annotations
+
+import signal
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from tests.support.harness import wait_until
+from tests.support.process import GroupdProcess
+
+pytestmark = pytest.mark.clients
+
+READY = ("groupd ready", "offsets log loaded", "transaction log loaded")
+SETTINGS = ("topics=plain:1,in:1,out:1,zombie:1,restart:1,kp:1", "group.initial.rebalance.delay.ms=0",
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms=500")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = GroupdProcess(str(tmp_path_factory.mktemp("groupd-txn-clients")), *SETTINGS, ready=READY).start()
+    yield s
+    assert s.stop() == 0, s.log()
+
+
+def producer(bootstrap: str, transactional_id: str, **extra) -> Producer:
+    return Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
+                     "transaction.timeout.ms": 60000, **extra})
+
+
+def read(bootstrap: str, topic: str, until: str, committed: bool = True) -> list[str]:
+    """Values of `topic` (partition 0) from the start until one equals `until`, read_committed or not."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}", "enable.auto.commit": False,
+                  "isolation.level": "read_committed" if committed else "read_uncommitted"})
+    c.assign([TopicPartition(topic, 0, 0)])
+    seen: list[str] = []
+    try:
+        def done():
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                seen.append(m.value().decode())
+            return until in seen
+        wait_until(done, 60, f"{until!r} in {topic} (seen {seen})")
+    finally:
+        c.close()
+    return seen
+
+
+def test_committed_records_are_seen_and_aborted_ones_never(server):
+    p = producer(server.bootstrap, "tx-plain")
+    p.init_transactions(30)
+    p.begin_transaction()
+    for v in ("c1", "c2"):
+        p.produce("plain", v.encode(), partition=0)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    p.produce("plain", b"a1", partition=0)
+    p.flush(30)
+    p.abort_transaction(30)
+    p.begin_transaction()
+    p.produce("plain", b"c3", partition=0)
+    p.commit_transaction(30)
+    assert read(server.bootstrap, "plain", "c3") == ["c1", "c2", "c3"]
+    assert read(server.bootstrap, "plain", "c3", committed=False) == ["c1", "c2", "a1", "c3"]
+
+
+def test_consume_transform_produce_with_send_offsets_to_transaction(server):
+    source = Producer({"bootstrap.servers": server.bootstrap})
+    inputs = [f"in-{i}" for i in range(20)]
+    for v in inputs:
+        source.produce("in", v.encode(), partition=0)
+    source.flush(30)
+
+    group = "ctp"
+    consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    consumer.subscribe(["in"])
+    p = producer(server.bootstrap, "tx-ctp")
+    p.init_transactions(30)
+    done: list[str] = []
+    try:
+        def step():
+            batch = [m for m in consumer.consume(5, 1.0) if m.error() is None]
+            if batch:
+                p.begin_transaction()
+                for m in batch:
+                    p.produce("out", m.value().upper(), partition=0)
+                p.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                              consumer.consumer_group_metadata(), 30)
+                p.commit_transaction(30)
+                done.extend(m.value().decode() for m in batch)
+            return len(done) >= len(inputs)
+        wait_until(step, 90, "every input transformed")
+    finally:
+        consumer.close()
+    assert done == inputs
+    assert read(server.bootstrap, "out", "IN-19") == [v.upper() for v in inputs]
+    check = Consumer({"bootstrap.servers": server.bootstrap, "group.id": group})
+    try:
+        (committed,) = check.committed([TopicPartition("in", 0)], timeout=30)
+    finally:
+        check.close()
+    assert committed.offset == len(inputs)
+
+
+def test_a_zombie_with_the_same_transactional_id_is_fenced(server):
+    zombie = producer(server.bootstrap, "tx-zombie")
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce("zombie", b"from-the-zombie", partition=0)
+    zombie.flush(30)
+
+    successor = producer(server.bootstrap, "tx-zombie")
+    successor.init_transactions(60)  # aborts the zombie's open transaction (CONCURRENT_TRANSACTIONS meanwhile)
+    successor.begin_transaction()
+    successor.produce("zombie", b"from-the-successor", partition=0)
+    successor.commit_transaction(30)
+
+    with pytest.raises(KafkaException) as fenced:
+        zombie.produce("zombie", b"zombie-again", partition=0)
+        zombie.commit_transaction(30)
+    assert fenced.value.args[0].fatal() or "fenced" in str(fenced.value).lower(), fenced.value
+    assert read(server.bootstrap, "zombie", "from-the-successor") == ["from-the-successor"]
+
+
+def test_an_open_transaction_survives_a_kill_9_of_the_server(tmp_path):
+    s = GroupdProcess(str(tmp_path), *SETTINGS, ready=READY).start()
+    try:
+        p = producer(s.bootstrap, "tx-restart", **{"message.timeout.ms": 60000})
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce("restart", b"before", partition=0)
+        p.flush(30)
+        s.stop(signal.SIGKILL)
+        s.start()
+        p.produce("restart", b"after", partition=0)
+        p.commit_transaction(60)
+        assert read(s.bootstrap, "restart", "after") == ["before", "after"]
+    finally:
+        s.stop()
+
+
+def test_kafka_python_transactional_producer(server):
+    from kafka import KafkaProducer
+
+    p = KafkaProducer(bootstrap_servers=server.bootstrap, transactional_id="tx-kafka-python")
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("kp", b"kp-aborted", partition=0)
+        p.flush(30)
+        p.abort_transaction()
+        p.begin_transaction()
+        p.send("kp", b"kp-committed", partition=0)
+        p.commit_transaction()
+    finally:
+        p.close(10)
+    assert read(server.bootstrap, "kp", "kp-committed") == ["kp-committed"]
