@@ -22,6 +22,7 @@ from typing import Any
 from groupd.coordinator.core.partitioning import partition_for
 from groupd.coordinator.core.transactions.machine import Step, TransactionCore, Transition, TxnMetadata
 from groupd.protocol import ErrorCode
+from groupd.storage.compaction import compact
 from groupd.storage.transaction_log import TOPIC, TransactionPartitionLog, encode
 from groupd.storage.transaction_records import TxnState
 
@@ -62,6 +63,7 @@ class TransactionCoordinator:
         self._workers = LogWorkers(4, "groupd-txn-write")
         self._markers: dict[str, asyncio.Task] = {}  # transactional id → its markers being written
         self._timers: list[asyncio.TimerHandle] = []
+        self._compacting: asyncio.Future | None = None
         self.closing = False
         data = data_marker_seam()
         self.data_marker = None if data is None else (
@@ -100,6 +102,7 @@ class TransactionCoordinator:
             self._start_markers(meta)
         self._every(self.settings.transaction_abort_timed_out_transaction_cleanup_interval_ms, self._abort_timed_out)
         self._every(self.settings.transaction_remove_expired_transaction_cleanup_interval_ms, self._expire)
+        self._every(self.settings.log_cleaner_backoff_ms, self._compact)
 
     async def close(self) -> None:
         self.closing = True
@@ -275,6 +278,26 @@ class TransactionCoordinator:
         for transition in self.core.expired(wall_ms()):
             log.info("transactional id expired transactional_id=%s", transition.transactional_id)
             self.write(transition)
+
+    def _compact(self) -> None:
+        """Compact the closed segments (the offsets log's cleaner: the latest record per transactional
+        id, tombstones kept `log.cleaner.delete.retention.ms`), one partition after another, off the loop."""
+        if self._compacting is not None and not self._compacting.done():
+            return
+        dirs = [w.plog.directory for w in self.writers if w is not None and len(w.plog.segments) > 1]
+        if dirs:
+            self._compacting = asyncio.get_running_loop().run_in_executor(self._executor, self._compact_all, dirs)
+
+    def _compact_all(self, dirs: list[str]) -> None:
+        for directory in dirs:
+            try:
+                result = compact(directory, wall_ms(), self.settings.log_cleaner_delete_retention_ms)
+            except Exception as e:  # the next round tries again; the log stays loadable (atomic renames)
+                log.error("transaction log compaction failed directory=%s: %r", directory, e)
+                continue
+            if result.segments_cleaned:
+                log.info("transaction log compacted directory=%s records=%d->%d bytes=%d->%d", directory,
+                         result.records_before, result.records_after, result.bytes_before, result.bytes_after)
 
     # -- verification (contract seam 3) --------------------------------------------------------------
 

@@ -90,3 +90,27 @@ def test_a_prepared_commit_found_at_load_is_completed(tmp_path):
 
     asyncio.run(first())
     asyncio.run(second())
+
+
+def test_the_log_is_compacted_and_loads_the_same(tmp_path):
+    async def run():
+        ids = itertools.count(7)
+        tc, _ = make(tmp_path, ids)
+        tc.settings = dataclasses.replace(tc.settings, transaction_state_log_segment_bytes=200)
+        await tc.start()
+        for _ in range(30):  # every init is a record of the same id: one value survives per closed segment run
+            assert (await tc.init_producer_id("tx", 60_000, -1, -1))[0] == ErrorCode.none
+        before = {k: m.value() for k, m in tc.core.txns.items()}
+        writer = tc.writers[tc.partition("tx")]
+        assert len(writer.plog.segments) > 2
+        size = writer.plog.size
+        tc._compact()
+        await tc._compacting
+        assert writer.plog.size < size
+        await tc.close()
+        again, _ = make(tmp_path, itertools.count(100))
+        await again.start()
+        assert {k: m.value() for k, m in again.core.txns.items()} == before
+        await again.close()
+
+    asyncio.run(run())
