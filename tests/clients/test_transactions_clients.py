@@ -6,24 +6,31 @@ producer against groupd's transaction coordinator, records plane and group coord
   output holds each input record once and the group's committed offsets end at the input's end;
 - a zombie with the same transactional.id is fenced and its records are never seen;
 - an open transaction survives a kill -9 of the server and commits after it;
-- kafka-python's transactional producer commits and aborts too.
+- kafka-python's transactional producer commits and aborts too;
+- the Java client (kafka-clients 4.3, transactions v1 since groupd advertises no `transaction.version`):
+  a consume-transform-produce loop with sendOffsetsToTransaction(offsets, consumer.groupMetadata()),
+  then fenced by a second producer with its transactional.id (tests/clients/java/TransactionalCopy.java).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import signal
+import subprocess
 import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from tests.support.harness import wait_until
+from tests.support.harness import CLIENTS_DIR, wait_until
 from tests.support.process import GroupdProcess
 
 pytestmark = pytest.mark.clients
 
 READY = ("groupd ready", "offsets log loaded", "transaction log loaded")
-SETTINGS = ("topics=plain:1,in:1,out:1,zombie:1,restart:1,kp:1", "group.initial.rebalance.delay.ms=0",
+HERE = os.path.dirname(__file__)
+SETTINGS = ("topics=plain:1,in:1,out:1,zombie:1,restart:1,kp:1,java-in:1,java-out:1", "group.initial.rebalance.delay.ms=0",
             "transaction.abort.timed.out.transaction.cleanup.interval.ms=500")
 
 
@@ -167,3 +174,23 @@ def test_kafka_python_transactional_producer(server):
     finally:
         p.close(10)
     assert read(server.bootstrap, "kp", "kp-committed") == ["kp-committed"]
+
+
+def test_java_consume_transform_produce_and_fencing(server):
+    source = Producer({"bootstrap.servers": server.bootstrap})
+    inputs = [f"java-{i}" for i in range(12)]
+    for v in inputs:
+        source.produce("java-in", v.encode(), partition=0)
+    source.flush(30)
+    run = subprocess.run(["java", "-cp", os.path.join(CLIENTS_DIR, "java", "lib", "*"),
+                          os.path.join(HERE, "java", "TransactionalCopy.java"), server.bootstrap, "java-in", "java-out",
+                          "java-ctp", "tx-java", str(len(inputs))], capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, (run.stdout, run.stderr[-3000:])
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == {"copied": len(inputs), "fenced": True}
+    assert read(server.bootstrap, "java-out", "JAVA-11") == [v.upper() for v in inputs]
+    check = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "java-ctp"})
+    try:
+        (committed,) = check.committed([TopicPartition("java-in", 0)], timeout=30)
+    finally:
+        check.close()
+    assert committed.offset == len(inputs)
