@@ -6,7 +6,8 @@ producer against groupd's transaction coordinator, records plane and group coord
   output holds each input record once and the group's committed offsets end at the input's end;
 - a zombie with the same transactional.id is fenced and its records are never seen;
 - an open transaction survives a kill -9 of the server and commits after it;
-- kafka-python's transactional producer commits and aborts too;
+- kafka-python's and aiokafka's transactional producers commit and abort too (aiokafka: every
+  transaction API at v0, offsets by group id without KIP-447 metadata);
 - the Java client (kafka-clients 4.3, transactions v1 since groupd advertises no `transaction.version`):
   a consume-transform-produce loop with sendOffsetsToTransaction(offsets, consumer.groupMetadata()),
   then fenced by a second producer with its transactional.id (tests/clients/java/TransactionalCopy.java).
@@ -14,6 +15,7 @@ producer against groupd's transaction coordinator, records plane and group coord
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -30,7 +32,7 @@ pytestmark = pytest.mark.clients
 
 READY = ("groupd ready", "offsets log loaded", "transaction log loaded")
 HERE = os.path.dirname(__file__)
-SETTINGS = ("topics=plain:1,in:1,out:1,zombie:1,restart:1,kp:1,java-in:1,java-out:1", "group.initial.rebalance.delay.ms=0",
+SETTINGS = ("topics=plain:1,in:1,out:1,zombie:1,restart:1,kp:1,java-in:1,java-out:1,aio:1", "group.initial.rebalance.delay.ms=0",
             "transaction.abort.timed.out.transaction.cleanup.interval.ms=500")
 
 
@@ -194,3 +196,31 @@ def test_java_consume_transform_produce_and_fencing(server):
     finally:
         check.close()
     assert committed.offset == len(inputs)
+
+
+def test_aiokafka_transactional_producer(server):
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.structs import TopicPartition as AioPartition
+
+    async def run() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=server.bootstrap, transactional_id="tx-aiokafka")
+        await p.start()
+        try:
+            with pytest.raises(RuntimeError):
+                async with p.transaction():
+                    await p.send_and_wait("aio", b"aio-aborted", partition=0)
+                    raise RuntimeError("abort it")
+            async with p.transaction():
+                await p.send_and_wait("aio", b"aio-committed", partition=0)
+                await p.send_offsets_to_transaction({AioPartition("aio", 0): 1}, "aio-group")
+        finally:
+            await p.stop()
+
+    asyncio.run(run())
+    assert read(server.bootstrap, "aio", "aio-committed") == ["aio-committed"]
+    check = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "aio-group"})
+    try:
+        (committed,) = check.committed([TopicPartition("aio", 0)], timeout=30)
+    finally:
+        check.close()
+    assert committed.offset == 1
