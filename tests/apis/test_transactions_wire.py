@@ -151,3 +151,17 @@ def test_state_survives_a_restart(server, sig):
         assert (r.producer_id, r.producer_epoch) == (pid, 1)
         fresh = init(c, "new")
         assert fresh.producer_id not in (pid, committed)  # ids are never handed out twice
+
+
+def test_transaction_state_is_never_a_data_topic(server):
+    """Its directories are the transaction log's: CreateTopics finds it there, Metadata never auto-creates it."""
+    with WireClient(server.bootstrap) as c:
+        r = c.request(ApiKey.CREATE_TOPICS, 7, {"topics": [{"name": "__transaction_state", "num_partitions": 1,
+                                                            "replication_factor": 1, "assignments": [], "configs": []}],
+                                                "timeout": MINUTE, "validate_only": False})
+        assert r.topics[0].error_code == E.topic_already_exists
+        m = c.request(ApiKey.METADATA, 12, {"topics": [{"name": "__transaction_state", "topic_id": None}],
+                                            "allow_auto_topic_creation": True,
+                                            "include_topic_authorized_operations": False})
+        assert m.topics[0].error_code == E.leader_not_available
+        assert init(c).error_code == E.none  # the coordinator's log is untouched
