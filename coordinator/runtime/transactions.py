@@ -103,6 +103,8 @@ class TransactionCoordinator:
         self._every(self.settings.transaction_abort_timed_out_transaction_cleanup_interval_ms, self._abort_timed_out)
         self._every(self.settings.transaction_remove_expired_transaction_cleanup_interval_ms, self._expire)
         self._every(self.settings.log_cleaner_backoff_ms, self._compact)
+        if self.settings.log_flush_interval_ms > 0:  # interval mode: written batches are fsynced this often
+            self._every(self.settings.log_flush_interval_ms, self._sync_all)
 
     async def close(self) -> None:
         self.closing = True
@@ -278,6 +280,13 @@ class TransactionCoordinator:
         for transition in self.core.expired(wall_ms()):
             log.info("transactional id expired transactional_id=%s", transition.transactional_id)
             self.write(transition)
+
+    def _sync_all(self) -> None:
+        for writer in self.writers:
+            if writer is not None and not writer.closed:
+                job = asyncio.get_running_loop().run_in_executor(self._executor, writer.plog.sync)
+                job.add_done_callback(lambda f: f.exception() is None or log.error(
+                    "transaction log fsync failed: %r", f.exception()))
 
     def _compact(self) -> None:
         """Compact the closed segments (the offsets log's cleaner: the latest record per transactional
