@@ -6,6 +6,8 @@ producer against groupd's transaction coordinator, records plane and group coord
   output holds each input record once and the group's committed offsets end at the input's end;
 - a zombie with the same transactional.id is fenced and its records are never seen;
 - an open transaction survives a kill -9 of the server and commits after it;
+- exactly once through crashes: consume-transform-produce workers killed -9 in turn, the server killed
+  -9 once, every input in the read_committed output exactly once (tests/clients/python/eos_worker.py);
 - kafka-python's and aiokafka's transactional producers commit and abort too (aiokafka: every
   transaction API at v0, offsets by group id without KIP-447 metadata);
 - the Java client (kafka-clients 4.3, transactions v1 since groupd advertises no `transaction.version`):
@@ -20,10 +22,11 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from tests.support.harness import CLIENTS_DIR, wait_until
 from tests.support.process import GroupdProcess
@@ -224,3 +227,92 @@ def test_aiokafka_transactional_producer(server):
     finally:
         check.close()
     assert committed.offset == 1
+
+
+def test_exactly_once_through_worker_and_server_kill_9(tmp_path):
+    """Two consume-transform-produce workers in turn with one transactional id, each killed -9 in
+    mid-stream, and the server killed -9 once: a read_committed reader of the output sees every
+    input exactly once, and the group's committed offsets end at the input's end."""
+    s = GroupdProcess(str(tmp_path), "topics=eos-in:2,eos-out:1", *SETTINGS[1:], ready=READY).start()
+    inputs = [f"e{i}" for i in range(90)]
+    source = Producer({"bootstrap.servers": s.bootstrap})
+    for i, v in enumerate(inputs):
+        source.produce("eos-in", v.encode(), partition=i % 2)
+    source.flush(30)
+    worker_log = open(tmp_path / "workers.log", "ab")
+
+    def start_worker() -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, os.path.join(HERE, "python", "eos_worker.py"), s.bootstrap,
+                                 "eos-in", "eos-out", "eos", "tx-eos"], stdout=worker_log, stderr=subprocess.STDOUT)
+
+    def output_count() -> int:
+        c = Consumer({"bootstrap.servers": s.bootstrap, "group.id": f"count-{uuid.uuid4()}",
+                      "isolation.level": "read_committed", "enable.auto.commit": False})
+        try:
+            low, high = c.get_watermark_offsets(TopicPartition("eos-out", 0), timeout=10, cached=False)
+        finally:
+            c.close()
+        return high  # read_committed: the last stable offset (markers included)
+
+    worker = start_worker()
+    try:
+        def progressed(at_least: int):
+            def check():
+                nonlocal worker
+                if worker.poll() is not None:  # it gave up (an abortable error): a new one takes over
+                    worker = start_worker()
+                return output_count() >= at_least
+            return check
+
+        wait_until(progressed(20), 90, "the first worker's progress")
+        worker.kill()
+        worker.wait()
+        worker = start_worker()
+        wait_until(progressed(50), 90, "the second worker's progress")
+        s.stop(signal.SIGKILL)
+        s.start()
+        worker.kill()
+        worker.wait()
+        worker = start_worker()
+        values = []
+
+        def complete():
+            nonlocal worker
+            if worker.poll() is not None:
+                worker = start_worker()
+            values[:] = read_all(s.bootstrap, "eos-out")
+            return len(values) >= len(inputs)
+        wait_until(complete, 120, "every input copied")
+        assert sorted(values) == sorted(v + "!" for v in inputs)  # each exactly once
+        check = Consumer({"bootstrap.servers": s.bootstrap, "group.id": "eos"})
+        try:
+            committed = check.committed([TopicPartition("eos-in", 0), TopicPartition("eos-in", 1)], timeout=30)
+        finally:
+            check.close()
+        assert sum(tp.offset for tp in committed) == len(inputs)
+    finally:
+        worker.kill()
+        worker.wait()
+        worker_log.close()
+        s.stop()
+
+
+def read_all(bootstrap: str, topic: str) -> list[str]:
+    """Every committed value of `topic` partition 0, read_committed, up to its last stable offset."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}", "enable.auto.commit": False,
+                  "isolation.level": "read_committed", "enable.partition.eof": True})
+    c.assign([TopicPartition(topic, 0, 0)])
+    seen: list[str] = []
+    try:
+        def done():
+            m = c.poll(0.5)
+            if m is None:
+                return False
+            if m.error() is not None:
+                return m.error().code() == KafkaError._PARTITION_EOF
+            seen.append(m.value().decode())
+            return False
+        wait_until(done, 60, f"the end of {topic}")
+    finally:
+        c.close()
+    return seen
