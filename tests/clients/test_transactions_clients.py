@@ -316,3 +316,37 @@ def read_all(bootstrap: str, topic: str) -> list[str]:
     finally:
         c.close()
     return seen
+
+
+def kafka_transactions(server, *args: str) -> subprocess.CompletedProcess:
+    """Kafka's kafka-transactions.sh (its TransactionsCommand, from the CLI tools' jars)."""
+    lib = os.path.join(CLIENTS_DIR, "java", "tools", "lib")
+    assert os.path.isdir(lib), f"Kafka's CLI tools are not installed in {lib} (.ci/install-clients)"
+    return subprocess.run(["java", "-cp", f"{lib}/*", "org.apache.kafka.tools.TransactionsCommand",
+                           "--bootstrap-server", server.bootstrap, *args], capture_output=True, text=True, timeout=120)
+
+
+def table(out: str) -> list[dict[str, str]]:
+    """The tool's whitespace-aligned table as rows keyed by its header."""
+    lines = [line.split() for line in out.strip().splitlines()]
+    return [dict(zip(lines[0], row)) for row in lines[1:]]
+
+
+def test_kafka_transactions_sh_lists_and_describes(server):
+    p = producer(server.bootstrap, "tx-cli")
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce("plain", b"open", partition=0)
+    p.flush(30)
+    listed = kafka_transactions(server, "list")
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    rows = {r["TransactionalId"]: r for r in table(listed.stdout)}
+    assert rows["tx-cli"]["TransactionState"] == "Ongoing" and rows["tx-cli"]["Coordinator"] == "1"
+    described = kafka_transactions(server, "describe", "--transactional-id", "tx-cli")
+    assert described.returncode == 0, described.stderr[-2000:]
+    (row,) = table(described.stdout)
+    assert (row["TransactionState"], row["TransactionTimeoutMs"], row["TopicPartitions"]) == \
+        ("Ongoing", "60000", "plain-0")
+    p.abort_transaction(30)
+    missing = kafka_transactions(server, "describe", "--transactional-id", "tx-nobody")
+    assert missing.returncode != 0 and "because the ID could not be found" in missing.stderr
