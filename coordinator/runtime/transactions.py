@@ -21,6 +21,7 @@ from typing import Any
 
 from groupd.coordinator.core.partitioning import partition_for
 from groupd.coordinator.core.transactions.machine import Step, TransactionCore, Transition, TxnMetadata
+from groupd.coordinator.observability import metrics
 from groupd.protocol import ErrorCode
 from groupd.storage.compaction import compact
 from groupd.storage.transaction_log import TOPIC, TransactionPartitionLog, encode
@@ -98,6 +99,9 @@ class TransactionCoordinator:
         log.info("transaction log loaded partitions=%d records=%d transactional_ids=%d states=%s ms=%d",
                  self.partitions, records, len(self.core.txns),
                  ",".join(f"{k}:{v}" for k, v in sorted(states.items())) or "-", (time.monotonic() - started) * 1000)
+        metrics.TRANSACTIONS_OPEN.set_function(lambda: sum(
+            m.state in (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+            for m in self.core.txns.values()))
         for meta in self.core.preparing():  # its markers may not all be written: write them again
             self._start_markers(meta)
         self._every(self.settings.transaction_abort_timed_out_transaction_cleanup_interval_ms, self._abort_timed_out)
@@ -185,6 +189,10 @@ class TransactionCoordinator:
                                expected_epoch: int) -> tuple[ErrorCode, int, int]:
         step = self.core.init_producer_id(transactional_id, timeout_ms, expected_id, expected_epoch, wall_ms(),
                                           self.new_producer_id)
+        if step.transition is not None and step.error == ErrorCode.concurrent_transactions:
+            metrics.TRANSACTIONS_FENCED.inc()  # an Ongoing transaction aborted under a bumped epoch
+            log.info("transaction fenced transactional_id=%s producer_id=%d producer_epoch=%d: aborting",
+                     transactional_id, step.transition.value.producer_id, step.transition.value.producer_epoch)
         error = await self.run(step)
         meta = self.core.txns.get(transactional_id)
         if error != ErrorCode.none or meta is None:
@@ -251,6 +259,7 @@ class TransactionCoordinator:
                 elif error != ErrorCode.none:
                     left.append((topic, p))
             if left:
+                metrics.TRANSACTION_MARKER_RETRIES.inc(len(left))
                 log.warning("transaction markers retried transactional_id=%s partitions=%d first=%s-%d",
                             txn_id, len(left), *left[0])
                 await asyncio.sleep(delay)
@@ -262,6 +271,7 @@ class TransactionCoordinator:
             if transition is None:
                 return
             if await self.write(transition) == ErrorCode.none:
+                metrics.TRANSACTIONS_COMPLETED.labels("commit" if commit else "abort").inc()
                 log.info("transaction %s transactional_id=%s producer_id=%d producer_epoch=%d partitions=%d",
                          "committed" if commit else "aborted", txn_id, producer_id, epoch, len(partitions))
                 return
@@ -272,6 +282,7 @@ class TransactionCoordinator:
 
     def _abort_timed_out(self) -> None:
         for transition in self.core.timed_out(wall_ms()):
+            metrics.TRANSACTIONS_TIMED_OUT.inc()
             log.info("transaction timed out transactional_id=%s producer_id=%d producer_epoch=%d: aborting",
                      transition.transactional_id, transition.value.producer_id, transition.value.producer_epoch)
             asyncio.get_running_loop().create_task(self.run(Step(ErrorCode.none, transition)))

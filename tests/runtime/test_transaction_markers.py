@@ -9,6 +9,8 @@ import asyncio
 import dataclasses
 import itertools
 
+from prometheus_client import REGISTRY
+
 from groupd.coordinator.runtime.transactions import TransactionCoordinator
 from groupd.coordinator.settings import Settings
 from groupd.protocol import ErrorCode
@@ -48,9 +50,14 @@ async def until(condition) -> None:
 
 
 def test_markers_are_retried_until_written_then_the_transaction_completes(tmp_path):
+    def sample(name: str, **labels) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
     async def run():
         ids = itertools.count(7)
         tc, marks = make(tmp_path, ids)
+        commits, retries = sample("groupd_transactions_completed_total", result="commit"), \
+            sample("groupd_transaction_marker_retries_total")
         await tc.start()
         error, pid, epoch = await tc.init_producer_id("tx", 60_000, -1, -1)
         assert (error, pid, epoch) == (ErrorCode.none, 7, 0)
@@ -59,6 +66,9 @@ def test_markers_are_retried_until_written_then_the_transaction_completes(tmp_pa
         assert await tc.end_txn("tx", pid, 0, True) == ErrorCode.none
         await until(lambda: tc.core.txns["tx"].state == TxnState.COMPLETE_COMMIT)
         assert marks.count(("t", 1, 7, 0, True)) == 3
+        assert sample("groupd_transactions_completed_total", result="commit") == commits + 1
+        assert sample("groupd_transaction_marker_retries_total") == retries + 2
+        assert sample("groupd_transactions_open") == 0
         assert {m for m in marks} == {("t", 0, 7, 0, True), ("t", 1, 7, 0, True), ("__consumer_offsets", 4, 7, 0, True)}
         await tc.close()
 
