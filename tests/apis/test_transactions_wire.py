@@ -6,6 +6,7 @@ kill -9: every acknowledged transition is in `__transaction_state`)."""
 from __future__ import annotations
 
 import datetime
+import json
 import signal
 import time
 
@@ -165,3 +166,27 @@ def test_transaction_state_is_never_a_data_topic(server):
                                             "include_topic_authorized_operations": False})
         assert m.topics[0].error_code == E.leader_not_available
         assert init(c).error_code == E.none  # the coordinator's log is untouched
+
+
+def test_groupd_transactions_list_and_describe(server):
+    """The CLI: `groupd transactions list|describe` (an Empty transaction has no start time)."""
+    from tests.process.test_admin_cli import groupd
+
+    with WireClient(server.bootstrap) as c:
+        pid = init(c, "cli-open").producer_id
+        assert add(c, pid, 0, "cli-open", parts=[("t", 1)]) == {("t", 1): E.none}
+        init(c, "cli-empty")
+    b = ["--bootstrap", server.bootstrap]
+    listed = groupd("transactions", "list", "--state", "Ongoing", *b, "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == [{"transactional_id": "cli-open", "producer_id": pid, "state": "Ongoing"}]
+    described = groupd("transactions", "describe", "cli-open", "cli-empty", *b, "--json")
+    assert described.returncode == 0, described.stderr
+    by_id = {t["transactional_id"]: t for t in json.loads(described.stdout)}
+    assert (by_id["cli-open"]["state"], by_id["cli-open"]["partitions"], by_id["cli-open"]["timeout_ms"]) == \
+        ("Ongoing", ["t-1"], 60_000)
+    assert (by_id["cli-empty"]["state"], by_id["cli-empty"]["start_ms"]) == ("Empty", None)
+    missing = groupd("transactions", "describe", "cli-nobody", *b)
+    assert missing.returncode == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in missing.stdout
+    text = groupd("transactions", "list", *b)
+    assert text.returncode == 0 and text.stdout.split("\n")[0].split() == ["TRANSACTIONAL-ID", "PRODUCER-ID", "STATE"]
