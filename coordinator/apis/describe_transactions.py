@@ -22,7 +22,7 @@ VERSIONS = (0, 0)
 
 def _time(ms: int) -> datetime.datetime:
     """-1 (no transaction) included: kio writes a datetime's milliseconds."""
-    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
 
 
 def _failed(txn_id: str, error: ErrorCode) -> dict:

@@ -235,7 +235,7 @@ class TransactionCoordinator:
             return error
         except asyncio.CancelledError:
             raise
-        except Exception as e:  # a seam's failure is retried like a retriable error
+        except Exception as e:  # noqa: BLE001  (a seam's failure is retried like a retriable error)
             log.error("transaction marker failed topic=%s partition=%d producer_id=%d: %r", topic, partition,
                       producer_id, e)
             return ErrorCode.unknown_server_error
@@ -312,7 +312,7 @@ class TransactionCoordinator:
         for directory in dirs:
             try:
                 result = compact(directory, wall_ms(), self.settings.log_cleaner_delete_retention_ms)
-            except Exception as e:  # the next round tries again; the log stays loadable (atomic renames)
+            except Exception as e:  # noqa: BLE001  (the next round tries again; renames keep the log loadable)
                 log.error("transaction log compaction failed directory=%s: %r", directory, e)
                 continue
             if result.segments_cleaned:

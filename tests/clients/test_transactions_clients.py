@@ -249,7 +249,7 @@ def test_exactly_once_through_worker_and_server_kill_9(tmp_path):
         c = Consumer({"bootstrap.servers": s.bootstrap, "group.id": f"count-{uuid.uuid4()}",
                       "isolation.level": "read_committed", "enable.auto.commit": False})
         try:
-            low, high = c.get_watermark_offsets(TopicPartition("eos-out", 0), timeout=10, cached=False)
+            _, high = c.get_watermark_offsets(TopicPartition("eos-out", 0), timeout=10, cached=False)
         finally:
             c.close()
         return high  # read_committed: the last stable offset (markers included)

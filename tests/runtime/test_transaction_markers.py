@@ -77,7 +77,7 @@ def test_markers_are_retried_until_written_then_the_transaction_completes(tmp_pa
 
 def test_a_prepared_commit_found_at_load_is_completed(tmp_path):
     async def first():
-        tc, marks = make(tmp_path, itertools.count(7))
+        tc, _ = make(tmp_path, itertools.count(7))
         never = asyncio.Event()
 
         async def stuck(*_):
