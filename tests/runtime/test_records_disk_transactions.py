@@ -155,3 +155,29 @@ def test_compaction_drops_an_aborted_transactions_records_and_keeps_its_marker(t
             await plane.close()
 
     asyncio.run(run())
+
+
+def test_a_marker_whose_write_fails_is_kafka_storage_error_and_changes_nothing(tmp_path):
+    async def run() -> None:
+        plane, topic = plane_with(tmp_path, {})
+        node = node_for(plane, topic)
+        try:
+            assert await appended(plane, topic, txn_batch(1, 0)) == 0
+            part = plane.partition(topic, 0)
+            real = part.dlog.write_batches
+
+            def full(*_args):
+                part.dlog.write_batches = real
+                raise OSError(28, "No space left on device")
+
+            part.dlog.write_batches = full
+            assert await write_marker(node, "t", 0, 1, 0, False, 1) is E.kafka_storage_error
+            assert (part.last_stable_offset, part.high_watermark) == (0, 2)  # the transaction is still open
+            assert part.producers.txns.aborted_in(0, 100) == []
+            assert await write_marker(node, "t", 0, 1, 0, False, 1) is E.none  # the retry takes the same offset
+            assert (part.last_stable_offset, part.high_watermark) == (3, 3)
+            assert part.producers.txns.aborted_in(0, 100) == [(1, 0)]
+        finally:
+            await plane.close()
+
+    asyncio.run(run())
