@@ -61,6 +61,8 @@ def test_an_open_transaction_holds_the_last_stable_offset(server):
         assert [b.base_offset for b in batches_of(committed.records)] == [0]  # only below the LSO
         past = fetch(c, topic, 2, isolation=1)
         assert (past.error_code, past.records or b"") == (E.none, b"")  # at the LSO: nothing, not out of range
+        beyond = fetch(c, topic, 7, isolation=1)
+        assert (beyond.error_code, beyond.aborted_transactions) == (E.offset_out_of_range, None)  # an error: null
 
         assert (latest(c, topic, 0), latest(c, topic, 1)) == (6, 2)
 
