@@ -12,7 +12,10 @@ that finds the active one too old: `DataWriter`). Retention deletes whole segmen
 (the active one too, after rolling an empty one, as Kafka does), and those wholly below a log start
 that DeleteRecords moved (`log_start.py`: saved before it is answered);
 `compact` topics' closed segments are compacted in a process of their own (`_maybe_clean`,
-storage/records_plane/cleaner.py), as Kafka's log cleaner does (`topic_config`).
+storage/records_plane/cleaner.py), as Kafka's log cleaner does (`topic_config`), never at or past the
+last stable offset. Transactions (storage/records_plane/transactions.py): markers are appended by
+`write_marker` (coordinator/runtime/txn_data.py), the last stable offset waits for open transactions and
+for markers not yet durable, and a load rebuilds both from the batches and markers it scans.
 """
 
 from __future__ import annotations
