@@ -168,3 +168,12 @@ def test_an_open_transactions_producer_is_not_forgotten_when_idle():
     append(log, batch(1, pid=3, epoch=0, seq=0), now=NOW + 2 * 86_400_000)
     assert sorted(p[0] for p in log.producers.active()) == [1, 3]
     assert log.last_stable_offset == 0
+
+
+def test_transactional_records_are_found_before_the_batches_are_parsed():
+    from groupd.storage.records_plane.batches import has_transactional
+
+    txn = batch(1, pid=1, epoch=0, seq=0, transactional=True)
+    assert has_transactional(batch(1) + txn) and not has_transactional(batch(2) + batch(1))
+    assert not has_transactional(None) and not has_transactional(b"")
+    assert not has_transactional(txn[:40])  # too short for a header: left to split, which refuses it

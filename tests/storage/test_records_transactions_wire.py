@@ -14,7 +14,7 @@ import pytest
 
 from groupd.protocol import ErrorCode as E
 from groupd.protocol.apis import ApiKey
-from tests.storage.test_records_plane import batch, batches_of, fetch_request, fresh_topic, produce
+from tests.storage.test_records_plane import MS, batch, batches_of, fetch_request, fresh_topic, produce
 from tests.support.process import GroupdProcess, WireClient
 
 LATEST = -1
@@ -76,10 +76,15 @@ def test_an_open_transaction_holds_the_last_stable_offset(server):
 
 def test_transactional_records_need_a_transactional_id(server):
     with WireClient(server.bootstrap) as c:
-        topic = fresh_topic(c)
-        r = produce(c, topic, 0, batch(1, pid=901, epoch=0, seq=0, transactional=True))
-        assert r.error_code is E.transactional_id_authorization_failed
-        assert latest(c, topic, 0) == 0
+        topic = fresh_topic(c, partitions=2)
+        # as KafkaApis: the whole request is refused, its plain partition too
+        r = c.request(ApiKey.PRODUCE, 8, {"transactional_id": None, "acks": -1, "timeout": 5000 * MS, "topic_data": [
+            {"name": topic, "partition_data": [
+                {"index": 0, "records": batch(1)},
+                {"index": 1, "records": batch(1) + batch(1, pid=901, epoch=0, seq=0, transactional=True)}]}]})
+        errors = [(p.index, p.error_code) for p in r.responses[0].partition_responses]
+        assert errors == [(0, E.transactional_id_authorization_failed), (1, E.transactional_id_authorization_failed)]
+        assert (latest(c, topic, 0), latest(c, topic, 1)) == (0, 0)
 
 
 def test_the_disk_plane_rebuilds_an_open_transaction_after_kill_9(tmp_path):
