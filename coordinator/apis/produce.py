@@ -24,9 +24,9 @@ CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE, INVALID_PRODUC
 OUT_OF_ORDER_SEQUENCE_NUMBER; acks other than 0, 1, -1 get INVALID_REQUIRED_ACKS.
 
 Transactions (issue 23): transactional batches need the request's transactional id (else every
-partition of the request is TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as KafkaApis answers); a producer without an open transaction on the
-partition is verified with the transaction coordinator first when the node has one
-(`node.transactions.verify_partition`, KIP-890: its error is the partition's); the first
+partition of the request is TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as KafkaApis answers); a producer
+without an open transaction on the partition is verified with the transaction coordinator first when
+the node has one (`node.transactions.verify_partition`, KIP-890: its error is the partition's); the first
 transactional batch opens the producer's transaction on the partition (the last stable offset stays
 at its first offset until the marker: coordinator/runtime/txn_data.py), and a non-transactional batch
 while one is open gets INVALID_TXN_STATE (storage/records_plane/producers.py, transactions.py).
