@@ -152,7 +152,7 @@ class DiskPlane(Watchers):
                                  b.max_timestamp)
             elif b.producer_id >= 0:
                 producers.record(b.producer_id, b.producer_epoch, b.base_sequence, b.count, b.base_offset,
-                                 b.max_timestamp, b.transactional)
+                                 b.max_timestamp, b.transactional, b.max_timestamp)
 
         result = dlog.load_batches(seen)
         producers.txns.trim_before(dlog.log_start)
@@ -310,7 +310,7 @@ class DiskPlane(Watchers):
                 base = last_written.base
                 if batch.producer_id >= 0:
                     producers.record(batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.count,
-                                     base, now_ms, batch.transactional)
+                                     base, now_ms, batch.transactional, batch.max_timestamp)
             else:
                 base = duplicate_of
             if first is None:

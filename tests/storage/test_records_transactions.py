@@ -156,7 +156,8 @@ def test_describe_producers_state():
     plane = memory_plane()
     plane.append(KEY, batch(2, pid=1, epoch=0, seq=0, transactional=True), 8, NOW, transactional_id="a")
     plane.append(KEY, batch(3, pid=2, epoch=1, seq=0), 8, NOW + 1)
-    assert sorted(plane.peek(KEY).producers.active()) == [(1, 0, 1, NOW, -1, 0), (2, 1, 2, NOW + 1, -1, -1)]
+    # the last timestamp is the batch's max timestamp (Kafka's ProducerStateEntry), not the time of the append
+    assert sorted(plane.peek(KEY).producers.active()) == [(1, 0, 1, NOW + 1, -1, 0), (2, 1, 2, NOW + 2, -1, -1)]
     plane.write_marker(KEY, 1, 0, True, 4, NOW + 2)
     assert min(plane.peek(KEY).producers.active()) == (1, 0, 1, NOW + 2, 4, -1)
 

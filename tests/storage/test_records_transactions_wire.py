@@ -14,7 +14,7 @@ import pytest
 
 from groupd.protocol import ErrorCode as E
 from groupd.protocol.apis import ApiKey
-from tests.storage.test_records_plane import MS, batch, batches_of, fetch_request, fresh_topic, produce
+from tests.storage.test_records_plane import MS, NOW, batch, batches_of, fetch_request, fresh_topic, produce
 from tests.support.process import GroupdProcess, WireClient
 
 LATEST = -1
@@ -120,7 +120,9 @@ def test_describe_producers(server):
         got = sorted((p.producer_id, p.producer_epoch, p.last_sequence, p.coordinator_epoch,
                       p.current_txn_start_offset) for p in p0.active_producers)
         assert got == [(903, 1, 1, -1, -1), (904, 0, 2, -1, 4)]
-        assert all(p.last_timestamp > 0 for p in p0.active_producers) and p1.active_producers == ()
+        # the last timestamp: the max timestamp of the producer's last batch, as Kafka's producer state
+        assert sorted(p.last_timestamp for p in p0.active_producers) == [NOW + 1, NOW + 2]
+        assert p1.active_producers == ()
         assert r.topics[1].partitions[0].error_code is E.unknown_topic_or_partition
 
     # a real client: kafka-python's admin (kafka-transactions.sh describe-producers does the same)
