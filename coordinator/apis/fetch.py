@@ -71,11 +71,11 @@ def _plan_offsets_log(node, body) -> dict[int, dict | tuple]:
                 continue
             found = log_range(node.coordinator, p.partition)
             if found is None:
-                plan[p.partition] = _entry(p.partition, ErrorCode.not_leader_or_follower, -1, -1, aborted=aborted)
+                plan[p.partition] = _entry(p.partition, ErrorCode.not_leader_or_follower, -1, -1)
                 continue
             start, end = found
             if not start <= p.fetch_offset <= end:
-                plan[p.partition] = _entry(p.partition, ErrorCode.offset_out_of_range, start, end, aborted=aborted)
+                plan[p.partition] = _entry(p.partition, ErrorCode.offset_out_of_range, start, end)
             elif p.fetch_offset == end:
                 plan[p.partition] = _entry(p.partition, ErrorCode.none, start, end, aborted=aborted)
             else:
@@ -202,7 +202,7 @@ def _read(node, plane, body, denied: set[str],
             entry = _entry(p.partition, ErrorCode.none, start, end, lso=lso, aborted=[] if committed else None)
             readable = lso if committed else end  # read_committed stops at the last stable offset
             if p.fetch_offset < start or p.fetch_offset > end:
-                entry["error_code"] = ErrorCode.offset_out_of_range
+                entry["error_code"], entry["aborted_transactions"] = ErrorCode.offset_out_of_range, None  # Kafka: null
                 error = True
             elif log is not None and p.fetch_offset < readable:
                 limit = min(p.partition_max_bytes, budget - used)

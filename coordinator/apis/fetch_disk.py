@@ -53,7 +53,7 @@ def _plan(node, plane, body, denied: set[str], offsets_log: dict[int, dict]):
             entry = _entry(p.partition, ErrorCode.none, start, end, lso=lso, aborted=[] if committed else None)
             readable = lso if committed else end  # read_committed stops at the last stable offset
             if p.fetch_offset < start or p.fetch_offset > end:
-                entry["error_code"] = ErrorCode.offset_out_of_range
+                entry["error_code"], entry["aborted_transactions"] = ErrorCode.offset_out_of_range, None  # Kafka: null
                 error = True
             elif p.fetch_offset < readable:
                 planned = part.dlog.plan_read(p.fetch_offset)
@@ -85,7 +85,7 @@ def _read(steps: list[tuple], max_bytes: int) -> int:
             data = read_from(path, position, offset, end, limit, used == 0, following, cap, inode)
         except OSError as e:
             log.error("fetch read failed path=%s offset=%d: %s", path, offset, e)
-            entry["error_code"] = ErrorCode.kafka_storage_error
+            entry["error_code"], entry["aborted_transactions"] = ErrorCode.kafka_storage_error, None
             continue
         entry["records"] = data
         used += len(data)

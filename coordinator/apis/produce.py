@@ -23,10 +23,10 @@ INVALID_TIMESTAMP, INVALID_RECORD,
 CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE, INVALID_PRODUCER_EPOCH,
 OUT_OF_ORDER_SEQUENCE_NUMBER; acks other than 0, 1, -1 get INVALID_REQUIRED_ACKS.
 
-Transactions (issue 23): transactional batches need the request's transactional id (else
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as KafkaApis); a producer without an open transaction on the
-partition is verified with the transaction coordinator first when the node has one
-(`node.transactions.verify_partition`, KIP-890: its error is the partition's); the first
+Transactions (issue 23): transactional batches need the request's transactional id (else every
+partition of the request is TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as KafkaApis answers); a producer
+without an open transaction on the partition is verified with the transaction coordinator first when
+the node has one (`node.transactions.verify_partition`, KIP-890: its error is the partition's); the first
 transactional batch opens the producer's transaction on the partition (the last stable offset stays
 at its first offset until the marker: coordinator/runtime/txn_data.py), and a non-transactional batch
 while one is open gets INVALID_TXN_STATE (storage/records_plane/producers.py, transactions.py).
@@ -48,6 +48,7 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 from groupd.storage.records_plane import plane_for
+from groupd.storage.records_plane.batches import has_transactional
 
 from .request import Request
 
@@ -76,11 +77,16 @@ def _partition(index: int, error: ErrorCode, base_offset: int = -1, log_start_of
 
 
 def _denied(node, request: Request) -> dict[str, ErrorCode]:
-    """Topics this producer may not write: all of them (53) when its transactional id is refused,
-    else those without WRITE (29). Checked before anything else, as Kafka does."""
+    """Topics this producer may not write: all of them (53) when the request carries transactional
+    records without a transactional id or its transactional id is refused, else those without WRITE
+    (29). Checked before anything else, as Kafka does."""
     body = request.body
-    if body.transactional_id is not None and not authorized(
-            node, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+    if body.transactional_id is None:
+        refused = any(has_transactional(p.records) for t in body.topic_data for p in t.partition_data)
+    else:
+        refused = not authorized(node, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                 body.transactional_id)
+    if refused:
         return {t.name: ErrorCode.transactional_id_authorization_failed for t in body.topic_data}
     return {t.name: ErrorCode.topic_authorization_failed for t in body.topic_data
             if not authorized(node, request, AclOperation.WRITE, ResourceType.TOPIC, t.name)}

@@ -12,7 +12,10 @@ that finds the active one too old: `DataWriter`). Retention deletes whole segmen
 (the active one too, after rolling an empty one, as Kafka does), and those wholly below a log start
 that DeleteRecords moved (`log_start.py`: saved before it is answered);
 `compact` topics' closed segments are compacted in a process of their own (`_maybe_clean`,
-storage/records_plane/cleaner.py), as Kafka's log cleaner does (`topic_config`).
+storage/records_plane/cleaner.py), as Kafka's log cleaner does (`topic_config`), never at or past the
+last stable offset. Transactions (storage/records_plane/transactions.py): markers are appended by
+`write_marker` (coordinator/runtime/txn_data.py), the last stable offset waits for open transactions and
+for markers not yet durable, and a load rebuilds both from the batches and markers it scans.
 """
 
 from __future__ import annotations
@@ -149,7 +152,7 @@ class DiskPlane(Watchers):
                                  b.max_timestamp)
             elif b.producer_id >= 0:
                 producers.record(b.producer_id, b.producer_epoch, b.base_sequence, b.count, b.base_offset,
-                                 b.max_timestamp, b.transactional)
+                                 b.max_timestamp, b.transactional, b.max_timestamp)
 
         result = dlog.load_batches(seen)
         producers.txns.trim_before(dlog.log_start)
@@ -307,7 +310,7 @@ class DiskPlane(Watchers):
                 base = last_written.base
                 if batch.producer_id >= 0:
                     producers.record(batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.count,
-                                     base, now_ms, batch.transactional)
+                                     base, now_ms, batch.transactional, batch.max_timestamp)
             else:
                 base = duplicate_of
             if first is None:

@@ -46,7 +46,7 @@ class TopicPartitionLog:
         base = self._put(batch)
         if batch.producer_id >= 0:
             self.producers.record(batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.count,
-                                  base, now_ms, batch.transactional)
+                                  base, now_ms, batch.transactional, batch.max_timestamp)
         self._drop_while(lambda oldest: self.size - oldest.size >= self.retention_bytes)
         return base
 

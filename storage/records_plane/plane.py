@@ -240,7 +240,6 @@ class MemoryPlane(Watchers):
         return Appended(ErrorCode.none, first, log.log_start, log_append_time=stamped,
                         records=sum(b.count for b in batches))
 
-
     def _reserve_offsets(self, key: Key, log: TopicPartitionLog, count: int) -> str | None:
         """Store the log ends reserved ahead before `count` more offsets are given out (a restart
         resumes past them); why not, when they could not be stored."""

@@ -22,11 +22,12 @@ PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms: idl
 
 
 class _Producer:
-    __slots__ = ("epoch", "recent", "last_ms", "coordinator_epoch")
+    __slots__ = ("coordinator_epoch", "epoch", "last_ms", "last_timestamp", "recent")
 
     def __init__(self, epoch: int, coordinator_epoch: int = -1) -> None:
         self.epoch = epoch
-        self.last_ms = 0
+        self.last_ms = 0  # when it last wrote here (its idleness is measured from it)
+        self.last_timestamp = -1  # the max timestamp of its last batch or marker (DescribeProducers)
         self.coordinator_epoch = coordinator_epoch  # of the last marker written for it
         # (first sequence, last sequence, base offset) of the last batches appended
         self.recent: deque[tuple[int, int, int]] = deque(maxlen=PRODUCER_BATCHES_KEPT)
@@ -72,9 +73,10 @@ class Producers:
         return None
 
     def record(self, producer_id: int, epoch: int, base_sequence: int, count: int, base: int, now_ms: int,
-               transactional: bool = False) -> None:
+               transactional: bool = False, max_timestamp: int = -1) -> None:
         """An appended batch of producer `producer_id` (≥ 0) at offset `base`."""
         state = self._touch(producer_id, epoch, now_ms)
+        state.last_timestamp = max_timestamp
         state.recent.append((base_sequence, _add_sequence(base_sequence, count - 1), base))
         if transactional:
             self.txns.data(producer_id, base)
@@ -100,7 +102,7 @@ class Producers:
                now_ms: int) -> None:
         """An end-transaction marker of the producer appended at `offset`."""
         state = self._touch(producer_id, epoch, now_ms)
-        state.coordinator_epoch = coordinator_epoch
+        state.coordinator_epoch, state.last_timestamp = coordinator_epoch, now_ms  # the marker's timestamp
         self.txns.marker(producer_id, offset, commit)
         self._expire(now_ms)
 
@@ -128,7 +130,7 @@ class Producers:
     def active(self) -> list[tuple[int, int, int, int, int, int]]:
         """DescribeProducers: (producer id, epoch, last sequence, last timestamp, coordinator epoch,
         first offset of its open transaction or -1) per producer known here."""
-        return [(pid, s.epoch, s.recent[-1][1] if s.recent else -1, s.last_ms if s.last_ms else -1,
+        return [(pid, s.epoch, s.recent[-1][1] if s.recent else -1, s.last_timestamp,
                  s.coordinator_epoch, self.txns.open.get(pid, -1)) for pid, s in self._producers.items()]
 
     def forget_from(self, offset: int) -> None:

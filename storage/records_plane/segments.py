@@ -184,8 +184,9 @@ class DataLog(PartitionLog):
                 result.next_offset = max(result.next_offset, batch.next_offset)
                 result.bytes += b.size
                 if on_batch is not None:
-                    on_batch(ScannedBatch(batch.base_offset, batch.last_offset_delta + 1, batch.producer_id, batch.producer_epoch,
-                                          batch.base_sequence, batch.max_timestamp, bool(batch.is_transactional),
+                    on_batch(ScannedBatch(batch.base_offset, batch.last_offset_delta + 1, batch.producer_id,
+                                          batch.producer_epoch, batch.base_sequence, batch.max_timestamp,
+                                          bool(batch.is_transactional),
                                           marker_of(batch) if batch.is_control_batch else None))
             del data
             if stamps[path] == self.stamp and cap is None:

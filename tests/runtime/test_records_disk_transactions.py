@@ -84,7 +84,8 @@ def test_markers_move_the_last_stable_offset_and_a_reload_rebuilds_it(tmp_path):
             assert (part.last_stable_offset, part.high_watermark) == (8, 10)
             assert part.producers.txns.aborted_in(0, 10) == [(2, 4)]
             pid, epoch, last_seq, last_ts, coordinator_epoch, txn_start = sorted(part.producers.active())[1]
-            assert (pid, epoch, last_seq, coordinator_epoch, txn_start) == (2, 0, 1, 3, -1) and last_ts > T  # the marker's time
+            assert (pid, epoch, last_seq, coordinator_epoch, txn_start) == (2, 0, 1, 3, -1)
+            assert last_ts > T  # the marker's time
             # the open transaction's producer may not write outside it, and its marker still ends it
             answer, _ = plane.append(topic, 0, txn_batch(3, 2, transactional=False), 8, T, -1)
             assert answer.error is E.invalid_txn_state
@@ -151,6 +152,32 @@ def test_compaction_drops_an_aborted_transactions_records_and_keeps_its_marker(t
             # the committed value of a stays (the aborted one is no later value of it); the marker stays
             assert (0, False, [0]) in kept and (2, True, [2]) in kept
             assert not any(1 in offsets and not control for _, control, offsets in kept)
+        finally:
+            await plane.close()
+
+    asyncio.run(run())
+
+
+def test_a_marker_whose_write_fails_is_kafka_storage_error_and_changes_nothing(tmp_path):
+    async def run() -> None:
+        plane, topic = plane_with(tmp_path, {})
+        node = node_for(plane, topic)
+        try:
+            assert await appended(plane, topic, txn_batch(1, 0)) == 0
+            part = plane.partition(topic, 0)
+            real = part.dlog.write_batches
+
+            def full(*_args):
+                part.dlog.write_batches = real
+                raise OSError(28, "No space left on device")
+
+            part.dlog.write_batches = full
+            assert await write_marker(node, "t", 0, 1, 0, False, 1) is E.kafka_storage_error
+            assert (part.last_stable_offset, part.high_watermark) == (0, 2)  # the transaction is still open
+            assert part.producers.txns.aborted_in(0, 100) == []
+            assert await write_marker(node, "t", 0, 1, 0, False, 1) is E.none  # the retry takes the same offset
+            assert (part.last_stable_offset, part.high_watermark) == (3, 3)
+            assert part.producers.txns.aborted_in(0, 100) == [(1, 0)]
         finally:
             await plane.close()
 

@@ -16,8 +16,14 @@ from groupd.storage.batch_crc import crc_ok
 from groupd.storage.records_plane.batches import BatchError
 from groupd.storage.records_plane.log import TopicPartitionLog
 from groupd.storage.records_plane.plane import MemoryPlane
-from groupd.storage.records_plane.transactions import (ABORT, COMMIT, PartitionTxns, end_of_batches, marker_batch,
-                                                       marker_of)
+from groupd.storage.records_plane.transactions import (
+    ABORT,
+    COMMIT,
+    PartitionTxns,
+    end_of_batches,
+    marker_batch,
+    marker_of,
+)
 from tests.storage.test_records_plane import NOW, append, batch
 
 KEY = ("topic-a", 0)
@@ -107,7 +113,7 @@ def test_commit_and_abort_markers_on_the_memory_plane():
                                                                     (5, True)]
     # read_committed reads stop at the last stable offset
     plane.append(KEY, batch(1, pid=1, epoch=0, seq=2, transactional=True), 8, NOW, transactional_id="a")
-    assert [b.bases for b in [log]] == [[0, 2, 3, 4, 5, 6]]
+    assert log.bases == [0, 2, 3, 4, 5, 6]
     assert [DefaultRecordBatch(b.data).base_offset for b in log.read(0, 1 << 20, True, end=log.last_stable_offset)] \
         == [0, 2, 3, 4, 5]
 
@@ -150,9 +156,10 @@ def test_describe_producers_state():
     plane = memory_plane()
     plane.append(KEY, batch(2, pid=1, epoch=0, seq=0, transactional=True), 8, NOW, transactional_id="a")
     plane.append(KEY, batch(3, pid=2, epoch=1, seq=0), 8, NOW + 1)
-    assert sorted(plane.peek(KEY).producers.active()) == [(1, 0, 1, NOW, -1, 0), (2, 1, 2, NOW + 1, -1, -1)]
+    # the last timestamp is the batch's max timestamp (Kafka's ProducerStateEntry), not the time of the append
+    assert sorted(plane.peek(KEY).producers.active()) == [(1, 0, 1, NOW + 1, -1, 0), (2, 1, 2, NOW + 2, -1, -1)]
     plane.write_marker(KEY, 1, 0, True, 4, NOW + 2)
-    assert sorted(plane.peek(KEY).producers.active())[0] == (1, 0, 1, NOW + 2, 4, -1)
+    assert min(plane.peek(KEY).producers.active()) == (1, 0, 1, NOW + 2, 4, -1)
 
 
 def test_an_open_transactions_producer_is_not_forgotten_when_idle():
@@ -162,3 +169,12 @@ def test_an_open_transactions_producer_is_not_forgotten_when_idle():
     append(log, batch(1, pid=3, epoch=0, seq=0), now=NOW + 2 * 86_400_000)
     assert sorted(p[0] for p in log.producers.active()) == [1, 3]
     assert log.last_stable_offset == 0
+
+
+def test_transactional_records_are_found_before_the_batches_are_parsed():
+    from groupd.storage.records_plane.batches import has_transactional
+
+    txn = batch(1, pid=1, epoch=0, seq=0, transactional=True)
+    assert has_transactional(batch(1) + txn) and not has_transactional(batch(2) + batch(1))
+    assert not has_transactional(None) and not has_transactional(b"")
+    assert not has_transactional(txn[:40])  # too short for a header: left to split, which refuses it

@@ -17,7 +17,7 @@ import pytest
 
 from groupd.protocol import ErrorCode as E
 from groupd.protocol.apis import ApiKey
-from tests.storage.test_records_plane import batch, batches_of, fetch_request, fresh_topic, produce
+from tests.storage.test_records_plane import MS, NOW, batch, batches_of, fetch_request, fresh_topic, produce
 from tests.support.process import GroupdProcess, WireClient
 
 LATEST = -1
@@ -80,6 +80,8 @@ def test_an_open_transaction_holds_the_last_stable_offset(server):
         assert [b.base_offset for b in batches_of(committed.records)] == [0]  # only below the LSO
         past = fetch(c, topic, 2, isolation=1)
         assert (past.error_code, past.records or b"") == (E.none, b"")  # at the LSO: nothing, not out of range
+        beyond = fetch(c, topic, 7, isolation=1)
+        assert (beyond.error_code, beyond.aborted_transactions) == (E.offset_out_of_range, None)  # an error: null
 
         assert (latest(c, topic, 0), latest(c, topic, 1)) == (6, 2)
 
@@ -94,10 +96,15 @@ def test_an_open_transaction_holds_the_last_stable_offset(server):
 
 def test_transactional_records_need_a_transactional_id(server):
     with WireClient(server.bootstrap) as c:
-        topic = fresh_topic(c)
-        r = produce(c, topic, 0, batch(1, pid=901, epoch=0, seq=0, transactional=True))
-        assert r.error_code is E.transactional_id_authorization_failed
-        assert latest(c, topic, 0) == 0
+        topic = fresh_topic(c, partitions=2)
+        # as KafkaApis: the whole request is refused, its plain partition too
+        r = c.request(ApiKey.PRODUCE, 8, {"transactional_id": None, "acks": -1, "timeout": 5000 * MS, "topic_data": [
+            {"name": topic, "partition_data": [
+                {"index": 0, "records": batch(1)},
+                {"index": 1, "records": batch(1) + batch(1, pid=901, epoch=0, seq=0, transactional=True)}]}]})
+        errors = [(p.index, p.error_code) for p in r.responses[0].partition_responses]
+        assert errors == [(0, E.transactional_id_authorization_failed), (1, E.transactional_id_authorization_failed)]
+        assert (latest(c, topic, 0), latest(c, topic, 1)) == (0, 0)
 
 
 def test_the_disk_plane_rebuilds_an_open_transaction_after_kill_9(tmp_path):
@@ -135,7 +142,10 @@ def test_describe_producers(server):
         got = sorted((p.producer_id, p.producer_epoch, p.last_sequence, p.coordinator_epoch,
                       p.current_txn_start_offset) for p in p0.active_producers)
         assert got == sorted([(903, 1, 1, -1, -1), (pid, epoch, 2, -1, 4)])
-        assert all(p.last_timestamp > 0 for p in p0.active_producers) and p1.active_producers == ()
+        # the last timestamp: the max timestamp of the producer's last batch, as Kafka's producer state
+        by_id = {p.producer_id: p.last_timestamp for p in p0.active_producers}
+        assert (by_id[903], by_id[pid]) == (NOW + 1, NOW + 2)
+        assert p1.active_producers == ()
         assert r.topics[1].partitions[0].error_code is E.unknown_topic_or_partition
 
     # a real client: kafka-python's admin (kafka-transactions.sh describe-producers does the same)
