@@ -200,7 +200,7 @@ class OffsetsStore:
         committed = self.offsets.get(group_id, {})
         out = [Record(OffsetCommitKey(group_id, t, p), None) for t, p in committed]
         if self.pending.has_open(group_id):
-            keys = {k for k in self.pending.producers_of_key if k.group == group_id and (k.topic, k.partition) not in committed}
+            keys = {k for k in self.pending.open_by_group[group_id] if (k.topic, k.partition) not in committed}
             out += [Record(k, None) for k in sorted(keys, key=lambda k: (k.topic, k.partition))]
         return out
 

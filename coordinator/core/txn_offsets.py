@@ -35,9 +35,9 @@ class PendingOffsets:
         # producer id → key → (value, sequence)
         self.by_producer: dict[int, dict[OffsetCommitKey, tuple[OffsetCommitValue, int]]] = {}
         self.producers_of_key: dict[OffsetCommitKey, set[int]] = {}
-        # group → producers with an open transaction that committed offsets of it (until its
-        # marker: a tombstone of every offset leaves the transaction open, as in Kafka)
-        self.open_by_group: dict[str, set[int]] = {}
+        # group → its partitions with pending offsets (Kafka's openTransactions: a tombstone of a
+        # partition closes it there, the marker everywhere)
+        self.open_by_group: dict[str, set[OffsetCommitKey]] = {}
         self.committed_seq: dict[OffsetCommitKey, int] = {}  # for keys with pending offsets only
         # producer id → (its latest epoch, the coordinator epoch of its last marker) seen in this
         # partition's log: what fences a marker of an older producer or transaction coordinator
@@ -51,9 +51,6 @@ class PendingOffsets:
 
     def has_open(self, group_id: str) -> bool:
         return group_id in self.open_by_group
-
-    def count(self) -> int:
-        return sum(map(len, self.by_producer.values()))
 
     # -- changes (each returns the undo, see TxnUndo) -----------------------------------------------
 
@@ -90,7 +87,7 @@ class PendingOffsets:
         self.producers[producer_id] = (max(epoch, producer_epoch), last_coordinator)
         self.by_producer.setdefault(producer_id, {})[key] = (value, next(self._seq))
         self.producers_of_key.setdefault(key, set()).add(producer_id)
-        self.open_by_group.setdefault(key.group, set()).add(producer_id)
+        self.open_by_group.setdefault(key.group, set()).add(key)
 
     def committed(self, key: OffsetCommitKey) -> None:
         """A non-transactional commit of `key` (which has pending offsets) was applied."""
@@ -101,16 +98,20 @@ class PendingOffsets:
         for producer_id in self.producers_of_key.pop(key, ()):
             self.by_producer[producer_id].pop(key, None)
         self.committed_seq.pop(key, None)
+        self._closed(key)
+
+    def _closed(self, key: OffsetCommitKey) -> None:
+        """`key` has no pending offsets any more."""
+        keys = self.open_by_group.get(key.group)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self.open_by_group[key.group]
 
     def end(self, producer_id: int, commit: bool) -> list[tuple[OffsetCommitKey, OffsetCommitValue]]:
         """The producer's transaction ended: forget its pending offsets; on commit, the ones that
         replace the committed value (newer in the log than it)."""
         pending = self.by_producer.pop(producer_id, {})
-        for group_id in [g for g, producers in self.open_by_group.items() if producer_id in producers]:
-            producers = self.open_by_group[group_id]
-            producers.discard(producer_id)
-            if not producers:
-                del self.open_by_group[group_id]
         winners = []
         for key, (value, seq) in pending.items():
             if commit and self.committed_seq.get(key, -1) < seq:
@@ -122,4 +123,5 @@ class PendingOffsets:
                 if not producers:
                     del self.producers_of_key[key]
                     self.committed_seq.pop(key, None)
+                    self._closed(key)
         return winners

@@ -177,3 +177,14 @@ def test_classic_static_member_fenced(d):
     assert reply == {("t", 0): E.fenced_instance_id}
     reply = d.txn_commit("g", [("t", 0, 5)], generation=1, member_id=ids["a"], instance_id="a-instance")
     assert reply == OK
+
+
+def test_a_tombstone_closes_the_partition_for_the_open_transaction_checks(d):
+    """As Kafka 4's openTransactions: a group whose pending partitions were all deleted has no open
+    transaction any more (expiry may remove it), though the producer's marker is still to come."""
+    d.txn_commit("g", [("t", 0, 5)])
+    d.delete_offsets("g", [("t", [0])])
+    assert not d.shard.pending.has_open("g")
+    d.clock.now += RETENTION + 1
+    assert [type(r.key).__name__ for r in expire(d)] == ["GroupMetadataKey"]
+    assert d.end_txn(True) == E.none and "g" not in d.shard.groups
