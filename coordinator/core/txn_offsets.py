@@ -12,7 +12,6 @@ applied at, and a partition with pending offsets remembers the one of its commit
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import itertools
 from collections.abc import Callable
@@ -54,16 +53,26 @@ class PendingOffsets:
 
     # -- changes (each returns the undo, see TxnUndo) -----------------------------------------------
 
-    def undo(self, group_id: str) -> TxnUndo:
-        """What puts the state as it is now back (copied: the pending offsets are few, and only
-        transactional records and commits of partitions with pending offsets take one)."""
-        saved = (copy.deepcopy(self.by_producer), copy.deepcopy(self.producers_of_key),
-                 copy.deepcopy(self.open_by_group), dict(self.committed_seq), dict(self.producers))
+    def undo(self, group_id: str, producer_ids, keys) -> TxnUndo:
+        """What puts back the state of these producers and keys as it is now: what a change of
+        only them (a record applied) needs to be undone."""
+        producers = {pid: (dict(self.by_producer[pid]) if pid in self.by_producer else None, self.producers.get(pid))
+                     for pid in producer_ids}
+        saved_keys = {key: (set(self.producers_of_key[key]) if key in self.producers_of_key else None,
+                            self.committed_seq.get(key), key in self.open_by_group.get(key.group, ()))
+                      for key in keys}
 
         def restore() -> None:
-            self.by_producer, self.producers_of_key, self.open_by_group = (
-                copy.deepcopy(saved[0]), copy.deepcopy(saved[1]), copy.deepcopy(saved[2]))
-            self.committed_seq, self.producers = dict(saved[3]), dict(saved[4])
+            for pid, (entries, epochs) in producers.items():
+                _put(self.by_producer, pid, None if entries is None else dict(entries))
+                _put(self.producers, pid, epochs)
+            for key, (pids, seq, is_open) in saved_keys.items():
+                _put(self.producers_of_key, key, None if pids is None else set(pids))
+                _put(self.committed_seq, key, seq)
+                if is_open:
+                    self.open_by_group.setdefault(key.group, set()).add(key)
+                else:
+                    self._closed(key)
 
         return TxnUndo(group_id, restore)
 
@@ -125,3 +134,11 @@ class PendingOffsets:
                     self.committed_seq.pop(key, None)
                     self._closed(key)
         return winners
+
+
+def _put(d: dict, key, value) -> None:
+    """`d[key] = value`, or no `key` at all for None."""
+    if value is None:
+        d.pop(key, None)
+    else:
+        d[key] = value

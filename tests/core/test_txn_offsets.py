@@ -188,3 +188,24 @@ def test_a_tombstone_closes_the_partition_for_the_open_transaction_checks(d):
     d.clock.now += RETENTION + 1
     assert [type(r.key).__name__ for r in expire(d)] == ["GroupMetadataKey"]
     assert d.end_txn(True) == E.none and "g" not in d.shard.groups
+
+
+def test_a_failed_marker_leaves_the_other_producers_pending_offsets_as_they_were(d):
+    d.txn_commit("g", [("t", 0, 5)], producer_id=1)
+    d.txn_commit("g", [("t", 0, 7), ("t", 1, 8)], producer_id=2)
+    d.fail_next_write(E.not_coordinator)
+    assert d.end_txn(True, producer_id=2) == E.not_coordinator
+    assert offset(d) is None and offset(d, partition=1) is None
+    assert d.end_txn(True, producer_id=1) == E.none
+    assert offset(d) == 5
+    assert d.end_txn(True, producer_id=2) == E.none
+    assert offset(d) == 7 and offset(d, partition=1) == 8
+    assert d.replay().offsets == d.shard.offsets
+
+
+def test_a_failed_plain_commit_over_pending_offsets_reverts_cleanly(d):
+    d.txn_commit("g", [("t", 0, 5)])
+    d.fail_next_write(E.not_coordinator)
+    assert d.commit("g", [("t", 0, 9)]) == {("t", 0): E.not_coordinator}
+    d.end_txn(True)
+    assert offset(d) == 5  # the failed commit did not count as later in the log
