@@ -202,8 +202,6 @@ class GroupCoordinator(PartitionLifecycle, Housekeeping):
         if result in (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
                       ErrorCode.coordinator_load_in_progress):
             return ErrorCode.not_leader_or_follower
-        if result is ErrorCode.record_list_too_large or result is ErrorCode.unknown_server_error:
-            return ErrorCode.kafka_storage_error
         return result
 
     def delete_offsets(self, req: OffsetDeleteRequest) -> Any:
