@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from .batch_crc import set_crc
 from .consumer_records import decode, encode_key, encode_value
 from .files import fsync_dir
-from .batch_crc import set_crc
 from .records import KeyCache, OffsetCommitKey, Record
 from .scanner import Damage, record_count, scan_segments
 from .txn_records import TxnMarkerKey, TxnOffsetKey, marker_key, marker_value, read_marker
