@@ -3,11 +3,16 @@ checks (KIP-447), pending offsets until the marker, the higher-offset rule on CO
 RequireStable reads, tombstones, expiry and group deletion with open transactions, reverts, and
 replaying the log into a fresh shard."""
 
+import uuid
+
 from groupd.coordinator.core.classic.group import COMPLETING_REBALANCE
+from groupd.coordinator.core.consumer.machine import ConsumerHeartbeatRequest, TopicsImage
+from groupd.coordinator.core.partition import GroupSettings
+from groupd.storage.catalog import Topic
 from groupd.storage.records import OffsetCommitKey
 from groupd.storage.txn_records import TxnMarkerKey, TxnOffsetKey
 
-from .driver import E, completing_group, stable_group
+from .driver import E, Driver, completing_group, stable_group
 from .test_expiry import RETENTION, expire
 
 OK = {("t", 0): E.none}
@@ -54,6 +59,7 @@ def test_an_earlier_plain_commit_loses_to_the_transaction_at_commit(d):
     d.txn_commit("g", [("t", 0, 5)])
     d.end_txn(True)
     assert offset(d) == 5
+    assert d.replay().offsets == d.shard.offsets
 
 
 def test_two_producers_the_later_pending_offset_wins(d):
@@ -209,3 +215,21 @@ def test_a_failed_plain_commit_over_pending_offsets_reverts_cleanly(d):
     assert d.commit("g", [("t", 0, 9)]) == {("t", 0): E.not_coordinator}
     d.end_txn(True)
     assert offset(d) == 5  # the failed commit did not count as later in the log
+
+
+def test_consumer_group_member_checks():
+    """A KIP-848 group: the generation is the member epoch, any TxnOffsetCommit version, and a
+    stale epoch is ILLEGAL_GENERATION (OffsetCommit says STALE_MEMBER_EPOCH)."""
+    d = Driver(GroupSettings())  # the shared fixture's replay check reads classic groups only
+    topics = TopicsImage.of(1, [Topic("t", 2, uuid.UUID(int=1))])
+    joined = d.consumer_heartbeat(ConsumerHeartbeatRequest("g", "m", 0, None, None, 300_000, ("t",), None, None, [],
+                                                           version=1), topics)
+    epoch = joined["member_epoch"]
+    assert d.txn_commit("g", [("t", 0, 5)], generation=epoch, member_id="m", version=3) == OK
+    assert d.txn_commit("g", [("t", 0, 5)], generation=epoch + 1, member_id="m") == {("t", 0): E.illegal_generation}
+    assert d.commit("g", [("t", 0, 5)], generation=epoch + 1, member_id="m") == {("t", 0): E.stale_member_epoch}
+    assert d.txn_commit("g", [("t", 0, 5)], generation=epoch, member_id="x") == {("t", 0): E.unknown_member_id}
+    assert d.txn_commit("g", [("t", 0, 5)], version=2) == {("t", 0): E.unknown_member_id}
+    d.end_txn(True)
+    assert offset(d) == 5
+    assert d.replay().offsets == d.shard.offsets
