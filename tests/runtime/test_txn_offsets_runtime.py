@@ -6,6 +6,7 @@ coordinator's WriteTxnMarkers calls — writes the marker and commits or drops t
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
@@ -55,7 +56,7 @@ async def fetch(groups, stable: bool):
     return {p: (v if isinstance(v, ErrorCode) or v is None else v.offset) for _, p, v in rows}
 
 
-async def test_pending_across_a_restart_then_the_commit_marker(start):
+async def test_pending_across_a_restart_then_the_commit_marker(start, caplog):
     groups = await start()
     assert await answer(groups.commit(_plain(1))) == {("t", 1): E.none}
     assert await answer(txn_commit(groups, 0, 5)) == {("t", 0): E.none}
@@ -69,7 +70,11 @@ async def test_pending_across_a_restart_then_the_commit_marker(start):
     groups = await start()
     assert await fetch(groups, stable=True) == {0: 5, 1: 6}
     # an older transaction coordinator's marker is fenced
-    assert await groups.complete_transaction(0, 42, 0, False, 6) == E.transaction_coordinator_fenced
+    with caplog.at_level(logging.WARNING, "groupd"):
+        assert await groups.complete_transaction(0, 42, 0, False, 6) == E.transaction_coordinator_fenced
+    assert [r.getMessage() for r in caplog.records if "marker refused" in r.getMessage()] == [
+        "transaction marker refused partition=0 producer_id=42 producer_epoch=0 coordinator_epoch=6 result=abort: "
+        "transaction_coordinator_fenced"]
 
 
 async def test_abort_marker_drops_the_pending_offsets(start):
