@@ -18,11 +18,11 @@ from collections.abc import Iterator
 from groupd.protocol.consumer import BadConsumerProtocol, decode_assignment, decode_subscription
 
 from .log import partition_dir, records_of
-from .txn_records import TxnMarkerKey, TxnOffsetKey
 from .owned_log import stamped_segments
 from .records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 from .records_plane.segments import METADATA_FILE, counted_chain
 from .scanner import OffsetChain, record_count, scan_segments
+from .txn_records import TxnMarkerKey, TxnOffsetKey
 
 
 def partitions(data_dir: str) -> list[int]:
@@ -147,7 +147,8 @@ def dump(data_dir: str, partition: int | None = None, group: str | None = None) 
 
 
 def _group_of(key) -> str:
-    return key.group if isinstance(key, OffsetCommitKey | GroupMetadataKey | TxnOffsetKey | TxnMarkerKey) else key.group_id
+    offsets_log_key = OffsetCommitKey | GroupMetadataKey | TxnOffsetKey | TxnMarkerKey
+    return key.group if isinstance(key, offsets_log_key) else key.group_id
 
 
 def _skipped(p: int | str, damage) -> str:

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from .batch_crc import set_crc
 from .consumer_records import decode, encode_key, encode_value
 from .files import fsync_dir
-from .batch_crc import set_crc
 from .records import KeyCache, OffsetCommitKey, Record
 from .scanner import Damage, record_count, scan_segments
 from .txn_records import TxnMarkerKey, TxnOffsetKey, marker_key, marker_value, read_marker
@@ -103,30 +103,31 @@ def build_batch(encoded: list[tuple[bytes, bytes | None]], base_offset: int, tim
     return bytes(buf)
 
 
-def batch_records(batch, keys: KeyCache | None = None) -> Iterator[Record]:
-    """The records of a batch as the coordinator applies them: a control batch's marker as a
-    TxnMarkerKey record, a producer's offsets as TxnOffsetKey records (raises on what it cannot
-    decode, as `decode` does)."""
-    producer_id = batch.producer_id
+def transactional_record(batch, r, keys: KeyCache | None = None) -> Record:
+    """Record `r` of a transaction's batch (control, or with a producer id) as the coordinator
+    applies it: a control batch's marker as a TxnMarkerKey record, a producer's offset as a
+    TxnOffsetKey record (raises on what it cannot decode, as `decode` does)."""
     if batch.is_control_batch:
-        for r in batch:
-            commit, coordinator_epoch = read_marker(bytes(r.key), None if r.value is None else bytes(r.value))
-            yield Record(TxnMarkerKey(producer_id, batch.producer_epoch, commit, coordinator_epoch), None)
-        return
-    for r in batch:
-        record = decode(r.key, r.value, keys)
-        if producer_id >= 0 and isinstance(record.key, OffsetCommitKey):
-            record = Record(TxnOffsetKey(producer_id, batch.producer_epoch, record.key), record.value)
-        yield record
+        commit, coordinator_epoch = read_marker(bytes(r.key), None if r.value is None else bytes(r.value))
+        return Record(TxnMarkerKey(batch.producer_id, batch.producer_epoch, commit, coordinator_epoch), None)
+    record = decode(r.key, r.value, keys)
+    if isinstance(record.key, OffsetCommitKey):
+        return Record(TxnOffsetKey(batch.producer_id, batch.producer_epoch, record.key), record.value)
+    return record
+
+
+def is_transactional(batch) -> bool:
+    """A transaction's batch: a marker, or a producer's records (groupd's plain batches have none)."""
+    return batch.is_control_batch or batch.producer_id >= 0
 
 
 def records_of(batch: DefaultRecordBatch) -> Iterator[tuple[int, Record | None, bytes]]:
     """(offset, record or None when its key type is unknown, raw key) per record."""
     keys = KeyCache()  # a commit's partitions share their group's and topic's strings
-    if batch.is_control_batch or batch.producer_id >= 0:  # a transaction's: keys say which producer
+    if is_transactional(batch):  # a transaction's: keys say which producer
         for r in batch:
             try:
-                yield r.offset, next(batch_records(_One(batch, r), keys)), r.key
+                yield r.offset, transactional_record(batch, r, keys), r.key
             except Exception:
                 yield r.offset, None, r.key
         return
@@ -135,17 +136,6 @@ def records_of(batch: DefaultRecordBatch) -> Iterator[tuple[int, Record | None, 
             yield r.offset, decode(bytes(r.key), None if r.value is None else bytes(r.value), keys), r.key
         except Exception:  # unknown key types (KIP-848, share groups) are skipped by the loader
             yield r.offset, None, r.key
-
-
-class _One:
-    """One record of a batch, seen as a batch of its own (records_of's per-record decoding)."""
-
-    def __init__(self, batch, record) -> None:
-        self.producer_id, self.producer_epoch = batch.producer_id, batch.producer_epoch
-        self.is_control_batch, self._record = batch.is_control_batch, record
-
-    def __iter__(self):
-        return iter((self._record,))
 
 
 _BATCH_HEAD = struct.Struct(">qi")  # baseOffset, batchLength
@@ -238,7 +228,7 @@ class PartitionLog:
             del data
             for b in found.batches:
                 keys = KeyCache()  # records_of's loop without its generator: a load runs it per record
-                if b.batch.is_control_batch or b.batch.producer_id >= 0:  # a transaction's records
+                if is_transactional(b.batch):
                     self._load_transactional(b.batch, keys, apply, result)
                     result.next_offset = max(result.next_offset, b.batch.next_offset)
                     result.bytes += b.size
@@ -262,7 +252,7 @@ class PartitionLog:
     def _load_transactional(batch, keys: KeyCache, apply, result: LoadResult) -> None:
         for r in batch:
             try:
-                record = next(batch_records(_One(batch, r), keys))
+                record = transactional_record(batch, r, keys)
             except Exception:  # an unknown control record or key type: skipped, as above
                 result.skipped += 1
             else:

@@ -77,6 +77,8 @@ def handle(node, request: Request):
             return failed(_verdict_error(verdict, version))
         return respond(coordinator.txn_commit(req), lambda errors: _response(version, order, {**refused, **errors}))
 
+    if body.producer_id < 0:  # no producer: no transaction could have added the group (what verification says)
+        return failed(E.invalid_producer_id_mapping)
     transactions = getattr(node, "transactions", None)
     if transactions is None:  # no transaction coordinator on this node: accepted, as before verification
         return commit(E.none)

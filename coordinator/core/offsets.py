@@ -22,7 +22,8 @@ def _utf16_len(s: str) -> int:
 
 
 class OffsetsStore:
-    def __init__(self, groups: dict[str, Group], metadata_max_bytes: int, pending: PendingOffsets | None = None) -> None:
+    def __init__(self, groups: dict[str, Group], metadata_max_bytes: int,
+                 pending: PendingOffsets | None = None) -> None:
         self.groups = groups  # the partition's registry, shared
         self.pending = pending if pending is not None else PendingOffsets()  # open transactions' offsets, shared
         self.metadata_max_bytes = metadata_max_bytes
@@ -151,12 +152,14 @@ class OffsetsStore:
                     else:
                         committed[(key.topic, key.partition)] = value
         if require_stable and self.pending.has_open(group_id):
-            unstable = self.pending.has_pending
+            def stable(t: str, p: int) -> OffsetCommitValue | ErrorCode | None:
+                if self.pending.has_pending(OffsetCommitKey(group_id, t, p)):
+                    return E.unstable_offset_commit
+                return committed.get((t, p))
+
             if topics is None:
-                return [(t, p, E.unstable_offset_commit if unstable(OffsetCommitKey(group_id, t, p)) else v)
-                        for (t, p), v in committed.items()]
-            return [(t, p, E.unstable_offset_commit if unstable(OffsetCommitKey(group_id, t, p)) else committed.get((t, p)))
-                    for t, partitions in topics for p in partitions]
+                return [(t, p, stable(t, p)) for t, p in committed]
+            return [(t, p, stable(t, p)) for t, partitions in topics for p in partitions]
         if topics is None:
             return [(t, p, v) for (t, p), v in committed.items()]
         return [(t, p, committed.get((t, p))) for t, partitions in topics for p in partitions]
@@ -200,7 +203,7 @@ class OffsetsStore:
         committed = self.offsets.get(group_id, {})
         out = [Record(OffsetCommitKey(group_id, t, p), None) for t, p in committed]
         if self.pending.has_open(group_id):
-            keys = {k for k in self.pending.producers_of_key if k.group == group_id and (k.topic, k.partition) not in committed}
+            keys = {k for k in self.pending.open_by_group[group_id] if (k.topic, k.partition) not in committed}
             out += [Record(k, None) for k in sorted(keys, key=lambda k: (k.topic, k.partition))]
         return out
 

@@ -101,7 +101,7 @@ class GroupShard:
     def _apply_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> list[Record]:
         pending = self.pending
         if pending.producers_of_key and key in pending.producers_of_key:  # a partition with pending offsets
-            undo = pending.undo(key.group)
+            undo = pending.undo(key.group, pending.producers_of_key[key], (key,))
             if value is None:
                 pending.deleted(key)  # a tombstone deletes the pending offsets too
             else:
@@ -120,7 +120,7 @@ class GroupShard:
         """An offset of an open transaction (Kafka's replay with a producer id): pending until its marker."""
         if value is None:  # a tombstone is one whoever writes it
             return self._apply_offset(key.key, None)
-        undo = [Record(self.pending.undo(key.group), None)]
+        undo = [Record(self.pending.undo(key.group, (key.producer_id,), (key.key,)), None)]
         if key.group not in self.groups:  # as a commit does, it makes a simple group
             self.groups[key.group] = ClassicGroup(key.group, EMPTY, None)
             undo.insert(0, Record(GroupMetadataKey(key.group), None))  # reverted last
@@ -130,7 +130,12 @@ class GroupShard:
     def _apply_txn_marker(self, key: TxnMarkerKey, _) -> list[Record]:
         """A COMMIT moves the producer's pending offsets into the committed ones (each unless a later
         commit of its partition came after it in the log), an ABORT drops them."""
-        undo = [Record(self.pending.undo(""), None)]  # reverted last: the pending offsets as they were
+        pending = self.pending
+        # reverted last: the pending offsets of its partitions as they were, every producer's (the
+        # revert of a committed value goes through `_apply_offset`, which touches them all)
+        keys = tuple(pending.by_producer.get(key.producer_id, ()))
+        producers = {key.producer_id}.union(*(pending.producers_of_key.get(k, ()) for k in keys))
+        undo = [Record(pending.undo("", producers, keys), None)]
         self.pending.ended(key.producer_id, key.producer_epoch, key.coordinator_epoch)
         for offset_key, value in self.pending.end(key.producer_id, key.commit):
             undo += self._apply_committed(offset_key, value)

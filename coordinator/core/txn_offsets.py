@@ -12,7 +12,6 @@ applied at, and a partition with pending offsets remembers the one of its commit
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import itertools
 from collections.abc import Callable
@@ -35,9 +34,9 @@ class PendingOffsets:
         # producer id → key → (value, sequence)
         self.by_producer: dict[int, dict[OffsetCommitKey, tuple[OffsetCommitValue, int]]] = {}
         self.producers_of_key: dict[OffsetCommitKey, set[int]] = {}
-        # group → producers with an open transaction that committed offsets of it (until its
-        # marker: a tombstone of every offset leaves the transaction open, as in Kafka)
-        self.open_by_group: dict[str, set[int]] = {}
+        # group → its partitions with pending offsets (Kafka's openTransactions: a tombstone of a
+        # partition closes it there, the marker everywhere)
+        self.open_by_group: dict[str, set[OffsetCommitKey]] = {}
         self.committed_seq: dict[OffsetCommitKey, int] = {}  # for keys with pending offsets only
         # producer id → (its latest epoch, the coordinator epoch of its last marker) seen in this
         # partition's log: what fences a marker of an older producer or transaction coordinator
@@ -52,21 +51,28 @@ class PendingOffsets:
     def has_open(self, group_id: str) -> bool:
         return group_id in self.open_by_group
 
-    def count(self) -> int:
-        return sum(map(len, self.by_producer.values()))
-
     # -- changes (each returns the undo, see TxnUndo) -----------------------------------------------
 
-    def undo(self, group_id: str) -> TxnUndo:
-        """What puts the state as it is now back (copied: the pending offsets are few, and only
-        transactional records and commits of partitions with pending offsets take one)."""
-        saved = (copy.deepcopy(self.by_producer), copy.deepcopy(self.producers_of_key),
-                 copy.deepcopy(self.open_by_group), dict(self.committed_seq), dict(self.producers))
+    def undo(self, group_id: str, producer_ids, keys) -> TxnUndo:
+        """What puts back the state of these producers and keys as it is now: what a change of
+        only them (a record applied) needs to be undone."""
+        producers = {pid: (dict(self.by_producer[pid]) if pid in self.by_producer else None, self.producers.get(pid))
+                     for pid in producer_ids}
+        saved_keys = {key: (set(self.producers_of_key[key]) if key in self.producers_of_key else None,
+                            self.committed_seq.get(key), key in self.open_by_group.get(key.group, ()))
+                      for key in keys}
 
         def restore() -> None:
-            self.by_producer, self.producers_of_key, self.open_by_group = (
-                copy.deepcopy(saved[0]), copy.deepcopy(saved[1]), copy.deepcopy(saved[2]))
-            self.committed_seq, self.producers = dict(saved[3]), dict(saved[4])
+            for pid, (entries, epochs) in producers.items():
+                _put(self.by_producer, pid, None if entries is None else dict(entries))
+                _put(self.producers, pid, epochs)
+            for key, (pids, seq, is_open) in saved_keys.items():
+                _put(self.producers_of_key, key, None if pids is None else set(pids))
+                _put(self.committed_seq, key, seq)
+                if is_open:
+                    self.open_by_group.setdefault(key.group, set()).add(key)
+                else:
+                    self._closed(key)
 
         return TxnUndo(group_id, restore)
 
@@ -90,7 +96,7 @@ class PendingOffsets:
         self.producers[producer_id] = (max(epoch, producer_epoch), last_coordinator)
         self.by_producer.setdefault(producer_id, {})[key] = (value, next(self._seq))
         self.producers_of_key.setdefault(key, set()).add(producer_id)
-        self.open_by_group.setdefault(key.group, set()).add(producer_id)
+        self.open_by_group.setdefault(key.group, set()).add(key)
 
     def committed(self, key: OffsetCommitKey) -> None:
         """A non-transactional commit of `key` (which has pending offsets) was applied."""
@@ -101,16 +107,20 @@ class PendingOffsets:
         for producer_id in self.producers_of_key.pop(key, ()):
             self.by_producer[producer_id].pop(key, None)
         self.committed_seq.pop(key, None)
+        self._closed(key)
+
+    def _closed(self, key: OffsetCommitKey) -> None:
+        """`key` has no pending offsets any more."""
+        keys = self.open_by_group.get(key.group)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self.open_by_group[key.group]
 
     def end(self, producer_id: int, commit: bool) -> list[tuple[OffsetCommitKey, OffsetCommitValue]]:
         """The producer's transaction ended: forget its pending offsets; on commit, the ones that
         replace the committed value (newer in the log than it)."""
         pending = self.by_producer.pop(producer_id, {})
-        for group_id in [g for g, producers in self.open_by_group.items() if producer_id in producers]:
-            producers = self.open_by_group[group_id]
-            producers.discard(producer_id)
-            if not producers:
-                del self.open_by_group[group_id]
         winners = []
         for key, (value, seq) in pending.items():
             if commit and self.committed_seq.get(key, -1) < seq:
@@ -122,4 +132,13 @@ class PendingOffsets:
                 if not producers:
                     del self.producers_of_key[key]
                     self.committed_seq.pop(key, None)
+                    self._closed(key)
         return winners
+
+
+def _put(d: dict, key, value) -> None:
+    """`d[key] = value`, or no `key` at all for None."""
+    if value is None:
+        d.pop(key, None)
+    else:
+        d[key] = value

@@ -202,8 +202,10 @@ class GroupCoordinator(PartitionLifecycle, Housekeeping):
         if result in (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
                       ErrorCode.coordinator_load_in_progress):
             return ErrorCode.not_leader_or_follower
-        if result is ErrorCode.record_list_too_large or result is ErrorCode.unknown_server_error:
-            return ErrorCode.kafka_storage_error
+        if result is not ErrorCode.none:  # fenced: a stale producer epoch or transaction coordinator
+            log.warning("transaction marker refused partition=%d producer_id=%d producer_epoch=%d "
+                        "coordinator_epoch=%d result=%s: %s", partition, producer_id, producer_epoch,
+                        coordinator_epoch, "commit" if commit else "abort", result.name)
         return result
 
     def delete_offsets(self, req: OffsetDeleteRequest) -> Any:

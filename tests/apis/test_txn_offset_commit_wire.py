@@ -38,10 +38,11 @@ def transaction_for(c: WireClient, group: str) -> tuple[str, int, int]:
 
 def txn_commit(c: WireClient, group: str, offsets: dict, *, version: int = 3, generation: int = -1,
                member_id: str = "", instance_id: str | None = None, topic: str = "t",
-               metadata: str = "") -> dict[tuple[str, int], ErrorCode]:
+               metadata: str = "", producer_id: int | None = None) -> dict[tuple[str, int], ErrorCode]:
     txn, pid, epoch = transaction_for(c, group)
     reply = c.request(ApiKey.TXN_OFFSET_COMMIT, version, {
-        "transactional_id": txn, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
+        "transactional_id": txn, "group_id": group, "producer_id": pid if producer_id is None else producer_id,
+        "producer_epoch": epoch,
         "generation_id": generation, "member_id": member_id, "group_instance_id": instance_id,
         "topics": [{"name": topic, "partitions": [
             {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1, "committed_metadata": metadata}
@@ -80,6 +81,7 @@ def test_topic_and_group_id_errors(server):
         assert txn_commit(c, "g-topics", {0: 1, 9: 1}) == {("t", 0): E.none, ("t", 9): E.unknown_topic_or_partition}
         assert txn_commit(c, "", {0: 1}) == {("t", 0): E.invalid_group_id}
         assert txn_commit(c, "g-meta", {0: 1}, metadata="x" * 5000) == {("t", 0): E.offset_metadata_too_large}
+        assert txn_commit(c, "g-nopid", {0: 1}, producer_id=-1) == {("t", 0): E.invalid_producer_id_mapping}
 
 
 def test_no_group_and_a_generation_is_illegal_generation(server):

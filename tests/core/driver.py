@@ -286,6 +286,14 @@ class Driver:
             assert group_id in fresh.groups, f"group {group_id} is not in the log"
             assert durable(fresh.groups[group_id]) == durable(live), f"group {group_id} differs after replay"
         assert fresh.offsets == self.shard.offsets
+        assert pending_offsets(fresh) == pending_offsets(self.shard), "pending transactional offsets differ"
+        assert fresh.pending.open_by_group == self.shard.pending.open_by_group
+
+
+def pending_offsets(shard: GroupShard) -> dict:
+    """Each producer's pending transactional offsets (without the sequence numbers that order them)."""
+    return {pid: {key: value for key, (value, _) in entries.items()}
+            for pid, entries in shard.pending.by_producer.items() if entries}
 
 
 def durable(group: ClassicGroup) -> dict:

@@ -3,11 +3,16 @@ checks (KIP-447), pending offsets until the marker, the higher-offset rule on CO
 RequireStable reads, tombstones, expiry and group deletion with open transactions, reverts, and
 replaying the log into a fresh shard."""
 
+import uuid
+
 from groupd.coordinator.core.classic.group import COMPLETING_REBALANCE
+from groupd.coordinator.core.consumer.machine import ConsumerHeartbeatRequest, TopicsImage
+from groupd.coordinator.core.partition import GroupSettings
+from groupd.storage.catalog import Topic
 from groupd.storage.records import OffsetCommitKey
 from groupd.storage.txn_records import TxnMarkerKey, TxnOffsetKey
 
-from .driver import E, completing_group, stable_group
+from .driver import E, Driver, completing_group, stable_group
 from .test_expiry import RETENTION, expire
 
 OK = {("t", 0): E.none}
@@ -54,6 +59,7 @@ def test_an_earlier_plain_commit_loses_to_the_transaction_at_commit(d):
     d.txn_commit("g", [("t", 0, 5)])
     d.end_txn(True)
     assert offset(d) == 5
+    assert d.replay().offsets == d.shard.offsets
 
 
 def test_two_producers_the_later_pending_offset_wins(d):
@@ -177,3 +183,53 @@ def test_classic_static_member_fenced(d):
     assert reply == {("t", 0): E.fenced_instance_id}
     reply = d.txn_commit("g", [("t", 0, 5)], generation=1, member_id=ids["a"], instance_id="a-instance")
     assert reply == OK
+
+
+def test_a_tombstone_closes_the_partition_for_the_open_transaction_checks(d):
+    """As Kafka 4's openTransactions: a group whose pending partitions were all deleted has no open
+    transaction any more (expiry may remove it), though the producer's marker is still to come."""
+    d.txn_commit("g", [("t", 0, 5)])
+    d.delete_offsets("g", [("t", [0])])
+    assert not d.shard.pending.has_open("g")
+    d.clock.now += RETENTION + 1
+    assert [type(r.key).__name__ for r in expire(d)] == ["GroupMetadataKey"]
+    assert d.end_txn(True) == E.none and "g" not in d.shard.groups
+
+
+def test_a_failed_marker_leaves_the_other_producers_pending_offsets_as_they_were(d):
+    d.txn_commit("g", [("t", 0, 5)], producer_id=1)
+    d.txn_commit("g", [("t", 0, 7), ("t", 1, 8)], producer_id=2)
+    d.fail_next_write(E.not_coordinator)
+    assert d.end_txn(True, producer_id=2) == E.not_coordinator
+    assert offset(d) is None and offset(d, partition=1) is None
+    assert d.end_txn(True, producer_id=1) == E.none
+    assert offset(d) == 5
+    assert d.end_txn(True, producer_id=2) == E.none
+    assert offset(d) == 7 and offset(d, partition=1) == 8
+    assert d.replay().offsets == d.shard.offsets
+
+
+def test_a_failed_plain_commit_over_pending_offsets_reverts_cleanly(d):
+    d.txn_commit("g", [("t", 0, 5)])
+    d.fail_next_write(E.not_coordinator)
+    assert d.commit("g", [("t", 0, 9)]) == {("t", 0): E.not_coordinator}
+    d.end_txn(True)
+    assert offset(d) == 5  # the failed commit did not count as later in the log
+
+
+def test_consumer_group_member_checks():
+    """A KIP-848 group: the generation is the member epoch, any TxnOffsetCommit version, and a
+    stale epoch is ILLEGAL_GENERATION (OffsetCommit says STALE_MEMBER_EPOCH)."""
+    d = Driver(GroupSettings())  # the shared fixture's replay check reads classic groups only
+    topics = TopicsImage.of(1, [Topic("t", 2, uuid.UUID(int=1))])
+    joined = d.consumer_heartbeat(ConsumerHeartbeatRequest("g", "m", 0, None, None, 300_000, ("t",), None, None, [],
+                                                           version=1), topics)
+    epoch = joined["member_epoch"]
+    assert d.txn_commit("g", [("t", 0, 5)], generation=epoch, member_id="m", version=3) == OK
+    assert d.txn_commit("g", [("t", 0, 5)], generation=epoch + 1, member_id="m") == {("t", 0): E.illegal_generation}
+    assert d.commit("g", [("t", 0, 5)], generation=epoch + 1, member_id="m") == {("t", 0): E.stale_member_epoch}
+    assert d.txn_commit("g", [("t", 0, 5)], generation=epoch, member_id="x") == {("t", 0): E.unknown_member_id}
+    assert d.txn_commit("g", [("t", 0, 5)], version=2) == {("t", 0): E.unknown_member_id}
+    d.end_txn(True)
+    assert offset(d) == 5
+    assert d.replay().offsets == d.shard.offsets

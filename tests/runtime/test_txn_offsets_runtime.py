@@ -6,6 +6,7 @@ coordinator's WriteTxnMarkers calls — writes the marker and commits or drops t
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
@@ -14,6 +15,8 @@ from groupd.coordinator.runtime.coordinator import GroupCoordinator
 from groupd.coordinator.runtime.partitions import PartitionState
 from groupd.coordinator.settings import Settings
 from groupd.protocol import ErrorCode
+from groupd.storage.log import list_segments, partition_dir
+from groupd.storage.scanner import scan_segments
 from tests.support.process import wait_for
 
 E = ErrorCode
@@ -53,7 +56,7 @@ async def fetch(groups, stable: bool):
     return {p: (v if isinstance(v, ErrorCode) or v is None else v.offset) for _, p, v in rows}
 
 
-async def test_pending_across_a_restart_then_the_commit_marker(start):
+async def test_pending_across_a_restart_then_the_commit_marker(start, caplog):
     groups = await start()
     assert await answer(groups.commit(_plain(1))) == {("t", 1): E.none}
     assert await answer(txn_commit(groups, 0, 5)) == {("t", 0): E.none}
@@ -67,7 +70,11 @@ async def test_pending_across_a_restart_then_the_commit_marker(start):
     groups = await start()
     assert await fetch(groups, stable=True) == {0: 5, 1: 6}
     # an older transaction coordinator's marker is fenced
-    assert await groups.complete_transaction(0, 42, 0, False, 6) == E.transaction_coordinator_fenced
+    with caplog.at_level(logging.WARNING, "groupd"):
+        assert await groups.complete_transaction(0, 42, 0, False, 6) == E.transaction_coordinator_fenced
+    assert [r.getMessage() for r in caplog.records if "marker refused" in r.getMessage()] == [
+        "transaction marker refused partition=0 producer_id=42 producer_epoch=0 coordinator_epoch=6 result=abort: "
+        "transaction_coordinator_fenced"]
 
 
 async def test_abort_marker_drops_the_pending_offsets(start):
@@ -91,3 +98,19 @@ async def test_markers_for_partitions_not_served_here(start):
 
 def _plain(offset: int) -> OffsetCommitRequest:
     return OffsetCommitRequest("g", -1, "", None, -1, [("t", 1, offset, -1, "")], 9)
+
+
+async def test_one_loop_turn_writes_a_batch_per_transaction_beside_the_plain_one(start, tmp_path):
+    """The writer gathers a loop turn's appends into one batch, but a transaction's records (and a
+    marker) never share a batch with others: each gets its own, with its producer's attributes."""
+    groups = await start()
+    replies = [groups.commit(_plain(1)), txn_commit(groups, 0, 5, producer_id=7), groups.commit(_plain(2)),
+               txn_commit(groups, 0, 6, producer_id=8)]
+    for reply in replies:
+        await answer(reply)
+    assert await groups.complete_transaction(0, 8, 0, True, 0) == E.none
+    kinds = [(b.batch.producer_id, b.batch.is_control_batch, len(list(b.batch)))
+             for _, _, _, found, _ in scan_segments(list_segments(partition_dir(str(tmp_path), 0)))
+             for b in found.batches]
+    assert kinds == [(-1, False, 1), (7, False, 1), (-1, False, 1), (8, False, 1), (8, True, 1)]
+    assert await fetch(groups, stable=False) == {0: 6, 1: 2}

@@ -5,6 +5,7 @@ tolerate them, and compaction keeps what open transactions need."""
 
 from __future__ import annotations
 
+import glob
 import json
 
 from aiokafka.record.default_records import DefaultRecordBatch
@@ -12,7 +13,7 @@ from aiokafka.record.default_records import DefaultRecordBatch
 from groupd.coordinator.core.partition import GroupSettings, GroupShard
 from groupd.storage.compaction import compact
 from groupd.storage.inspect import dump, verify
-from groupd.storage.log import PartitionLog, batch_kind, encode, partition_dir
+from groupd.storage.log import PartitionLog, batch_kind, encode, partition_dir, records_of
 from groupd.storage.records import OffsetCommitKey, OffsetCommitValue, Record
 from groupd.storage.repair import repair_partition
 from groupd.storage.scanner import scan
@@ -56,7 +57,6 @@ def committed(shard: GroupShard) -> dict[int, int]:
 
 
 def batches(data_dir) -> list[DefaultRecordBatch]:
-    import glob
     out = []
     for path in sorted(glob.glob(partition_dir(str(data_dir), 0) + "/*.log")):
         out += [b.batch for b in scan(open(path, "rb").read(), path=path).batches]
@@ -120,3 +120,11 @@ def test_compaction_keeps_open_transactions_and_markers(tmp_path):
     write(tmp_path, [marker(7, True)], [marker(8, True)])
     assert committed(load(tmp_path)) == {0: 5, 1: 2, 3: 2, 4: 4}
     assert verify(str(tmp_path))[1]
+
+
+def test_records_of_names_the_producer_and_the_marker(tmp_path):
+    """`records_of` (the cluster-mode loader's and `groupd log dump`'s reader) gives a transaction's
+    records as the applier needs them, at their offsets."""
+    write(tmp_path, [plain(0, 1)], [txn(7, 0, 5), txn(7, 1, 6)], [marker(7, False)])
+    rows = [(offset, record) for b in batches(tmp_path) for offset, record, _ in records_of(b)]
+    assert rows == [(0, plain(0, 1)), (1, txn(7, 0, 5)), (2, txn(7, 1, 6)), (3, marker(7, False))]
