@@ -38,6 +38,8 @@ def _describe(node, request: Request, txn_id: str) -> dict:
     transactions = getattr(node, "transactions", None)
     if transactions is None:
         return _failed(txn_id, ErrorCode.coordinator_not_available)
+    if not txn_id:
+        return _failed(txn_id, ErrorCode.invalid_request)
     meta = transactions.core.txns.get(txn_id)
     if meta is None or meta.state == TxnState.DEAD:
         return _failed(txn_id, ErrorCode.transactional_id_not_found)

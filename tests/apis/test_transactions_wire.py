@@ -105,6 +105,7 @@ def test_a_committed_transaction_end_to_end_on_the_coordinator(server):
         assert end(c, pid, 0, True) == E.none  # a retry
         assert end(c, pid, 0, False) == E.invalid_txn_state
         assert describe(c, "unknown").error_code == E.transactional_id_not_found
+        assert describe(c, "").error_code == E.invalid_request
 
 
 def test_init_fences_an_ongoing_transaction(server):
