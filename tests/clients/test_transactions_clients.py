@@ -35,7 +35,7 @@ pytestmark = pytest.mark.clients
 
 READY = ("groupd ready", "offsets log loaded", "transaction log loaded")
 HERE = os.path.dirname(__file__)
-SETTINGS = ("topics=plain:1,in:1,out:1,zombie:1,restart:1,kp:1,java-in:1,java-out:1,aio:1", "group.initial.rebalance.delay.ms=0",
+SETTINGS = ("topics=plain:1,in:1,out:1,zombie:1,restart:1,kp:1,java-in:1,java-out:1,aio:1,hang:1", "group.initial.rebalance.delay.ms=0",
             "transaction.abort.timed.out.transaction.cleanup.interval.ms=500")
 
 
@@ -350,3 +350,19 @@ def test_kafka_transactions_sh_lists_and_describes(server):
     p.abort_transaction(30)
     missing = kafka_transactions(server, "describe", "--transactional-id", "tx-nobody")
     assert missing.returncode != 0 and "because the ID could not be found" in missing.stderr
+
+
+def test_kafka_transactions_sh_aborts_a_hanging_transaction(server):
+    """`kafka-transactions.sh abort` finds the open transaction with DescribeProducers and writes its
+    ABORT marker with WriteTxnMarkers: the partition's last stable offset moves past it."""
+    p = producer(server.bootstrap, "tx-hanging")
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce("hang", b"hanging", partition=0)
+    p.flush(30)
+    plain = Producer({"bootstrap.servers": server.bootstrap})
+    plain.produce("hang", b"after", partition=0)
+    plain.flush(30)
+    aborted = kafka_transactions(server, "abort", "--topic", "hang", "--partition", "0", "--start-offset", "0")
+    assert aborted.returncode == 0, aborted.stderr[-2000:]
+    assert read(server.bootstrap, "hang", "after") == ["after"]
