@@ -96,9 +96,11 @@ class TransactionCoordinator:
         states: dict[str, int] = {}
         for meta in self.core.txns.values():
             states[meta.state.label] = states.get(meta.state.label, 0) + 1
-        log.info("transaction log loaded partitions=%d records=%d transactional_ids=%d states=%s ms=%d",
-                 self.partitions, records, len(self.core.txns),
-                 ",".join(f"{k}:{v}" for k, v in sorted(states.items())) or "-", (time.monotonic() - started) * 1000)
+        if records:  # a fresh data dir says nothing (start-up errors stay one line)
+            log.info("transaction log loaded partitions=%d records=%d transactional_ids=%d states=%s ms=%d",
+                     self.partitions, records, len(self.core.txns),
+                     ",".join(f"{k}:{v}" for k, v in sorted(states.items())) or "-",
+                     (time.monotonic() - started) * 1000)
         metrics.TRANSACTIONS_OPEN.set_function(lambda: sum(
             m.state in (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
             for m in self.core.txns.values()))

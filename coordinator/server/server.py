@@ -85,16 +85,16 @@ class Server:
         metrics_url = await metrics_http.serve(self.settings, self.node)
         if self.worker is not None:
             await self._start_worker()
+        if self.cluster is None and self.worker is None:  # transactions: one-process servers only, yet
+            self.node.transactions = TransactionCoordinator(self.settings, self.node,
+                                                            producer_ids_for(self.node).allocate)
+            await self.node.transactions.start()  # loaded before the node serves (small: one record per id)
         # told what it owns (Kafka's onElection); partitions load off the loop, LOAD_IN_PROGRESS until then
         groups, view = self.node.coordinator, self.node.cluster
         groups.start(p for p in range(groups.partitions) if view.owns(p))
         plane = plane_for(self.node)
         if getattr(plane, "DISK", False):  # the data partitions are recovered before the node serves
             await plane.preload()
-        if self.cluster is None and self.worker is None:  # transactions: one-process servers only, yet
-            self.node.transactions = TransactionCoordinator(self.settings, self.node,
-                                                            producer_ids_for(self.node).allocate)
-            await self.node.transactions.start()  # loaded before the node serves
         for listener, endpoint in zip(self.settings.listeners, self.endpoints):
             self._listen(listener.host, listener.port, endpoint)
         if self.cluster is not None:  # registered with the bound ports: claims start from here
