@@ -138,6 +138,11 @@ def read_segment(segment: Segment, stats: ReadStats | None = None) -> Iterator[t
     p = segment.partition
     keys: dict[bytes, tuple] = {}  # a group commits the same keys over and over: decode each once
     for b in found.batches:
+        if b.batch.is_control_batch:  # a transaction's marker: no offsets-log record type
+            for r in b.batch:
+                stats.records += 1
+                yield (p, r.offset, r.timestamp, UNKNOWN, None) + (None,) * 14
+            continue
         for r in b.batch:
             stats.records += 1
             raw = r.key

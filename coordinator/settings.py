@@ -384,6 +384,17 @@ KEYS: tuple[Key, ...] = (
     Key("offsets.topic.num.partitions", 50, _int(1, 10_000),
         "partitions of the offsets log; never change it once data exists"),
     Key("offsets.topic.segment.bytes", 104857600, _int(14, 2**31 - 1), "segment size of the offsets log"),
+    Key("transaction.max.timeout.ms", 900000, _int(1), "longest transaction timeout a producer may ask for"),
+    Key("transaction.state.log.num.partitions", 50, _int(1, 10_000),
+        "partitions of the __transaction_state log; never change it once data exists"),
+    Key("transaction.state.log.segment.bytes", 104857600, _int(14, 2**31 - 1),
+        "segment size of the __transaction_state log"),
+    Key("transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000, _int(1),
+        "how often transactions past their timeout are looked for and aborted"),
+    Key("transactional.id.expiration.ms", 604800000, _int(1),
+        "how long an idle transactional id is kept"),
+    Key("transaction.remove.expired.transaction.cleanup.interval.ms", 3600000, _int(1),
+        "how often expired transactional ids are removed"),
     Key("offsets.commit.timeout.ms", 5000, _int(1), "how long a log write may take before it fails"),
     Key("message.max.bytes", 1048588, _int(1),
         "largest record batch one request may write to the offsets log; a bigger one fails alone "
@@ -552,6 +563,12 @@ class Settings:
     offsets_retention_check_interval_ms: int
     offsets_topic_num_partitions: int
     offsets_topic_segment_bytes: int
+    transaction_max_timeout_ms: int
+    transaction_state_log_num_partitions: int
+    transaction_state_log_segment_bytes: int
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int
+    transactional_id_expiration_ms: int
+    transaction_remove_expired_transaction_cleanup_interval_ms: int
     offsets_commit_timeout_ms: int
     message_max_bytes: int
     log_flush_interval_ms: int

@@ -74,7 +74,7 @@ def compact(directory: str, now_ms: int, delete_retention_ms: int, crash_after: 
     if len(segments) < 2:
         return result
     closed = [path for _, path in segments[:-1]]
-    latest = latest_offsets((path, 0, None) for path in closed)
+    latest = latest_offsets(((path, 0, None) for path in closed), transactional=False)
     horizon = now_ms - delete_retention_ms
     for path in closed:
         data, batches, corrupt = read_closed(path)
@@ -105,17 +105,22 @@ def compact(directory: str, now_ms: int, delete_retention_ms: int, crash_after: 
     return result
 
 
-def latest_offsets(inputs, producers: dict[int, int] | None = None) -> dict[bytes, int]:
+def latest_offsets(inputs, producers: dict[int, int] | None = None, skip=None,
+                   transactional: bool = True) -> dict[bytes, int]:
     """key → its latest offset over `inputs`, (path, lo, hi): a segment's records in [lo, hi) (hi
     None: no bound). Records without a key are left out (a data topic's, written before it was
-    compacted); `producers`, when given, gets each producer id's last batch (its last offset)."""
+    compacted); `producers`, when given, gets each producer id's last batch (its last offset);
+    batches for which `skip(batch)` holds (an aborted transaction's) are left out too.
+    `transactional` False: the records of transactional batches are left out too (the offsets
+    log's, see `clean`)."""
     latest: dict[bytes, int] = {}
     for path, lo, hi in inputs:
         for b in read_closed(path)[1]:
             batch = b.batch
             if producers is not None and batch.producer_id >= 0:
                 producers[batch.producer_id] = batch.next_offset - 1
-            if batch.is_control_batch:
+            if batch.is_control_batch or (skip is not None and skip(batch)) or (
+                    not transactional and batch.is_transactional):
                 continue
             try:
                 for r in batch:
@@ -133,7 +138,13 @@ def clean(data: bytes, batches, latest: dict[bytes, int], horizon: int | None, l
     tombstone only while its batch is newer than `horizon`), as (batches, records, records kept).
     A batch wholly kept is copied as it was, and the last offset is kept in an empty batch header
     when its records go, as Kafka's cleaner does (`writeEmptyHeader`): each segment still ends
-    where the next one begins, so a lost segment shows as a gap."""
+    where the next one begins, so a lost segment shows as a gap.
+
+    Transactions (`latest` built without their records): a transaction marker is always kept, and
+    an offset of a transaction unless a later non-transactional record of its key (a commit or a
+    tombstone) supersedes it, whatever the transaction's outcome; it never supersedes an earlier
+    one itself, since its transaction may still abort. So open transactions keep their records
+    and markers, and a replay gives what the log gave before (spec transactions §2 rule 7)."""
     kept, total, out, end, last = 0, 0, [], 0, None
     for b in batches:
         batch = b.batch
@@ -142,15 +153,21 @@ def clean(data: bytes, batches, latest: dict[bytes, int], horizon: int | None, l
         if not whole and not records:
             continue
         last = batch.next_offset - 1 if whole else records[-1].offset
-        survivors = [r for r in records if latest[bytes(r.key)] == r.offset
-                     and not (r.value is None and horizon is not None and batch.max_timestamp < horizon)]
+        if batch.is_control_batch:
+            survivors = records
+        elif batch.is_transactional:
+            survivors = [r for r in records if latest.get(bytes(r.key), -1) < r.offset]
+        else:
+            survivors = [r for r in records if latest[bytes(r.key)] == r.offset
+                         and not (r.value is None and horizon is not None and batch.max_timestamp < horizon)]
         total += len(records)
         kept += len(survivors)
         if whole and len(survivors) == len(records):
             out.append(data[b.position:b.position + b.size])  # unchanged: the batch as it was
             end = batch.next_offset
         elif survivors:
-            out.append(_rebuild(batch.base_offset if whole else survivors[0].offset, survivors))
+            out.append(_rebuild(batch.base_offset if whole else survivors[0].offset, survivors,
+                                batch.producer_id if batch.is_transactional else -1, batch.producer_epoch))
             end = survivors[-1].offset + 1
     if last is not None and end <= last:
         out.append(empty_batch(last))
@@ -165,9 +182,11 @@ def read_closed(path: str):
     return data, found.batches, bool(found.corruption(last=False))
 
 
-def _rebuild(base_offset: int, records) -> bytes:
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+def _rebuild(base_offset: int, records, producer_id: int = -1, producer_epoch: int = -1) -> bytes:
+    """A batch of `records`; a transaction's (producer id set) stays transactional."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=int(producer_id >= 0),
+                                        producer_id=producer_id, producer_epoch=producer_epoch if producer_id >= 0
+                                        else -1, base_sequence=-1, batch_size=1 << 30)
     for r in records:
         builder.append(r.offset - base_offset, timestamp=r.timestamp, key=bytes(r.key),
                        value=None if r.value is None else bytes(r.value), headers=[])

@@ -22,6 +22,7 @@ from .owned_log import stamped_segments
 from .records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 from .records_plane.segments import METADATA_FILE, counted_chain
 from .scanner import OffsetChain, record_count, scan_segments
+from .txn_records import TxnMarkerKey, TxnOffsetKey
 
 
 def partitions(data_dir: str) -> list[int]:
@@ -79,6 +80,12 @@ def _type_name(key) -> str:
 
 def describe(record) -> dict:
     key, value = record.key, record.value
+    if isinstance(key, TxnMarkerKey):
+        return {"type": "txn_marker", "producer_id": key.producer_id, "producer_epoch": key.producer_epoch,
+                "result": "commit" if key.commit else "abort", "coordinator_epoch": key.coordinator_epoch}
+    if isinstance(key, TxnOffsetKey):  # an offset of a producer's transaction: pending until its marker
+        return {**describe(type(record)(key.key, value)), "producer_id": key.producer_id,
+                "producer_epoch": key.producer_epoch}
     if not isinstance(key, OffsetCommitKey | GroupMetadataKey):  # a consumer-group record (types 3-8, 16)
         out = {"type": _type_name(key), **{("group" if k == "group_id" else k): v for k, v in _plain(key).items()}}
         if value is not None:
@@ -140,7 +147,8 @@ def dump(data_dir: str, partition: int | None = None, group: str | None = None) 
 
 
 def _group_of(key) -> str:
-    return key.group if isinstance(key, OffsetCommitKey | GroupMetadataKey) else key.group_id
+    offsets_log_key = OffsetCommitKey | GroupMetadataKey | TxnOffsetKey | TxnMarkerKey
+    return key.group if isinstance(key, offsets_log_key) else key.group_id
 
 
 def _skipped(p: int | str, damage) -> str:

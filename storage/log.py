@@ -24,10 +24,12 @@ from dataclasses import dataclass, field
 
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from .batch_crc import set_crc
 from .consumer_records import decode, encode_key, encode_value
 from .files import fsync_dir
-from .records import KeyCache, Record
+from .records import KeyCache, OffsetCommitKey, Record
 from .scanner import Damage, record_count, scan_segments
+from .txn_records import TxnMarkerKey, TxnOffsetKey, marker_key, marker_value, read_marker
 
 log = logging.getLogger("groupd.storage")
 
@@ -55,24 +57,80 @@ def list_segments(directory: str) -> list[tuple[int, str]]:
     return sorted(out)
 
 
+# What batch a run of records needs: None (a plain one) or (producer id, epoch, control): the
+# transactional batch of a producer's offsets, or the control batch of its marker
+BatchKind = tuple[int, int, bool] | None
+_CONTROL_ATTRIBUTE = 0x20
+
+
+def batch_kind(records: list[Record]) -> BatchKind:
+    """The batch `records` (one request's) go in: a transaction's records never share a batch."""
+    key = records[0].key if records else None
+    if isinstance(key, TxnOffsetKey):
+        return key.producer_id, key.producer_epoch, False
+    if isinstance(key, TxnMarkerKey):
+        return key.producer_id, key.producer_epoch, True
+    return None
+
+
+def _encode_one(record: Record) -> tuple[bytes, bytes | None]:
+    key = record.key
+    if isinstance(key, TxnOffsetKey):
+        return encode_key(key.key), encode_value(record.value)
+    if isinstance(key, TxnMarkerKey):
+        return marker_key(key.commit), marker_value(key.coordinator_epoch)
+    return encode_key(key), encode_value(record.value)
+
+
 def encode(records: list[Record]) -> list[tuple[bytes, bytes | None]]:
     """Each record's key and value bytes (raises on a record that cannot be encoded)."""
-    return [(encode_key(record.key), encode_value(record.value)) for record in records]
+    return [_encode_one(record) for record in records]
 
 
-def build_batch(encoded: list[tuple[bytes, bytes | None]], base_offset: int, timestamp_ms: int) -> bytes:
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+def build_batch(encoded: list[tuple[bytes, bytes | None]], base_offset: int, timestamp_ms: int,
+                kind: BatchKind = None) -> bytes:
+    producer_id, producer_epoch, control = kind if kind is not None else (-1, -1, False)
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=int(kind is not None),
+                                        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
+                                        batch_size=1 << 30)
     for delta, (key, value) in enumerate(encoded):
         builder.append(delta, timestamp=timestamp_ms, key=key, value=value, headers=[])
     buf = builder.build()
     struct.pack_into(">q", buf, 0, base_offset)  # outside the CRC, which covers attributes onward
+    if control:  # aiokafka's builder has no control flag: set it, then the CRC again
+        struct.pack_into(">h", buf, 21, struct.unpack_from(">h", buf, 21)[0] | _CONTROL_ATTRIBUTE)
+        set_crc(buf)
     return bytes(buf)
+
+
+def transactional_record(batch, r, keys: KeyCache | None = None) -> Record:
+    """Record `r` of a transaction's batch (control, or with a producer id) as the coordinator
+    applies it: a control batch's marker as a TxnMarkerKey record, a producer's offset as a
+    TxnOffsetKey record (raises on what it cannot decode, as `decode` does)."""
+    if batch.is_control_batch:
+        commit, coordinator_epoch = read_marker(bytes(r.key), None if r.value is None else bytes(r.value))
+        return Record(TxnMarkerKey(batch.producer_id, batch.producer_epoch, commit, coordinator_epoch), None)
+    record = decode(r.key, r.value, keys)
+    if isinstance(record.key, OffsetCommitKey):
+        return Record(TxnOffsetKey(batch.producer_id, batch.producer_epoch, record.key), record.value)
+    return record
+
+
+def is_transactional(batch) -> bool:
+    """A transaction's batch: a marker, or a producer's records (groupd's plain batches have none)."""
+    return batch.is_control_batch or batch.producer_id >= 0
 
 
 def records_of(batch: DefaultRecordBatch) -> Iterator[tuple[int, Record | None, bytes]]:
     """(offset, record or None when its key type is unknown, raw key) per record."""
     keys = KeyCache()  # a commit's partitions share their group's and topic's strings
+    if is_transactional(batch):  # a transaction's: keys say which producer
+        for r in batch:
+            try:
+                yield r.offset, transactional_record(batch, r, keys), r.key
+            except Exception:
+                yield r.offset, None, r.key
+        return
     for r in batch:
         try:
             yield r.offset, decode(bytes(r.key), None if r.value is None else bytes(r.value), keys), r.key
@@ -170,6 +228,11 @@ class PartitionLog:
             del data
             for b in found.batches:
                 keys = KeyCache()  # records_of's loop without its generator: a load runs it per record
+                if is_transactional(b.batch):
+                    self._load_transactional(b.batch, keys, apply, result)
+                    result.next_offset = max(result.next_offset, b.batch.next_offset)
+                    result.bytes += b.size
+                    continue
                 for r in b.batch:
                     try:
                         record = decode(r.key, r.value, keys)
@@ -184,6 +247,16 @@ class PartitionLog:
             log.warning("partition %d: skipped %d records of unknown key types", self.partition, result.skipped)
         self._open_end(result)
         return result
+
+    @staticmethod
+    def _load_transactional(batch, keys: KeyCache, apply, result: LoadResult) -> None:
+        for r in batch:
+            try:
+                record = transactional_record(batch, r, keys)
+            except Exception:  # an unknown control record or key type: skipped, as above
+                result.skipped += 1
+            else:
+                apply(record)
 
     def _open_end(self, result: LoadResult) -> None:
         """After the load: the log end, and the last segment opened for append (a first one made)."""
@@ -243,22 +316,35 @@ class PartitionLog:
         """Write one batch holding the encoded records (key, value), rolling the segment first if it
         is full, and fsync it if asked; returns its size. A failed write or fsync leaves nothing
         behind (see `write`)."""
+        return self.append_runs([(None, encoded)], fsync)
+
+    def append_runs(self, runs: list[tuple[BatchKind, list[tuple[bytes, bytes | None]]]], fsync: bool) -> int:
+        """`append_encoded` for runs of records of their batch kinds (`build_runs`)."""
         self._refuse_if_broken()
-        batch = self.build(encoded)
+        batch = self.build_runs(runs)
+        count = sum(len(encoded) for _, encoded in runs)
         if not self.fits(len(batch)):
             self._roll(self.next_offset)
-        start = self.write(batch, len(encoded))
+        start = self.write(batch, count)
         if fsync:
             try:
                 self.fsync_active()
             except OSError:
-                self.cut(start, self.next_offset - len(encoded))
+                self.cut(start, self.next_offset - count)
                 raise
         return len(batch)
 
-    def build(self, encoded: list[tuple[bytes, bytes | None]]) -> bytes:
+    def build(self, encoded: list[tuple[bytes, bytes | None]], kind: BatchKind = None) -> bytes:
         """The batch of the encoded records (key, value) at the log end."""
-        return build_batch(encoded, self.next_offset, int(time.time() * 1000))
+        return build_batch(encoded, self.next_offset, int(time.time() * 1000), kind)
+
+    def build_runs(self, runs: list[tuple[BatchKind, list[tuple[bytes, bytes | None]]]]) -> bytes:
+        """The batches of consecutive runs of encoded records, each of its kind, from the log end."""
+        now_ms, base, out = int(time.time() * 1000), self.next_offset, []
+        for kind, encoded in runs:
+            out.append(build_batch(encoded, base, now_ms, kind))
+            base += len(encoded)
+        return b"".join(out)
 
     def fits(self, size: int) -> bool:
         """Whether a batch of `size` bytes goes in the active segment (else `append_encoded` rolls)."""

@@ -49,7 +49,7 @@ def compact_owned(directory: str, counted, active_base: int, stamp: int, now_ms:
     result.segments_corrupt = sum(read_closed(path)[2] for _, path, _, _ in inputs)
     if result.segments_corrupt:
         return result
-    latest = latest_offsets((path, lo, hi) for _, path, lo, hi in inputs)
+    latest = latest_offsets(((path, lo, hi) for _, path, lo, hi in inputs), transactional=False)
     horizon = now_ms - delete_retention_ms
     try:
         for base, path, lo, hi in inputs:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from groupd.protocol.apis import ApiKey
 
 from . import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     alter_user_scram_credentials,
     api_versions,
@@ -27,8 +29,11 @@ from . import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
     describe_topic_partitions,
+    describe_transactions,
     describe_user_scram_credentials,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -38,6 +43,7 @@ from . import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -51,6 +57,8 @@ from . import (
     share_group_describe,
     share_group_heartbeat,
     sync_group,
+    txn_offset_commit,
+    write_txn_markers,
 )
 from .request import Handler
 
@@ -61,7 +69,11 @@ MODULES = (produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, 
            describe_acls, create_acls, delete_acls, describe_configs, alter_configs,
            incremental_alter_configs, describe_user_scram_credentials, alter_user_scram_credentials,
            describe_log_dirs, describe_topic_partitions, offset_for_leader_epoch, describe_client_quotas,
-           share_group_heartbeat, share_group_describe, share_fetch, share_acknowledge)
+           share_group_heartbeat, share_group_describe, share_fetch, share_acknowledge,
+           describe_producers, txn_offset_commit,
+           # transactions (issue 23)
+           add_partitions_to_txn, add_offsets_to_txn, end_txn, write_txn_markers, describe_transactions,
+           list_transactions)
 
 HANDLERS: dict[int, Handler] = {m.KEY: m.handle for m in MODULES}
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {m.KEY: m.VERSIONS for m in MODULES}

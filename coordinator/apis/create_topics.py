@@ -31,6 +31,7 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 from groupd.storage.catalog import illegal_topic_name, legal_topic_name
 from groupd.storage.files import DataDirError, DocumentUnavailable
+from groupd.storage.transaction_log import TOPIC as TRANSACTION_STATE  # internal: its directory is the txn log's
 
 from .request import Request, respond_all
 
@@ -48,7 +49,7 @@ def _check(node, t, duplicated: bool, may_create) -> tuple[ErrorCode, str | None
         return ErrorCode.topic_authorization_failed, "Authorization failed.", -1
     if not legal_topic_name(t.name):
         return ErrorCode.invalid_topic_exception, illegal_topic_name(t.name), -1
-    if node.catalog.get(t.name) is not None or t.name == node.offsets_topic.name:
+    if node.catalog.get(t.name) is not None or t.name in (node.offsets_topic.name, TRANSACTION_STATE):
         return ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists.", -1
     configs = _configs(t)
     nulls = [name for name, value in configs.items() if value is None]

@@ -20,8 +20,11 @@ segment files off the loop: fetch_disk.py):
 - whole record batches from the one holding the fetch offset, at most `partition_max_bytes` per
   partition and `max_bytes` per response, except that the first batch of the first partition
   with data always comes whole, however large (KIP-74), so a consumer always progresses;
-- high watermark = last stable offset = log end, the log start offset, no aborted transactions
-  (no transactions are stored, so both isolation levels read the same);
+- high watermark = log end, the last stable offset (below the first offset of any transaction not yet
+  ended by a durable marker: storage/records_plane/transactions.py), the log start offset; with
+  isolation_level 1 (read_committed) only batches below the last stable offset, and the aborted
+  transactions (producer id, first offset) overlapping the batches returned (an empty list when none,
+  null under read_uncommitted, as Kafka); a held read_committed fetch wakes when the LSO moves;
 - OFFSET_OUT_OF_RANGE exactly when the fetch offset is below the log start offset or above the
   high watermark (fetching at the high watermark is the normal wait for new data);
 - answered at once when there is at least `min_bytes` of data, when a partition has an error or
@@ -39,8 +42,9 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 from groupd.storage.log import read_batches
 from groupd.storage.records_plane import plane_for
+from groupd.storage.records_plane.transactions import end_of_batches
 
-from .fetch_common import _entry, _fixed, _respond, _topic, _unknown, _unreadable
+from .fetch_common import _entry, _fixed, _respond, _topic, _unknown, _unreadable, aborted_entries
 from .fetch_disk import answer as answer_disk
 from .leader_epoch_check import fetch_epoch
 from .request import Request
@@ -57,6 +61,7 @@ def _plan_offsets_log(node, body) -> dict[int, dict | tuple]:
     """Per fetched partition of `__consumer_offsets`: its entry when no read is needed, else what to
     read (segments, fetch offset, log start, log end, max bytes), snapshotted on the loop."""
     plan: dict[int, dict | tuple] = {}
+    aborted = [] if body.isolation_level == 1 else None
     for t in body.topics:
         if _topic(node, t.topic) is not node.offsets_topic:
             continue
@@ -72,10 +77,11 @@ def _plan_offsets_log(node, body) -> dict[int, dict | tuple]:
             if not start <= p.fetch_offset <= end:
                 plan[p.partition] = _entry(p.partition, ErrorCode.offset_out_of_range, start, end)
             elif p.fetch_offset == end:
-                plan[p.partition] = _entry(p.partition, ErrorCode.none, start, end)
+                plan[p.partition] = _entry(p.partition, ErrorCode.none, start, end, aborted=aborted)
             else:
                 segments = list(node.coordinator.writers[p.partition].plog.segments)
-                plan[p.partition] = (segments, p.fetch_offset, start, end, min(p.partition_max_bytes, body.max_bytes))
+                plan[p.partition] = (segments, p.fetch_offset, start, end, min(p.partition_max_bytes, body.max_bytes),
+                                     aborted)
     return plan
 
 
@@ -86,8 +92,9 @@ def _read_offsets_log(plan: dict[int, dict | tuple]) -> dict[int, dict]:
         if isinstance(step, dict):
             out[index] = step
         else:
-            segments, offset, start, end, max_bytes = step
-            out[index] = _entry(index, ErrorCode.none, start, end, read_batches(segments, offset, end, max_bytes))
+            segments, offset, start, end, max_bytes, aborted = step
+            out[index] = _entry(index, ErrorCode.none, start, end, read_batches(segments, offset, end, max_bytes),
+                                aborted=aborted)
     return out
 
 
@@ -177,6 +184,7 @@ def _read(node, plane, body, denied: set[str],
     error = False
     watched: list[tuple] = []
     responses = []
+    committed = body.isolation_level == 1
     for t in body.topics:
         topic = _topic(node, t.topic)
         partitions = []
@@ -190,18 +198,23 @@ def _read(node, plane, body, denied: set[str],
             key = (topic.topic_id, p.partition)
             log = plane.peek(key)
             start, end = (log.log_start, log.high_watermark) if log is not None else (0, 0)
-            entry = _entry(p.partition, ErrorCode.none, start, end)
+            lso = log.last_stable_offset if log is not None else end
+            entry = _entry(p.partition, ErrorCode.none, start, end, lso=lso, aborted=[] if committed else None)
+            readable = lso if committed else end  # read_committed stops at the last stable offset
             if p.fetch_offset < start or p.fetch_offset > end:
-                entry["error_code"] = ErrorCode.offset_out_of_range
+                entry["error_code"], entry["aborted_transactions"] = ErrorCode.offset_out_of_range, None  # Kafka: null
                 error = True
-            elif log is not None and p.fetch_offset < end:
+            elif log is not None and p.fetch_offset < readable:
                 limit = min(p.partition_max_bytes, budget - used)
-                batches = log.read(p.fetch_offset, max(limit, 0), at_least_one=used == 0)
+                batches = log.read(p.fetch_offset, max(limit, 0), at_least_one=used == 0, end=readable)
                 if batches:
                     data = b"".join(b.data for b in batches)
                     entry["records"] = data
                     used += len(data)
-            watched.append((key, p.fetch_offset, p.partition_max_bytes))
+                    if committed:
+                        entry["aborted_transactions"] = aborted_entries(log.producers.txns, p.fetch_offset,
+                                                                        end_of_batches(batches[-1].data))
+            watched.append((key, p.fetch_offset, p.partition_max_bytes, committed))
             partitions.append(entry)
         responses.append({"topic": t.topic, "partitions": partitions})
     return responses, used, error, watched
@@ -235,10 +248,11 @@ def _handle_memory(node, plane, request: Request, offsets_log: dict[int, dict]):
 
     def appended() -> None:
         available = 0
-        for key, offset, partition_max in watched:
+        for key, offset, partition_max, committed in watched:
             log = plane.peek(key)
             if log is not None:
-                available += min(log.bytes_from(offset, partition_max), partition_max)
+                available += min(log.bytes_from(offset, partition_max, log.last_stable_offset if committed else None),
+                                 partition_max)
         if available >= body.min_bytes:
             finish()
 
@@ -247,7 +261,7 @@ def _handle_memory(node, plane, request: Request, offsets_log: dict[int, dict]):
         if not timer.done():
             timer.cancel()
 
-    token = plane.watch({key for key, _, _ in watched}, appended)
+    token = plane.watch({key for key, *_ in watched}, appended)
     timer.add_done_callback(finish)
     out.add_done_callback(cleanup)
     return out

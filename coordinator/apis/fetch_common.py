@@ -41,9 +41,21 @@ def _unreadable(node, request: Request) -> set[str]:
             if not authorized(node, request, AclOperation.READ, ResourceType.TOPIC, t.topic)}
 
 
-def _entry(index: int, error: ErrorCode, start: int, end: int, records: bytes = b"") -> dict:
-    return {"partition_index": index, "error_code": error, "high_watermark": end, "last_stable_offset": end,
-            "log_start_offset": start, "aborted_transactions": (), "preferred_read_replica": -1, "records": records}
+def _entry(index: int, error: ErrorCode, start: int, end: int, records: bytes = b"", lso: int | None = None,
+           aborted: list | None = None) -> dict:
+    """A partition's entry: `lso` the last stable offset (the high watermark without transactions),
+    `aborted` the aborted transactions (read_committed: a list, maybe empty; read_uncommitted: None, as
+    Kafka's KafkaApis sends null)."""
+    return {"partition_index": index, "error_code": error, "high_watermark": end,
+            "last_stable_offset": end if lso is None else lso, "log_start_offset": start,
+            "aborted_transactions": aborted, "preferred_read_replica": -1, "records": records}
+
+
+def aborted_entries(txns, start: int, upper: int | None) -> list[dict]:
+    """Kafka's aborted transactions of a read_committed fetch from `start` whose data ends before `upper`."""
+    if upper is None:
+        return []
+    return [{"producer_id": pid, "first_offset": first} for pid, first in txns.aborted_in(start, upper)]
 
 
 def _unknown(index: int, error: ErrorCode = ErrorCode.unknown_topic_or_partition) -> dict:

@@ -3,7 +3,8 @@ high watermark = durable end, the segment and byte position from the sparse inde
 read from the segment files on the node's answer thread (no per-record objects: the bytes as stored),
 and the response is built back on the loop. The limits are the memory plane's (fetch.py): whole
 batches, `partition_max_bytes` per partition and `max_bytes` per response except the first batch
-(KIP-74); one segment per partition per fetch, as Kafka reads. A fetch that cannot be satisfied
+(KIP-74); one segment per partition per fetch, as Kafka reads; read_committed (fetch.py) below the
+last stable offset, with the aborted transactions overlapping what was read. A fetch that cannot be satisfied
 waits until a watched partition's durable end moves (no polling) or its max wait.
 """
 
@@ -15,6 +16,7 @@ import logging
 from groupd.coordinator.runtime.records_disk import Unavailable
 from groupd.protocol import ErrorCode
 from groupd.storage.records_plane.segments import read_from
+from groupd.storage.records_plane.transactions import end_of_batches
 
 from .fetch_common import _entry, _fixed, _respond, _topic, _unknown, _unreadable
 from .leader_epoch_check import fetch_epoch
@@ -29,6 +31,7 @@ def _plan(node, plane, body, denied: set[str], offsets_log: dict[int, dict]):
     error = False
     watched: list[tuple] = []
     responses = []
+    committed = body.isolation_level == 1
     for t in body.topics:
         topic = _topic(node, t.topic)
         partitions = []
@@ -46,18 +49,21 @@ def _plan(node, plane, body, denied: set[str], offsets_log: dict[int, dict]):
                 partitions.append(_unknown(p.partition, e.error))
                 error = True
                 continue
-            start, end = part.log_start, part.high_watermark
-            entry = _entry(p.partition, ErrorCode.none, start, end)
+            start, end, lso = part.log_start, part.high_watermark, part.last_stable_offset
+            entry = _entry(p.partition, ErrorCode.none, start, end, lso=lso, aborted=[] if committed else None)
+            readable = lso if committed else end  # read_committed stops at the last stable offset
             if p.fetch_offset < start or p.fetch_offset > end:
-                entry["error_code"] = ErrorCode.offset_out_of_range
+                entry["error_code"], entry["aborted_transactions"] = ErrorCode.offset_out_of_range, None  # Kafka: null
                 error = True
-            elif p.fetch_offset < end:
+            elif p.fetch_offset < readable:
                 planned = part.dlog.plan_read(p.fetch_offset)
                 if planned is not None:
                     path, position, cap, inode = planned
-                    steps.append((entry, path, position, p.fetch_offset, end, p.partition_max_bytes,
-                                  part.dlog.following(path), cap, inode))
-            watched.append(((topic.topic_id, p.partition), p.fetch_offset, part.writer.bytes_durable))
+                    # the aborted transactions that may overlap what is read; narrowed once it is read
+                    aborted = part.producers.txns.aborted_in(p.fetch_offset, readable) if committed else None
+                    steps.append((entry, path, position, p.fetch_offset, readable, p.partition_max_bytes,
+                                  part.dlog.following(path), cap, inode, aborted))
+            watched.append(((topic.topic_id, p.partition), p.fetch_offset, part.writer.bytes_durable, committed))
             partitions.append(entry)
         responses.append({"topic": t.topic, "partitions": partitions})
     return responses, steps, error, watched
@@ -73,16 +79,20 @@ def _read(steps: list[tuple], max_bytes: int) -> int:
         if step[1] is None:
             used += len(entry["records"] or b"")
             continue
-        _, path, position, offset, end, partition_max, following, cap, inode = step
+        _, path, position, offset, end, partition_max, following, cap, inode, aborted = step
         limit = max(min(partition_max, budget - used), 0)
         try:
             data = read_from(path, position, offset, end, limit, used == 0, following, cap, inode)
         except OSError as e:
             log.error("fetch read failed path=%s offset=%d: %s", path, offset, e)
-            entry["error_code"] = ErrorCode.kafka_storage_error
+            entry["error_code"], entry["aborted_transactions"] = ErrorCode.kafka_storage_error, None
             continue
         entry["records"] = data
         used += len(data)
+        if aborted:
+            upper = end_of_batches(data)
+            entry["aborted_transactions"] = [{"producer_id": pid, "first_offset": first} for pid, first in aborted
+                                             if upper is not None and first < upper]
     return used
 
 
@@ -130,14 +140,14 @@ def answer(node, plane, request, offsets_log: dict[int, dict]) -> asyncio.Future
 
         def appended() -> None:
             available = 0
-            for key, offset, durable_before in watched:
+            for key, offset, durable_before, committed in watched:
                 part = plane.peek(key)
-                if part is not None and part.high_watermark > offset:
+                if part is not None and (part.last_stable_offset if committed else part.high_watermark) > offset:
                     available += max(part.writer.bytes_durable - durable_before, 1)
             if available >= body.min_bytes:
                 finish()
 
-        token = plane.watch({key for key, _, _ in watched}, appended)
+        token = plane.watch({key for key, *_ in watched}, appended)
         timer.add_done_callback(finish)
         out.add_done_callback(lambda _: (plane.unwatch(token), timer.done() or timer.cancel()))
 

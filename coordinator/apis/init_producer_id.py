@@ -12,19 +12,22 @@ Produce itself (INVALID_REQUEST with a message) that nothing is stored. Ids are 
 of 1000 in the data dir before any is handed out (`producer-ids-<node>.json`, Kafka's producer-id
 blocks), so a restart never hands out an id again (storage/records_plane/checkpoint.py).
 
-Transactional producers (a transactional id) get UNSUPPORTED_FOR_MESSAGE_FORMAT (43): groupd
-has no transaction coordinator and its records plane keeps no transaction markers. Kafka
-defines 43 for "the broker's log cannot do what the request needs" (it is what a broker whose
-message format predates transactions answers). It is non-retriable, so the Java producer fails
-`initTransactions()` at once ("Unexpected error in InitProducerIdResponse; The message format
-version on the broker does not support the request."), and librdkafka's `init_transactions()`
-fails with "Broker: Message format on broker does not support request". The alternatives are
-worse: TRANSACTIONAL_ID_AUTHORIZATION_FAILED sends people to ACLs that do not exist;
-COORDINATOR_NOT_AVAILABLE / CONCURRENT_TRANSACTIONS are retriable and make producers retry
-until their timeout; UNSUPPORTED_VERSION wrongly blames the request's version.
+Transactional producers (a transactional id) go to the transaction coordinator
+(coordinator/runtime/transactions.py): a new producer id with epoch 0 on first use, then the epoch
+bumped on every call (a new id once the epoch is exhausted), an Ongoing transaction fenced and
+aborted first (CONCURRENT_TRANSACTIONS until its abort is complete: the client retries), a timeout
+over `transaction.max.timeout.ms` INVALID_TRANSACTION_TIMEOUT, and from v3 the producer's current id
+and epoch checked (PRODUCER_FENCED, answered INVALID_PRODUCER_EPOCH below v4 as Kafka's KafkaApis).
+
+Where no process coordinates transactions (`--workers`, cluster mode: only one-process servers do
+yet) a transactional id gets UNSUPPORTED_FOR_MESSAGE_FORMAT (43): non-retriable, so the Java
+producer fails `initTransactions()` at once and librdkafka's `init_transactions()` fails with
+"Broker: Message format on broker does not support request", instead of retrying until a timeout.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from groupd.coordinator.security.authorizer import authorized, denied
@@ -33,7 +36,7 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 from groupd.storage.records_plane import producer_ids_for
 
-from .request import Request
+from .request import Request, ms
 
 KEY = ApiKey.INIT_PRODUCER_ID
 VERSIONS = (0, 4)
@@ -61,7 +64,21 @@ def handle(node, request: Request):
         return build_response(ApiKey.INIT_PRODUCER_ID, request.version, {
             "error_code": error, "producer_id": -1, "producer_epoch": -1})
     if request.body.transactional_id is not None:
-        return build_response(ApiKey.INIT_PRODUCER_ID, request.version, {
-            "error_code": ErrorCode.unsupported_for_message_format, "producer_id": -1, "producer_epoch": -1})
+        transactions = getattr(node, "transactions", None)
+        if transactions is None:
+            return build_response(ApiKey.INIT_PRODUCER_ID, request.version, {
+                "error_code": ErrorCode.unsupported_for_message_format, "producer_id": -1, "producer_epoch": -1})
+        return asyncio.ensure_future(_transactional(transactions, request))
     return build_response(ApiKey.INIT_PRODUCER_ID, request.version, {
         "error_code": ErrorCode.none, "producer_id": producer_ids_for(node).allocate(), "producer_epoch": 0})
+
+
+async def _transactional(transactions, request: Request):
+    body = request.body
+    expected = (body.producer_id, body.producer_epoch) if request.version >= 3 else (-1, -1)
+    error, producer_id, epoch = await transactions.init_producer_id(
+        body.transactional_id, ms(body.transaction_timeout), *expected)
+    if error == ErrorCode.producer_fenced and request.version < 4:
+        error = ErrorCode.invalid_producer_epoch  # what clients before v4 understand
+    return build_response(ApiKey.INIT_PRODUCER_ID, request.version, {
+        "error_code": error, "producer_id": producer_id, "producer_epoch": epoch})

@@ -8,7 +8,8 @@ offsets are both 0; timestamp look-ups find nothing (offset -1, timestamp -1), a
 for an empty partition.
 
 `records.plane: memory`: earliest (-2) and earliest-local (-4) = the log start offset; latest
-(-1) = the high watermark (= last stable offset: no transactions); max timestamp (-3) = the
+(-1) = the high watermark, or with isolation_level 1 (read_committed) the last stable offset, below
+which a timestamp look-up's answer must then lie (Kafka's `lastFetchableOffset`); max timestamp (-3) = the
 record with the largest timestamp; a timestamp ≥ 0 = the first record from the log start whose timestamp is ≥ it,
 found through the batches' max timestamps and then record by record in the first batch that
 reaches it (offset -1 and timestamp -1 when none does); last tiered (-5) = -1 (no tiered
@@ -56,7 +57,7 @@ def _answer(topic, index: int, timestamp: int) -> dict:
             "offset": offset, "leader_epoch": 0 if offset >= 0 else -1}
 
 
-def _answer_memory(plane, topic, index: int, timestamp: int) -> dict:
+def _answer_memory(plane, topic, index: int, timestamp: int, committed: bool = False) -> dict:
     if topic is None or not 0 <= index < topic.partitions:
         return {"partition_index": index, "error_code": ErrorCode.unknown_topic_or_partition}
     log = plane.peek((topic.topic_id, index))
@@ -64,11 +65,13 @@ def _answer_memory(plane, topic, index: int, timestamp: int) -> dict:
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         found = (log.log_start if log else 0, -1)
     elif timestamp == LATEST:
-        found = (log.high_watermark if log else 0, -1)
+        found = ((log.last_stable_offset if committed else log.high_watermark) if log else 0, -1)
     elif timestamp == MAX_TIMESTAMP:
         found = log.max_timestamp() if log else None
     elif timestamp >= 0:
         found = log.offset_for_timestamp(timestamp) if log else None
+        if found is not None and committed and found[0] >= log.last_stable_offset:
+            found = None
     else:  # LATEST_TIERED and anything else
         found = None
     offset, ts = found if found is not None else (-1, -1)
@@ -76,7 +79,7 @@ def _answer_memory(plane, topic, index: int, timestamp: int) -> dict:
             "offset": offset, "leader_epoch": 0 if found is not None else -1}
 
 
-def _answer_disk(plane, topic, index: int, timestamp: int, reads: list) -> dict:
+def _answer_disk(plane, topic, index: int, timestamp: int, reads: list, committed: bool = False) -> dict:
     """The disk plane: earliest and latest at once; a timestamp query is planned here and read from
     the segment files off the loop (`reads`: (entry, function, arguments))."""
     if topic is None or not 0 <= index < topic.partitions:
@@ -91,12 +94,14 @@ def _answer_disk(plane, topic, index: int, timestamp: int, reads: list) -> dict:
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         entry["offset"], entry["leader_epoch"] = part.log_start, epochs.epoch_for(part.log_start)
     elif timestamp == LATEST:
-        entry["offset"], entry["leader_epoch"] = part.high_watermark, epochs.latest
+        entry["offset"] = part.last_stable_offset if committed else part.high_watermark
+        entry["leader_epoch"] = epochs.latest
     elif timestamp == MAX_TIMESTAMP and part.high_watermark > part.log_start:
         reads.append((entry, segments.max_timestamp, (part.dlog.max_timestamp_plan(),), epochs))
     elif timestamp >= 0:
         reads.append((entry, segments.offset_for_timestamp,
-                      (part.dlog.timestamp_plan(timestamp), timestamp, part.high_watermark, part.log_start), epochs))
+                      (part.dlog.timestamp_plan(timestamp), timestamp,
+                       part.last_stable_offset if committed else part.high_watermark, part.log_start), epochs))
     return entry
 
 
@@ -138,6 +143,7 @@ def handle(node, request: Request):
     disk = getattr(plane, "DISK", False)
     reads: list = []
     topics = []
+    committed = getattr(request.body, "isolation_level", 0) == 1
     for t in request.body.topics:
         if not authorized(node, request, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name):
             topics.append({"name": t.name, "partitions": [
@@ -152,13 +158,13 @@ def handle(node, request: Request):
                           for p in t.partitions]
         elif disk:
             partitions = [_checked(node, topic, p, lambda p=p: _answer_disk(plane, topic, p.partition_index,
-                                                                           p.timestamp, reads))
+                                                                           p.timestamp, reads, committed))
                           if topic is None or node.cluster.leads(topic.name, p.partition_index) else
                           {"partition_index": p.partition_index, "error_code": ErrorCode.not_leader_or_follower}
                           for p in t.partitions]
         else:
             partitions = [_checked(node, topic, p, lambda p=p: _answer_memory(plane, topic, p.partition_index,
-                                                                             p.timestamp))
+                                                                             p.timestamp, committed))
                           if topic is None or node.cluster.leads(topic.name, p.partition_index) else
                           {"partition_index": p.partition_index, "error_code": ErrorCode.not_leader_or_follower}
                           for p in t.partitions]

@@ -36,15 +36,16 @@ VERSIONS = (1, 9)
 def _topics(rows, error: ErrorCode = ErrorCode.none) -> list[dict]:
     by_topic: dict[str, list[dict]] = {}
     for topic, partition, value in rows:
-        denied = isinstance(value, ErrorCode)  # a topic the principal may not describe
-        if denied:
+        # a partition's own error: a topic the principal may not describe, an unstable offset
+        own = value if isinstance(value, ErrorCode) else None
+        if own is not None:
             value = None
         by_topic.setdefault(topic, []).append({
             "partition_index": partition,
             "committed_offset": value.offset if value else -1,
             "committed_leader_epoch": value.leader_epoch if value else -1,
             "metadata": value.metadata if value else "",
-            "error_code": ErrorCode.topic_authorization_failed if denied else error})
+            "error_code": own if own is not None else error})
     return [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
 
 

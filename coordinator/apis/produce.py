@@ -21,8 +21,15 @@ in `log_append_time`). Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION (Produce
 INVALID_TOPIC_EXCEPTION for `__consumer_offsets` (Kafka's "Cannot append to internal topic"),
 INVALID_TIMESTAMP, INVALID_RECORD,
 CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE, INVALID_PRODUCER_EPOCH,
-OUT_OF_ORDER_SEQUENCE_NUMBER; acks other than 0, 1, -1 get INVALID_REQUIRED_ACKS; a
-transactional request gets UNSUPPORTED_FOR_MESSAGE_FORMAT (see init_producer_id.py).
+OUT_OF_ORDER_SEQUENCE_NUMBER; acks other than 0, 1, -1 get INVALID_REQUIRED_ACKS.
+
+Transactions (issue 23): transactional batches need the request's transactional id (else every
+partition of the request is TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as KafkaApis answers); a producer
+without an open transaction on the partition is verified with the transaction coordinator first when
+the node has one (`node.transactions.verify_partition`, KIP-890: its error is the partition's); the first
+transactional batch opens the producer's transaction on the partition (the last stable offset stays
+at its first offset until the marker: coordinator/runtime/txn_data.py), and a non-transactional batch
+while one is open gets INVALID_TXN_STATE (storage/records_plane/producers.py, transactions.py).
 
 In both modes acks=0 gets no reply at all, as Kafka does.
 """
@@ -41,7 +48,7 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 from groupd.storage.records_plane import plane_for
-from groupd.storage.records_plane.plane import TRANSACTIONS_UNSUPPORTED
+from groupd.storage.records_plane.batches import has_transactional
 
 from .request import Request
 
@@ -70,11 +77,16 @@ def _partition(index: int, error: ErrorCode, base_offset: int = -1, log_start_of
 
 
 def _denied(node, request: Request) -> dict[str, ErrorCode]:
-    """Topics this producer may not write: all of them (53) when its transactional id is refused,
-    else those without WRITE (29). Checked before anything else, as Kafka does."""
+    """Topics this producer may not write: all of them (53) when the request carries transactional
+    records without a transactional id or its transactional id is refused, else those without WRITE
+    (29). Checked before anything else, as Kafka does."""
     body = request.body
-    if body.transactional_id is not None and not authorized(
-            node, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+    if body.transactional_id is None:
+        refused = any(has_transactional(p.records) for t in body.topic_data for p in t.partition_data)
+    else:
+        refused = not authorized(node, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                 body.transactional_id)
+    if refused:
         return {t.name: ErrorCode.transactional_id_authorization_failed for t in body.topic_data}
     return {t.name: ErrorCode.topic_authorization_failed for t in body.topic_data
             if not authorized(node, request, AclOperation.WRITE, ResourceType.TOPIC, t.name)}
@@ -103,9 +115,6 @@ def handle(node, request: Request):
             r = None
             if t.name in denied:
                 partitions.append(_partition(p.index, denied[t.name]))
-            elif body.transactional_id is not None:
-                partitions.append(_partition(p.index, ErrorCode.unsupported_for_message_format,
-                                             message=TRANSACTIONS_UNSUPPORTED))
             elif t.name == node.offsets_topic.name:
                 partitions.append(_partition(p.index, ErrorCode.invalid_topic_exception, message=INVALID_APPEND))
             elif topic is None or not 0 <= p.index < topic.partitions:
@@ -115,7 +124,8 @@ def handle(node, request: Request):
                 partitions.append(_partition(p.index, ErrorCode.not_leader_or_follower,
                                              message="This server is not the leader for that topic-partition."))
             elif disk:
-                r, done = plane.append(topic, p.index, p.records, request.version, now, body.acks)
+                r, done = plane.append(topic, p.index, p.records, request.version, now, body.acks,
+                                       body.transactional_id, _verifier(node, body.transactional_id, t.name, p.index))
                 entry = _partition(p.index, r.error, r.base_offset, r.log_start_offset, r.message, r.record_errors,
                                    r.log_append_time)
                 partitions.append(entry)
@@ -123,7 +133,8 @@ def handle(node, request: Request):
                     waits.append((entry, done))
             else:
                 r = plane.append((topic.topic_id, p.index), p.records, request.version, now, live_ids,
-                                 f"{t.name}-{p.index}", node.catalog.topic_config(t.name))
+                                 f"{t.name}-{p.index}", node.catalog.topic_config(t.name), body.transactional_id,
+                                 _verifier(node, body.transactional_id, t.name, p.index))
                 partitions.append(_partition(p.index, r.error, r.base_offset, r.log_start_offset, r.message,
                                              r.record_errors, r.log_append_time))
             if r is not None and r.error is ErrorCode.none:
@@ -137,6 +148,16 @@ def handle(node, request: Request):
     if waits:
         return _when_written(request, responses, waits)
     return build_response(ApiKey.PRODUCE, request.version, {"responses": responses})
+
+
+def _verifier(node, transactional_id: str | None, topic: str, partition: int):
+    """The transaction coordinator's check of this partition for a producer (contract seam 3), or None
+    without a coordinator (then transactional batches are accepted, as before verification)."""
+    transactions = getattr(node, "transactions", None)
+    if transactions is None or transactional_id is None:
+        return None
+    return lambda producer_id, epoch: transactions.verify_partition(transactional_id, producer_id, epoch, topic,
+                                                                    partition)
 
 
 def _when_written(request: Request, responses: list[dict], waits: list[tuple[dict, asyncio.Future]]):

@@ -35,6 +35,9 @@ class Group(Protocol):
         """The error of an OffsetCommit (of that API version) by this member at this generation
         (or member epoch)."""
 
+    def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> ErrorCode | None:
+        """The error of a TxnOffsetCommit by this member at this generation (KIP-447)."""
+
     def offset_committed_by(self, member_id: str, now_mono: int) -> None:
         """A valid commit was accepted from `member_id` (classic: it counts as a heartbeat)."""
 

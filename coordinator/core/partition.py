@@ -27,13 +27,15 @@ from groupd.coordinator.core.share.group import ShareRecords
 from groupd.coordinator.core.share.machine import ShareHeartbeatRequest, ShareMachine, ShareSettings
 from groupd.protocol import ErrorCode
 from groupd.storage.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, Record
+from groupd.storage.txn_records import TxnMarkerKey, TxnOffsetKey
 
 from . import events as ev
 from .clock import Now
 from .group import Group, GroupMachine
 from .offsets import OffsetsStore
 from .outcome import Outcome
-from .requests import OffsetCommitRequest, OffsetDeleteRequest
+from .requests import OffsetCommitRequest, OffsetDeleteRequest, TxnOffsetCommitRequest
+from .txn_offsets import PendingOffsets, TxnUndo
 
 E = ErrorCode
 CLASSIC_SPEAKERS = ("classic", "consumer")  # group types that serve JoinGroup/SyncGroup/Heartbeat/LeaveGroup
@@ -70,7 +72,8 @@ class GroupShard:
         self.partition = partition
         self.settings = settings
         self.groups: dict[str, Group] = {}
-        self.store = OffsetsStore(self.groups, settings.offset_metadata_max_bytes)
+        self.pending = PendingOffsets()  # offsets of open transactions (coordinator/core/txn_offsets.py)
+        self.store = OffsetsStore(self.groups, settings.offset_metadata_max_bytes, self.pending)
         self.events: list = []  # what happened (coordinator/core/events.py); the runner hands them to the shell
         self.classic = ClassicMachine(self.groups, settings, new_member_id, self.events)
         self.consumer = ConsumerMachine(self.groups, settings.consumer,
@@ -85,6 +88,9 @@ class GroupShard:
         self._apply: dict[type, Callable[[Any, Any], list[Record]]] = {
             OffsetCommitKey: self._apply_offset,
             GroupMetadataKey: self._apply_classic_group,
+            TxnOffsetKey: self._apply_txn_offset,
+            TxnMarkerKey: self._apply_txn_marker,
+            TxnUndo: lambda key, _: key.restore() or [],
             **ConsumerRecords(self.groups).appliers(),
             **ShareRecords(self.groups).appliers(),
         }
@@ -101,11 +107,47 @@ class GroupShard:
         return self._apply[type(record.key)](record.key, record.value)
 
     def _apply_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> list[Record]:
+        pending = self.pending
+        if pending.producers_of_key and key in pending.producers_of_key:  # a partition with pending offsets
+            undo = pending.undo(key.group, pending.producers_of_key[key], (key,))
+            if value is None:
+                pending.deleted(key)  # a tombstone deletes the pending offsets too
+            else:
+                pending.committed(key)
+            return [Record(undo, None), *self._apply_committed(key, value)]
+        return self._apply_committed(key, value)
+
+    def _apply_committed(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> list[Record]:
         if value is not None and key.group not in self.groups:  # offsets alone make a simple (classic) group
             self.groups[key.group] = ClassicGroup(key.group, EMPTY, None)
             # the group's tombstone is reverted last, after the offset
             return [Record(GroupMetadataKey(key.group), None), Record(key, self.store.apply(key, value))]
         return [Record(key, self.store.apply(key, value))]
+
+    def _apply_txn_offset(self, key: TxnOffsetKey, value: OffsetCommitValue | None) -> list[Record]:
+        """An offset of an open transaction (Kafka's replay with a producer id): pending until its marker."""
+        if value is None:  # a tombstone is one whoever writes it
+            return self._apply_offset(key.key, None)
+        undo = [Record(self.pending.undo(key.group, (key.producer_id,), (key.key,)), None)]
+        if key.group not in self.groups:  # as a commit does, it makes a simple group
+            self.groups[key.group] = ClassicGroup(key.group, EMPTY, None)
+            undo.insert(0, Record(GroupMetadataKey(key.group), None))  # reverted last
+        self.pending.add(key.producer_id, key.producer_epoch, key.key, value)
+        return undo
+
+    def _apply_txn_marker(self, key: TxnMarkerKey, _) -> list[Record]:
+        """A COMMIT moves the producer's pending offsets into the committed ones (each unless a later
+        commit of its partition came after it in the log), an ABORT drops them."""
+        pending = self.pending
+        # reverted last: the pending offsets of its partitions as they were, every producer's (the
+        # revert of a committed value goes through `_apply_offset`, which touches them all)
+        keys = tuple(pending.by_producer.get(key.producer_id, ()))
+        producers = {key.producer_id}.union(*(pending.producers_of_key.get(k, ()) for k in keys))
+        undo = [Record(pending.undo("", producers, keys), None)]
+        self.pending.ended(key.producer_id, key.producer_epoch, key.coordinator_epoch)
+        for offset_key, value in self.pending.end(key.producer_id, key.commit):
+            undo += self._apply_committed(offset_key, value)
+        return undo
 
     def _apply_classic_group(self, key: GroupMetadataKey, value: GroupMetadataValue | None) -> list[Record]:
         group = self.groups.get(key.group)
@@ -226,8 +268,26 @@ class GroupShard:
             self.events.append(ev.StaticMemberFenced(req.group_id))
         return out
 
-    def fetch_offsets(self, group_id: str, topics, last_committed: dict | None = None):
-        return self.store.fetch(group_id, topics, last_committed)
+    def fetch_offsets(self, group_id: str, topics, last_committed: dict | None = None, require_stable: bool = False):
+        return self.store.fetch(group_id, topics, last_committed, require_stable)
+
+    # =========================================================================================
+    # transactions (KIP-98/447): TxnOffsetCommit and the markers that end them
+
+    def txn_commit(self, req: TxnOffsetCommitRequest, now: Now) -> Outcome:
+        return self.store.txn_commit(req, now)
+
+    def complete_transaction(self, producer_id: int, producer_epoch: int, commit: bool,
+                             coordinator_epoch: int) -> Outcome:
+        """The marker of the producer's transaction (WriteTxnMarkers). Reply: its error, NONE once
+        durable; a marker of an older producer epoch or transaction coordinator is refused, as
+        Kafka's producer state refuses it."""
+        error = self.pending.marker_error(producer_id, producer_epoch, coordinator_epoch)
+        if error is not None:
+            return Outcome(reply=error)
+        out = Outcome(records=[Record(TxnMarkerKey(producer_id, producer_epoch, commit, coordinator_epoch), None)])
+        out.after_write = lambda error, at: Outcome(reply=error or E.none)
+        return out
 
     def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode | None:
         """OffsetFetch v9's member check (spec §7.1); classic groups ignore it."""

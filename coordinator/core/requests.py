@@ -18,6 +18,21 @@ class OffsetCommitRequest:
 
 
 @dataclasses.dataclass(slots=True)
+class TxnOffsetCommitRequest:
+    """TxnOffsetCommit (28): offsets committed inside a producer's transaction (KIP-98, KIP-447)."""
+
+    group_id: str
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    generation: int  # v3+ (KIP-447): the generation or member epoch; -1 before v3
+    member_id: str  # "" before v3
+    group_instance_id: str | None
+    offsets: list[tuple[str, int, int, int, str | None]]  # (topic, partition, offset, leader epoch, metadata)
+    version: int
+
+
+@dataclasses.dataclass(slots=True)
 class OffsetFetchRequest:
     group_id: str
     topics: list[tuple[str, list[int]]] | None  # None: every committed offset

@@ -139,6 +139,16 @@ CONSUMER_EPOCH_BUMPS = Counter("groupd_consumer_group_epoch_bumps_total",
 TARGET_ASSIGNMENT_SECONDS = Histogram("groupd_consumer_target_assignment_seconds",
                                       "Time to compute a consumer group's target assignment",
                                       buckets=(.00001, .00005, .0001, .0005, .001, .005, .01, .05, .1, .5, 1))
+# the transaction coordinator (coordinator/runtime/transactions.py)
+TRANSACTIONS_COMPLETED = Counter("groupd_transactions_completed_total",
+                                 "Transactions completed (every marker written), by result", ["result"])
+TRANSACTIONS_TIMED_OUT = Counter("groupd_transactions_timed_out_total",
+                                 "Transactions aborted because they outlived their timeout")
+TRANSACTIONS_FENCED = Counter("groupd_transactions_fenced_total",
+                              "Open transactions aborted by an InitProducerId of their transactional id")
+TRANSACTION_MARKER_RETRIES = Counter("groupd_transaction_marker_retries_total",
+                                     "Transaction markers written again after a retriable error")
+TRANSACTIONS_OPEN = Gauge("groupd_transactions_open", "Transactions Ongoing or being completed now")
 CHAOS_ARMED = Counter("groupd_chaos_faults_armed_total", "Faults armed through the admin endpoint, by kind",
                       ["kind"])
 CHAOS_INJECTED = Counter("groupd_chaos_injected_total", "Requests an armed fault answered or held back, and "

@@ -19,7 +19,12 @@ from groupd.coordinator.core.consumer.machine import ConsumerHeartbeatRequest, T
 from groupd.coordinator.core.outcome import Outcome
 from groupd.coordinator.core.partition import GroupSettings, GroupShard
 from groupd.coordinator.core.partitioning import partition_for
-from groupd.coordinator.core.requests import OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest
+from groupd.coordinator.core.requests import (
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    TxnOffsetCommitRequest,
+)
 from groupd.coordinator.core.runner import Runner
 from groupd.coordinator.core.share.machine import ShareHeartbeatRequest
 from groupd.coordinator.core.share.machine import error_reply as share_error_reply
@@ -176,6 +181,35 @@ class GroupCoordinator(PartitionLifecycle, Housekeeping):
         return self.call(req.group_id, lambda shard, _, at: shard.commit(req, at),
                          lambda error: {(t, part): error for t, part, *_ in req.offsets})
 
+    def txn_commit(self, req: TxnOffsetCommitRequest) -> Any:
+        """TxnOffsetCommit (28), verified: {(topic, partition): error}, or a future of it."""
+        return self.call(req.group_id, lambda shard, _, at: shard.txn_commit(req, at),
+                         lambda error: {(t, part): error for t, part, *_ in req.offsets})
+
+    async def complete_transaction(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                                   coordinator_epoch: int) -> ErrorCode:
+        """The COMMIT (or ABORT) marker of a producer's transaction on offsets partition `partition`
+        (WriteTxnMarkers; Kafka's completeTransaction): written as a control batch, then the
+        producer's pending offsets there are committed or dropped. NONE once durable; a partition
+        not served here, or a write that failed, answers NOT_LEADER_OR_FOLLOWER (the transaction
+        coordinator retries), as KafkaApis maps the group coordinator's errors."""
+        if not 0 <= partition < self.partitions:
+            return ErrorCode.unknown_topic_or_partition
+        if self.unavailable(partition) is not None:
+            return ErrorCode.not_leader_or_follower
+        shard = self.shards[partition]
+        result = self.run(partition, shard.complete_transaction(producer_id, producer_epoch, commit, coordinator_epoch))
+        if isinstance(result, asyncio.Future):
+            result = await result
+        if result in (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
+                      ErrorCode.coordinator_load_in_progress):
+            return ErrorCode.not_leader_or_follower
+        if result is not ErrorCode.none:  # fenced: a stale producer epoch or transaction coordinator
+            log.warning("transaction marker refused partition=%d producer_id=%d producer_epoch=%d "
+                        "coordinator_epoch=%d result=%s: %s", partition, producer_id, producer_epoch,
+                        coordinator_epoch, "commit" if commit else "abort", result.name)
+        return result
+
     def delete_offsets(self, req: OffsetDeleteRequest) -> Any:
         return self.call(req.group_id, lambda shard, _, at: shard.delete_offsets(req),
                          lambda error: {"error_code": error, "partitions": {}})
@@ -223,10 +257,18 @@ class GroupCoordinator(PartitionLifecycle, Housekeeping):
         if idle is None:
             runner = self.runners[p]
             return self.shards[p].fetch_offsets(req.group_id, req.topics,
-                                                runner.last_committed() if runner.in_flight else None)
+                                                runner.last_committed() if runner.in_flight else None,
+                                                req.require_stable)
         result = asyncio.get_running_loop().create_future()
-        idle.add_done_callback(lambda _: resolve(result, self.shards[p].fetch_offsets(req.group_id, req.topics)))
+        idle.add_done_callback(lambda _: resolve(result, self._stable_read(p, req)))
         return result
+
+    def _stable_read(self, p: int, req: OffsetFetchRequest) -> Any:
+        """A RequireStable read once the partition's writes are done (the partition may have
+        moved meanwhile: then its error)."""
+        if (error := self.unavailable(p)) is not None:
+            return error
+        return self.shards[p].fetch_offsets(req.group_id, req.topics, None, True)
 
     def describe(self, group_id: str) -> dict | ErrorCode | None:
         p = self.partition(group_id)

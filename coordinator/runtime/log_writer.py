@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 
 from groupd.protocol import ErrorCode
-from groupd.storage.log import PartitionLog, encode
+from groupd.storage.log import BatchKind, PartitionLog, batch_kind, encode
 from groupd.storage.records import Record
 
 from .log_workers import LogWorkers
@@ -37,7 +37,7 @@ RECORD_OVERHEAD = 21
 
 log = logging.getLogger("groupd.storage")
 
-Append = tuple[list, Callable, Callable]  # (encoded records, completed, timed_out)
+Append = tuple[list, Callable, Callable, BatchKind]  # (encoded records, completed, timed_out, batch kind)
 
 
 class Written:
@@ -49,10 +49,24 @@ class Written:
         self.records, self.size, self.written_at = records, size, time.perf_counter()
 
 
+def _runs(appends: list[Append]) -> list[tuple[BatchKind, list]]:
+    """The batches a flush writes: plain appends side by side share one; each transactional
+    append (a producer's offsets, a marker) is a batch of its own."""
+    runs: list[tuple[BatchKind, list]] = []
+    for pairs, _, _, kind in appends:
+        if kind is None and runs and runs[-1][0] is None:
+            runs[-1][1].extend(pairs)
+        else:
+            runs.append((kind, list(pairs)))
+    return runs
+
+
 class LogWriter:
     def __init__(self, plog: PartitionLog, workers: LogWorkers, fsync_each_batch: bool, timeout_ms: int,
-                 on_batch=None, max_message_bytes: int = 1048588, on_error=None) -> None:
+                 on_batch=None, max_message_bytes: int = 1048588, on_error=None, encoder=encode, kind=batch_kind) -> None:
         self.plog = plog
+        # records -> [(key, value)] and the batch they need: the offsets log's, or __transaction_state's
+        self._encode, self._kind = encoder, kind
         # the log end readers see (Fetch, ListOffsets of __consumer_offsets): past the last durable
         # batch (interval mode: the last written), never a batch a failed fsync may still cut
         self.end_offset = plog.next_offset
@@ -79,7 +93,7 @@ class LogWriter:
             completed(ErrorCode.not_coordinator)
             return
         try:
-            encoded = encode(records)
+            encoded = self._encode(records)
         except (struct.error, UnicodeEncodeError, OverflowError) as e:
             log.warning("records not written partition=%d records=%d: cannot be encoded: %s", self.plog.partition,
                         len(records), e)
@@ -91,7 +105,7 @@ class LogWriter:
                         self.plog.partition, len(records), size, self._max_bytes)
             completed(ErrorCode.record_list_too_large)
             return
-        self._pending.append((encoded, completed, timed_out))
+        self._pending.append((encoded, completed, timed_out, self._kind(records)))
         if not self._scheduled:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)  # gather what the same loop turn appends
@@ -103,11 +117,12 @@ class LogWriter:
             self._check_idle()
             return
         appends, self._pending = self._pending, []
-        encoded = [pair for pairs, _, _ in appends for pair in pairs]
+        runs = _runs(appends)
+        encoded = [pair for _, pairs in runs for pair in pairs]
         plog = self.plog
         first_offset = plog.next_offset
         try:
-            batch = plog.build(encoded)
+            batch = plog.build(encoded) if len(runs) == 1 and runs[0][0] is None else plog.build_runs(runs)
             rolls = not plog.fits(len(batch))
             start = None if rolls else plog.write(batch, len(encoded))
         except Exception as e:  # the segment is cut back already: this batch alone fails
@@ -119,7 +134,7 @@ class LogWriter:
                 self._pending = appends + self._pending
                 return
             written = Written(appends, 0, first_offset, len(encoded), len(batch))
-            self._start(lambda: plog.append_encoded(encoded, self._fsync), [written], rolling=True)
+            self._start(lambda: plog.append_runs(runs, self._fsync), [written], rolling=True)
             return
         written = Written(appends, start, first_offset, len(encoded), len(batch))
         if not self._fsync:
@@ -164,14 +179,14 @@ class LogWriter:
         for written in group:
             if self._on_batch is not None:
                 self._on_batch(written.records, written.size, done - written.written_at)
-            for _, completed, _ in written.appends:
+            for _, completed, _, _ in written.appends:
                 completed(None)
 
     def _fail(self, appends: list[Append], error: BaseException, records: int) -> None:
         log.error("write failed partition=%d records=%d error=%r", self.plog.partition, records, error)
         if self._on_error is not None:
             self._on_error(self.plog.partition, "failed")
-        for _, completed, _ in appends:
+        for _, completed, _, _ in appends:
             completed(ErrorCode.not_coordinator)  # KAFKA_STORAGE_ERROR, as a coordinator reports it
 
     def _timed_out(self, group: list[Written]) -> None:
@@ -179,7 +194,7 @@ class LogWriter:
         if self._on_error is not None:
             self._on_error(self.plog.partition, "timed_out")
         for written in group:
-            for _, _, timed_out in written.appends:
+            for _, _, timed_out, _ in written.appends:
                 timed_out()
 
     def _busy(self) -> bool:

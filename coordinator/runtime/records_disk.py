@@ -12,7 +12,10 @@ that finds the active one too old: `DataWriter`). Retention deletes whole segmen
 (the active one too, after rolling an empty one, as Kafka does), and those wholly below a log start
 that DeleteRecords moved (`log_start.py`: saved before it is answered);
 `compact` topics' closed segments are compacted in a process of their own (`_maybe_clean`,
-storage/records_plane/cleaner.py), as Kafka's log cleaner does (`topic_config`).
+storage/records_plane/cleaner.py), as Kafka's log cleaner does (`topic_config`), never at or past the
+last stable offset. Transactions (storage/records_plane/transactions.py): markers are appended by
+`write_marker` (coordinator/runtime/txn_data.py), the last stable offset waits for open transactions and
+for markers not yet durable, and a load rebuilds both from the batches and markers it scans.
 """
 
 from __future__ import annotations
@@ -36,10 +39,11 @@ from groupd.storage.compaction import die_with_parent
 from groupd.storage.files import remove_files
 from groupd.storage.records_plane.batches import BatchError, split
 from groupd.storage.records_plane.cleaner import compact_segments
-from groupd.storage.records_plane.plane import TRANSACTIONS_UNSUPPORTED, Appended, refusal
+from groupd.storage.records_plane.plane import Appended, refusal, transaction_refusal
 from groupd.storage.records_plane.producers import Producers
 from groupd.storage.records_plane.segments import DataLog, ScannedBatch
 from groupd.storage.records_plane.traffic import Traffic
+from groupd.storage.records_plane.transactions import COMMIT, marker_batch
 from groupd.storage.records_plane.watchers import Watchers
 from groupd.storage.topic_config import TopicConfig, effective
 
@@ -94,6 +98,10 @@ class DiskPartition:
     def size(self) -> int:
         return self.dlog.size
 
+    @property
+    def last_stable_offset(self) -> int:
+        return self.producers.txns.stable_offset(self.writer.end_offset, self.dlog.log_start)
+
 
 class DiskPlane(Watchers):
     DISK = True
@@ -139,11 +147,15 @@ class DiskPlane(Watchers):
         producers = Producers()
 
         def seen(b: ScannedBatch) -> None:
-            if b.producer_id >= 0:
-                producers.record(b.producer_id, b.producer_epoch, b.base_sequence, b.count, b.base_offset,
+            if b.marker is not None:  # open transactions and aborted ranges come back with the markers
+                producers.marker(b.producer_id, b.producer_epoch, b.marker[1], b.base_offset, b.marker[0] == COMMIT,
                                  b.max_timestamp)
+            elif b.producer_id >= 0:
+                producers.record(b.producer_id, b.producer_epoch, b.base_sequence, b.count, b.base_offset,
+                                 b.max_timestamp, b.transactional, b.max_timestamp)
 
         result = dlog.load_batches(seen)
+        producers.txns.trim_before(dlog.log_start)
         log.info("data partition loaded partition=%s log_start=%d log_end=%d bytes=%d segments=%d%s",
                  dlog.name, dlog.log_start, dlog.next_offset, result.bytes, len(dlog.segments),
                  f" truncated={result.truncated}" if result.truncated else "")
@@ -265,21 +277,22 @@ class DiskPlane(Watchers):
     # -- produce ---------------------------------------------------------------------------------
 
     def append(self, topic, index: int, records: bytes | None, produce_version: int, now_ms: int,
-               acks: int) -> tuple[Appended, asyncio.Future | None]:
+               acks: int, transactional_id: str | None = None,
+               verify: Callable[[int, int], ErrorCode] | None = None) -> tuple[Appended, asyncio.Future | None]:
         """Validate and accept one partition's batches: the answer, and (acks ≠ 0) a future for when
-        it may be sent (its result: None, or the error that replaces the answer's)."""
+        it may be sent (its result: None, or the error that replaces the answer's). `transactional_id`
+        and `verify`: the request's, for transactional batches (plane.py `transaction_refusal`)."""
         try:
             batches = split(records, produce_version, ANY_BATCH_SIZE)
         except BatchError as e:
             return Appended(e.error, message=e.message), None
-        if any(b.transactional for b in batches):
-            return Appended(ErrorCode.unsupported_for_message_format, message=TRANSACTIONS_UNSUPPORTED), None
         try:
             part = self.partition(topic, index)
         except Unavailable as e:
             return Appended(e.error, message=e.message), None
         config = self._config(topic.name)
-        refused = refusal(batches, f"{topic.name}-{index}", config, now_ms, part.log_start)
+        refused = transaction_refusal(batches, transactional_id, part.producers, verify) or \
+            refusal(batches, f"{topic.name}-{index}", config, now_ms, part.log_start)
         if refused is not None:
             return refused, None
         writer, producers = part.writer, part.producers
@@ -297,7 +310,7 @@ class DiskPlane(Watchers):
                 base = last_written.base
                 if batch.producer_id >= 0:
                     producers.record(batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.count,
-                                     base, now_ms)
+                                     base, now_ms, batch.transactional, batch.max_timestamp)
             else:
                 base = duplicate_of
             if first is None:
@@ -315,6 +328,33 @@ class DiskPlane(Watchers):
 
         last_written.done = finished
         return answer, done
+
+    # -- transaction markers ----------------------------------------------------------------------
+
+    def write_marker(self, topic, index: int, producer_id: int, producer_epoch: int, commit: bool,
+                     coordinator_epoch: int, now_ms: int) -> tuple[ErrorCode, str | None] | asyncio.Future:
+        """Append the producer's COMMIT or ABORT marker (WriteTxnMarkers): (error, message) at once when
+        it is refused, else a future of (error, message) once the marker is durable (a failed write:
+        KAFKA_STORAGE_ERROR, and the cut back reopens the transaction)."""
+        try:
+            part = self.partition(topic, index)
+        except Unavailable as e:
+            return e.error, e.message
+        refused = part.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        if refused is not None:
+            return refused
+        data = marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
+        item = part.writer.append(data, 1, None, True)
+        part.producers.marker(producer_id, producer_epoch, coordinator_epoch, item.base, commit, now_ms)
+        done = asyncio.get_running_loop().create_future()
+
+        def finished(error: ErrorCode | None) -> None:
+            if not done.done():
+                done.set_result((ErrorCode.none, None) if error is None else
+                                (error, "The marker could not be written (see the server's log)"))
+
+        item.done = finished
+        return done
 
     # -- delete records ---------------------------------------------------------------------------
 
@@ -442,6 +482,7 @@ class DiskPlane(Watchers):
 
     def _drop_expired(self, part: DiskPartition, count: int) -> list[str]:
         paths = part.dlog.drop_segments(count)
+        part.producers.txns.trim_before(part.dlog.log_start)
         self.retention_segments_removed += count
         log.info("retention removed segments partition=%s segments=%d log_start=%d log_end=%d", part.dlog.name,
                  count, part.dlog.log_start, part.high_watermark)
@@ -479,14 +520,16 @@ class DiskPlane(Watchers):
         self._cleaning = key
         started = time.perf_counter()
         job = asyncio.get_running_loop().run_in_executor(self._cleaner, compact_segments, part.dlog.directory, paths,
-                                                         now, config.delete_retention_ms, None, older_kept)
+                                                         now, config.delete_retention_ms, None, older_kept,
+                                                         list(part.producers.txns.aborted))
         self._clean_job = (part, job)
         job.add_done_callback(lambda f: self._cleaned(key, part, end, f, started))
 
     def _filthiest(self, now_ms: int) -> tuple[Key, DiskPartition, list[str], int, bool] | None:
         """(key, partition, the closed segments to clean, the offset they end at, whether earlier
         segments stay out of the clean) of the compacted
-        partition with the largest dirty ratio among those due: dirty bytes (written since the last
+        partition with the largest dirty ratio among those due (closed segments wholly below the last
+        stable offset): dirty bytes (written since the last
         clean) / cleanable bytes > min.cleanable.dirty.ratio (Kafka's strict test); or a dirty
         segment's first batch older than max.compaction.lag.ms; or a tombstone's delete horizon
         passed. A dirty segment holding a record newer than min.compaction.lag.ms is not cleanable,
@@ -505,6 +548,10 @@ class DiskPlane(Watchers):
                 while skip < len(closed) and not (dlog.own(closed[skip][1]) and closed[skip][1] not in dlog.caps):
                     skip += 1
                 closed = closed[skip:]
+            # never past the first unstable offset (Kafka's cleaner bound): an open transaction's records
+            # may still be aborted, and read_committed readers must find them and their marker intact
+            stable = part.last_stable_offset
+            closed = [seg for i, seg in enumerate(closed) if dlog.segments[skip + i + 1][0] <= stable]
             since = self._cleaned_to.get(key, -1)
             if config.min_compaction_lag_ms > 0:  # Kafka's first uncleanable dirty segment
                 newest = now_ms - config.min_compaction_lag_ms

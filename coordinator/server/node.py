@@ -25,6 +25,7 @@ from groupd.storage.catalog import Topic, load_cluster_id
 from groupd.storage.files import LOCK_FILE, DataDirError, DataDirLock, node_lock_file, prepare_data_dir
 from groupd.storage.group_configs import GroupConfigsFile, GroupConfigStore
 from groupd.storage.scram import ScramFile
+from groupd.storage.transaction_log import TOPIC as TRANSACTION_STATE
 
 log = logging.getLogger("groupd")
 
@@ -63,6 +64,9 @@ class Node:
             GroupConfigsFile(settings.data_dir), lambda groups: self.group_configs.follow(groups)))
         # the group coordinator of every offsets partition
         self.coordinator = GroupCoordinator(settings, self.group_configs.overrides)
+        # the transaction coordinator (coordinator/runtime/transactions.py), set by the server where
+        # this process coordinates transactions (one-process servers); None elsewhere
+        self.transactions: Any = None
         if settings.records_plane == records_plane.DISK:  # the memory plane is made on first use
             plane = DiskPlane(settings, self.cluster.leads, lambda: list(self.catalog), self.cluster.data_stamp,
                               lambda topic: self.catalog.topic_config(topic))  # its own configs over log.*
@@ -136,6 +140,8 @@ class Node:
         logged, and the client's next Metadata tries again); None when the controller is another
         worker: it is asked to create the topic, which the client's next Metadata finds (Kafka's
         brokers forward an auto-create the same way). Requests for one topic share one write."""
+        if name == TRANSACTION_STATE:  # internal, never a data topic: its directory is the transaction log's
+            return None
         if self.controller is not None:
             self.controller.create_topic(name)
             return None

@@ -13,13 +13,14 @@ from groupd.coordinator.chaos.faults import Chaos
 from groupd.coordinator.cluster.shared_files import CHECK_INTERVAL_S, SharedFiles
 from groupd.coordinator.cluster.workers import producer_id_block
 from groupd.coordinator.observability import readiness
+from groupd.coordinator.runtime.transactions import TransactionCoordinator
 from groupd.coordinator.security.authorizer import tick_denial_logs
 from groupd.coordinator.security.listeners import Endpoint, authentication_failed, endpoints, failure_log, oauth_jwks
 from groupd.coordinator.security.sasl import Users
 from groupd.coordinator.security.tls_transport import TlsTransport
 from groupd.coordinator.settings import Settings
 from groupd.coordinator.system_clock import wall_ms
-from groupd.storage.records_plane import plane_for, save_log_ends
+from groupd.storage.records_plane import plane_for, producer_ids_for, save_log_ends
 
 from . import metrics_http
 from .admin_http import AdminEndpoint
@@ -84,6 +85,10 @@ class Server:
         metrics_url = await metrics_http.serve(self.settings, self.node)
         if self.worker is not None:
             await self._start_worker()
+        if self.cluster is None and self.worker is None:  # transactions: one-process servers only, yet
+            self.node.transactions = TransactionCoordinator(self.settings, self.node,
+                                                            producer_ids_for(self.node).allocate)
+            await self.node.transactions.start()  # loaded before the node serves (small: one record per id)
         # told what it owns (Kafka's onElection); partitions load off the loop, LOAD_IN_PROGRESS until then
         groups, view = self.node.coordinator, self.node.cluster
         groups.start(p for p in range(groups.partitions) if view.owns(p))
@@ -194,6 +199,8 @@ class Server:
         if self.cluster is not None:
             await self.cluster.stop()  # partitions handed over, lease revoked
         if self.node is not None:
+            if self.node.transactions is not None:
+                await self.node.transactions.close()
             await self.node.coordinator.close()  # in-flight writes finish, every log is fsynced and closed
             await self._close_records()
             self.node.close()  # releases the data dir's lock

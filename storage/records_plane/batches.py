@@ -30,6 +30,8 @@ _FIRST_TIMESTAMP = struct.Struct(">q")
 _FIRST_TIMESTAMP_AT = 27  # baseOffset 8, length 4, leader epoch 4, magic 1, crc 4, attributes 2, lastOffsetDelta 4
 NO_PRODUCER_ID = -1
 _EPOCH = struct.Struct(">i")  # partitionLeaderEpoch, bytes 12..16
+_ATTRIBUTES = struct.Struct(">h")  # bytes 21..23
+_TRANSACTIONAL = 0x10
 ZSTD = 4
 CREATE_TIME, LOG_APPEND_TIME = 0, 1
 
@@ -134,6 +136,24 @@ def _check(data: bytearray, produce_version: int) -> ProducedBatch:
                          "ZStandard compression")
     return ProducedBatch(data, count, reader.max_timestamp, reader.timestamp_type, reader.producer_id,
                  reader.producer_epoch, reader.base_sequence, bool(reader.is_transactional))
+
+
+def has_transactional(records: bytes | None) -> bool:
+    """Whether any v2 batch in a partition's `records` has the transactional attribute (Kafka's
+    `RequestUtils.hasTransactionalRecords`, checked before anything else); a malformed tail is
+    left to `split`, which refuses it."""
+    if not records:
+        return False
+    view = memoryview(records)
+    pos = 0
+    while pos + HEADER_SIZE <= len(view):
+        (length,) = _LENGTH.unpack_from(view, pos + 8)
+        if view[pos + 16] == 2 and _ATTRIBUTES.unpack_from(view, pos + 21)[0] & _TRANSACTIONAL:
+            return True
+        if length <= 0:
+            return False
+        pos += LOG_OVERHEAD + length
+    return False
 
 
 def first_record_at_or_after(data: bytes, timestamp: int, from_offset: int = 0) -> tuple[int, int] | None:

@@ -13,6 +13,9 @@ What data batches need beyond it is here:
 - the delete horizon (KIP-534): the first clean that keeps a tombstone stamps its batch with
   `now + delete.retention.ms` (attribute bit 6, the base timestamp holding the horizon); a later
   clean past that time drops the tombstone;
+- an aborted transaction's batches (Kafka's cleaner: `AbortedTransactionMetadata`) count for no key and
+  lose their records; control batches (markers) stay as they are, and the plane never hands the
+  cleaner a segment at or past the first unstable offset, so read_committed readers see the same;
 - a batch whose records all go is dropped, except a segment's last (its last offset keeps the
   segments chained) and a producer's last batch (its sequence survives a restart), which stay as
   empty batches (Kafka's RETAIN_EMPTY).
@@ -53,14 +56,17 @@ class DataCompactionResult(CompactionResult):
 
 
 def compact_segments(directory: str, paths: list[str], now_ms: int, delete_retention_ms: int,
-                     crash_after: int | None = None, older_kept: bool = False) -> DataCompactionResult:
+                     crash_after: int | None = None, older_kept: bool = False,
+                     aborted: list[tuple[int, int, int]] = ()) -> DataCompactionResult:
     """Compact the closed segments `paths` (oldest first; never the active segment). `older_kept`:
     segments before them are not in this clean (a cluster leader cleans only its own stamp's), so no
-    tombstone may go — it may hide an older value there. `crash_after` (tests only) stops as a crash
+    tombstone may go — it may hide an older value there. `aborted`: the partition's aborted
+    transactions, (marker offset, producer id, first offset). `crash_after` (tests only) stops as a crash
     would, after that many rewrites, leaving the next one's `.cleaned` file before its rename."""
     result = DataCompactionResult()
     producers: dict[int, int] = {}  # producer id -> the last offset of its last batch
-    latest = latest_offsets(((path, 0, None) for path in paths), producers)
+    is_aborted = _aborted_batches(aborted)
+    latest = latest_offsets(((path, 0, None) for path in paths), producers, is_aborted)
     keep_tombstones = older_kept  # or past a corrupt segment, whose tombstones may hide an older value
     for path in paths:
         data, batches, corrupt = read_closed(path)
@@ -69,7 +75,7 @@ def compact_segments(directory: str, paths: list[str], now_ms: int, delete_reten
             keep_tombstones = True
             continue
         out, total, kept = clean_batches(data, batches, latest, producers, now_ms, delete_retention_ms,
-                                         keep_tombstones, result)
+                                         keep_tombstones, result, is_aborted)
         size = len(data)
         result.records_before += total
         result.records_after += kept
@@ -91,8 +97,23 @@ def compact_segments(directory: str, paths: list[str], now_ms: int, delete_reten
     return result
 
 
+def _aborted_batches(aborted: list[tuple[int, int, int]]):
+    """Whether a batch belongs to one of the `aborted` transactions (its producer's, between the
+    transaction's first offset and its ABORT marker)."""
+    ranges: dict[int, list[tuple[int, int]]] = {}
+    for last, pid, first in aborted:
+        ranges.setdefault(pid, []).append((first, last))
+
+    def check(batch) -> bool:
+        return bool(batch.is_transactional) and not batch.is_control_batch and any(
+            first <= batch.base_offset <= last for first, last in ranges.get(batch.producer_id, ()))
+
+    return check
+
+
 def clean_batches(data: bytes, batches, latest: dict[bytes, int], producers: dict[int, int], now_ms: int,
-                  delete_retention_ms: int, keep_tombstones: bool, result: DataCompactionResult):
+                  delete_retention_ms: int, keep_tombstones: bool, result: DataCompactionResult,
+                  is_aborted=lambda _batch: False):
     """One segment's surviving batches, as (list of bytes — a memoryview where a batch is copied as
     it was —, records, records kept)."""
     out: list = []
@@ -113,8 +134,9 @@ def clean_batches(data: bytes, batches, latest: dict[bytes, int], producers: dic
         horizon = _BASE_TIMESTAMP.unpack_from(raw, 27)[0] if attributes & DELETE_HORIZON_FLAG else None
         past = horizon is not None and now_ms >= horizon
         expired = past and not keep_tombstones
-        survivors = [r for r in records if r.key is not None and latest.get(bytes(r.key)) == r.offset
-                     and (r.value is not None or not expired)]
+        survivors = [] if is_aborted(batch) else [
+            r for r in records if r.key is not None and latest.get(bytes(r.key)) == r.offset
+            and (r.value is not None or not expired)]
         total += len(records)
         kept += len(survivors)
         tombstones = any(r.value is None for r in survivors)

@@ -1,6 +1,7 @@
 """One partition's records in memory: a list of stamped v2 batches, the log start offset and the
 high watermark (= log end: one replica, every append is committed at once), plus the producer
-state that idempotent producers need. Sans-IO: the current time is passed in.
+state that idempotent producers need and their transactions (the last stable offset, aborted ranges:
+transactions.py). Sans-IO: the current time is passed in.
 
 Retention follows Kafka's rules with a batch in the role of a segment:
 - by bytes: drop the oldest batch while the log minus that batch is still ≥ `retention_bytes`
@@ -31,27 +32,38 @@ class TopicPartitionLog:
         self.log_start = 0
         self.high_watermark = 0
         self.size = 0
-        self._producers = Producers()
+        self.producers = Producers()
 
     # -- appending -----------------------------------------------------------------------------
 
     def check_producer(self, batch: ProducedBatch) -> int | None:
         """None to append `batch`, the base offset of the batch it duplicates, or raises BatchError
         (storage/records_plane/producers.py)."""
-        return self._producers.check(batch)
+        return self.producers.check(batch)
 
     def append(self, batch: ProducedBatch, now_ms: int) -> int:
         """Stamp and append a checked batch; its base offset."""
+        base = self._put(batch)
+        if batch.producer_id >= 0:
+            self.producers.record(batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.count,
+                                  base, now_ms, batch.transactional, batch.max_timestamp)
+        self._drop_while(lambda oldest: self.size - oldest.size >= self.retention_bytes)
+        return base
+
+    def append_marker(self, marker: ProducedBatch, commit: bool, coordinator_epoch: int, now_ms: int) -> int:
+        """Append an end-transaction marker (checked by `producers.check_marker`); its offset."""
+        offset = self._put(marker)
+        self.producers.marker(marker.producer_id, marker.producer_epoch, coordinator_epoch, offset, commit, now_ms)
+        self._drop_while(lambda oldest: self.size - oldest.size >= self.retention_bytes)
+        return offset
+
+    def _put(self, batch: ProducedBatch) -> int:
         base = self.high_watermark
         batch.stamp(base)
         self.batches.append(batch)
         self.bases.append(base)
         self.high_watermark = base + batch.count
         self.size += batch.size
-        if batch.producer_id >= 0:
-            self._producers.record(batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.count,
-                                   base, now_ms)
-        self._drop_while(lambda oldest: self.size - oldest.size >= self.retention_bytes)
         return base
 
     # -- retention -----------------------------------------------------------------------------
@@ -78,6 +90,7 @@ class TopicPartitionLog:
             del batches[:dropped]
             del self.bases[:dropped]
             self.log_start = max(self.log_start, self.bases[0] if self.bases else self.high_watermark)
+            self.producers.txns.trim_before(self.log_start)
         return dropped
 
     # -- deleting records (DeleteRecords) ------------------------------------------------------
@@ -93,6 +106,7 @@ class TopicPartitionLog:
         if below > 0:
             self._drop_while(lambda _oldest: True, limit=below)
         self.log_start = max(self.log_start, offset)
+        self.producers.txns.trim_before(self.log_start)
         return before - self.size
 
     # -- reading -------------------------------------------------------------------------------
@@ -101,14 +115,21 @@ class TopicPartitionLog:
         """Kafka's OFFSET_OUT_OF_RANGE: before the log start or past the high watermark."""
         return offset < self.log_start or offset > self.high_watermark
 
-    def read(self, offset: int, max_bytes: int, at_least_one: bool) -> list[ProducedBatch]:
+    @property
+    def last_stable_offset(self) -> int:
+        return self.producers.txns.stable_offset(self.high_watermark, self.log_start)
+
+    def read(self, offset: int, max_bytes: int, at_least_one: bool, end: int | None = None) -> list[ProducedBatch]:
         """Whole batches from the one holding `offset`, within `max_bytes`; with `at_least_one`
         the first batch comes even when it alone is larger (KIP-74), so a consumer always
-        progresses. The caller checks the range first."""
+        progresses; none from `end` on (read_committed: the last stable offset, a batch boundary).
+        The caller checks the range first."""
         i = self._first_index(offset)
         out: list[ProducedBatch] = []
         used = 0
-        for batch in self.batches[i:]:
+        for batch, base in zip(self.batches[i:], self.bases[i:]):
+            if end is not None and base >= end:
+                break
             if used + batch.size > max_bytes and not (at_least_one and not out):
                 break
             out.append(batch)
@@ -124,11 +145,14 @@ class TopicPartitionLog:
             return i + 1
         return i
 
-    def bytes_from(self, offset: int, limit: int) -> int:
-        """Bytes a fetch at `offset` would get, counting up to `limit` (for min-bytes checks)."""
+    def bytes_from(self, offset: int, limit: int, end: int | None = None) -> int:
+        """Bytes a fetch at `offset` would get (below `end`: read_committed), counting up to `limit` (for
+        min-bytes checks)."""
         i = self._first_index(offset)
         total = 0
-        for batch in self.batches[i:]:
+        for batch, base in zip(self.batches[i:], self.bases[i:]):
+            if end is not None and base >= end:
+                break
             total += batch.size
             if total >= limit:
                 break

@@ -21,16 +21,16 @@ from collections.abc import Callable, Iterable
 from groupd.protocol import ErrorCode
 
 from ..topic_config import TopicConfig
-from .batches import BatchError, split
+from .batches import BatchError, ProducedBatch, split
 from .log import TopicPartitionLog
 from .traffic import Traffic
+from .transactions import marker_batch
 from .validator import check
 from .watchers import Watchers
 
 Key = tuple  # (topic id, partition)
 
-TRANSACTIONS_UNSUPPORTED = ("groupd's records plane does not support transactions "
-                            "(idempotent producers are supported)")
+NO_TRANSACTIONAL_ID = "Transactional records were sent without a transactional id"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -44,6 +44,26 @@ class Appended:
     record_errors: tuple[tuple[int, str], ...] = ()  # (index of the record refused, why)
     log_append_time: int = -1  # the broker's time stamped on the batches (a LogAppendTime topic)
     records: int = 0  # records accepted (retried duplicates included)
+
+
+def transaction_refusal(batches, transactional_id: str | None, producers,
+                        verify: Callable[[int, int], ErrorCode] | None) -> Appended | None:
+    """Kafka's checks of a partition's transactional batches before anything else: none may come
+    without a transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as KafkaApis answers), and a
+    producer without an open transaction on the partition is verified with the transaction
+    coordinator first (KIP-890's verification: `verify(producer id, epoch)`, the coordinator's error)."""
+    for batch in batches:
+        if not batch.transactional:
+            continue
+        if transactional_id is None:
+            return Appended(ErrorCode.transactional_id_authorization_failed, message=NO_TRANSACTIONAL_ID)
+        if verify is not None and batch.producer_id not in producers.txns.open:
+            error = verify(batch.producer_id, batch.producer_epoch)
+            if error is not ErrorCode.none:
+                return Appended(error, message="The transaction coordinator did not verify this partition "
+                                f"for producer {batch.producer_id}")
+        return None
+    return None
 
 
 def refusal(batches, partition: str, config: TopicConfig | None, now_ms: int, log_start: int) -> Appended | None:
@@ -178,30 +198,23 @@ class MemoryPlane(Watchers):
 
     def append(self, key: Key, records: bytes | None, produce_version: int, now_ms: int,
                live_topic_ids: Callable[[], Iterable] | None = None, name: str = "",
-               config: TopicConfig | None = None) -> Appended:
+               config: TopicConfig | None = None, transactional_id: str | None = None,
+               verify: Callable[[int, int], ErrorCode] | None = None) -> Appended:
         """Validate and append one partition's batches; wakes the fetches watching it. `name` and
-        `config`: the partition's name and its topic's configs, which the batches are checked against."""
+        `config`: the partition's name and its topic's configs, which the batches are checked against;
+        `transactional_id` and `verify`: the request's, for transactional batches (`transaction_refusal`)."""
         try:
             batches = split(records, produce_version, self.message_max_bytes)
         except BatchError as e:
             return Appended(e.error, message=e.message)
-        if any(b.transactional for b in batches):
-            return Appended(ErrorCode.unsupported_for_message_format, message=TRANSACTIONS_UNSUPPORTED)
         log = self.log(key, live_topic_ids)
-        refused = refusal(batches, name, config, now_ms, log.log_start)
+        refused = transaction_refusal(batches, transactional_id, log.producers, verify) or \
+            refusal(batches, name, config, now_ms, log.log_start)
         if refused is not None:
             return refused
-        if self._reserve is not None:
-            needed = log.high_watermark + sum(b.count for b in batches)
-            if needed > self._reserved.get(key, 0):
-                reserved = dict(self._reserved)
-                reserved[key] = needed + self._reserve_step
-                try:
-                    self._reserve(self.checkpoint(reserved))
-                except OSError as e:
-                    return Appended(ErrorCode.kafka_storage_error,
-                                    message=f"the records plane's log ends could not be stored: {e}")
-                self._reserved = reserved
+        failed = self._reserve_offsets(key, log, sum(b.count for b in batches))
+        if failed is not None:
+            return Appended(ErrorCode.kafka_storage_error, message=failed)
         first = None
         for batch in batches:
             try:
@@ -226,6 +239,47 @@ class MemoryPlane(Watchers):
         stamped = now_ms if config is not None and config.message_timestamp_type == "LogAppendTime" else -1
         return Appended(ErrorCode.none, first, log.log_start, log_append_time=stamped,
                         records=sum(b.count for b in batches))
+
+    def _reserve_offsets(self, key: Key, log: TopicPartitionLog, count: int) -> str | None:
+        """Store the log ends reserved ahead before `count` more offsets are given out (a restart
+        resumes past them); why not, when they could not be stored."""
+        if self._reserve is not None:
+            needed = log.high_watermark + count
+            if needed > self._reserved.get(key, 0):
+                reserved = dict(self._reserved)
+                reserved[key] = needed + self._reserve_step
+                try:
+                    self._reserve(self.checkpoint(reserved))
+                except OSError as e:
+                    return f"the records plane's log ends could not be stored: {e}"
+                self._reserved = reserved
+        return None
+
+    # -- transaction markers ---------------------------------------------------------------------
+
+    def write_marker(self, key: Key, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                     now_ms: int) -> tuple[ErrorCode, str | None]:
+        """Append the producer's COMMIT or ABORT marker to the partition (WriteTxnMarkers); in memory it is
+        as durable as anything here once appended. Wakes the fetches watching the partition (its last
+        stable offset moved)."""
+        log = self.log(key)
+        refused = log.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        if refused is not None:
+            return refused
+        failed = self._reserve_offsets(key, log, 1)
+        if failed is not None:
+            return ErrorCode.kafka_storage_error, failed
+        data = marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
+        batch = ProducedBatch(data, 1, now_ms, 0, producer_id, producer_epoch, -1, True)
+        before, head = log.size, log.batches[0] if log.batches else None
+        batch.seq = next(self._seq)
+        log.append_marker(batch, commit, coordinator_epoch, now_ms)
+        self.size += log.size - before
+        if not log.batches or log.batches[0] is not head:
+            self._head_changed(key, log)
+        self._enforce_max_bytes()
+        self._wake(key)
+        return ErrorCode.none, None
 
 
 class ProducerIds:

@@ -34,6 +34,7 @@ from ..scanner import scan_segments
 from .batches import first_record_at_or_after, record_with_max_timestamp
 from .leader_epochs import LeaderEpochs, read_epochs, write_epochs
 from .rolling import time_to_roll
+from .transactions import marker_of
 
 log = logging.getLogger("groupd.storage")
 
@@ -102,6 +103,8 @@ class ScannedBatch:
     producer_epoch: int
     base_sequence: int
     max_timestamp: int
+    transactional: bool = False
+    marker: tuple[int, int] | None = None  # an end-transaction marker: (ABORT or COMMIT, coordinator epoch)
 
 
 class DataLog(PartitionLog):
@@ -181,8 +184,10 @@ class DataLog(PartitionLog):
                 result.next_offset = max(result.next_offset, batch.next_offset)
                 result.bytes += b.size
                 if on_batch is not None:
-                    on_batch(ScannedBatch(batch.base_offset, batch.last_offset_delta + 1, batch.producer_id, batch.producer_epoch,
-                                          batch.base_sequence, batch.max_timestamp))
+                    on_batch(ScannedBatch(batch.base_offset, batch.last_offset_delta + 1, batch.producer_id,
+                                          batch.producer_epoch, batch.base_sequence, batch.max_timestamp,
+                                          bool(batch.is_transactional),
+                                          marker_of(batch) if batch.is_control_batch else None))
             del data
             if stamps[path] == self.stamp and cap is None:
                 self._settle(path, found, last, result)

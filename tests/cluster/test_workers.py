@@ -182,6 +182,22 @@ def test_idempotent_producers_get_distinct_ids_from_either_worker(server):
     assert len(set(ids)) == 4  # a batch's (producer id, sequence) is checked by whichever worker leads
 
 
+def test_workers_coordinate_no_transactions_yet(server):
+    """Only a one-process server runs the transaction coordinator (docs/transactions.md): workers say
+    so cleanly, a retriable COORDINATOR_NOT_AVAILABLE for the lookup, a fatal answer to InitProducerId."""
+    for worker in (0, 1):
+        with WireClient(at(server, worker)) as w:
+            found = w.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": ["tx"]}).coordinators[0]
+            assert (found.error_code, found.node_id) == (ErrorCode.coordinator_not_available, -1)
+            init = w.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": "tx",
+                                                          "transaction_timeout": datetime.timedelta(minutes=1),
+                                                          "producer_id": -1, "producer_epoch": -1})
+            assert init.error_code is ErrorCode.unsupported_for_message_format
+            ended = w.request(ApiKey.END_TXN, 3, {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0,
+                                                  "committed": True})
+            assert ended.error_code is ErrorCode.not_coordinator
+
+
 def test_one_metrics_endpoint_for_both_workers(server, metrics_port):
     base = f"http://127.0.0.1:{metrics_port}"
     with urllib.request.urlopen(f"{base}/ready", timeout=10) as r:

@@ -13,7 +13,7 @@ from groupd.coordinator.core.classic.group import EMPTY, PREPARING_REBALANCE, ST
 from groupd.coordinator.core.classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
 from groupd.coordinator.core.clock import Now
 from groupd.coordinator.core.partition import GroupSettings, GroupShard
-from groupd.coordinator.core.requests import OffsetCommitRequest, OffsetDeleteRequest
+from groupd.coordinator.core.requests import OffsetCommitRequest, OffsetDeleteRequest, TxnOffsetCommitRequest
 from groupd.coordinator.core.runner import Runner
 from groupd.protocol import ErrorCode
 from groupd.storage.records import Record
@@ -228,6 +228,21 @@ class Driver:
         req = OffsetCommitRequest(group_id, generation, member_id, instance_id, retention_ms, rows, version)
         return self._op(None, lambda t: self.shard.commit(req, self.clock.read()))
 
+    def txn_commit(self, group_id: str, offsets, *, producer_id: int = 1000, producer_epoch: int = 0,
+                   generation: int = -1, member_id: str = "", instance_id: str | None = None,
+                   version: int = 3) -> dict | None:
+        """A TxnOffsetCommit; offsets are (topic, partition, offset[, leader epoch[, metadata]])."""
+        rows = [tuple(o) + (-1, None)[len(o) - 3:] for o in offsets]
+        req = TxnOffsetCommitRequest(group_id, "txn", producer_id, producer_epoch, generation, member_id,
+                                     instance_id, rows, version)
+        return self._op(None, lambda t: self.shard.txn_commit(req, self.clock.read()))
+
+    def end_txn(self, commit: bool, *, producer_id: int = 1000, producer_epoch: int = 0,
+                coordinator_epoch: int = 0) -> ErrorCode | None:
+        """The transaction's COMMIT (or ABORT) marker on this partition."""
+        return self._op(None, lambda t: self.shard.complete_transaction(producer_id, producer_epoch, commit,
+                                                                         coordinator_epoch))
+
     def consumer_heartbeat(self, req, topics) -> dict | None:
         """A ConsumerGroupHeartbeat (groupd.coordinator.core.consumer.machine) against the topics image `topics`."""
         return self._op(None, lambda t: self.shard.consumer_heartbeat(req, topics, self.clock.read()))
@@ -236,8 +251,8 @@ class Driver:
         """A ShareGroupHeartbeat (groupd.coordinator.core.share.machine) against the topics image `topics`."""
         return self._op(None, lambda t: self.shard.share_heartbeat(req, topics, self.clock.read()))
 
-    def fetch(self, group_id: str, topics=None):
-        return self.shard.fetch_offsets(group_id, topics, self.runner.last_committed())
+    def fetch(self, group_id: str, topics=None, require_stable: bool = False):
+        return self.shard.fetch_offsets(group_id, topics, self.runner.last_committed(), require_stable)
 
     def describe(self, group_id: str) -> dict | None:
         return self.shard.describe(group_id)
@@ -275,6 +290,14 @@ class Driver:
             assert group_id in fresh.groups, f"group {group_id} is not in the log"
             assert durable(fresh.groups[group_id]) == durable(live), f"group {group_id} differs after replay"
         assert fresh.offsets == self.shard.offsets
+        assert pending_offsets(fresh) == pending_offsets(self.shard), "pending transactional offsets differ"
+        assert fresh.pending.open_by_group == self.shard.pending.open_by_group
+
+
+def pending_offsets(shard: GroupShard) -> dict:
+    """Each producer's pending transactional offsets (without the sequence numbers that order them)."""
+    return {pid: {key: value for key, (value, _) in entries.items()}
+            for pid, entries in shard.pending.by_producer.items() if entries}
 
 
 def durable(group: ClassicGroup) -> dict:

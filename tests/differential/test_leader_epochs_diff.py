@@ -24,8 +24,8 @@ def end_offsets(topic: str, asks: list[tuple[int, int, int]]) -> dict:
 
 
 def fetch(topic: str, current_epoch: int) -> dict:
-    """Fetch v12 from offset 0 of partition 0, read_committed (read_uncommitted: Kafka answers a null
-    aborted-transactions list where groupd answers an empty one, a difference of Fetch's own)."""
+    """Fetch v12 from offset 0 of partition 0, read_committed (an empty aborted-transactions list, null
+    with an error, as Kafka)."""
     return {"replica_id": -1, "max_wait": 0 * MS, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 1,
             "session_id": 0, "session_epoch": -1, "rack_id": "", "cluster_id": None, "forgotten_topics_data": [],
             "topics": [{"topic": topic, "topic_id": uuid.UUID(int=0), "partitions": [

@@ -452,6 +452,12 @@ def kafka_python_request_values(api: int, version: int) -> dict:
             return {"states_filter": ["Stable", "Empty"], "types_filter": ["classic"]}
         case ApiKey.DELETE_GROUPS:
             return {"groups_names": ["golden-kp-missing"]}
+        case ApiKey.TXN_OFFSET_COMMIT:  # a transactional producer's offsets (KIP-447 membership from v3)
+            return {"transactional_id": "golden-txn", "group_id": "golden-kp-txn-group", "producer_id": 4242,
+                    "producer_epoch": 0, "generation_id": -1, "member_id": "", "group_instance_id": None,
+                    "topics": [{"name": EXISTING, "partitions": [
+                        {"partition_index": 0, "committed_offset": 7, "committed_leader_epoch": -1,
+                         "committed_metadata": "golden"}]}]}
         case ApiKey.OFFSET_DELETE:
             return {"group_id": "golden-kp-group", "topics": [{"name": EXISTING, "partitions": [
                 {"partition_index": 0}, {"partition_index": 1}]}]}
@@ -462,6 +468,23 @@ def kafka_python_request_values(api: int, version: int) -> dict:
         case ApiKey.INIT_PRODUCER_ID:  # an idempotent producer (no transactional id)
             return {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1,
                     "producer_epoch": -1}
+        # transactions: a transactional id the coordinator has not seen (INVALID_PRODUCER_ID_MAPPING)
+        case ApiKey.ADD_PARTITIONS_TO_TXN:
+            return {"v3_and_below_transactional_id": "golden-kp-tx", "v3_and_below_producer_id": 4242,
+                    "v3_and_below_producer_epoch": 0,
+                    "v3_and_below_topics": [{"name": EXISTING, "partitions": [0, 1]}]}
+        case ApiKey.ADD_OFFSETS_TO_TXN:
+            return {"transactional_id": "golden-kp-tx", "producer_id": 4242, "producer_epoch": 0,
+                    "group_id": "golden-kp-group"}
+        case ApiKey.END_TXN:
+            return {"transactional_id": "golden-kp-tx", "producer_id": 4242, "producer_epoch": 0, "committed": True}
+        case ApiKey.WRITE_TXN_MARKERS:  # an ABORT for a producer with nothing open
+            return {"markers": [{"producer_id": 4242, "producer_epoch": 0, "transaction_result": False,
+                                 "topics": [{"name": EXISTING, "partition_indexes": [0]}], "coordinator_epoch": 0}]}
+        case ApiKey.LIST_TRANSACTIONS:
+            return {"state_filters": ["Ongoing", "Bogus"], "producer_id_filters": [], "duration_filter": 1000}
+        case ApiKey.DESCRIBE_TRANSACTIONS:
+            return {"transactional_ids": ["golden-kp-tx"]}
         case ApiKey.SASL_HANDSHAKE:  # on this PLAINTEXT listener: ILLEGAL_SASL_STATE, connection open
             return {"mechanism": "SCRAM-SHA-512"}
         case ApiKey.SASL_AUTHENTICATE:
@@ -498,6 +521,8 @@ def kafka_python_request_values(api: int, version: int) -> dict:
         case ApiKey.DESCRIBE_TOPIC_PARTITIONS:
             return {"topics": [{"name": "golden-a"}, {"name": "golden-x"}], "response_partition_limit": 1,
                     "cursor": {"topic_name": "golden-a", "partition_index": 0}}
+        case ApiKey.DESCRIBE_PRODUCERS:
+            return {"topics": [{"name": "golden-a", "partition_indexes": [0, 1]}]}
     raise KeyError(f"no kafka-python request values for API key {api}: add them here")
 
 

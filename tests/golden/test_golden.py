@@ -283,9 +283,32 @@ def key_fields(api_key: int, m: dict) -> dict:
         case ApiKey.OFFSET_DELETE:
             return {"group_id": m["group_id"],
                     "topics": topics("topics", "name", "partitions", "partition_index")}
+        case ApiKey.TXN_OFFSET_COMMIT:
+            return {"transactional_id": m["transactional_id"],
+                    "producer": [m["producer_id"], m["producer_epoch"]],
+                    "group": [m["group_id"], m.get("generation_id", -1), m.get("member_id", "")],
+                    "topics": topics("topics", "name", "partitions", "partition_index", "committed_offset")}
         case ApiKey.INIT_PRODUCER_ID:
             return {"transactional_id": m["transactional_id"],
                     "producer": [m.get("producer_id", -1), m.get("producer_epoch", -1)]}
+        case ApiKey.ADD_PARTITIONS_TO_TXN:
+            return {"transactional_id": m["v3_and_below_transactional_id"],
+                    "producer": [m["v3_and_below_producer_id"], m["v3_and_below_producer_epoch"]],
+                    "topics": [[t["name"], t["partitions"]] for t in m["v3_and_below_topics"]]}
+        case ApiKey.ADD_OFFSETS_TO_TXN:
+            return {"transactional_id": m["transactional_id"], "producer": [m["producer_id"], m["producer_epoch"]],
+                    "group_id": m["group_id"]}
+        case ApiKey.END_TXN:
+            return {"transactional_id": m["transactional_id"], "producer": [m["producer_id"], m["producer_epoch"]],
+                    "committed": m["committed"]}
+        case ApiKey.WRITE_TXN_MARKERS:
+            return {"markers": [[k["producer_id"], k["producer_epoch"], k["transaction_result"], k["coordinator_epoch"],
+                                 [[t["name"], t["partition_indexes"]] for t in k["topics"]]] for k in m["markers"]]}
+        case ApiKey.LIST_TRANSACTIONS:
+            return {"state_filters": m["state_filters"], "producer_id_filters": m["producer_id_filters"],
+                    "duration_filter": m.get("duration_filter", -1)}
+        case ApiKey.DESCRIBE_TRANSACTIONS:
+            return {"transactional_ids": m["transactional_ids"]}
         case ApiKey.SASL_HANDSHAKE:
             return {"mechanism": m["mechanism"]}
         case ApiKey.SASL_AUTHENTICATE:
@@ -315,6 +338,8 @@ def key_fields(api_key: int, m: dict) -> dict:
             cursor = m["cursor"]
             return {"topics": [t["name"] for t in m["topics"]], "limit": m["response_partition_limit"],
                     "cursor": None if cursor is None else [cursor["topic_name"], cursor["partition_index"]]}
+        case ApiKey.DESCRIBE_PRODUCERS:
+            return {"topics": [[t["name"], t["partition_indexes"]] for t in m["topics"]]}
         case ApiKey.ALTER_CONFIGS | ApiKey.INCREMENTAL_ALTER_CONFIGS:
             return {"validate_only": m["validate_only"], "resources": [
                 [r["resource_type"], r["resource_name"],
@@ -495,12 +520,42 @@ def response_values(api_key: int, version: int) -> dict:
         case ApiKey.DELETE_GROUPS:
             return {"results": [{"group_id": "golden-empty", "error_code": E.none},
                                 {"group_id": GROUP, "error_code": E.non_empty_group}]}
+        case ApiKey.TXN_OFFSET_COMMIT:
+            return {"topics": [{"name": "golden-a", "partitions": [
+                {"partition_index": 0, "error_code": E.none},
+                {"partition_index": 9, "error_code": E.unknown_topic_or_partition}]}]}
         case ApiKey.OFFSET_DELETE:
             return {"error_code": E.none, "topics": [{"name": "golden-a", "partitions": [
                 {"partition_index": 0, "error_code": E.none},
                 {"partition_index": 1, "error_code": E.group_subscribed_to_topic}]}]}
         case ApiKey.INIT_PRODUCER_ID:
             return {"error_code": E.none, "producer_id": 4242, "producer_epoch": 0}
+        case ApiKey.ADD_PARTITIONS_TO_TXN:
+            return {"results_by_topic_v3_and_below": [{"name": "golden-a", "results_by_partition": [
+                {"partition_index": 0, "partition_error_code": E.none},
+                {"partition_index": 1, "partition_error_code": E.operation_not_attempted}]}]}
+        case ApiKey.ADD_OFFSETS_TO_TXN:
+            return {"error_code": E.concurrent_transactions}
+        case ApiKey.END_TXN:
+            return {"error_code": E.invalid_txn_state, "producer_id": -1, "producer_epoch": -1}
+        case ApiKey.WRITE_TXN_MARKERS:
+            return {"markers": [{"producer_id": 4242, "topics": [{"name": "golden-a", "partitions": [
+                {"partition_index": 0, "error_code": E.none},
+                {"partition_index": 1, "error_code": E.not_leader_or_follower}]}]}]}
+        case ApiKey.LIST_TRANSACTIONS:
+            return {"error_code": E.none, "unknown_state_filters": ["Bogus"], "transaction_states": [
+                {"transactional_id": "golden-tx", "producer_id": 4242, "transaction_state": "Ongoing"}]}
+        case ApiKey.DESCRIBE_TRANSACTIONS:
+            return {"transaction_states": [
+                {"error_code": E.none, "transactional_id": "golden-tx", "transaction_state": "Ongoing",
+                 "transaction_timeout": datetime.timedelta(milliseconds=60_000),
+                 "transaction_start_time": datetime.datetime.fromtimestamp(1_700_000_000, tz=datetime.timezone.utc),
+                 "producer_id": 4242, "producer_epoch": 3,
+                 "topics": [{"topic": "golden-a", "partitions": [0, 1]}]},
+                {"error_code": E.transactional_id_not_found, "transactional_id": "golden-missing",
+                 "transaction_state": "", "transaction_timeout": datetime.timedelta(0),
+                 "transaction_start_time": datetime.datetime.fromtimestamp(0, tz=datetime.timezone.utc),
+                 "producer_id": 0, "producer_epoch": 0, "topics": []}]}
         case ApiKey.SASL_HANDSHAKE:
             return {"error_code": E.none, "mechanisms": ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]}
         case ApiKey.SASL_AUTHENTICATE:  # SCRAM's server-final with a session lifetime (v1+)
@@ -540,6 +595,13 @@ def response_values(api_key: int, version: int) -> dict:
                 "is_cordoned": False, "topics": [{"name": "golden-a", "partitions": [
                     {"partition_index": 0, "partition_size": 4096, "offset_lag": 0, "is_future_key": False},
                     {"partition_index": 1, "partition_size": 0, "offset_lag": 0, "is_future_key": False}]}]}]}
+        case ApiKey.DESCRIBE_PRODUCERS:
+            return {"topics": [{"name": "golden-a", "partitions": [
+                {"partition_index": 0, "error_code": E.none, "error_message": None, "active_producers": [
+                    {"producer_id": 1000, "producer_epoch": 2, "last_sequence": 41, "last_timestamp": 1_700_000_000_000,
+                     "coordinator_epoch": 3, "current_txn_start_offset": 17}]},
+                {"partition_index": 1, "error_code": E.not_leader_or_follower, "error_message": None,
+                 "active_producers": ()}]}]}
         case ApiKey.DESCRIBE_TOPIC_PARTITIONS:
             return {"topics": [
                 {"error_code": E.none, "name": "golden-a", "topic_id": uuid.UUID(int=0x1234), "is_internal": False,

@@ -411,6 +411,14 @@ def test_produce_fetch_and_list_offsets_check_topics(server):
     assert producer.error_code is E.none  # idempotent: WRITE on some topic (w) is enough
 
 
+def test_describe_producers_needs_read_on_the_topic(server):
+    with connect(server.bootstrap) as c:
+        r = c.request(ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [{"name": n, "partition_indexes": [0]}
+                                                                for n in ("t", "w")]})
+    assert {t.name: t.partitions[0].error_code for t in r.topics} == {
+        "t": E.none, "w": E.topic_authorization_failed}
+
+
 # --- the ACL APIs ------------------------------------------------------------------------------------
 
 def describe_configs(c: WireClient, resource_type: int, name: str):

@@ -275,6 +275,20 @@ class ClassicGroup:
             return E.rebalance_in_progress
         return None
 
+    def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> ErrorCode | None:
+        """KIP-447 (Kafka's validateOffsetCommit with isTransactional): the member checks of an
+        OffsetCommit, but a commit without membership is accepted in any state (TxnOffsetCommit
+        v0–2 carry none) and CompletingRebalance is no error."""
+        if generation < 0 and self.state is EMPTY:
+            return None
+        if generation >= 0 or member_id or instance_id is not None:
+            error = self.validate_member(member_id, instance_id)
+            if error is not None:
+                return error
+            if generation != self.generation:
+                return E.illegal_generation
+        return None
+
     def offset_committed_by(self, member_id: str, now_mono: int) -> None:
         """A member's commit counts as a heartbeat (Kafka reschedules its session)."""
         member = self.members.get(member_id)

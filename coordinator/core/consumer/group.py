@@ -188,6 +188,17 @@ class ConsumerGroup:
             return E.stale_member_epoch
         return None
 
+    def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> ErrorCode | None:
+        """KIP-447 in a consumer group (Kafka's validateOffsetCommit with isTransactional): any API
+        version; the generation is the member epoch, and a stale one is ILLEGAL_GENERATION
+        (TxnOffsetCommit ≤ v5 has no STALE_MEMBER_EPOCH)."""
+        if generation < 0 and not self.members:
+            return None
+        member = self.members.get(member_id)
+        if member is None:
+            return E.unknown_member_id
+        return E.illegal_generation if generation != member.member_epoch else None
+
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode | None:
         if member_id is None and member_epoch < 0:
             return None

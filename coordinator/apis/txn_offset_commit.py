@@ -1,0 +1,116 @@
+"""TxnOffsetCommit (28), v0–v4: offsets committed inside a producer's transaction (KIP-98), held
+pending until the transaction's marker (coordinator/core/txn_offsets.py).
+
+v1 changes nothing on the wire; v2 adds the committed leader epoch; v3 (KIP-447) the member id,
+generation and group instance id, checked as the group's membership; v3 is flexible; v4 (KIP-890
+part 1) may answer TRANSACTION_ABORTABLE (older versions get INVALID_TXN_STATE instead). v5 (TV2,
+the group added implicitly) is not advertised: groupd does not finalize `transaction.version` 2.
+
+Errors are per partition only (the response has no top-level error), in Kafka's order: WRITE on
+the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group
+(GROUP_AUTHORIZATION_FAILED), READ on each topic and its existence (KafkaApis); then an empty
+group id (INVALID_GROUP_ID), the coordinator's state, the transaction's liveness (verified by the
+transaction coordinator: `node.transactions.verify_offsets`, when the node has one), and the
+membership and metadata checks of the group's shard. The reply leaves once the transactional
+batch is durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+
+from groupd.coordinator.core.requests import TxnOffsetCommitRequest
+from groupd.coordinator.security.acls import AclOperation, ResourceType
+from groupd.coordinator.security.authorizer import authorized
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
+
+from .request import Request, respond
+
+KEY = ApiKey.TXN_OFFSET_COMMIT
+VERSIONS = (0, 4)
+
+E = ErrorCode
+
+
+def handle(node, request: Request):
+    body, version = request.body, request.version
+    order = [(t.name, [p.partition_index for p in t.partitions]) for t in body.topics]
+    if not authorized(node, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+        return error_response(version, body, E.transactional_id_authorization_failed)
+    if not authorized(node, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return error_response(version, body, E.group_authorization_failed)
+    refused: dict[tuple[str, int], ErrorCode] = {}
+    offsets = []
+    for t in body.topics:
+        topic = node.catalog.get(t.name)
+        topic_error = (E.topic_authorization_failed
+                       if not authorized(node, request, AclOperation.READ, ResourceType.TOPIC, t.name) else
+                       E.unknown_topic_or_partition if topic is None else None)
+        for p in t.partitions:
+            if topic_error is not None:
+                refused[(t.name, p.partition_index)] = topic_error
+            elif not 0 <= p.partition_index < topic.partitions:
+                refused[(t.name, p.partition_index)] = E.unknown_topic_or_partition
+            else:
+                offsets.append((t.name, p.partition_index, p.committed_offset,
+                                getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
+    if not offsets:
+        return _response(version, order, refused)
+    req = TxnOffsetCommitRequest(body.group_id, body.transactional_id, body.producer_id, body.producer_epoch,
+                                 getattr(body, "generation_id", -1), getattr(body, "member_id", ""),
+                                 getattr(body, "group_instance_id", None), offsets, version)
+
+    def failed(error: ErrorCode):
+        return _response(version, order, {**refused, **{(t, p): error for t, p, *_ in offsets}})
+
+    if not body.group_id:
+        return failed(E.invalid_group_id)
+    coordinator = node.coordinator
+    if (error := coordinator.unavailable(coordinator.partition(body.group_id))) is not None:
+        return failed(error)
+
+    def commit(verdict: ErrorCode):
+        if verdict != E.none:
+            return failed(_verdict_error(verdict, version))
+        return respond(coordinator.txn_commit(req), lambda errors: _response(version, order, {**refused, **errors}))
+
+    if body.producer_id < 0:  # no producer: no transaction could have added the group (what verification says)
+        return failed(E.invalid_producer_id_mapping)
+    transactions = getattr(node, "transactions", None)
+    if transactions is None:  # no transaction coordinator on this node: accepted, as before verification
+        return commit(E.none)
+    verdict = transactions.verify_offsets(body.transactional_id, body.producer_id, body.producer_epoch,
+                                          body.group_id)
+    if not inspect.isawaitable(verdict):
+        return commit(verdict)
+
+    async def verified():
+        reply = commit(await verdict)
+        return await reply if isinstance(reply, asyncio.Future) else reply
+
+    return asyncio.ensure_future(verified())
+
+
+def _verdict_error(error: ErrorCode, version: int) -> ErrorCode:
+    """As Kafka's verification hands the errors back (AddPartitionsToTxnManager): PRODUCER_FENCED
+    as INVALID_PRODUCER_EPOCH, and TRANSACTION_ABORTABLE only to v4+ (INVALID_TXN_STATE before)."""
+    if error == E.producer_fenced:
+        return E.invalid_producer_epoch
+    if error == E.transaction_abortable and version < 4:
+        return E.invalid_txn_state
+    return error
+
+
+def _response(version: int, order, errors: dict):
+    return build_response(KEY, version, {"topics": [
+        {"name": name, "partitions": [{"partition_index": p, "error_code": errors[(name, p)]} for p in parts]}
+        for name, parts in order]})
+
+
+def error_response(version: int, body, error: ErrorCode):
+    """The answer carrying only `error`, in every requested partition."""
+    order = [(t.name, [p.partition_index for p in t.partitions]) for t in body.topics]
+    return _response(version, order, {(name, p): error for name, parts in order for p in parts})

@@ -1,0 +1,1 @@
+"""The transaction coordinator's domain, sans-IO (machine.py)."""

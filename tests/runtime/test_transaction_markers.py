@@ -1,0 +1,126 @@
+"""The transaction coordinator's shell (coordinator/runtime/transactions.py) with fake marker seams:
+EndTxn's markers go to every partition of the transaction, a retriable error is retried until the
+marker is written, and only then is the transaction complete; a restart that finds PrepareCommit
+writes the markers again and completes it."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+
+from prometheus_client import REGISTRY
+
+from groupd.coordinator.runtime.transactions import TransactionCoordinator
+from groupd.coordinator.settings import Settings
+from groupd.protocol import ErrorCode
+from groupd.storage.transaction_records import TxnState
+
+
+class FakeNode:
+    catalog = None
+
+
+def make(tmp_path, ids):
+    settings = dataclasses.replace(Settings.load(None, env={}), data_dir=str(tmp_path),
+                                   transaction_state_log_num_partitions=3)
+    tc = TransactionCoordinator(settings, FakeNode(), lambda: next(ids))
+    marks: list[tuple] = []
+    failures = {("t", 1): 2}  # NOT_LEADER_OR_FOLLOWER twice, then written
+
+    async def data(topic, p, pid, epoch, commit):
+        marks.append((topic, p, pid, epoch, commit))
+        if failures.get((topic, p)):
+            failures[(topic, p)] -= 1
+            return ErrorCode.not_leader_or_follower
+        return ErrorCode.none
+
+    async def offsets(p, pid, epoch, commit):
+        marks.append(("__consumer_offsets", p, pid, epoch, commit))
+        return ErrorCode.none
+
+    tc.data_marker, tc.offsets_marker = data, offsets
+    return tc, marks
+
+
+async def until(condition) -> None:
+    async with asyncio.timeout(30):
+        while not condition():
+            await asyncio.sleep(0.01)
+
+
+def test_markers_are_retried_until_written_then_the_transaction_completes(tmp_path):
+    def sample(name: str, **labels) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    async def run():
+        ids = itertools.count(7)
+        tc, marks = make(tmp_path, ids)
+        commits, retries = sample("groupd_transactions_completed_total", result="commit"), \
+            sample("groupd_transaction_marker_retries_total")
+        await tc.start()
+        error, pid, epoch = await tc.init_producer_id("tx", 60_000, -1, -1)
+        assert (error, pid, epoch) == (ErrorCode.none, 7, 0)
+        parts = [("t", 0), ("t", 1), ("__consumer_offsets", 4)]
+        assert await tc.add_partitions("tx", pid, 0, parts) == ErrorCode.none
+        assert await tc.end_txn("tx", pid, 0, True) == ErrorCode.none
+        await until(lambda: tc.core.txns["tx"].state == TxnState.COMPLETE_COMMIT)
+        assert marks.count(("t", 1, 7, 0, True)) == 3
+        assert sample("groupd_transactions_completed_total", result="commit") == commits + 1
+        assert sample("groupd_transaction_marker_retries_total") == retries + 2
+        assert sample("groupd_transactions_open") == 0
+        assert {m for m in marks} == {("t", 0, 7, 0, True), ("t", 1, 7, 0, True), ("__consumer_offsets", 4, 7, 0, True)}
+        await tc.close()
+
+    asyncio.run(run())
+
+
+def test_a_prepared_commit_found_at_load_is_completed(tmp_path):
+    async def first():
+        tc, _ = make(tmp_path, itertools.count(7))
+        never = asyncio.Event()
+
+        async def stuck(*_):
+            await never.wait()
+            return ErrorCode.none
+
+        tc.data_marker = stuck  # the process dies before any marker is written
+        await tc.start()
+        _, pid, _ = await tc.init_producer_id("tx", 60_000, -1, -1)
+        await tc.add_partitions("tx", pid, 0, [("t", 0)])
+        assert await tc.end_txn("tx", pid, 0, True) == ErrorCode.none
+        await tc.close()
+
+    async def second():
+        tc, marks = make(tmp_path, itertools.count(100))
+        await tc.start()
+        await until(lambda: tc.core.txns["tx"].state == TxnState.COMPLETE_COMMIT)
+        assert marks == [("t", 0, 7, 0, True)]
+        await tc.close()
+
+    asyncio.run(first())
+    asyncio.run(second())
+
+
+def test_the_log_is_compacted_and_loads_the_same(tmp_path):
+    async def run():
+        ids = itertools.count(7)
+        tc, _ = make(tmp_path, ids)
+        tc.settings = dataclasses.replace(tc.settings, transaction_state_log_segment_bytes=200)
+        await tc.start()
+        for _ in range(30):  # every init is a record of the same id: one value survives per closed segment run
+            assert (await tc.init_producer_id("tx", 60_000, -1, -1))[0] == ErrorCode.none
+        before = {k: m.value() for k, m in tc.core.txns.items()}
+        writer = tc.writers[tc.partition("tx")]
+        assert len(writer.plog.segments) > 2
+        size = writer.plog.size
+        tc._compact()
+        await tc._compacting
+        assert writer.plog.size < size
+        await tc.close()
+        again, _ = make(tmp_path, itertools.count(100))
+        await again.start()
+        assert {k: m.value() for k, m in again.core.txns.items()} == before
+        await again.close()
+
+    asyncio.run(run())
