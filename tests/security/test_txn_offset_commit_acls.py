@@ -1,6 +1,8 @@
 """TxnOffsetCommit's authorization on the wire, in KafkaApis' order: WRITE on the transactional id
 (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then READ on the group (GROUP_AUTHORIZATION_FAILED), on
-every partition; then READ per topic (TOPIC_AUTHORIZATION_FAILED, before existence)."""
+every partition; then READ per topic (TOPIC_AUTHORIZATION_FAILED, before existence). A partition past
+every ACL meets the transaction coordinator's check next (INVALID_PRODUCER_ID_MAPPING: producer 1 has
+no transaction)."""
 
 from __future__ import annotations
 
@@ -43,4 +45,4 @@ def test_checks_transactional_id_then_group_then_topics(server):
         assert txn_commit(c, "tx-ok", "g-other", "t", "u") == {("t", 0): E.group_authorization_failed,
                                                                ("u", 0): E.group_authorization_failed}
         assert txn_commit(c, "tx-ok", "g-ok", "t", "u", "nope") == {
-            ("t", 0): E.none, ("u", 0): E.topic_authorization_failed, ("nope", 0): E.topic_authorization_failed}
+            ("t", 0): E.invalid_producer_id_mapping, ("u", 0): E.topic_authorization_failed, ("nope", 0): E.topic_authorization_failed}

@@ -1,6 +1,8 @@
-"""Transactions end to end on the records plane, with a server running in this process (no transaction
-coordinator on this branch: the markers are written through `txn_data.write_marker`, contract seam 1,
-as WriteTxnMarkers will): transactional batches produced over TCP, one transaction committed and one
+"""Transactions on the records plane alone, with a server running in this process: the transaction
+coordinator is stood in for (its partition check accepts; the markers are written through
+`txn_data.write_marker`, as the coordinator and WriteTxnMarkers write them), so that the plane's part
+is shown apart from the coordinator's (tests/clients/test_transactions_clients.py has both, with real
+producers): transactional batches produced over TCP, one transaction committed and one
 aborted, then real read_committed consumers (librdkafka through confluent-kafka, kafka-python) read the
 committed records and not the aborted ones, a held read_committed Fetch wakes when a marker moves the
 last stable offset, and a transaction coordinator's refusal (`node.transactions.verify_partition`,
@@ -35,8 +37,17 @@ async def server(request, tmp_path):
     await s.startup()
     await wait_for(lambda: readiness.is_ready(s.node.coordinator), 60)
     s.bootstrap = f"127.0.0.1:{port}"
+    coordinator, s.node.transactions = s.node.transactions, Accepting()
     yield s
+    s.node.transactions = coordinator  # the real one closes with the server
     await s.shutdown()
+
+
+class Accepting:
+    """The transaction coordinator's partition check, accepting every transactional batch."""
+
+    def verify_partition(self, transactional_id, producer_id, producer_epoch, topic, partition):
+        return E.none
 
 
 def produced(bootstrap: str, records: bytes, txn_id: str | None = None) -> int:
