@@ -19,6 +19,7 @@ from .settings import ConfigError, Settings, add_config_arguments
 from .tools import acls as admin_acls
 from .tools import chaos_cli
 from .tools import commands as admin
+from .tools import transactions as admin_transactions
 
 
 class _Parser(argparse.ArgumentParser):
@@ -62,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
         add_config_arguments(sp)
     admin.add_parsers(sub)  # groups, offsets, health: talk to a running groupd
     admin_acls.add_parsers(sub)  # acls list|add|remove: likewise
+    admin_transactions.add_parsers(sub)  # transactions list|describe|describe-producers|abort
     chaos_cli.add_parser(sub)  # fault injection through the admin endpoint
     analytics = sub.add_parser("analytics", help="the PySpark pipeline over the offsets log (needs the spark extra)")
     analytics_sub = analytics.add_subparsers(dest="analytics_command", required=True)
@@ -188,6 +190,8 @@ def _main(argv: list[str] | None) -> int:
         return admin.run(args)
     if args.command == "acls":
         return admin_acls.run(args)
+    if args.command == "transactions":
+        return admin_transactions.run(args)
     if args.command == "chaos":
         return chaos_cli.run(args)
     if getattr(args, "workers", None) is not None:
