@@ -84,11 +84,12 @@ def describe_transaction(cluster: Brokers, transactional_id: str) -> dict[str, A
         ApiKey.DESCRIBE_TRANSACTIONS, DESCRIBE_TRANSACTIONS_V, {"transactional_ids": [transactional_id]})
     state = r.transaction_states[0]
     check(state.error_code, f"DescribeTransactions of transactional id {transactional_id!r}")
-    start = state.transaction_start_time_ms
+    start = state.transaction_start_time  # None: no transaction open (Kafka's -1)
+    start_ms = None if start is None else round(start.timestamp() * 1000)
     return {"coordinator": node_id, "transactional_id": transactional_id, "producer_id": state.producer_id,
             "producer_epoch": state.producer_epoch, "state": state.transaction_state,
-            "timeout_ms": state.transaction_timeout_ms, "start_time_ms": start if start >= 0 else None,
-            "duration_ms": int(time.time() * 1000) - start if start >= 0 else None,
+            "timeout_ms": round(state.transaction_timeout.total_seconds() * 1000), "start_time_ms": start_ms,
+            "duration_ms": None if start_ms is None else int(time.time() * 1000) - start_ms,
             "partitions": [f"{t.topic}-{p}" for t in state.topics for p in t.partitions]}
 
 
