@@ -25,10 +25,13 @@ def error_code_first(buf, start: int, end: int) -> bool:
     return end - start >= 2 and buf[start] == 0 and buf[start + 1] == 0
 
 
-# name -> (encode(corr) -> frame, check(buf, body_start, body_end) -> ok). Add new types here.
+# name -> (encode(corr) -> frame, check(buf, body_start, body_end) -> ok). Add new types here, and
+# where the body's error code sits to CHECK_OFFSETS (the compiled driver checks only that).
 REQUESTS = {
     # ApiVersions v3: header v2; body = compact strings client_software_name "bench" and
     # client_software_version "1.0" (varint length+1), empty tags. Its response always uses
     # header v0, so error_code follows the correlation id directly.
     "apiversions": (request_type(18, 3, b"\x06bench\x041.0\x00", flexible=True), error_code_first),
 }
+
+CHECK_OFFSETS = {"apiversions": 0}

