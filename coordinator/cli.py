@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
         add_config_arguments(sp)
     admin.add_parsers(sub)  # groups, offsets, health: talk to a running groupd
     admin_acls.add_parsers(sub)  # acls list|add|remove: likewise
-    admin_transactions.add_parsers(sub)  # transactions list|describe: likewise
+    admin_transactions.add_parsers(sub)  # transactions list|describe|describe-producers|abort
     chaos_cli.add_parser(sub)  # fault injection through the admin endpoint
     analytics = sub.add_parser("analytics", help="the PySpark pipeline over the offsets log (needs the spark extra)")
     analytics_sub = analytics.add_subparsers(dest="analytics_command", required=True)

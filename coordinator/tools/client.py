@@ -32,6 +32,11 @@ METADATA_V = 12
 LIST_OFFSETS_V = 7
 API_VERSIONS_V = 3
 FIND_COORDINATOR_V = 3
+LIST_TRANSACTIONS_V = 1     # the duration filter (KIP-994)
+DESCRIBE_TRANSACTIONS_V = 0
+DESCRIBE_PRODUCERS_V = 0
+WRITE_TXN_MARKERS_V = 1
+GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator key types
 
 
 class AdminError(Exception):
@@ -179,18 +184,38 @@ class Brokers:
         """A connection to `group`'s coordinator, found as clients find it."""
         if len(self.addresses) <= 1:
             return self.bootstrap
-        r = self.bootstrap.request(ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_V, {"key": group, "key_type": 0})
-        check(r.error_code, f"FindCoordinator for group {group!r}", r.error_message)
-        return self._at(address(r.host, r.port))
+        return self.find_coordinator(group, GROUP_KEY)[1]
+
+    def find_coordinator(self, key: str, key_type: int) -> tuple[int, AdminConnection]:
+        """The node id of the coordinator of group (or transactional id) `key`, and a connection to it."""
+        r = self.bootstrap.request(ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_V, {"key": key, "key_type": key_type})
+        what = "group" if key_type == GROUP_KEY else "transactional id"
+        check(r.error_code, f"FindCoordinator for {what} {key!r}", r.error_message)
+        if len(self.addresses) <= 1:
+            return r.node_id, self.bootstrap
+        return r.node_id, self._at(address(r.host, r.port))
+
+    def leader(self, topic: str, partition: int) -> AdminConnection:
+        """A connection to the leader of a data partition (Metadata's)."""
+        if len(self.addresses) <= 1:
+            return self.bootstrap
+        leader = self.leaders({topic: [partition]}).get((topic, partition), -1)
+        if leader not in self.addresses:
+            raise AdminError(f"partition {topic}-{partition} has no leader now")
+        return self._at(self.addresses[leader])
+
+    def leaders(self, partitions: Mapping[str, Iterable[int]]) -> dict[tuple[str, int], int]:
+        """{(topic, partition): leader node id} of the partitions asked (Metadata's)."""
+        meta = self.bootstrap.request(ApiKey.METADATA, METADATA_V, {
+            "topics": [{"name": t, "topic_id": uuid.UUID(int=0)} for t in sorted(partitions)],
+            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+        return {(t.name, p.partition_index): p.leader_id for t in meta.topics for p in t.partitions}
 
     def list_offsets(self, partitions: Mapping[str, Iterable[int]], timestamp: int) -> dict:
         """ListOffsets of each data partition at its leader (Metadata's)."""
         if len(self.addresses) <= 1 or not partitions:
             return list_offsets(self.bootstrap, partitions, timestamp)
-        meta = self.bootstrap.request(ApiKey.METADATA, METADATA_V, {
-            "topics": [{"name": t, "topic_id": uuid.UUID(int=0)} for t in sorted(partitions)],
-            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
-        leaders = {(t.name, p.partition_index): p.leader_id for t in meta.topics for p in t.partitions}
+        leaders = self.leaders(partitions)
         by_leader: dict[int, dict[str, set[int]]] = {}
         for topic, ps in partitions.items():
             for p in ps:

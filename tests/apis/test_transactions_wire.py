@@ -176,18 +176,23 @@ def test_groupd_transactions_list_and_describe(server):
     with WireClient(server.bootstrap) as c:
         pid = init(c, "cli-open").producer_id
         assert add(c, pid, 0, "cli-open", parts=[("t", 1)]) == {("t", 1): E.none}
-        init(c, "cli-empty")
+        empty = init(c, "cli-empty").producer_id
     b = ["--bootstrap", server.bootstrap]
     listed = groupd("transactions", "list", "--state", "Ongoing", *b, "--json")
     assert listed.returncode == 0, listed.stderr
-    assert json.loads(listed.stdout) == [{"transactional_id": "cli-open", "producer_id": pid, "state": "Ongoing"}]
-    described = groupd("transactions", "describe", "cli-open", "cli-empty", *b, "--json")
+    assert json.loads(listed.stdout) == [{"transactional_id": "cli-open", "coordinator": 1, "producer_id": pid,
+                                          "state": "Ongoing"}]
+    by_producer = groupd("transactions", "list", "--producer-id", str(empty), *b, "--json")
+    assert [t["transactional_id"] for t in json.loads(by_producer.stdout)] == ["cli-empty"]
+    opened = json.loads(groupd("transactions", "describe", "--transactional-id", "cli-open", *b, "--json").stdout)
+    assert (opened["state"], opened["partitions"], opened["timeout_ms"]) == ("Ongoing", ["t-1"], 60_000)
+    assert opened["start_time_ms"] is not None and opened["duration_ms"] >= 0
+    described = groupd("transactions", "describe", "--transactional-id", "cli-empty", *b, "--json")
     assert described.returncode == 0, described.stderr
-    by_id = {t["transactional_id"]: t for t in json.loads(described.stdout)}
-    assert (by_id["cli-open"]["state"], by_id["cli-open"]["partitions"], by_id["cli-open"]["timeout_ms"]) == \
-        ("Ongoing", ["t-1"], 60_000)
-    assert (by_id["cli-empty"]["state"], by_id["cli-empty"]["start_ms"]) == ("Empty", None)
-    missing = groupd("transactions", "describe", "cli-nobody", *b)
-    assert missing.returncode == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in missing.stdout
+    assert {k: json.loads(described.stdout)[k] for k in ("state", "start_time_ms", "duration_ms", "partitions")} == \
+        {"state": "Empty", "start_time_ms": None, "duration_ms": None, "partitions": []}
+    missing = groupd("transactions", "describe", "--transactional-id", "cli-nobody", *b)
+    assert missing.returncode == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr
     text = groupd("transactions", "list", *b)
-    assert text.returncode == 0 and text.stdout.split("\n")[0].split() == ["TRANSACTIONAL-ID", "PRODUCER-ID", "STATE"]
+    assert text.returncode == 0 and text.stdout.split("\n")[0].split() == [
+        "TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
