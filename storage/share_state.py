@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from .files import fsync_dir
 from .log import build_batch
 from .scanner import scan
+from .wire import uvarint
 
 SNAPSHOT_KEY_TYPE = 0
 SEGMENT = "00000000000000000000.log"
@@ -50,15 +51,6 @@ def decode_key(data: bytes) -> Key | None:
     return group, topic_id, partition
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _read_uvarint(buf: io.BytesIO) -> int:
     value = shift = 0
     while True:
@@ -73,7 +65,7 @@ def encode_value(snapshot: Snapshot, now_ms: int) -> bytes:
     """ShareSnapshotValue v0 (flexible): no DeliveryCompleteCount tag (Kafka writes it only when known)."""
     snapshot_epoch, state_epoch, start, batches = snapshot
     out = [struct.pack(">hiiiqqq", 0, snapshot_epoch, state_epoch, 0, start, now_ms, now_ms),
-           _uvarint(len(batches) + 1)]
+           uvarint(len(batches) + 1)]
     out += [struct.pack(">qqbh", first, last, state, count) + b"\x00" for first, last, state, count in batches]
     out.append(b"\x00")
     return b"".join(out)

@@ -46,6 +46,11 @@ def uvarint(n: int) -> bytes:
     return bytes(out)
 
 
+def varint(n: int) -> bytes:
+    """A signed varint as record batches hold them (zig-zag, then unsigned)."""
+    return uvarint((n << 1) ^ (n >> 63))
+
+
 def str16(s: str) -> bytes:
     b = s.encode()
     return I16.pack(len(b)) + b

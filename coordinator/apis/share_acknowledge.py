@@ -15,15 +15,13 @@ import datetime
 import logging
 
 from groupd.coordinator.runtime.share_partitions import deliveries_for
-from groupd.coordinator.security.acls import AclOperation, ResourceType
-from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.system_clock import mono_ms
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
 from .request import Request
-from .share_common import NO_LEADER, apply_acknowledgements, close_session, group_lock_ms, member_error, merged
+from .share_common import NO_LEADER, apply_acknowledgements, close_session, group_lock_ms, merged, refusal
 
 KEY = ApiKey.SHARE_ACKNOWLEDGE
 VERSIONS = (1, 2)
@@ -35,9 +33,7 @@ def handle(node, request: Request):
     body = request.body
     deliveries = deliveries_for(node)
     lock_ms = group_lock_ms(node, body.group_id or "")
-    error = member_error(body.group_id, body.member_id)
-    if error is None and not authorized(node, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
-        error = ErrorCode.group_authorization_failed
+    error = refusal(node, request)
     if error is not None:
         return _response(request, error, [], lock_ms)
     group, member, epoch = body.group_id, body.member_id, body.share_session_epoch

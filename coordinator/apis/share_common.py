@@ -41,6 +41,16 @@ def member_error(group_id: str | None, member_id: str | None) -> ErrorCode | Non
     return None
 
 
+def refusal(node, request) -> ErrorCode | None:
+    """What ShareFetch and ShareAcknowledge answer before looking at the session: a missing group id
+    or a bad member id (member_error), then READ on the group (GROUP_AUTHORIZATION_FAILED)."""
+    body = request.body
+    error = member_error(body.group_id, body.member_id)
+    if error is None and not authorized(node, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        error = ErrorCode.group_authorization_failed
+    return error
+
+
 def merged(topics) -> dict[tuple[uuid.UUID, int], list]:
     """(topic id, partition) → its acknowledgement batches. librdkafka may name a topic (and a
     partition) several times in one request: the entries are merged, never overwritten."""

@@ -45,9 +45,9 @@ from .share_common import (
     cut,
     group_lock_ms,
     log_bounds,
-    member_error,
     merged,
     read,
+    refusal,
 )
 
 KEY = ApiKey.SHARE_FETCH
@@ -60,9 +60,7 @@ def handle(node, request: Request):
     body = request.body
     deliveries = deliveries_for(node)
     lock_ms = group_lock_ms(node, body.group_id or "")
-    error = member_error(body.group_id, body.member_id)
-    if error is None and not authorized(node, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
-        error = ErrorCode.group_authorization_failed
+    error = refusal(node, request)
     named = merged(body.topics)
     if error is None and body.share_session_epoch == 0 and any(named.values()):
         error = ErrorCode.invalid_request  # a new session carries no acknowledgements

@@ -8,44 +8,20 @@ as Kafka). Partitions are listed with their topic names; topics no longer known 
 
 from __future__ import annotations
 
-from groupd.coordinator.security.acls import AclOperation, ResourceType
-from groupd.coordinator.security.authorizer import authorized
-from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
-from .describe_groups import group_operations
+from .modern_describe import described_groups
 from .request import Request
 
 KEY = ApiKey.SHARE_GROUP_DESCRIBE
 VERSIONS = (1, 1)
 
-_HIDDEN_TOPICS = "The described group uses topics that the client is not authorized to describe."
 
-
-def _failed(group_id: str, error: ErrorCode, message: str | None = None) -> dict:
-    return {"error_code": error, "error_message": message, "group_id": group_id, "group_state": "",
-            "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": []}
+def _assigned_topics(described: dict) -> set[str]:
+    return {t["topic_name"] for m in described["members"] for t in m["assignment"]["topic_partitions"]}
 
 
 def handle(node, request: Request):
-    body = request.body
-    topics = node.topics_image()
-    groups = []
-    for group_id in body.group_ids:
-        if group_id == "":
-            described = _failed(group_id, ErrorCode.invalid_group_id)
-        elif not authorized(node, request, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
-            described = _failed(group_id, ErrorCode.group_authorization_failed)
-        else:
-            described = node.coordinator.share_describe(group_id, topics)
-            if isinstance(described, ErrorCode):  # the group's partition is loading or failed
-                described = _failed(group_id, described)
-            elif node.access is not None and not all(
-                    authorized(node, request, AclOperation.DESCRIBE, ResourceType.TOPIC, t["topic_name"])
-                    for m in described["members"] for t in m["assignment"]["topic_partitions"]):
-                described = _failed(group_id, ErrorCode.topic_authorization_failed, _HIDDEN_TOPICS)
-        ok = described["error_code"] == ErrorCode.none
-        groups.append({**described, "authorized_operations": group_operations(
-            node, request, group_id, ok and body.include_authorized_operations)})
+    groups = described_groups(node, request, node.coordinator.share_describe, _assigned_topics)
     return build_response(KEY, request.version, {"groups": groups})

@@ -69,19 +69,7 @@ class OffsetsStore:
         # Kafka adds the two as Java longs: a retention near 2^63 wraps (the value holds int64s)
         expire = (wall + req.retention_ms + 2**63) % 2**64 - 2**63 if req.retention_ms != -1 else -1
         self._records(out, req, wall, expire, reply, accepted, None)
-        if not out.records:
-            out.reply = reply
-            return out
-
-        def written(error: ErrorCode | None, at: Now) -> Outcome:
-            if error is not None:
-                for tp in accepted:
-                    reply[tp] = error
-            return Outcome(reply=reply)
-
-        out.after_write = written
-        out.too_large = E.invalid_commit_offset_size
-        return out
+        return _answered_when_written(out, reply, accepted)
 
     def _records(self, out: Outcome, req, wall: int, expire: int, reply: dict, accepted: list,
                  producer: tuple[int, int] | None) -> None:
@@ -117,19 +105,7 @@ class OffsetsStore:
             return out
         reply, accepted = {}, []
         self._records(out, req, now.wall, -1, reply, accepted, (req.producer_id, req.producer_epoch))
-        if not out.records:
-            out.reply = reply
-            return out
-
-        def written(error: ErrorCode | None, at: Now) -> Outcome:
-            if error is not None:
-                for tp in accepted:
-                    reply[tp] = error
-            return Outcome(reply=reply)
-
-        out.after_write = written
-        out.too_large = E.invalid_commit_offset_size
-        return out
+        return _answered_when_written(out, reply, accepted)
 
     # =========================================================================================
     # OffsetFetch (spec §8)
@@ -237,3 +213,21 @@ def _expired(group: Group, topic: str, value: OffsetCommitValue, now: int, reten
     if expire != -1:  # an explicit retention (OffsetCommit v2–v4)
         return now >= expire
     return now - base >= retention_ms
+
+
+def _answered_when_written(out: Outcome, reply: dict, accepted: list) -> Outcome:
+    """A commit's outcome: `reply` at once when no record is written, else once its records are
+    durable, with the write's error on every partition that was `accepted`."""
+    if not out.records:
+        out.reply = reply
+        return out
+
+    def written(error: ErrorCode | None, at: Now) -> Outcome:
+        if error is not None:
+            for tp in accepted:
+                reply[tp] = error
+        return Outcome(reply=reply)
+
+    out.after_write = written
+    out.too_large = E.invalid_commit_offset_size
+    return out

@@ -32,7 +32,7 @@ from ..batch_crc import set_crc
 from ..compaction import CompactionResult, latest_offsets, read_closed, write_synced
 from ..files import fsync_dir
 from ..log import CLEANED_SUFFIX
-from ..wire import uvarint
+from ..wire import varint
 from .segments import SegmentIndex
 
 DELETE_HORIZON_FLAG = 0x40  # batch attribute bit 6 (KIP-534): the base timestamp is the delete horizon
@@ -187,29 +187,26 @@ def _record(r, timestamp_delta: int, offset_delta: int) -> bytes:
     key = None if r.key is None else bytes(r.key)
     value = None if r.value is None else bytes(r.value)
     body = bytearray(b"\x00")
-    body += _varint(timestamp_delta)
-    body += _varint(offset_delta)
+    body += varint(timestamp_delta)
+    body += varint(offset_delta)
     _bytes(body, key)
     _bytes(body, value)
     headers = r.headers or []
-    body += _varint(len(headers))
+    body += varint(len(headers))
     for name, header_value in headers:
         _bytes(body, name.encode() if isinstance(name, str) else bytes(name))
         _bytes(body, None if header_value is None else bytes(header_value))
-    return bytes(_varint(len(body)) + body)
+    return bytes(varint(len(body)) + body)
 
 
 def _bytes(out: bytearray, value: bytes | None) -> None:
     if value is None:
-        out += _varint(-1)
+        out += varint(-1)
     else:
-        out += _varint(len(value))
+        out += varint(len(value))
         out += value
 
 
-def _varint(n: int) -> bytes:
-    """Kafka's zig-zag varint (varlong for the timestamp delta: same encoding)."""
-    return uvarint((n << 1) ^ (n >> 63))
 
 
 def index_of(segment: bytes, inode: int) -> SegmentIndex:

@@ -15,6 +15,7 @@ import bisect
 import struct
 
 from ..batch_crc import set_crc
+from ..wire import varint
 
 ABORT, COMMIT = 0, 1
 _TRANSACTIONAL, _CONTROL = 0x10, 0x20
@@ -96,9 +97,9 @@ def marker_batch(producer_id: int, producer_epoch: int, commit: bool, coordinato
     key = _MARKER_KEY.pack(0, COMMIT if commit else ABORT)
     value = _MARKER_VALUE.pack(0, coordinator_epoch)
     body = bytearray(b"\x00")  # record attributes
-    body += _zigzag(0) + _zigzag(0)  # timestamp delta, offset delta
-    body += _zigzag(len(key)) + key + _zigzag(len(value)) + value + _zigzag(0)  # no headers
-    record = _zigzag(len(body)) + bytes(body)
+    body += varint(0) + varint(0)  # timestamp delta, offset delta
+    body += varint(len(key)) + key + varint(len(value)) + value + varint(0)  # no headers
+    record = varint(len(body)) + bytes(body)
     head = _HEADER.pack(0, _HEADER.size - 12 + len(record), 0, 2, 0, _TRANSACTIONAL | _CONTROL, 0,
                         timestamp_ms, timestamp_ms, producer_id, producer_epoch, -1, 1)
     whole = bytearray(head + record)
@@ -129,13 +130,3 @@ def marker_of(batch) -> tuple[int, int] | None:
                 epoch = _MARKER_VALUE.unpack_from(bytes(value), 0)[1] if value is not None and len(value) >= 6 else -1
                 return kind, epoch
     return None
-
-
-def _zigzag(n: int) -> bytes:
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)

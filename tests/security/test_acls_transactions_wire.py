@@ -26,6 +26,7 @@ from tests.support.authz import (
     create_acls,
     start_secured,
 )
+from tests.support.harness import wait_until
 
 E = ErrorCode
 MINUTE = datetime.timedelta(minutes=1)
@@ -86,6 +87,10 @@ def test_transaction_apis_need_write_on_the_transactional_id(server):
 
 def test_describe_on_the_transactional_id(server):
     with connect(server.bootstrap) as c:
+        # a transaction of its own, ended below (whichever test runs first); an InitProducerId right
+        # after another test's abort is answered CONCURRENT_TRANSACTIONS until its markers are written
+        txn = wait_until(lambda: (r := init(c, "tx-w")).error_code is E.none and r, 30, "tx-w initialised")
+        assert add(c, "tx-w", txn.producer_id, txn.producer_epoch, "t") == {"t": E.none}
         r = c.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": ["tx-w", "tx-d", "tx-hidden"]})
         assert [k.error_code for k in r.coordinators] == [E.none, E.none, E.transactional_id_authorization_failed]
         described = c.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["tx-hidden", "tx-w"]})
@@ -95,6 +100,9 @@ def test_describe_on_the_transactional_id(server):
         listed = c.request(ApiKey.LIST_TRANSACTIONS, 1, {"state_filters": [], "producer_id_filters": [],
                                                          "duration_filter": -1})
         assert sorted(t.transactional_id for t in listed.transaction_states) == ["tx-d", "tx-w"]
+        assert c.request(ApiKey.END_TXN, 3, {"transactional_id": "tx-w", "producer_id": txn.producer_id,
+                                             "producer_epoch": txn.producer_epoch, "committed": False}).error_code \
+            is E.none
 
 
 def test_write_txn_markers_needs_cluster_action(server):

@@ -34,6 +34,7 @@ from groupd.storage.consumer_records import (
 )
 from groupd.storage.records import GroupMetadataKey, Record
 
+from ..modern_records import ModernRecords
 from .assignors import TopicPartitions
 from .reconciliation import NEW_MEMBER, MemberAssignment, MemberState
 from .target_assignment import TargetMember
@@ -262,27 +263,28 @@ def member_tombstones(group_id: str, member_id: str) -> list[Record]:
 # replay: one apply per record type, returning the undo records
 
 
-class ConsumerRecords:
+class ConsumerRecords(ModernRecords):
     """The appliers of the consumer-group records over a partition's group registry."""
 
-    def __init__(self, groups: dict) -> None:
-        self.groups = groups
+    group_type = ConsumerGroup
+    member_type = ConsumerMember
 
     def appliers(self) -> dict[type, Callable[[Any, Any], list[Record]]]:
         return {key: self._keeping_replaced(apply) for key, apply in {
             ConsumerGroupMetadataKey: self._group_metadata,
-            ConsumerGroupPartitionMetadataKey: self._partition_metadata,
+            ConsumerGroupPartitionMetadataKey: self._field("subscription_metadata"),
             ConsumerGroupMemberMetadataKey: self._member_metadata,
-            ConsumerGroupTargetAssignmentMetadataKey: self._target_metadata,
+            ConsumerGroupTargetAssignmentMetadataKey: self._field("target_epoch"),
             ConsumerGroupTargetAssignmentMemberKey: self._target_member,
             ConsumerGroupCurrentMemberAssignmentKey: self._current_assignment,
             ConsumerGroupRegularExpressionKey: self._regex,
         }.items()}
 
     def _keeping_replaced(self, apply: Callable[[Any, Any], list[Record]]) -> Callable[[Any, Any], list[Record]]:
-        """A record that replaces a group of another type undoes into that very group object (a
-        GroupMetadata key whose value is the group; never written), so a failed upgrade leaves the
-        classic group intact, members, timers and all."""
+        """A record that replaces a group of another type (a consumer group's first record replaces an
+        empty classic group of that id, spec §7.4) undoes into that very group object (a GroupMetadata
+        key whose value is the group; never written), so a failed upgrade leaves the classic group
+        intact, members, timers and all."""
         def run(key, value) -> list[Record]:
             before = self.groups.get(key.group_id)
             undo = apply(key, value)
@@ -290,43 +292,6 @@ class ConsumerRecords:
                 undo.insert(0, Record(GroupMetadataKey(key.group_id), before))
             return undo
         return run
-
-    def _group(self, group_id: str, create: bool) -> ConsumerGroup | None:
-        group = self.groups.get(group_id)
-        if isinstance(group, ConsumerGroup):
-            return group
-        if not create:
-            return None
-        # a record of a consumer group replaces an empty classic group of that id (spec §7.4)
-        group = self.groups[group_id] = ConsumerGroup(group_id)
-        return group
-
-    def _group_metadata(self, key: ConsumerGroupMetadataKey, value) -> list[Record]:
-        group = self._group(key.group_id, value is not None)
-        undo = [Record(key, group.metadata if group is not None else None)]
-        if group is None:
-            return undo
-        if value is None:
-            del self.groups[key.group_id]  # the group's last tombstone (its others come first)
-        else:
-            group.metadata = value
-        return undo
-
-    def _partition_metadata(self, key: ConsumerGroupPartitionMetadataKey, value) -> list[Record]:
-        group = self._group(key.group_id, value is not None)
-        if group is None:
-            return [Record(key, None)]
-        undo = [Record(key, group.subscription_metadata)]
-        group.subscription_metadata = value
-        return undo
-
-    def _target_metadata(self, key: ConsumerGroupTargetAssignmentMetadataKey, value) -> list[Record]:
-        group = self._group(key.group_id, value is not None)
-        if group is None:
-            return [Record(key, None)]
-        undo = [Record(key, group.target_epoch)]
-        group.target_epoch = value
-        return undo
 
     def _target_member(self, key: ConsumerGroupTargetAssignmentMemberKey, value) -> list[Record]:
         group = self._group(key.group_id, value is not None)
@@ -352,61 +317,39 @@ class ConsumerRecords:
             group.regexes[key.regular_expression] = value
         return undo
 
-    def _member(self, group: ConsumerGroup, member_id: str) -> ConsumerMember:
-        member = group.members.get(member_id)
-        if member is None:
-            member = group.members[member_id] = ConsumerMember(member_id)
-        return member
-
-    def _forget_if_gone(self, group: ConsumerGroup, member: ConsumerMember) -> None:
-        if member.metadata is None and member.current is None:
-            del group.members[member.member_id]
-
     def _member_metadata(self, key: ConsumerGroupMemberMetadataKey, value) -> list[Record]:
-        group = self._group(key.group_id, value is not None)
-        member = group.members.get(key.member_id) if group is not None else None
-        undo = [Record(key, member.metadata if member is not None else None)]
-        if group is None or (value is None and member is None):
-            return undo
-        member = self._member(group, key.member_id)
-        old = member.metadata
-        if old is not None:
-            group.subscribed_names.subtract(old.subscribed_topic_names)
-            if old.subscribed_topic_regex:
-                group.subscribed_regexes[old.subscribed_topic_regex] -= 1
-            if old.instance_id is not None and group.static_members.get(old.instance_id) == member.member_id:
-                del group.static_members[old.instance_id]
-        member.metadata = value
-        if value is not None:
-            group.subscribed_names.update(value.subscribed_topic_names)
-            if value.subscribed_topic_regex:
-                group.subscribed_regexes[value.subscribed_topic_regex] += 1
-            if value.instance_id is not None:
-                group.static_members[value.instance_id] = member.member_id
-        group.subscribed_names = +group.subscribed_names  # drop zero counts
-        group.subscribed_regexes = +group.subscribed_regexes
-        self._forget_if_gone(group, member)
-        return undo
+        def change(group: ConsumerGroup, member: ConsumerMember) -> None:
+            old = member.metadata
+            if old is not None:
+                group.subscribed_names.subtract(old.subscribed_topic_names)
+                if old.subscribed_topic_regex:
+                    group.subscribed_regexes[old.subscribed_topic_regex] -= 1
+                if old.instance_id is not None and group.static_members.get(old.instance_id) == member.member_id:
+                    del group.static_members[old.instance_id]
+            member.metadata = value
+            if value is not None:
+                group.subscribed_names.update(value.subscribed_topic_names)
+                if value.subscribed_topic_regex:
+                    group.subscribed_regexes[value.subscribed_topic_regex] += 1
+                if value.instance_id is not None:
+                    group.static_members[value.instance_id] = member.member_id
+            group.subscribed_names = +group.subscribed_names  # drop zero counts
+            group.subscribed_regexes = +group.subscribed_regexes
+        return self._member_field(key, value, "metadata", change)
 
     def _current_assignment(self, key: ConsumerGroupCurrentMemberAssignmentKey, value) -> list[Record]:
-        group = self._group(key.group_id, value is not None)
-        member = group.members.get(key.member_id) if group is not None else None
-        undo = [Record(key, member.current if member is not None else None)]
-        if group is None or (value is None and member is None):
-            return undo
-        member = self._member(group, key.member_id)
-        _index(group, member.assignment, remove=True)
-        member.current = value
-        if value is None:
-            member.assignment = _REMOVED
-        else:
-            member.assignment = MemberAssignment(value.member_epoch, value.previous_member_epoch,
-                                                 MemberState.from_value(value.state),
-                                                 assignment_of(value.assigned_partitions),
-                                                 assignment_of(value.partitions_pending_revocation))
-        _index(group, member.assignment, remove=False)
-        self._forget_if_gone(group, member)
-        return undo
+        def change(group: ConsumerGroup, member: ConsumerMember) -> None:
+            _index(group, member.assignment, remove=True)
+            member.current = value
+            if value is None:
+                member.assignment = _REMOVED
+            else:
+                member.assignment = MemberAssignment(value.member_epoch, value.previous_member_epoch,
+                                                     MemberState.from_value(value.state),
+                                                     assignment_of(value.assigned_partitions),
+                                                     assignment_of(value.partitions_pending_revocation))
+            _index(group, member.assignment, remove=False)
+        return self._member_field(key, value, "current", change)
 
 
 def _index(group: ConsumerGroup, a: MemberAssignment, remove: bool) -> None:

@@ -28,6 +28,8 @@ from groupd.storage.share_records import (
     ShareGroupTargetAssignmentMetadataValue,
 )
 
+from ..modern_records import ModernRecords
+
 E = ErrorCode
 EMPTY, STABLE = "Empty", "Stable"
 STABLE_MEMBER = 0  # MemberState.STABLE: share members never revoke, so never leave it
@@ -164,57 +166,21 @@ def member_tombstones(group_id: str, member_id: str) -> list[Record]:
 # replay: one apply per record type, returning the undo records
 
 
-class ShareRecords:
+class ShareRecords(ModernRecords):
     """The appliers of the share-group records over a partition's group registry."""
 
-    def __init__(self, groups: dict) -> None:
-        self.groups = groups
+    group_type = ShareGroup
+    member_type = ShareMember
 
     def appliers(self) -> dict[type, Callable[[Any, Any], list[Record]]]:
         return {
             ShareGroupMetadataKey: self._group_metadata,
             ShareGroupMemberMetadataKey: self._member_metadata,
-            ShareGroupTargetAssignmentMetadataKey: self._target_metadata,
+            ShareGroupTargetAssignmentMetadataKey: self._field("target_epoch"),
             ShareGroupTargetAssignmentMemberKey: self._target_member,
             ShareGroupCurrentMemberAssignmentKey: self._current_assignment,
-            ShareGroupStatePartitionMetadataKey: self._state_partitions,
+            ShareGroupStatePartitionMetadataKey: self._field("state_partitions"),
         }
-
-    def _group(self, group_id: str, create: bool) -> ShareGroup | None:
-        group = self.groups.get(group_id)
-        if isinstance(group, ShareGroup):
-            return group
-        if not create:
-            return None
-        group = self.groups[group_id] = ShareGroup(group_id)  # a heartbeat never writes over another type
-        return group
-
-    def _group_metadata(self, key: ShareGroupMetadataKey, value) -> list[Record]:
-        group = self._group(key.group_id, value is not None)
-        undo = [Record(key, group.metadata if group is not None else None)]
-        if group is None:
-            return undo
-        if value is None:
-            del self.groups[key.group_id]  # the group's last tombstone (its others come first)
-        else:
-            group.metadata = value
-        return undo
-
-    def _target_metadata(self, key: ShareGroupTargetAssignmentMetadataKey, value) -> list[Record]:
-        group = self._group(key.group_id, value is not None)
-        if group is None:
-            return [Record(key, None)]
-        undo = [Record(key, group.target_epoch)]
-        group.target_epoch = value
-        return undo
-
-    def _state_partitions(self, key: ShareGroupStatePartitionMetadataKey, value) -> list[Record]:
-        group = self._group(key.group_id, value is not None)
-        if group is None:
-            return [Record(key, None)]
-        undo = [Record(key, group.state_partitions)]
-        group.state_partitions = value
-        return undo
 
     def _target_member(self, key: ShareGroupTargetAssignmentMemberKey, value) -> list[Record]:
         group = self._group(key.group_id, value is not None)
@@ -228,41 +194,18 @@ class ShareRecords:
             group.targets[key.member_id] = assignment_of(value.topic_partitions)
         return undo
 
-    def _member(self, group: ShareGroup, member_id: str) -> ShareMember:
-        member = group.members.get(member_id)
-        if member is None:
-            member = group.members[member_id] = ShareMember(member_id)
-        return member
-
-    def _forget_if_gone(self, group: ShareGroup, member: ShareMember) -> None:
-        if member.metadata is None and member.current is None:
-            del group.members[member.member_id]
-
     def _member_metadata(self, key: ShareGroupMemberMetadataKey, value) -> list[Record]:
-        group = self._group(key.group_id, value is not None)
-        member = group.members.get(key.member_id) if group is not None else None
-        undo = [Record(key, member.metadata if member is not None else None)]
-        if group is None or (value is None and member is None):
-            return undo
-        member = self._member(group, key.member_id)
-        if member.metadata is not None:
-            group.subscribed_names.subtract(member.metadata.subscribed_topic_names)
-        member.metadata = value
-        if value is not None:
-            group.subscribed_names.update(value.subscribed_topic_names)
-        group.subscribed_names = +group.subscribed_names  # drop zero counts
-        self._forget_if_gone(group, member)
-        return undo
+        def change(group: ShareGroup, member: ShareMember) -> None:
+            if member.metadata is not None:
+                group.subscribed_names.subtract(member.metadata.subscribed_topic_names)
+            member.metadata = value
+            if value is not None:
+                group.subscribed_names.update(value.subscribed_topic_names)
+            group.subscribed_names = +group.subscribed_names  # drop zero counts
+        return self._member_field(key, value, "metadata", change)
 
     def _current_assignment(self, key: ShareGroupCurrentMemberAssignmentKey, value) -> list[Record]:
-        group = self._group(key.group_id, value is not None)
-        member = group.members.get(key.member_id) if group is not None else None
-        undo = [Record(key, member.current if member is not None else None)]
-        if group is None or (value is None and member is None):
-            return undo
-        member = self._member(group, key.member_id)
-        member.current = value
-        member.assigned = assignment_of(value.assigned_partitions) if value is not None else {}
-        self._forget_if_gone(group, member)
-        return undo
-
+        def change(group: ShareGroup, member: ShareMember) -> None:
+            member.current = value
+            member.assigned = assignment_of(value.assigned_partitions) if value is not None else {}
+        return self._member_field(key, value, "current", change)

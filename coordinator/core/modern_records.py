@@ -1,0 +1,72 @@
+"""What the record appliers of the two modern group types (consumer groups, KIP-848; share groups,
+KIP-932) have in common: the group a record belongs to (made by its first record), the group's
+metadata record (whose tombstone is the group's last), records that set one field of the group, and
+members made by their first record and forgotten with their last. Each apply returns the records
+that undo it. Sans-IO."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from groupd.storage.records import Record
+
+Applier = Callable[[Any, Any], list[Record]]
+
+
+class ModernRecords:
+    group_type: type  # ConsumerGroup or ShareGroup: made with the group id
+    member_type: type  # their member: made with the member id
+
+    def __init__(self, groups: dict) -> None:
+        self.groups = groups
+
+    def _group(self, group_id: str, create: bool) -> Any:
+        """The group of this type, or one made in place of whatever the id named (`create`: the record
+        is not a tombstone); None when there is none and the record deletes."""
+        group = self.groups.get(group_id)
+        if isinstance(group, self.group_type):
+            return group
+        if not create:
+            return None
+        group = self.groups[group_id] = self.group_type(group_id)
+        return group
+
+    def _group_metadata(self, key, value) -> list[Record]:
+        group = self._group(key.group_id, value is not None)
+        undo = [Record(key, group.metadata if group is not None else None)]
+        if group is None:
+            return undo
+        if value is None:
+            del self.groups[key.group_id]  # the group's last tombstone (its others come first)
+        else:
+            group.metadata = value
+        return undo
+
+    def _field(self, name: str) -> Applier:
+        """The applier of a record that holds one field of the group (`name`), a tombstone clearing it."""
+        def apply(key, value) -> list[Record]:
+            group = self._group(key.group_id, value is not None)
+            if group is None:
+                return [Record(key, None)]
+            undo = [Record(key, getattr(group, name))]
+            setattr(group, name, value)
+            return undo
+        return apply
+
+    def _member_field(self, key, value, name: str, change: Callable[[Any, Any], None]) -> list[Record]:
+        """A record that holds one field (`name`) of a member: the member is made by its first record,
+        `change(group, member)` sets the field from `value` (and what the group indexes of it), and a
+        member left with no metadata and no assignment is forgotten."""
+        group = self._group(key.group_id, value is not None)
+        member = group.members.get(key.member_id) if group is not None else None
+        undo = [Record(key, getattr(member, name) if member is not None else None)]
+        if group is None or (value is None and member is None):
+            return undo
+        member = group.members.get(key.member_id)
+        if member is None:
+            member = group.members[key.member_id] = self.member_type(key.member_id)
+        change(group, member)
+        if member.metadata is None and member.current is None:
+            del group.members[member.member_id]
+        return undo
