@@ -238,11 +238,13 @@ def test_find_coordinator_answers_this_node_for_groups(groupd, version):
 
 
 @pytest.mark.parametrize("version", [1, 3, 4, 6])
-def test_find_coordinator_has_no_transaction_coordinator(groupd, version):
+def test_find_coordinator_names_this_node_the_transaction_coordinator(groupd, version):
+    """A one-process server coordinates transactions (under --workers and in cluster mode it does
+    not yet: tests/cluster/test_workers.py)."""
     with WireClient(groupd.bootstrap) as c:
         r = c.request(ApiKey.FIND_COORDINATOR, version, {"key": "tx", "key_type": 1, "coordinator_keys": ["tx"]})
     e = r.coordinators[0] if version >= 4 else r
-    assert (e.error_code, e.node_id, e.host, e.port) == (E.coordinator_not_available, -1, "", -1)
+    assert (e.error_code, e.node_id, e.host, e.port) == (E.none, 1, "127.0.0.1", groupd.port)
 
 
 # --- The empty data plane (records.plane=none, the pure coordinator) -------------------------------
