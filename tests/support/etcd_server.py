@@ -17,7 +17,7 @@ from groupd.coordinator.tools.client import AdminConnection
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 
-from .process import GroupdProcess, free_port
+from .process import GroupdProcess, free_ports
 
 LEASE_MS = 2000  # short, so that a dead node's partitions move within seconds
 
@@ -29,7 +29,12 @@ class EtcdServer:
     def __init__(self, data_dir: str, tls: str | None = None) -> None:
         self.data_dir = data_dir
         self.tls = tls
-        self.port, self.peer_port = free_port(), free_port()
+        # below the ephemeral range (free_ports): etcd binds a moment after the choice, and a port the
+        # kernel hands to an outgoing connection meanwhile would be taken ("address already in use")
+        self.port = free_ports(1)
+        self.peer_port = free_ports(1)
+        while self.peer_port == self.port:
+            self.peer_port = free_ports(1)
         self.proc: subprocess.Popen | None = None
         self.log_path = os.path.join(os.path.dirname(data_dir), f"etcd-{self.port}.log")
 
