@@ -56,6 +56,16 @@ def test_a_hole_keeps_the_start_offset_until_it_is_terminal():
     assert (p.start, p.offsets) == (4, {})
 
 
+def test_a_batch_reaching_far_below_the_start_offset_is_not_walked():
+    """A client may acknowledge from offset 0 on a partition whose SPSO is 10^15: those offsets are
+    ignored (answered at once, not one by one), the rest of the batch applies."""
+    p = sp(10**15)
+    p.acquire("a", 10**15, 10**15 + 1, 10, now=0)
+    assert p.acknowledge("a", [(0, 10**15, (ACCEPT,))], now=1) is ErrorCode.none
+    assert p.start == 10**15 + 1 and p.offsets[10**15 + 1].state == ACQUIRED
+    assert p.acknowledge("a", [(0, 2**62, (ACCEPT,))], now=1) is ErrorCode.invalid_request  # past the window
+
+
 def test_per_offset_types_and_gap_archive():
     p = sp()
     p.acquire("a", 0, 2, 10, now=0)

@@ -105,10 +105,9 @@ class SharePartition:
         self.expire(now)
         changes: list[tuple[InFlight, int]] = []
         for first, last, types in batches:
-            for offset in range(first, last + 1):
+            # offsets below the SPSO are ignored without a look: a batch from offset 0 must not walk them
+            for offset in range(max(first, self.start), last + 1):
                 kind = types[0] if len(types) == 1 else types[offset - first]
-                if offset < self.start:
-                    continue
                 if offset >= self.end:
                     return ErrorCode.invalid_request  # past the tracked offsets
                 rec = self.offsets.get(offset)
