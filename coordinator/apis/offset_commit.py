@@ -28,26 +28,34 @@ KEY = ApiKey.OFFSET_COMMIT
 VERSIONS = (2, 9)
 
 
-def handle(node, request: Request):
-    body, version = request.body, request.version
-    order = [(t.name, [p.partition_index for p in t.partitions]) for t in body.topics]
-    if not authorized(node, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
-        return error_response(version, body, ErrorCode.group_authorization_failed)
-    unknown: dict[tuple[str, int], ErrorCode] = {}
+def checked_offsets(node, request: Request) -> tuple[list[tuple], dict[tuple[str, int], ErrorCode]]:
+    """The offsets of an OffsetCommit or TxnOffsetCommit that pass the topic checks (READ on the topic,
+    then its existence and the partition's), as (topic, partition, offset, leader epoch, metadata),
+    and the error of each other partition."""
+    refused: dict[tuple[str, int], ErrorCode] = {}
     offsets = []
-    for t in body.topics:
+    for t in request.body.topics:
         topic = node.catalog.get(t.name)
         topic_error = (ErrorCode.topic_authorization_failed  # before existence: a denied caller learns nothing
                        if not authorized(node, request, AclOperation.READ, ResourceType.TOPIC, t.name) else
                        ErrorCode.unknown_topic_or_partition if topic is None else None)
         for p in t.partitions:
             if topic_error is not None:
-                unknown[(t.name, p.partition_index)] = topic_error
+                refused[(t.name, p.partition_index)] = topic_error
             elif not 0 <= p.partition_index < topic.partitions:
-                unknown[(t.name, p.partition_index)] = ErrorCode.unknown_topic_or_partition
+                refused[(t.name, p.partition_index)] = ErrorCode.unknown_topic_or_partition
             else:
                 offsets.append((t.name, p.partition_index, p.committed_offset,
                                 getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
+    return offsets, refused
+
+
+def handle(node, request: Request):
+    body, version = request.body, request.version
+    order = [(t.name, [p.partition_index for p in t.partitions]) for t in body.topics]
+    if not authorized(node, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return error_response(version, body, ErrorCode.group_authorization_failed)
+    offsets, unknown = checked_offsets(node, request)
     retention_ms = ms(body.retention_time) if 2 <= version <= 4 else -1
     if not offsets:
         return _response(version, order, unknown)

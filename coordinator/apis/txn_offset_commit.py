@@ -27,6 +27,7 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
+from .offset_commit import checked_offsets
 from .request import Request, respond
 
 KEY = ApiKey.TXN_OFFSET_COMMIT
@@ -42,21 +43,7 @@ def handle(node, request: Request):
         return error_response(version, body, E.transactional_id_authorization_failed)
     if not authorized(node, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
         return error_response(version, body, E.group_authorization_failed)
-    refused: dict[tuple[str, int], ErrorCode] = {}
-    offsets = []
-    for t in body.topics:
-        topic = node.catalog.get(t.name)
-        topic_error = (E.topic_authorization_failed
-                       if not authorized(node, request, AclOperation.READ, ResourceType.TOPIC, t.name) else
-                       E.unknown_topic_or_partition if topic is None else None)
-        for p in t.partitions:
-            if topic_error is not None:
-                refused[(t.name, p.partition_index)] = topic_error
-            elif not 0 <= p.partition_index < topic.partitions:
-                refused[(t.name, p.partition_index)] = E.unknown_topic_or_partition
-            else:
-                offsets.append((t.name, p.partition_index, p.committed_offset,
-                                getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
+    offsets, refused = checked_offsets(node, request)
     if not offsets:
         return _response(version, order, refused)
     req = TxnOffsetCommitRequest(body.group_id, body.transactional_id, body.producer_id, body.producer_epoch,
