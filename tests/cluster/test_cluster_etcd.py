@@ -410,7 +410,13 @@ def test_with_etcd_stopped_no_node_acknowledges_and_both_serve_again_once_it_is_
     assert all("cluster fenced" in n.log() for n in nodes)
     owner = spread(nodes)
     at = nodes[owner[group] - 1]
-    error, seen = wait_until(lambda: (f := fetch(at.bootstrap, group))[0] == ErrorCode.none and f, 30, "loaded again")
+    answers = []  # the last answers, and the nodes' logs, say why if it never loads
+
+    def loaded():
+        answers[:] = [fetch(at.bootstrap, group), coordinators(at.bootstrap, [group])]
+        return answers[0][0] == ErrorCode.none and answers[0]
+    error, seen = wait_until(loaded, 60, "loaded again", lambda: f"{answers} " + "".join(
+        f"\n--- node {i + 1} ---\n{n.log()[-6000:]}" for i, n in enumerate(nodes)))
     assert seen[0] in (1, 2)  # 1 acknowledged; a 2 answered NOT_COORDINATOR may have landed
     assert commit(at.bootstrap, group, {0: 3}) == {0: ErrorCode.none}
 

@@ -145,12 +145,13 @@ class ClientProcess:
         return self.proc.wait(timeout)
 
 
-def wait_until(check, timeout: float = 60.0, what: str = "condition"):
-    """The first truthy value of `check()`, polled every 100 ms for up to `timeout` seconds."""
+def wait_until(check, timeout: float = 60.0, what: str = "condition", explain=None):
+    """The first truthy value of `check()`, polled every 100 ms for up to `timeout` seconds. On a
+    timeout, `explain()` (if given) says what was seen instead, for the failure message."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = check()
         if value:
             return value
         time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what}" + (f": {explain()}" if explain is not None else ""))
