@@ -752,3 +752,43 @@ def test_a_node_sums_up_its_start_up_claims_in_one_line(nodes):
         assert "partition claimed partition=" not in log, log
     counts = [int(re.search(r"partitions claimed count=(\d+)", n.log()).group(1)) for n in nodes]
     assert counts[0] == PARTITIONS and 0 < counts[1] < PARTITIONS
+
+
+async def test_a_partition_is_not_claimed_again_while_a_fences_release_overlaps_its_claim(tmp_path):
+    """A fence releases every partition while a claim of one may still be in flight: two moves of one
+    partition at once. It is reconciled (claimed again) only once both are over, never while the
+    release still runs (its end would drop the state of the claim that followed it)."""
+    import asyncio
+    import types
+
+    from groupd.coordinator.cluster.etcd.cluster import EtcdCluster, rendezvous
+    from groupd.coordinator.cluster.view import Broker
+    from groupd.coordinator.settings import Settings
+
+    settings = Settings.load(None, env={}, overrides=[f"data.dir={tmp_path}", "node.id=1",
+                                                      "cluster.etcd.endpoints=http://127.0.0.1:1"])
+    cluster = EtcdCluster(settings)
+    cluster.coordinator_runtime = types.SimpleNamespace(partitions=1)
+    cluster.live = {1: Broker(1)}
+    assert rendezvous(0, [1]) == 1
+    claimed = []
+
+    async def claim(p):
+        claimed.append(p)
+    cluster._claim = claim
+    cluster._settling = None
+    claim_done, release_done = asyncio.Event(), asyncio.Event()
+    cluster._spawn(0, claim_done.wait())    # a claim in flight
+    cluster._spawn(0, release_done.wait())  # the fence's release of the same partition
+    claim_done.set()
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    cluster._reconcile()
+    await asyncio.sleep(0)
+    assert claimed == []  # the release still runs
+    release_done.set()
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    cluster._reconcile()
+    await asyncio.sleep(0)
+    assert claimed == [0]

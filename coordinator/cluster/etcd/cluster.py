@@ -76,7 +76,9 @@ class EtcdCluster(ClusterView):
         self.owners: dict[int, int] = {}  # partition → owner node id, as etcd last said
         self.claims: dict[int, int] = {}  # partition → the revision of its owner's claim, as etcd last said
         self.mine: dict[int, int] = {}  # partition → the stamp (revision) of this node's claim
-        self._moving: set[int] = set()  # claims and releases under way
+        # partition → its claims and releases under way: a fence's release can start while a claim
+        # is still in flight, and the partition is not reconciled again until both are over
+        self._moving: dict[int, int] = {}
         self.coordinator_runtime = None
         self._addresses: dict[str, tuple[str, int]] = {}
         self._task: asyncio.Task | None = None
@@ -347,13 +349,15 @@ class EtcdCluster(ClusterView):
                  f"{stamps[0]}..{stamps[-1]}" if stamps else "-")
 
     def _spawn(self, p: int, work) -> None:
-        self._moving.add(p)
+        self._moving[p] = self._moving.get(p, 0) + 1
         task = asyncio.get_running_loop().create_task(work)
         self._background.add(task)
 
         def done(t: asyncio.Task) -> None:
             self._background.discard(t)
-            self._moving.discard(p)
+            left = self._moving.pop(p) - 1
+            if left:
+                self._moving[p] = left
             if not t.cancelled() and t.exception() is not None:
                 log.warning("partition move failed partition=%d: %r", p, t.exception())
         task.add_done_callback(done)
