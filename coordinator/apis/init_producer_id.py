@@ -39,7 +39,7 @@ from groupd.storage.records_plane import producer_ids_for
 from .request import Request, ms
 
 KEY = ApiKey.INIT_PRODUCER_ID
-VERSIONS = (0, 4)
+VERSIONS = (0, 5)  # v5 (KIP-890) only lets a client be told TRANSACTION_ABORTABLE, which v1 transactions never answer here
 
 
 def _refused(node, request: Request) -> ErrorCode | None:

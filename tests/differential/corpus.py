@@ -835,3 +835,136 @@ def share_group_membership(s: Side) -> None:
     s.call("delete-empty", ApiKey.DELETE_GROUPS, 2, {"groups_names": [g]})
     s.call("describe-deleted", ApiKey.SHARE_GROUP_DESCRIBE, 1,
            {"group_ids": [g], "include_authorized_operations": False})
+
+
+# ---- transactions (v1: the request versions from before transactions v2) ----------------------
+
+def init_pid(txn: str | None, timeout: int = 60_000, pid: int = -1, epoch: int = -1) -> dict:
+    return {"transactional_id": txn, "transaction_timeout": ms(timeout), "producer_id": pid, "producer_epoch": epoch}
+
+
+def add_partitions(txn: str, pid: int, epoch: int, topics: dict[str, list[int]]) -> dict:
+    return {"v3_and_below_transactional_id": txn, "v3_and_below_producer_id": pid,
+            "v3_and_below_producer_epoch": epoch,
+            "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+
+
+def end_txn(txn: str, pid: int, epoch: int, commit: bool) -> dict:
+    return {"transactional_id": txn, "producer_id": pid, "producer_epoch": epoch, "committed": commit}
+
+
+def txn_commit(txn: str, group: str, pid: int, epoch: int, offsets: dict[str, dict[int, int]]) -> dict:
+    return {"transactional_id": txn, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
+            "generation_id": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": t, "partitions": [
+                {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1, "committed_metadata": ""}
+                for p, o in parts.items()]} for t, parts in offsets.items()]}
+
+
+def stable_fetch(group: str, topics: dict[str, list[int]]) -> dict:
+    return {**fetch(8, group, topics), "require_stable": True}
+
+
+def wait_txn_state(s: Side, pid: int, state: str, timeout: float = 30.0) -> None:
+    """Poll ListTransactions (unrecorded) until the producer's transaction is in `state`: markers are
+    written after EndTxn is answered, on both servers. A bound, not a sleep."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = s.client("poll").request(ApiKey.LIST_TRANSACTIONS, 0, {"state_filters": [state],
+                                                                    "producer_id_filters": [pid]})
+        if r.transaction_states:
+            return
+        time.sleep(0.02)
+
+
+def txn_ready(s: Side, txn: str, timeout: float = 60.0) -> None:
+    """Retry InitProducerId (unrecorded) while the transaction coordinator is not ready, as a client
+    does: Kafka creates `__transaction_state` on the first FindCoordinator for a transactional id and
+    answers NOT_COORDINATOR until its partitions are led and loaded. Then the id has epoch 0."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        s.client("poll").request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": [txn]})
+        r = s.client("poll").request(ApiKey.INIT_PRODUCER_ID, 4, init_pid(txn))
+        if r.error_code not in (ErrorCode.not_coordinator, ErrorCode.coordinator_load_in_progress,
+                                ErrorCode.coordinator_not_available):
+            return
+        time.sleep(0.05)
+
+
+def _init_producer_id(s: Side, v: int) -> None:
+    t = s.group("txn")
+    txn_ready(s, t)
+    s.call("find-transaction-coordinator", ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": [t]})
+    r = s.call("init", ApiKey.INIT_PRODUCER_ID, v, init_pid(t))
+    s.call("init-again", ApiKey.INIT_PRODUCER_ID, v, init_pid(t))
+    s.call("timeout-over-the-maximum", ApiKey.INIT_PRODUCER_ID, v, init_pid(s.group("long"), 900_001))
+    s.call("timeout-zero", ApiKey.INIT_PRODUCER_ID, v, init_pid(s.group("zero"), 0))
+    s.call("empty-transactional-id", ApiKey.INIT_PRODUCER_ID, v, init_pid(""))
+    s.call("idempotent", ApiKey.INIT_PRODUCER_ID, v, init_pid(None))
+    if v >= 3:  # KIP-360: a producer names its id and epoch to bump them
+        s.call("bump-with-current-epoch", ApiKey.INIT_PRODUCER_ID, v,
+               init_pid(t, pid=r.producer_id, epoch=r.producer_epoch + 1))
+        s.call("bump-with-stale-epoch", ApiKey.INIT_PRODUCER_ID, v,
+               init_pid(t, pid=r.producer_id, epoch=r.producer_epoch))
+        s.call("bump-with-another-id", ApiKey.INIT_PRODUCER_ID, v, init_pid(t, pid=r.producer_id + 7, epoch=0))
+
+
+versions("init_producer_id", range(0, 6), _init_producer_id)
+
+
+def _transaction_life(s: Side, v: int) -> None:
+    """One transactional producer through a commit and an abort, each API at version `v`."""
+    t, g = s.group("txn"), s.group()
+    txn_ready(s, t)
+    r = s.call("init", ApiKey.INIT_PRODUCER_ID, 4, init_pid(t))
+    pid, epoch = r.producer_id, r.producer_epoch
+    s.call("end-empty", ApiKey.END_TXN, v, end_txn(t, pid, epoch, True))
+    s.call("add-partitions", ApiKey.ADD_PARTITIONS_TO_TXN, v, add_partitions(t, pid, epoch, {"dt1": [0], "dt3": [0, 1]}))
+    s.call("add-partitions-again", ApiKey.ADD_PARTITIONS_TO_TXN, v, add_partitions(t, pid, epoch, {"dt1": [0]}))
+    s.call("add-unknown-partition", ApiKey.ADD_PARTITIONS_TO_TXN, v,
+           add_partitions(t, pid, epoch, {"dt1": [0, 9], "nope": [0]}))
+    s.call("add-stale-epoch", ApiKey.ADD_PARTITIONS_TO_TXN, v, add_partitions(t, pid, epoch - 1, {"dt1": [0]}))
+    s.call("add-unknown-producer", ApiKey.ADD_PARTITIONS_TO_TXN, v, add_partitions(t, pid + 7, epoch, {"dt1": [0]}))
+    s.call("add-offsets", ApiKey.ADD_OFFSETS_TO_TXN, v,
+           {"transactional_id": t, "producer_id": pid, "producer_epoch": epoch, "group_id": g})
+    s.call("txn-offset-commit", ApiKey.TXN_OFFSET_COMMIT, v, txn_commit(t, g, pid, epoch, {"dt1": {0: 5}}))
+    s.call("fetch-unstable", ApiKey.OFFSET_FETCH, 8, stable_fetch(g, {"dt1": [0]}))
+    s.call("fetch-unstable-read-uncommitted", ApiKey.OFFSET_FETCH, 8, fetch(8, g, {"dt1": [0]}))
+    s.call("list-ongoing", ApiKey.LIST_TRANSACTIONS, 0, {"state_filters": ["Ongoing"], "producer_id_filters": [pid]})
+    s.call("end-commit", ApiKey.END_TXN, v, end_txn(t, pid, epoch, True))
+    wait_txn_state(s, pid, "CompleteCommit")
+    s.call("fetch-committed", ApiKey.OFFSET_FETCH, 8, stable_fetch(g, {"dt1": [0]}))
+    s.call("end-commit-again", ApiKey.END_TXN, v, end_txn(t, pid, epoch, True))
+    s.call("end-abort-after-commit", ApiKey.END_TXN, v, end_txn(t, pid, epoch, False))
+    s.call("add-offsets-2", ApiKey.ADD_OFFSETS_TO_TXN, v,
+           {"transactional_id": t, "producer_id": pid, "producer_epoch": epoch, "group_id": g})
+    s.call("txn-offset-commit-2", ApiKey.TXN_OFFSET_COMMIT, v, txn_commit(t, g, pid, epoch, {"dt1": {0: 9}}))
+    s.call("end-abort", ApiKey.END_TXN, v, end_txn(t, pid, epoch, False))
+    wait_txn_state(s, pid, "CompleteAbort")
+    s.call("fetch-after-abort", ApiKey.OFFSET_FETCH, 8, stable_fetch(g, {"dt1": [0]}))
+
+
+versions("transaction_life", range(0, 4), _transaction_life)
+
+
+@scenario
+def transaction_fenced_by_a_new_init(s: Side) -> None:
+    """InitProducerId while a transaction is ongoing aborts it: CONCURRENT_TRANSACTIONS until the
+    abort completes, then the epoch after the abort's bump; the old epoch is fenced."""
+    t = s.group("txn")
+    txn_ready(s, t)
+    r = s.call("init", ApiKey.INIT_PRODUCER_ID, 4, init_pid(t))
+    pid, epoch = r.producer_id, r.producer_epoch
+    s.call("add-partitions", ApiKey.ADD_PARTITIONS_TO_TXN, 3, add_partitions(t, pid, epoch, {"dt1": [0]}))
+    s.call("init-while-ongoing", ApiKey.INIT_PRODUCER_ID, 4, init_pid(t))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # a client retries CONCURRENT_TRANSACTIONS (unrecorded)
+        again = s.client("poll").request(ApiKey.INIT_PRODUCER_ID, 4, init_pid(t))
+        if again.error_code != ErrorCode.concurrent_transactions:
+            break
+        time.sleep(0.02)
+    s.record("init-after-abort", {"error_code": again.error_code, "producer_epoch": again.producer_epoch})
+    s.call("old-epoch-add", ApiKey.ADD_PARTITIONS_TO_TXN, 3, add_partitions(t, pid, epoch, {"dt1": [0]}))
+    s.call("old-epoch-end", ApiKey.END_TXN, 3, end_txn(t, pid, epoch, True))
+    s.call("old-epoch-offsets", ApiKey.ADD_OFFSETS_TO_TXN, 3,
+           {"transactional_id": t, "producer_id": pid, "producer_epoch": epoch, "group_id": s.group()})

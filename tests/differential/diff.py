@@ -7,6 +7,7 @@ replaces what legitimately differs between two servers by what it means:
 
 - member ids → `<prefix>#n`, numbered in order of first appearance in the scenario (so "the same member"
   and "a new member" still compare; the prefix is the client id Kafka puts before the UUID);
+- producer ids ≥ 0 → `PID#n`, numbered in order of first appearance (each server hands out its own);
 - node ids ≥ 0 → `NODE`, host and port of a broker → `HOST`/`PORT`, cluster ids → `CLUSTER`;
 - topic ids → the topic's name (each server gives its own UUIDs);
 - throttle times are dropped; error messages compare as present/absent (their text is free-form);
@@ -49,6 +50,7 @@ class Side:
         self.steps: list[tuple[str, Any]] = []
         self._clients: dict[str, WireClient] = {}
         self._members: dict[str, str] = {}
+        self._producers: dict[int, str] = {}
 
     def group(self, name: str = "g") -> str:
         """A group id of this scenario (the same on both servers)."""
@@ -118,6 +120,8 @@ class Side:
             return self.topic_ids.get(value, "UUID" if value.int else "ZERO_UUID") if field == "topic_id" else "UUID"
         if field in MEMBER_FIELDS and isinstance(value, str) and value:
             return self.member(value)
+        if field == "producer_id" and isinstance(value, int) and value >= 0:
+            return self._producers.setdefault(value, f"PID#{len(self._producers) + 1}")
         if field in NODE_FIELDS and isinstance(value, int) and value >= 0:
             return "NODE"
         if field == "host" and value:
