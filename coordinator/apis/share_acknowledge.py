@@ -62,4 +62,4 @@ async def _serve(node, request: Request, deliveries, session):
 def _response(request: Request, error: ErrorCode, topics: list[dict], lock_ms: int = 0):
     return build_response(KEY, request.version, {
         "error_code": error, "responses": topics, "node_endpoints": [],
-        "acquisition_lock_timeout": datetime.timedelta(milliseconds=lock_ms)})  # v2+
+        "acquisition_lock_timeout": datetime.timedelta(milliseconds=lock_ms if error is ErrorCode.none else 0)})  # v2+

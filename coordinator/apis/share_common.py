@@ -23,7 +23,9 @@ _TYPES_V1 = (GAP, ACCEPT, RELEASE, REJECT)
 _TYPES_RENEW = (*_TYPES_V1, RENEW)
 _BATCH_HEADER = struct.Struct(">qi")  # base offset, batch length (the bytes after this field)
 _LAST_DELTA = struct.Struct(">i")  # at byte 23 of a v2 batch
-NO_LEADER = {"leader_id": -1, "leader_epoch": -1}
+# The current leader of a partition answered without a leader change: ShareFetch's and
+# ShareAcknowledge's schemas give these fields no default, so Kafka sends 0 and 0 (Fetch's, -1).
+NO_LEADER = {"leader_id": 0, "leader_epoch": 0}
 
 log = logging.getLogger("groupd")
 

@@ -221,6 +221,8 @@ def _topics(entries: dict[tuple, dict]) -> list[dict]:
 
 
 def _response(request: Request, error: ErrorCode, lock_ms: int, topics: list[dict]):
+    """The answer; one refused as a whole carries no lock duration (Kafka's 0)."""
+    lock = datetime.timedelta(milliseconds=lock_ms if error is ErrorCode.none else 0)
     return build_response(KEY, request.version, {
-        "error_code": error, "acquisition_lock_timeout": datetime.timedelta(milliseconds=lock_ms), "responses": topics,
+        "error_code": error, "acquisition_lock_timeout": lock, "responses": topics,
         "node_endpoints": []})

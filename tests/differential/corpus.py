@@ -8,13 +8,19 @@ other. Requests are the same on both servers; ids a server hands out are taken f
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import struct
 import time
+import uuid
 from typing import Any
+
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.consumer import encode_assignment, encode_subscription
+from groupd.storage.records_plane.batches import iter_batches
 
 from .diff import Scenario, Side
 
@@ -968,3 +974,136 @@ def transaction_fenced_by_a_new_init(s: Side) -> None:
     s.call("old-epoch-end", ApiKey.END_TXN, 3, end_txn(t, pid, epoch, True))
     s.call("old-epoch-offsets", ApiKey.ADD_OFFSETS_TO_TXN, 3,
            {"transactional_id": t, "producer_id": pid, "producer_epoch": epoch, "group_id": s.group()})
+
+
+# ---- records of a scenario's own topic: produced, then read by a share group -------------------
+
+MS = datetime.timedelta(milliseconds=1)
+TS = (int(time.time()) - 3600) * 1000  # an hour ago: Kafka refuses a timestamp an hour ahead (4.x's default)
+
+
+def produced_batch(n: int, ts: int) -> bytes:
+    """A v2 batch of `n` records stamped from `ts`, as a producer sends it (base offset 0)."""
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for i in range(n):
+        b.append(i, timestamp=ts + i, key=None, value=b"v", headers=[])
+    data = b.build()
+    struct.pack_into(">q", data, 0, 0)
+    return bytes(data)
+
+
+def list_offsets(topic: str, partition: int, timestamp: int) -> dict:
+    return {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+        {"partition_index": partition, "current_leader_epoch": -1, "timestamp": timestamp}]}]}
+
+
+def ready(s: Side, topic: str, partitions: int) -> None:
+    """Wait (unrecorded) until every partition answers ListOffsets: Kafka elects its leaders after
+    CreateTopics answers."""
+    deadline = time.monotonic() + 60
+    for p in range(partitions):
+        while s.client().request(ApiKey.LIST_OFFSETS, 7, list_offsets(topic, p, -1)).topics[0].partitions[0] \
+                .error_code is not ErrorCode.none:
+            assert time.monotonic() < deadline, f"{topic}-{p} has no leader"
+            time.sleep(0.1)
+
+
+ACCEPT, RELEASE, REJECT = 1, 2, 3
+
+
+def ack_batches(batches: list[tuple[int, int, int]]) -> list[dict]:
+    return [{"first_offset": a, "last_offset": b, "acknowledge_types": [t]} for a, b, t in batches]
+
+
+def records_as_offsets(response: Any) -> Any:
+    """A ShareFetch answer with each partition's record bytes replaced by the offsets they hold (a
+    batch's bytes carry its server's leader epoch)."""
+    return dataclasses.replace(response, responses=tuple(
+        dataclasses.replace(t, partitions=tuple(
+            dataclasses.replace(p, records=tuple(r.offset for b in iter_batches(p.records or b"") for r in b))
+            for p in t.partitions)) for t in response.responses))
+
+
+class ShareSession:
+    """A share session as a client keeps it: its member, its topic, its next epoch."""
+
+    def __init__(self, s: Side, group: str, member: str, tid: uuid.UUID) -> None:
+        self.s, self.group, self.member, self.tid, self.epoch = s, group, member, tid, 0
+
+    def _epoch(self, epoch: int | None) -> int:
+        if epoch is not None:
+            return epoch
+        epoch, self.epoch = self.epoch, self.epoch + 1
+        return epoch
+
+    def _fetch(self, batches=(), wait_ms: int = 500, tid: uuid.UUID | None = None, epoch: int | None = None) -> Any:
+        return self.s.client(self.member).request(ApiKey.SHARE_FETCH, 1, {
+            "group_id": self.group, "member_id": self.member, "share_session_epoch": self._epoch(epoch),
+            "max_wait": wait_ms * MS, "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 500, "batch_size": 500,
+            "topics": [{"topic_id": tid or self.tid, "partitions": [
+                {"partition_index": 0, "acknowledgement_batches": ack_batches(list(batches))}]}],
+            "forgotten_topics_data": []})
+
+    def fetch(self, label: str, **kw: Any) -> None:
+        self.s.record(label, records_as_offsets(self._fetch(**kw)))
+
+    def fetch_until_acquired(self, label: str, timeout: float = 30.0) -> None:
+        """ShareFetch until records are acquired (Kafka initializes a share-partition off the fetch
+        path: its first fetches may come back empty); the answer that acquired them is recorded."""
+        deadline = time.monotonic() + timeout
+        while True:
+            r = self._fetch()
+            if any(p.acquired_records for t in r.responses for p in t.partitions) \
+                    or r.error_code != ErrorCode.none or time.monotonic() > deadline:
+                self.s.record(label, records_as_offsets(r))
+                return
+
+    def acknowledge(self, label: str, batches: list[tuple[int, int, int]], epoch: int | None = None) -> None:
+        self.s.record(label, self.s.client(self.member).request(ApiKey.SHARE_ACKNOWLEDGE, 1, {
+            "group_id": self.group, "member_id": self.member, "share_session_epoch": self._epoch(epoch),
+            "topics": [{"topic_id": self.tid, "partitions": [
+                {"partition_index": 0, "acknowledgement_batches": ack_batches(batches)}]}]}))
+
+
+@scenario
+def share_fetch_and_acknowledge(s: Side) -> None:
+    """A share group reads its own topic from the earliest offset (the group config set first):
+    records acquired, acknowledged ACCEPT / RELEASE / REJECT, the released ones delivered again with
+    their delivery count, records not acquired acknowledged, a piggybacked acknowledgement, an unknown
+    topic id, a wrong session epoch, the session closed."""
+    topic, group = f"{s.scenario}-t", s.group()
+    s.call("create", ApiKey.CREATE_TOPICS, 4, {"topics": [
+        {"name": topic, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+        "timeout": 30_000 * MS, "validate_only": False})
+    ready(s, topic, 1)
+    for i in range(3):  # offsets 0-5 in batches at 0, 2, 4
+        s.call(f"produce-{i}", ApiKey.PRODUCE, 8, {"transactional_id": None, "acks": -1, "timeout": 5000 * MS,
+                                                   "topic_data": [{"name": topic, "partition_data": [
+                                                       {"index": 0, "records": produced_batch(2, TS + 1000 * i)}]}]})
+    s.call("earliest", ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+        "resource_type": 32, "resource_name": group, "configs": [
+            {"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}]}],
+        "validate_only": False})
+    tid = s.client().request(ApiKey.METADATA, 12, {"topics": [{"name": topic, "topic_id": None}],
+                                                   "allow_auto_topic_creation": False,
+                                                   "include_topic_authorized_operations": False}).topics[0].topic_id
+    s.topic_ids[tid] = topic
+    member = ShareMember(s, group, "eeeeeeee-0000-4000-8000-00000000000e", "m", [topic])
+    deadline = time.monotonic() + 30
+    while not member.assigned and time.monotonic() < deadline:  # the join's epochs are F6's (unrecorded)
+        member.heartbeat(None)
+        time.sleep(0.05)
+    session = ShareSession(s, group, member.id, tid)
+    session.fetch_until_acquired("acquire-all")
+    session.acknowledge("accept-release-reject", [(0, 1, ACCEPT), (2, 3, RELEASE), (4, 5, REJECT)])
+    session.fetch_until_acquired("released-again")
+    session.acknowledge("not-acquired", [(0, 1, ACCEPT)])
+    session.fetch("accept-piggybacked", batches=[(2, 3, ACCEPT)], wait_ms=100)
+    session.fetch("unknown-topic-id", tid=uuid.UUID(int=7), wait_ms=0)
+    session.fetch("wrong-epoch", epoch=session.epoch + 5, wait_ms=0)
+    session.acknowledge("close", [], epoch=-1)
+    session.fetch("after-close", epoch=3, wait_ms=0)
+    session.fetch("new-session-unknown-topic-id", tid=uuid.UUID(int=7), epoch=0, wait_ms=0)
+    session.fetch("its-next-epoch", epoch=1, wait_ms=0)
+    s.call("leave", ApiKey.SHARE_GROUP_HEARTBEAT, 1, sgh(group, member.id, -1), member.client)

@@ -6,53 +6,20 @@ latest and by time afterwards, several partitions in one request, an unknown top
 
 from __future__ import annotations
 
-import datetime
-import struct
-import time
-
 import pytest
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 
+from .corpus import MS, TS, list_offsets, ready
+from .corpus import produced_batch as batch
 from .diff import Side, compare, run
 
 pytestmark = pytest.mark.differential
-
-MS = datetime.timedelta(milliseconds=1)
-TS = (int(time.time()) - 3600) * 1000  # an hour ago: Kafka refuses a timestamp an hour ahead (4.x's default)
-
-
-def batch(n: int, ts: int) -> bytes:
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
-                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
-    for i in range(n):
-        b.append(i, timestamp=ts + i, key=None, value=b"v", headers=[])
-    data = b.build()
-    struct.pack_into(">q", data, 0, 0)
-    return bytes(data)
 
 
 def delete(topics: dict[str, list[tuple[int, int]]]) -> dict:
     return {"timeout": 5000 * MS, "topics": [{"name": t, "partitions": [
         {"partition_index": p, "offset": o} for p, o in ps]} for t, ps in topics.items()]}
-
-
-def list_offsets(topic: str, partition: int, timestamp: int) -> dict:
-    return {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
-        {"partition_index": partition, "current_leader_epoch": -1, "timestamp": timestamp}]}]}
-
-
-def ready(s: Side, topic: str, partitions: int) -> None:
-    """Wait (unrecorded) until every partition answers ListOffsets: Kafka elects its leaders after
-    CreateTopics answers."""
-    deadline = time.monotonic() + 60
-    for p in range(partitions):
-        while s.client().request(ApiKey.LIST_OFFSETS, 7, list_offsets(topic, p, -1)).topics[0].partitions[0] \
-                .error_code is not ErrorCode.none:
-            assert time.monotonic() < deadline, f"{topic}-{p} has no leader"
-            time.sleep(0.1)
 
 
 def delete_records_scenario(s: Side) -> None:
