@@ -55,9 +55,9 @@ def rendezvous(partition: int, nodes: Sequence[int]) -> int | None:
 
 
 class EtcdCluster(ClusterView):
-    """This node's registration, lease and claims in etcd, polled every `tick` (a sixth of the lease):
-    renew the lease, read the live nodes and the owners, release what another node should own,
-    claim what this one should own and nobody holds."""
+    """This node's registration, lease and claims in etcd. Every `tick` (a sixth of the lease) the
+    lease is renewed and, separately, a poll reads the live nodes and the owners, releases what another
+    node should own and claims what this one should own and nobody holds."""
 
     def __init__(self, settings, client_factory=None) -> None:
         self.settings = settings
@@ -275,18 +275,46 @@ class EtcdCluster(ClusterView):
                  self.settings.cluster_lease_ms)
 
     async def _run(self) -> None:
+        renewing = asyncio.get_running_loop().create_task(self._keep_alive())
         failures = 0
+        try:
+            while True:
+                await asyncio.sleep(self.tick)
+                try:
+                    await self._poll()
+                    failures = 0
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:
+                    failures += 1
+                    if failures == 1 or failures % 20 == 0:
+                        log.warning("etcd unreachable failures=%d: %r", failures, e)
+        finally:
+            renewing.cancel()
+
+    async def _keep_alive(self) -> None:
+        """Renew the lease every tick, on its own: a poll's reads (nodes, owners, the shared
+        documents) take several round trips, and a slow etcd must not delay the renewal the watchdog
+        counts on. Failures are the poll's to log; the watchdog fences if renewals stop."""
         while True:
             await asyncio.sleep(self.tick)
+            lease = self.lease
+            if lease is None:  # fenced: the poll registers a new lease
+                continue
+            sent = time.monotonic()
             try:
-                await self._poll()
-                failures = 0
+                reply = await lease.refresh()
             except asyncio.CancelledError:
                 raise
-            except Exception as e:
-                failures += 1
-                if failures == 1 or failures % 20 == 0:
-                    log.warning("etcd unreachable failures=%d: %r", failures, e)
+            except Exception:
+                continue
+            if lease is not self.lease:  # fenced meanwhile: this renewal was of the old lease
+                continue
+            if reply.TTL <= 0:
+                log.warning("cluster lease expired lease=%x: registering again", lease.id)
+                self.fence("lease expired")
+            else:
+                self.renewed = sent
 
     async def _poll(self) -> None:
         if self.lease is None:  # fenced: a new lease, registered again (the old one's keys go with it)
@@ -297,13 +325,6 @@ class EtcdCluster(ClusterView):
                     pass  # expired already, or etcd still away (then registering fails too)
             await self._register()
             self._stale_lease = None
-        sent = time.monotonic()
-        reply = await self.lease.refresh()
-        if reply.TTL <= 0:
-            log.warning("cluster lease expired lease=%x: registering again", self.lease.id)
-            self.fence("lease expired")
-            return
-        self.renewed = sent
         nodes = await self.client.get_prefix(self.key("nodes", ""))
         live = {}
         for kv in nodes:
