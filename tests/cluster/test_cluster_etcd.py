@@ -792,3 +792,47 @@ async def test_a_partition_is_not_claimed_again_while_a_fences_release_overlaps_
     cluster._reconcile()
     await asyncio.sleep(0)
     assert claimed == [0]
+
+
+async def test_slow_reads_do_not_delay_the_lease_renewal(tmp_path):
+    """A poll's reads take a second (a slow etcd): the lease is still renewed every tick, on its own,
+    so the watchdog (half a lease without a renewal) never fences the node. Before, each renewal
+    waited for the previous poll's reads and the node fenced itself again and again."""
+    import asyncio
+    import types
+
+    from groupd.coordinator.cluster.etcd.cluster import EtcdCluster
+    from groupd.coordinator.settings import Settings
+
+    settings = Settings.load(None, env={}, overrides=[f"data.dir={tmp_path}", "node.id=1", "cluster.lease.ms=2000",
+                                                      "cluster.etcd.endpoints=http://127.0.0.1:1"])
+    cluster = EtcdCluster(settings)
+    renewals = []
+
+    class Lease:
+        id = 1
+
+        async def refresh(self):
+            renewals.append(time.monotonic())
+            return types.SimpleNamespace(TTL=2)
+
+    class SlowClient:
+        async def get_prefix(self, key):
+            await asyncio.sleep(0.5)
+            return []
+
+    cluster.client, cluster.lease, cluster.renewed = SlowClient(), Lease(), time.monotonic()
+    cluster.coordinator_runtime = types.SimpleNamespace(partitions=1)
+    cluster.mine = {0: 1}  # a partition the watchdog would give up
+    cluster._settling = None
+    fenced = []
+    cluster.fence = fenced.append
+    cluster._task = asyncio.get_running_loop().create_task(cluster._run())
+    cluster._arm_watchdog()
+    try:
+        await asyncio.sleep(3 * cluster.lease_s)
+    finally:
+        cluster._watchdog.cancel()
+        cluster._task.cancel()
+    assert fenced == []
+    assert len(renewals) >= 3 * cluster.lease_s / cluster.tick / 2  # about every tick
