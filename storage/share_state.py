@@ -66,6 +66,13 @@ def _stamps(directory: str) -> list[int]:
     return sorted(int(n[:-4]) for n in names if n.endswith(".log") and n[:-4].isdigit())
 
 
+def read_latest(directory: str) -> dict[Key, Snapshot]:
+    """The live snapshots of the newest segment, read as it is (never changed): what its leader last
+    wrote durably, for a reader that does not lead the partition (DescribeShareGroupOffsets)."""
+    stamps = _stamps(directory)
+    return ShareStateLog(directory, stamps[-1]).load(repair=False) if stamps else {}
+
+
 def take_over(directory: str, stamp: int, now_ms: int) -> ShareStateLog:
     """The log the leader of stamp `stamp` writes: its own segment if it has one, else one started
     (written and fsynced before this returns) with the live snapshots of the newest earlier leader's

@@ -288,6 +288,15 @@ class GroupCoordinator(PartitionLifecycle, Housekeeping):
             return error
         return self.shards[p].share_describe(group_id, topics)
 
+    def share_initialized(self, group_id: str) -> dict | ErrorCode:
+        """A share group's initialized share-partitions (topic id → partitions; {} for a group that is
+        missing or of another type), or the error of its offsets partition (loading, not here)."""
+        p = self.partition(group_id)
+        if (error := self.unavailable(p)) is not None:
+            return error
+        group = self.shards[p].groups.get(group_id)
+        return group.initialized() if getattr(group, "type", None) == "share" else {}
+
     def list_groups(self) -> list | ErrorCode:
         """Every group, or COORDINATOR_LOAD_IN_PROGRESS while any partition loads (spec §9.2)."""
         if PartitionState.LOADING in self.states:

@@ -3,7 +3,7 @@ coordinated by the worker that owns its offsets partition, each data partition's
 acquired and acknowledged at its leader (partition p at worker p mod 2), which keeps that
 share-partition's state; a `kill -9` of worker 1 while a consumer holds records of its partition
 hands them out again once the worker is back, and records accepted before the kill never come
-again."""
+again. DescribeShareGroupOffsets at the group's coordinator reads the other worker's share state."""
 
 from __future__ import annotations
 
@@ -14,8 +14,11 @@ import signal
 import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 
-from tests.cluster.test_workers import group_on, start_workers, worker_pid
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from tests.cluster.test_workers import at, group_on, start_workers, worker_pid
 from tests.support.harness import wait_until
+from tests.support.process import WireClient
 
 pytestmark = pytest.mark.clients
 
@@ -77,6 +80,16 @@ def test_each_partitions_records_are_acquired_at_its_leader_and_accepted_once(se
     for worker, partition in ((0, 0), (1, 1)):  # each share-partition lives at its data partition's leader
         assert any(f"groupd[{worker}]" in line and f"group={group} " in line and f"partition={partition} " in line
                    for line in log.splitlines() if "share partition initialized" in line), log
+
+    def offsets():  # at the coordinator: partition 0's state read from worker 0's log, its end as worker 0 reports it
+        with WireClient(at(server, 1)) as c:
+            r = c.request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1, {"groups": [{"group_id": group, "topics": None}]})
+        return [(p.partition_index, p.start_offset, p.lag) for t in r.groups[0].topics for p in t.partitions]
+
+    wait_until(lambda: offsets() == [(0, 50, 0), (1, 50, 0)], 30, "both start offsets at 50 with no lag")
+    with WireClient(at(server, 0)) as c:  # the other worker does not coordinate the group
+        r = c.request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1, {"groups": [{"group_id": group, "topics": None}]})
+    assert r.groups[0].error_code is ErrorCode.not_coordinator
 
 
 def test_a_killed_leader_worker_delivers_what_was_in_flight_again_and_never_what_was_accepted(server):

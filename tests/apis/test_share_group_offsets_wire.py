@@ -1,0 +1,69 @@
+"""DescribeShareGroupOffsets (90) on the wire against the real server (share-groups spec §1.8): each
+share-partition's start offset and (v1) lag = log end − start − records acknowledged or archived past
+the start; topics null lists the group's initialized share-partitions; a named topic that does not
+exist, or a share-partition without state yet, is StartOffset −1 (Lag −1); the group's coordinator
+answers, as Kafka's. `groupd groups describe` shows them."""
+
+from __future__ import annotations
+
+import json
+
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from tests.apis.test_share_fetch_wire import acquired, produce, share_ack, share_fetch, topic_id
+from tests.apis.test_share_group_wire import _cli
+from tests.support.process import WireClient, groupd_fixture
+
+server = groupd_fixture("topics=one:1,two:2", "records.plane=memory")
+
+
+def describe(c: WireClient, group: str, topics=None, version: int = 1):
+    r = c.request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, version, {"groups": [{
+        "group_id": group, "topics": None if topics is None else [
+            {"topic_name": t, "partitions": ps} for t, ps in topics.items()]}]})
+    [g] = r.groups
+    return g
+
+
+def rows(group) -> list[tuple]:
+    return [(t.topic_name, p.partition_index, p.start_offset, getattr(p, "lag", None), p.error_code)
+            for t in group.topics for p in t.partitions]
+
+
+def join(c: WireClient, group: str, member: str, topics: list[str]) -> None:
+    r = c.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {
+        "group_id": group, "member_id": member, "member_epoch": 0, "rack_id": None,
+        "subscribed_topic_names": topics})
+    assert r.error_code is ErrorCode.none
+
+
+def test_start_offset_and_lag_follow_acknowledgements(server):
+    with WireClient(server.bootstrap) as c:
+        join(c, "so", "m", ["one"])
+        g = describe(c, "so")  # initialized, no state yet: groupd makes it at the first ShareFetch
+        assert g.error_code is ErrorCode.none and rows(g) == [("one", 0, -1, -1, ErrorCode.none)]
+        tid = topic_id(c, "one")
+        share_fetch(c, "so", "m", 0, tid)
+        produce(server.bootstrap, "one", 6)
+        assert acquired(share_fetch(c, "so", "m", 1, wait_ms=5000))[0] == [(0, 5, 1)]
+        assert rows(describe(c, "so")) == [("one", 0, 0, 6, ErrorCode.none)]
+        r = share_ack(c, "so", "m", 2, tid, [(0, 1, 1), (3, 3, 3)])  # accept 0-1, reject 3
+        assert r.responses[0].partitions[0].error_code is ErrorCode.none
+        g = describe(c, "so")
+        assert rows(g) == [("one", 0, 2, 3, ErrorCode.none)]  # 6 − 2 − 1 (3 is archived)
+        assert g.topics[0].topic_id == tid and g.topics[0].partitions[0].leader_epoch == 0
+        assert rows(describe(c, "so", version=0)) == [("one", 0, 2, None, ErrorCode.none)]  # v0: no lag
+    described = json.loads(_cli("groups", "describe", "so", "--json", "--bootstrap", server.bootstrap))
+    assert described["offsets"] == [{"topic": "one", "partition": 0, "offset": 2, "log_end_offset": 6, "lag": 3}]
+
+
+def test_named_topics_unknown_ones_and_a_group_without_state(server):
+    with WireClient(server.bootstrap) as c:
+        g = describe(c, "nobody", {"two": [0, 1], "nope": [0]})
+        assert g.error_code is ErrorCode.none
+        assert rows(g) == [("two", 0, -1, -1, ErrorCode.none), ("two", 1, -1, -1, ErrorCode.none),
+                           ("nope", 0, -1, -1, ErrorCode.none)]
+        assert g.topics[1].topic_id is None  # the zero uuid on the wire, as Kafka (kio reads it as None)
+        assert describe(c, "nobody").topics == ()  # topics null: what the group initialized, nothing
+
+
