@@ -262,3 +262,46 @@ def cut(data: bytes, spans: list[tuple[int, int, int, int]], first: int, last: i
     """The batches of `data` that overlap [first, last], unmodified."""
     kept = [(a, b) for base, end_offset, a, b in spans if end_offset >= first and base <= last]
     return data[kept[0][0]:kept[-1][1]] if kept else b""
+
+
+ELSEWHERE = "The share-partition is led by another worker or node, whose state groupd does not change from here yet."
+
+
+async def reset_share_partition(node, deliveries: ShareDeliveries, group: str, topic, index: int,
+                                start: int | None) -> tuple[ErrorCode, str | None]:
+    """AlterShareGroupOffsets / DeleteShareGroupOffsets of one share-partition, at this node as its
+    data partition's leader: (error, message). Led elsewhere: NOT_LEADER_OR_FOLLOWER (not yet)."""
+    if not 0 <= index < topic.partitions:
+        return ErrorCode.unknown_topic_or_partition, None
+    error = await held_here(node, deliveries, topic, index)
+    if error is ErrorCode.not_leader_or_follower:
+        return error, ELSEWHERE
+    if error is not None:
+        return error, None
+    try:
+        await deliveries.reset((group, topic.topic_id, index), start)
+    except OSError as e:
+        log.error("share state not written group=%s topic=%s partition=%d: %s", group, topic.name, index, e)
+        return ErrorCode.kafka_storage_error, None
+    if not still_held(node, deliveries, topic, index):
+        return ErrorCode.not_leader_or_follower, None
+    return ErrorCode.none, None
+
+
+def offsets_admin_refusal(node, request, operation) -> tuple[ErrorCode, str | None] | None:
+    """AlterShareGroupOffsets and DeleteShareGroupOffsets: the group-level checks (`operation` on the
+    group, then Kafka's: an empty id INVALID_GROUP_ID, another type GROUP_ID_NOT_FOUND, members
+    NON_EMPTY_GROUP; a missing group answers GROUP_ID_NOT_FOUND for Delete, passes for Alter)."""
+    group = request.body.group_id
+    if not group:
+        return ErrorCode.invalid_group_id, None
+    if not authorized(node, request, operation, ResourceType.GROUP, group):
+        return ErrorCode.group_authorization_failed, None
+    members = node.coordinator.share_group_has_members(group)
+    if isinstance(members, ErrorCode):
+        return members, None
+    if members:
+        return ErrorCode.non_empty_group, None
+    if members is None and operation is AclOperation.DELETE:
+        return ErrorCode.group_id_not_found, None
+    return None

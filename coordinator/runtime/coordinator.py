@@ -297,6 +297,19 @@ class GroupCoordinator(PartitionLifecycle, Housekeeping):
         group = self.shards[p].groups.get(group_id)
         return group.initialized() if getattr(group, "type", None) == "share" else {}
 
+    def share_group_has_members(self, group_id: str) -> bool | ErrorCode | None:
+        """Whether a share group has members (None: no group of that id), GROUP_ID_NOT_FOUND for a
+        group of another type, or the error of its offsets partition (loading, not here)."""
+        p = self.partition(group_id)
+        if (error := self.unavailable(p)) is not None:
+            return error
+        group = self.shards[p].groups.get(group_id)
+        if group is None:
+            return None
+        if getattr(group, "type", None) != "share":
+            return ErrorCode.group_id_not_found
+        return bool(group.members)
+
     def list_groups(self) -> list | ErrorCode:
         """Every group, or COORDINATOR_LOAD_IN_PROGRESS while any partition loads (spec §9.2)."""
         if PartitionState.LOADING in self.states:

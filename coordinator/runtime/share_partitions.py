@@ -161,6 +161,36 @@ class ShareDeliveries:
                 except OSError as e:  # the group is gone either way; its old state would load again at a restart
                     log.error("share state not deleted groups=%s: %s", ",".join(sorted(groups)), e)
 
+    async def reset(self, key: Key, start: int | None) -> None:
+        """AlterShareGroupOffsets (`start`) or DeleteShareGroupOffsets (None) at the data partition's
+        leader (its state held here): the share-partition starts afresh at `start`, its in-flight
+        offsets and acquisitions dropped, under the next state epoch; or its state goes (the next
+        ShareFetch starts it where `share.auto.offset.reset` says). Durable before this returns; a
+        failed write (OSError, raised) leaves the state as it was."""
+        before = (self.partitions.get(key), self._stored.get(key), self._snapshot_epochs.get(key))
+        old, stored, _ = before
+        state_epoch = (old.state_epoch if old is not None else stored[1] if stored is not None else 0) + 1
+        self._stored.pop(key, None)
+        try:
+            if start is None:
+                self.partitions.pop(key, None)
+                self._snapshot_epochs.pop(key, None)
+                held = self._held.get(key[1:])
+                if held is not None and held[1] is not None:
+                    await asyncio.get_running_loop().run_in_executor(self._writer, held[1].write, [(key, None)],
+                                                                     wall_ms())
+            else:
+                self.partitions[key] = SharePartition(start, self.limits, state_epoch)
+                await self.persist([key])
+        except OSError:
+            for target, value in zip((self.partitions, self._stored, self._snapshot_epochs), before):
+                if value is None:
+                    target.pop(key, None)
+                else:
+                    target[key] = value
+            raise
+        self.wake()
+
     def release_member(self, group: str, member: str, partitions, now: int) -> list[Key]:
         changed = []
         for topic_id, index in partitions:

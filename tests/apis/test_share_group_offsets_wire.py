@@ -67,3 +67,53 @@ def test_named_topics_unknown_ones_and_a_group_without_state(server):
         assert describe(c, "nobody").topics == ()  # topics null: what the group initialized, nothing
 
 
+
+
+def alter(c: WireClient, group: str, offsets: dict[str, dict[int, int]]):
+    return c.request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, {"group_id": group, "topics": [
+        {"topic_name": t, "partitions": [{"partition_index": p, "start_offset": o} for p, o in ps.items()]}
+        for t, ps in offsets.items()]})
+
+
+def delete(c: WireClient, group: str, topics: list[str]):
+    return c.request(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, {"group_id": group, "topics": [
+        {"topic_name": t} for t in topics]})
+
+
+def leave(c: WireClient, group: str, member: str) -> None:
+    r = c.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {
+        "group_id": group, "member_id": member, "member_epoch": -1, "rack_id": None, "subscribed_topic_names": None})
+    assert r.error_code is ErrorCode.none
+
+
+def test_alter_and_delete_offsets_of_an_empty_group(server):
+    """Alter (91): the share-partition starts afresh at the offset; Delete (92): its state goes and
+    the next ShareFetch starts it at the log end (`latest`); both need the group empty."""
+    with WireClient(server.bootstrap) as c:
+        join(c, "sa", "m", ["two"])
+        tid = topic_id(c, "two")
+        share_fetch(c, "sa", "m", 0, tid)  # partition 0 of two: state at the log end
+        produce(server.bootstrap, "two", 5)
+        assert acquired(share_fetch(c, "sa", "m", 1, wait_ms=5000))[0] == [(0, 4, 1)]
+        r = alter(c, "sa", {"two": {0: 1}})
+        assert (r.error_code, r.responses) == (ErrorCode.non_empty_group, ())
+        assert share_fetch(c, "sa", "m", -1).error_code is ErrorCode.none  # the session goes: records released
+        leave(c, "sa", "m")
+        r = alter(c, "sa", {"two": {0: 3, 9: 0}, "nope": {0: 0}})
+        assert r.error_code is ErrorCode.none
+        assert [(t.topic_name, t.topic_id, [(p.partition_index, p.error_code) for p in t.partitions])
+                for t in r.responses] == [
+            ("two", tid, [(0, ErrorCode.none), (9, ErrorCode.unknown_topic_or_partition)]),
+            ("nope", None, [(0, ErrorCode.unknown_topic_or_partition)])]
+        assert rows(describe(c, "sa", {"two": [0]})) == [("two", 0, 3, 2, ErrorCode.none)]
+        got, _ = acquired(share_fetch(c, "sa", "n", 0, tid, wait_ms=5000))
+        assert got == [(3, 4, 1)]  # from the new start, a first delivery again
+        assert share_fetch(c, "sa", "n", -1).error_code is ErrorCode.none
+        r = delete(c, "sa", ["two", "nope"])
+        assert [(t.topic_name, t.error_code) for t in r.responses] == [
+            ("two", ErrorCode.none), ("nope", ErrorCode.unknown_topic_or_partition)]
+        assert rows(describe(c, "sa", {"two": [0]})) == [("two", 0, -1, -1, ErrorCode.none)]
+        share_fetch(c, "sa", "n", 0, tid)  # started again at the log end
+        assert rows(describe(c, "sa", {"two": [0]})) == [("two", 0, 5, 0, ErrorCode.none)]
+        assert delete(c, "nobody", ["two"]).error_code is ErrorCode.group_id_not_found
+        assert alter(c, "", {"two": {0: 0}}).error_code is ErrorCode.invalid_group_id

@@ -1,8 +1,9 @@
 """Kafka's own `kafka-share-groups.sh` (org.apache.kafka.tools.consumer.group.ShareGroupCommand from the
 kafka-tools 4.3.1 jar) against groupd: --list, --describe (start offset and lag, from
 DescribeShareGroupOffsets), --describe --members (ShareGroupDescribe) and --describe --state, as Kafka
-prints them for the same state. A member joined, acquired six records, accepted 0–1 and rejected 3:
-the start offset is 2, the lag 6 − 2 − 1 = 3."""
+prints them for the same state, then --reset-offsets and --delete-offsets once the group is empty
+(AlterShareGroupOffsets, DeleteShareGroupOffsets). A member joined, acquired six records, accepted
+0–1 and rejected 3: the start offset is 2, the lag 6 − 2 − 1 = 3."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import subprocess
 import pytest
 
 from tests.apis.test_share_fetch_wire import acquired, produce, share_ack, share_fetch, topic_id
-from tests.apis.test_share_group_offsets_wire import join
+from tests.apis.test_share_group_offsets_wire import join, leave
 from tests.support.kafka import java_command
 from tests.support.process import WireClient, groupd_fixture
 
@@ -45,3 +46,12 @@ def test_list_and_describe_a_share_group(server):
     state = run_tool(server.bootstrap, "--describe", "--group", "sgc-tool", "--state")
     assert state[0] == ["GROUP", "COORDINATOR", "(ID)", "STATE", "#MEMBERS"]
     assert state[1][0] == "sgc-tool" and state[1][-2:] == ["Stable", "1"]
+    with WireClient(server.bootstrap) as c:  # the group empties (its session ended with its connection)
+        leave(c, "sgc-tool", "m")
+    assert run_tool(server.bootstrap, "--reset-offsets", "--group", "sgc-tool", "--topic", "sgc", "--to-earliest",
+                    "--execute") == [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], ["sgc-tool", "sgc", "0", "0"]]
+    assert run_tool(server.bootstrap, "--describe", "--group", "sgc-tool")[1] == ["sgc-tool", "sgc", "0", "0", "6"]
+    assert run_tool(server.bootstrap, "--delete-offsets", "--group", "sgc-tool", "--topic", "sgc") == [
+        ["TOPIC", "STATUS"], ["sgc", "Successful"]]
+    # no state left (Kafka would no longer list the partition; groupd lists it without a start offset)
+    assert run_tool(server.bootstrap, "--describe", "--group", "sgc-tool")[1] == ["sgc-tool", "sgc", "0", "-", "-"]

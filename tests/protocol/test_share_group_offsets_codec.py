@@ -1,6 +1,7 @@
-"""DescribeShareGroupOffsets (90) v0–v1 against bytes laid out by hand from Kafka's schemas
-(share-groups spec §1.8): kafka-python has no classes for it, so these are its golden fixtures.
-Flexible in both versions; v1 adds the partition's Lag (int64) after LeaderEpoch."""
+"""DescribeShareGroupOffsets (90) v0–v1, AlterShareGroupOffsets (91) v0 and DeleteShareGroupOffsets (92) v0
+against bytes laid out by hand from Kafka's schemas (share-groups spec §1.8): kafka-python has no
+classes for them, so these are their golden fixtures. All flexible; 90 v1 adds the partition's Lag
+(int64) after LeaderEpoch."""
 
 from __future__ import annotations
 
@@ -45,3 +46,35 @@ def test_response_layout(version):
     topic = cstr("t1") + TOPIC.bytes + carray([partition]) + TAGS
     group = cstr("sg") + carray([topic]) + struct.pack(">h", 0) + cstr(None) + TAGS
     assert frame[4 + 4 + 1:] == i32(0) + carray([group]) + TAGS
+
+
+def test_alter_request_and_response_v0():
+    partition = i32(2) + i64(17) + TAGS
+    body = cstr("sg") + carray([cstr("t1") + carray([partition]) + TAGS]) + TAGS
+    frame = struct.pack(">hhi", 91, 0, 3) + struct.pack(">h", -1) + TAGS + body
+    _, offset = parse_header(frame, True)
+    req = decode_request(91, 0, frame, offset)
+    assert (req.group_id, [(t.topic_name, [(p.partition_index, p.start_offset) for p in t.partitions])
+                           for t in req.topics]) == ("sg", [("t1", [(2, 17)])])
+    response = build_response(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, {
+        "error_code": ErrorCode.none, "error_message": None, "responses": [{
+            "topic_name": "t1", "topic_id": TOPIC, "partitions": [
+                {"partition_index": 2, "error_code": ErrorCode.non_empty_group, "error_message": "x"}]}]})
+    frame = encode_response(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 1, response)
+    row = i32(2) + struct.pack(">h", 68) + cstr("x") + TAGS
+    topic = cstr("t1") + TOPIC.bytes + carray([row]) + TAGS
+    assert frame[4 + 4 + 1:] == i32(0) + struct.pack(">h", 0) + cstr(None) + carray([topic]) + TAGS
+
+
+def test_delete_request_and_response_v0():
+    body = cstr("sg") + carray([cstr("t1") + TAGS]) + TAGS
+    frame = struct.pack(">hhi", 92, 0, 4) + struct.pack(">h", -1) + TAGS + body
+    _, offset = parse_header(frame, True)
+    req = decode_request(92, 0, frame, offset)
+    assert (req.group_id, [t.topic_name for t in req.topics]) == ("sg", ["t1"])
+    response = build_response(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, {
+        "error_code": ErrorCode.none, "error_message": None, "responses": [{
+            "topic_name": "t1", "topic_id": TOPIC, "error_code": ErrorCode.none, "error_message": None}]})
+    frame = encode_response(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 1, response)
+    topic = cstr("t1") + TOPIC.bytes + struct.pack(">h", 0) + cstr(None) + TAGS
+    assert frame[4 + 4 + 1:] == i32(0) + struct.pack(">h", 0) + cstr(None) + carray([topic]) + TAGS
