@@ -2,8 +2,9 @@
 offsets, at the group's coordinator, for an empty share group (NON_EMPTY_GROUP with members;
 GROUP_ID_NOT_FOUND for a group of another type). Each named share-partition starts afresh at the
 given offset under the next state epoch, its in-flight records forgotten (Kafka's
-InitializeShareGroupState); the answer follows the durable write. Kafka creates a missing group;
-groupd sets the offsets without creating it (the group appears when a member joins).
+InitializeShareGroupState); a missing group is created, empty, and the partitions are recorded as
+initialized in its ShareGroupStatePartitionMetadata, as Kafka's; the answer follows the durable
+writes.
 
 The state is the data partition leader's: groupd changes it here when this node leads the
 partition, and answers NOT_LEADER_OR_FOLLOWER for a partition another worker or node leads (not
@@ -21,7 +22,7 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
 from .request import Request
-from .share_common import offsets_admin_refusal, reset_share_partition
+from .share_common import offsets_admin_refusal, reset_share_partition, set_initialized
 
 KEY = ApiKey.ALTER_SHARE_GROUP_OFFSETS
 VERSIONS = (0, 0)
@@ -38,6 +39,7 @@ async def _answer(node, request: Request):
         return _response(request, *refused, [])
     deliveries = deliveries_for(node)
     responses = []
+    done: dict = {}  # topic id → partitions whose state was set: initialized in the group
     for t in body.topics:
         topic = node.catalog.get(t.topic_name)
         if not authorized(node, request, AclOperation.READ, ResourceType.TOPIC, t.topic_name):
@@ -47,8 +49,13 @@ async def _answer(node, request: Request):
         else:
             rows = [_row(p.partition_index, *await reset_share_partition(
                 node, deliveries, body.group_id, topic, p.partition_index, p.start_offset)) for p in t.partitions]
+            done.setdefault(topic.topic_id, []).extend(
+                r["partition_index"] for r in rows if r["error_code"] is ErrorCode.none)
         responses.append({"topic_name": t.topic_name, "topic_id": None if topic is None else topic.topic_id,
                           "partitions": rows})
+    error = await set_initialized(node, body.group_id, done, [], create=True)
+    if error is not ErrorCode.none:  # the state is set; the group's record of it is not
+        return _response(request, error, None, [])
     return _response(request, ErrorCode.none, None, responses)
 
 

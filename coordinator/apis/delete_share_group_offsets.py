@@ -1,8 +1,9 @@
 """DeleteShareGroupOffsets (92), v0 (KIP-932, share-groups spec §1.8): deletes the share-partition
 state of named topics, at the group's coordinator, for an empty share group (NON_EMPTY_GROUP with
 members; GROUP_ID_NOT_FOUND for a missing group or one of another type), so that the next consumer
-starts each partition where `share.auto.offset.reset` says (Kafka's DeleteShareGroupState); the
-answer follows the durable write. A topic that does not exist is UNKNOWN_TOPIC_OR_PARTITION.
+starts each partition where `share.auto.offset.reset` says (Kafka's DeleteShareGroupState), and the
+topic leaves the group's initialized share-partitions; the answer follows the durable writes. A
+topic that does not exist is UNKNOWN_TOPIC_OR_PARTITION.
 
 The state is the data partition leader's: groupd deletes it here when this node leads every
 partition of the topic, and answers NOT_LEADER_OR_FOLLOWER for a topic with a partition another
@@ -21,7 +22,7 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
 from .request import Request
-from .share_common import offsets_admin_refusal, reset_share_partition
+from .share_common import offsets_admin_refusal, reset_share_partition, set_initialized
 
 KEY = ApiKey.DELETE_SHARE_GROUP_OFFSETS
 VERSIONS = (0, 0)
@@ -38,6 +39,7 @@ async def _answer(node, request: Request):
         return _response(request, *refused, [])
     deliveries = deliveries_for(node)
     responses = []
+    gone = []  # topic ids whose state went: no longer initialized in the group
     for t in body.topics:
         topic = node.catalog.get(t.topic_name)
         error, message = ErrorCode.none, None
@@ -50,8 +52,13 @@ async def _answer(node, request: Request):
                 found = await reset_share_partition(node, deliveries, body.group_id, topic, index, None)
                 if found[0] is not ErrorCode.none and error is ErrorCode.none:
                     error, message = found
+            if error is ErrorCode.none:
+                gone.append(topic.topic_id)
         responses.append({"topic_name": t.topic_name, "topic_id": None if topic is None else topic.topic_id,
                           "error_code": error, "error_message": message})
+    error = await set_initialized(node, body.group_id, {}, gone, create=False)
+    if error is not ErrorCode.none:  # the state is gone; the group's record of it is not changed
+        return _response(request, error, None, [])
     return _response(request, ErrorCode.none, None, responses)
 
 

@@ -118,7 +118,7 @@ async def _state(node, group_id: str, topic, index: int) -> dict:
         done = sum(last - max(first, start) + 1 for first, last, state, _ in batches
                    if state in TERMINAL and last >= start)
     end = _log_end(node, topic, index, leads)
-    lag = -1 if end is None else max(end - start - done, 0)
+    lag = -1 if end is None else end - start - done  # Kafka's formula: negative for a start past the end
     return _partition(index, start, node.cluster.leader_epoch(topic.name, index), lag)
 
 

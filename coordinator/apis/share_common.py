@@ -305,3 +305,10 @@ def offsets_admin_refusal(node, request, operation) -> tuple[ErrorCode, str | No
     if members is None and operation is AclOperation.DELETE:
         return ErrorCode.group_id_not_found, None
     return None
+
+
+async def set_initialized(node, group: str, add: dict, remove: list, create: bool) -> ErrorCode:
+    """The group's initialized share-partitions changed at its coordinator (durable), as Kafka's
+    ShareGroupStatePartitionMetadata follows AlterShareGroupOffsets and DeleteShareGroupOffsets."""
+    result = node.coordinator.share_set_initialized(group, add, remove, node.topics_image(), create)
+    return await result if isinstance(result, asyncio.Future) else result

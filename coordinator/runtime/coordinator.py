@@ -223,6 +223,12 @@ class GroupCoordinator(PartitionLifecycle, Housekeeping):
     def share_heartbeat(self, req: ShareHeartbeatRequest, topics: TopicsImage) -> Any:
         return self.call(req.group_id, lambda shard, _, at: shard.share_heartbeat(req, topics, at), share_error_reply)
 
+    def share_set_initialized(self, group_id: str, add, remove, topics: TopicsImage, create: bool) -> Any:
+        """AlterShareGroupOffsets / DeleteShareGroupOffsets: the empty share group's initialized
+        share-partitions changed (ShareGroupStatePartitionMetadata): an ErrorCode, or a future of it."""
+        return self.call(group_id, lambda shard, _, at: shard.share_set_initialized(group_id, add, remove, topics, at,
+                                                                                    create))
+
     def force_rebalance(self, group_id: str) -> Any:
         """Fault injection: a new generation (classic) or group epoch (consumer) now."""
         return self.call(group_id, lambda shard, _, at: shard.force_rebalance(group_id, at))

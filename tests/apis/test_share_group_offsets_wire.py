@@ -113,7 +113,18 @@ def test_alter_and_delete_offsets_of_an_empty_group(server):
         assert [(t.topic_name, t.error_code) for t in r.responses] == [
             ("two", ErrorCode.none), ("nope", ErrorCode.unknown_topic_or_partition)]
         assert rows(describe(c, "sa", {"two": [0]})) == [("two", 0, -1, -1, ErrorCode.none)]
+        assert describe(c, "sa").topics == ()  # no longer among the group's initialized share-partitions
         share_fetch(c, "sa", "n", 0, tid)  # started again at the log end
         assert rows(describe(c, "sa", {"two": [0]})) == [("two", 0, 5, 0, ErrorCode.none)]
         assert delete(c, "nobody", ["two"]).error_code is ErrorCode.group_id_not_found
         assert alter(c, "", {"two": {0: 0}}).error_code is ErrorCode.invalid_group_id
+
+
+def test_alter_creates_a_missing_group(server):
+    """As Kafka's: the group exists afterwards, empty, with the partition initialized at the offset."""
+    with WireClient(server.bootstrap) as c:
+        r = alter(c, "made", {"two": {1: 2}})
+        assert r.error_code is ErrorCode.none and r.responses[0].partitions[0].error_code is ErrorCode.none
+        assert rows(describe(c, "made")) == [("two", 1, 2, -2, ErrorCode.none)]  # past the (empty) log: Kafka's formula
+        listed = c.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["share"]}).groups
+        assert [(g.group_id, g.group_state) for g in listed if g.group_id == "made"] == [("made", "Empty")]
