@@ -2,7 +2,8 @@
 confluent-kafka's ShareConsumer: a share-partition's state lives with its data partition's leader,
 and when that leader is killed -9 the survivor takes the data partition and its share state over:
 records accepted before the kill are never delivered again, records acquired and not acknowledged
-are delivered again, and the group (coordinated by the survivor) carries on."""
+are delivered again, and the group (coordinated by the survivor) carries on. A clean hand-over (a
+node joining takes partitions over) moves the state too."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from tests.cluster.test_cluster_etcd import etcd, two_nodes  # noqa: F401 (the fixture)
+from tests.cluster.test_cluster_etcd import SETTINGS, etcd, two_nodes  # noqa: F401 (the fixture)
 from tests.cluster.test_cluster_records import agreed_leaders
-from tests.support.etcd_server import coordinators
+from tests.support.etcd_server import cluster_node, coordinators
 from tests.support.harness import wait_until
 
 pytestmark = pytest.mark.clients
@@ -108,3 +109,62 @@ def test_a_killed_leader_hands_its_share_state_to_the_survivor(nodes):
 
 def survivor_id(victim: int) -> int:
     return 3 - victim
+
+
+def test_partitions_moving_to_a_joining_node_keep_their_share_state(tmp_path, etcd):  # noqa: F811
+    """A clean hand-over: node 2 joins and takes some data partitions from node 1 with their
+    share-partitions' state; what was accepted at node 1 is not delivered again by either."""
+    data = str(tmp_path / "data")
+    first = cluster_node(data, etcd, 1, *SETTINGS, "records.plane=disk").start()
+    second = None
+    try:
+        agreed_leaders([first], {1})
+        group = "share-move"
+        earliest([first], group)
+        for partition in range(4):
+            produce(first.bootstrap, partition, range(5))
+        accepted: dict[tuple[int, int], int] = {}
+        consumer = ShareConsumer({"bootstrap.servers": first.bootstrap, "group.id": group,
+                                  "share.acknowledgement.mode": "explicit"})
+        consumer.subscribe(["t"])
+        try:
+            def drained() -> bool:
+                for m in consumer.poll(0.2):
+                    assert m.error() is None, m.error()
+                    accepted[(m.partition(), m.offset())] = accepted.get((m.partition(), m.offset()), 0) + 1
+                    consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+                assert all(v is None for v in consumer.commit_sync(30).values())
+                return len(accepted) >= 20
+
+            wait_until(drained, 60, "the twenty records accepted at node 1")
+        finally:
+            consumer.close()
+        second = cluster_node(data, etcd, 2, *SETTINGS, "records.plane=disk").start()
+        moved = agreed_leaders([first, second], {1, 2}, exactly=True)
+        bootstrap = f"{first.bootstrap},{second.bootstrap}"
+        for partition in range(4):
+            produce(bootstrap, partition, range(5, 8))
+        after: dict[tuple[int, int], int] = {}
+        consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                  "share.acknowledgement.mode": "explicit"})
+        consumer.subscribe(["t"])
+        try:
+            def rest() -> bool:
+                for m in consumer.poll(0.2):
+                    assert m.error() is None, m.error()
+                    after[(m.partition(), m.offset())] = after.get((m.partition(), m.offset()), 0) + 1
+                    consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+                assert all(v is None for v in consumer.commit_sync(30).values())
+                return len(after) >= 12
+
+            wait_until(rest, 90, "the new records from both nodes")
+        finally:
+            consumer.close()
+        assert accepted == {(p, o): 1 for p in range(4) for o in range(5)}
+        assert after == {(p, o): 1 for p in range(4) for o in range(5, 8)}  # none of the accepted ones again
+        assert 2 in moved.values()
+        assert re.search(r"share state loaded topic_id=\S+ partition=\d stamp=\d+ share_partitions=1", second.log())
+    finally:
+        for node in (second, first):
+            if node is not None and node.alive():
+                assert node.stop() == 0, node.log()
