@@ -69,8 +69,17 @@ def _stamps(directory: str) -> list[int]:
 def read_latest(directory: str) -> dict[Key, Snapshot]:
     """The live snapshots of the newest segment, read as it is (never changed): what its leader last
     wrote durably, for a reader that does not lead the partition (DescribeShareGroupOffsets)."""
-    stamps = _stamps(directory)
-    return ShareStateLog(directory, stamps[-1]).load(repair=False) if stamps else {}
+    for _ in range(3):  # a new leader removes the segment it took over from: look again
+        stamps = _stamps(directory)
+        if not stamps:
+            return {}
+        segment = ShareStateLog(directory, stamps[-1])
+        try:
+            if os.path.exists(segment.path):
+                return segment.load(repair=False)
+        except FileNotFoundError:
+            pass
+    return {}
 
 
 def take_over(directory: str, stamp: int, now_ms: int) -> ShareStateLog:
