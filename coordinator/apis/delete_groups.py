@@ -3,7 +3,8 @@
 v1 changes only quota semantics; v2 is flexible. Only an Empty group can be deleted: its offsets
 and then the group are tombstoned, and the result leaves once that is durable. Live groups answer
 NON_EMPTY_GROUP, unknown ones GROUP_ID_NOT_FOUND. Duplicate ids are answered once. A deleted share
-group's share-partition state is deleted too (coordinator/runtime/share_partitions.py) before the answer.
+group's share-partition state is deleted too (coordinator/runtime/share_partitions.py) before the answer,
+on the data partitions this node leads (with workers or in cluster mode, not yet on the others').
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
 from .request import Request
+from .share_common import led_share_state
 
 KEY = ApiKey.DELETE_GROUPS
 VERSIONS = (0, 2)
@@ -37,7 +39,7 @@ def handle(node, request: Request):
         errors = [r.result() if isinstance(r, asyncio.Future) else r for r in results]
         deleted = [gid for gid, error in zip(ids, errors) if error is ErrorCode.none]
         if deleted:
-            await deliveries_for(node).forget_groups(deleted)
+            await deliveries_for(node).forget_groups(deleted, led_share_state(node))
         return build_response(ApiKey.DELETE_GROUPS, version, {"results": [
             {"group_id": gid, "error_code": error} for gid, error in zip(ids, errors)]})
 

@@ -3,7 +3,8 @@ share-groups spec §1.6, §3.6, §3.9): ACCEPT (1), RELEASE (2), REJECT (3), GAP
 partition's applied all or nothing; records not ACQUIRED by this member (another's, an expired lock)
 answer INVALID_RECORD_STATE. Epoch 0 is INVALID_SHARE_SESSION_EPOCH (this API never opens a
 session); -1 applies the acknowledgements, closes the session and releases what the member still
-holds on its partitions. The answer follows the durable write of the changed share-partitions.
+holds on its partitions. The answer follows the durable write of the changed share-partitions. A
+partition this node does not lead answers NOT_LEADER_OR_FOLLOWER with its leader, as in ShareFetch.
 v0 existed only in Kafka 4.0; v2 (Kafka 4.2, KIP-1222) adds IsRenewAck, which allows RENEW (type 4:
 a fresh lock for offsets the member holds), and AcquisitionLockTimeoutMs in the response.
 """
@@ -21,7 +22,16 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
 from .request import Request
-from .share_common import NO_LEADER, apply_acknowledgements, close_session, group_lock_ms, merged, refusal
+from .share_common import (
+    NO_LEADER,
+    apply_acknowledgements,
+    close_session,
+    current_leader,
+    group_lock_ms,
+    merged,
+    node_endpoints,
+    refusal,
+)
 
 KEY = ApiKey.SHARE_ACKNOWLEDGE
 VERSIONS = (1, 2)
@@ -46,20 +56,22 @@ def handle(node, request: Request):
 
 async def _serve(node, request: Request, deliveries, session):
     body = request.body
-    await deliveries.ready()
     now = mono_ms()
     results = await apply_acknowledgements(node, request, deliveries, merged(body.topics), now)
     topics: dict = {}
+    entries = []
     for (topic_id, index), code in results.items():
-        topics.setdefault(topic_id, []).append({"partition_index": index, "error_code": code,
-                                                "current_leader": NO_LEADER})
+        topic = node.catalog.by_id(topic_id)
+        leader = current_leader(node, topic, index) if code is ErrorCode.not_leader_or_follower and topic else NO_LEADER
+        entries.append({"partition_index": index, "error_code": code, "current_leader": leader})
+        topics.setdefault(topic_id, []).append(entries[-1])
     if body.share_session_epoch == -1:
         await close_session(deliveries, body.group_id, body.member_id, session, now)
     return _response(request, ErrorCode.none, [{"topic_id": t, "partitions": ps} for t, ps in topics.items()],
-                     group_lock_ms(node, body.group_id))
+                     group_lock_ms(node, body.group_id), node_endpoints(node, request, entries))
 
 
-def _response(request: Request, error: ErrorCode, topics: list[dict], lock_ms: int = 0):
+def _response(request: Request, error: ErrorCode, topics: list[dict], lock_ms: int = 0, endpoints=None):
     return build_response(KEY, request.version, {
-        "error_code": error, "responses": topics, "node_endpoints": [],
+        "error_code": error, "responses": topics, "node_endpoints": endpoints or [],
         "acquisition_lock_timeout": datetime.timedelta(milliseconds=lock_ms if error is ErrorCode.none else 0)})  # v2+

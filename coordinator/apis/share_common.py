@@ -1,6 +1,8 @@
 """What ShareFetch (78) and ShareAcknowledge (79) share (share-groups spec §1.7, §3.6): request
 checks, acknowledgement batches validated and applied per partition, reading a data partition's
-batches from the records plane (either plane) and cutting them to the acquired ranges."""
+batches from the records plane (either plane) and cutting them to the acquired ranges, and the
+leadership of a data partition: its share state is served only by its leader (workers, cluster
+mode), elsewhere NOT_LEADER_OR_FOLLOWER with the current leader and its endpoint, as Kafka answers."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ import asyncio
 import logging
 import struct
 import uuid
+from collections.abc import Iterable
 
+from groupd.coordinator.cluster.view import address
 from groupd.coordinator.core.group_config import SHARE_RECORD_LOCK_DURATION_MS
 from groupd.coordinator.core.share.delivery import ACCEPT, GAP, REJECT, RELEASE, RENEW
 from groupd.coordinator.observability import metrics
@@ -18,6 +22,7 @@ from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.storage.records_plane.segments import read_from
+from groupd.storage.share_state import partition_directories
 
 _TYPES_V1 = (GAP, ACCEPT, RELEASE, REJECT)
 _TYPES_RENEW = (*_TYPES_V1, RENEW)
@@ -78,17 +83,61 @@ def batches_error(batches, renew: bool = False) -> ErrorCode | None:
     return None
 
 
-def acknowledge(node, deliveries: ShareDeliveries, group: str, member: str, topic_id: uuid.UUID, index: int,
+def current_leader(node, topic, index: int) -> dict:
+    """The data partition's leader and its epoch, as a ShareFetch/ShareAcknowledge entry names it."""
+    leader = node.cluster.leader(topic.name, index)
+    return NO_LEADER if leader is None else {"leader_id": leader,
+                                             "leader_epoch": node.cluster.leader_epoch(topic.name, index)}
+
+
+def node_endpoints(node, request, entries: Iterable[dict]) -> list[dict]:
+    """The endpoints of the leaders the refused entries name (Kafka's NodeEndpoints), on the request's
+    listener; an entry served here carries NO_LEADER, which names no node."""
+    named = {e["current_leader"]["leader_id"] for e in entries if e["error_code"] != ErrorCode.none}
+    out = []
+    for leader in sorted(named - {-1, node.cluster.node_id}):
+        at = address(node.cluster, leader, request.advertised)
+        if at is not None:
+            out.append({"node_id": leader, "host": at[0], "port": at[1], "rack": None})
+    return out
+
+
+async def held_here(node, deliveries: ShareDeliveries, topic, index: int) -> ErrorCode | None:
+    """None when this node leads the data partition and holds its share state (taken over now if
+    needed); NOT_LEADER_OR_FOLLOWER (or KAFKA_STORAGE_ERROR) otherwise."""
+    if not node.cluster.leads(topic.name, index):
+        return ErrorCode.not_leader_or_follower
+    return await deliveries.hold(topic.topic_id, index, node.cluster.data_stamp(topic.name, index))
+
+
+def still_held(node, deliveries: ShareDeliveries, topic, index: int) -> bool:
+    """After a state write: this node still leads the data partition under the stamp it took it over
+    for. If not, the next leader may have read the state before the write: the answer is an error
+    (a write answered with an error may or may not have landed) and the state is let go here."""
+    if topic is None:  # deleted meanwhile
+        return False
+    data = (topic.topic_id, index)
+    if node.cluster.leads(topic.name, index) and deliveries.stamp(data) == node.cluster.data_stamp(topic.name, index):
+        return True
+    deliveries.let_go(data)
+    return False
+
+
+def led_share_state(node) -> list[tuple[tuple[uuid.UUID, int], int]]:
+    """The data partitions with share state in the data dir that this node leads, with their stamps."""
+    out = []
+    for topic_id, index in partition_directories(node.settings.data_dir):
+        topic = node.catalog.by_id(topic_id)
+        if topic is not None and 0 <= index < topic.partitions and node.cluster.leads(topic.name, index):
+            out.append(((topic_id, index), node.cluster.data_stamp(topic.name, index)))
+    return out
+
+
+def acknowledge(node, deliveries: ShareDeliveries, group: str, member: str, topic, index: int,
                 batches, now: int, renew: bool = False) -> ErrorCode:
-    """Apply one partition's acknowledgements, all or nothing."""
-    error = batches_error(batches, renew)
-    if error is not None:
-        return error
-    topic = node.catalog.by_id(topic_id)
-    if topic is None:
-        return ErrorCode.unknown_topic_id
-    sp = deliveries.partitions.get((group, topic_id, index))
-    if sp is None or not 0 <= index < topic.partitions:
+    """Apply one partition's acknowledgements (checked by batches_error), all or nothing (its state held here)."""
+    sp = deliveries.partitions.get((group, topic.topic_id, index))
+    if sp is None:
         return ErrorCode.unknown_topic_or_partition  # Kafka: not a share-partition loaded here
     return sp.acknowledge(member, [(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in batches],
                           now, group_lock_ms(node, group))
@@ -107,13 +156,22 @@ async def apply_acknowledgements(node, request, deliveries: ShareDeliveries, nam
             continue
         topic = node.catalog.by_id(topic_id)
         if topic is not None and not authorized(node, request, AclOperation.READ, ResourceType.TOPIC, topic.name):
-            results[(topic_id, index)] = ErrorCode.topic_authorization_failed
+            error = ErrorCode.topic_authorization_failed
+        else:
+            error = batches_error(batches, renew)
+        if error is None and topic is None:
+            error = ErrorCode.unknown_topic_id
+        elif error is None and not 0 <= index < topic.partitions:
+            error = ErrorCode.unknown_topic_or_partition
+        if error is None:
+            error = await held_here(node, deliveries, topic, index)
+        if error is not None:
+            results[(topic_id, index)] = error
             continue
         key = (group, topic_id, index)
         if key in deliveries.partitions and key not in saved:
             saved[key] = deliveries.partitions[key].copy()
-        results[(topic_id, index)] = acknowledge(node, deliveries, group, member, topic_id, index, batches, now,
-                                                 renew)
+        results[(topic_id, index)] = acknowledge(node, deliveries, group, member, topic, index, batches, now, renew)
     changed = [(group, *tp) for tp, code in results.items() if code is ErrorCode.none and (group, *tp) in saved]
     if changed:
         try:
@@ -124,6 +182,9 @@ async def apply_acknowledgements(node, request, deliveries: ShareDeliveries, nam
                 deliveries.partitions[key] = saved[key]
                 results[key[1:]] = ErrorCode.unknown_server_error
         else:
+            for key in changed:
+                if not still_held(node, deliveries, node.catalog.by_id(key[1]), key[2]):
+                    results[key[1:]] = ErrorCode.not_leader_or_follower
             deliveries.wake()
     _count(named, results)
     return results
@@ -205,3 +266,53 @@ def cut(data: bytes, spans: list[tuple[int, int, int, int]], first: int, last: i
     """The batches of `data` that overlap [first, last], unmodified."""
     kept = [(a, b) for base, end_offset, a, b in spans if end_offset >= first and base <= last]
     return data[kept[0][0]:kept[-1][1]] if kept else b""
+
+
+ELSEWHERE = "The share-partition is led by another worker or node, whose state groupd does not change from here yet."
+
+
+async def reset_share_partition(node, deliveries: ShareDeliveries, group: str, topic, index: int,
+                                start: int | None) -> tuple[ErrorCode, str | None]:
+    """AlterShareGroupOffsets / DeleteShareGroupOffsets of one share-partition, at this node as its
+    data partition's leader: (error, message). Led elsewhere: NOT_LEADER_OR_FOLLOWER (not yet)."""
+    if not 0 <= index < topic.partitions:
+        return ErrorCode.unknown_topic_or_partition, None
+    error = await held_here(node, deliveries, topic, index)
+    if error is ErrorCode.not_leader_or_follower:
+        return error, ELSEWHERE
+    if error is not None:
+        return error, None
+    try:
+        await deliveries.reset((group, topic.topic_id, index), start)
+    except OSError as e:
+        log.error("share state not written group=%s topic=%s partition=%d: %s", group, topic.name, index, e)
+        return ErrorCode.kafka_storage_error, None
+    if not still_held(node, deliveries, topic, index):
+        return ErrorCode.not_leader_or_follower, None
+    return ErrorCode.none, None
+
+
+def offsets_admin_refusal(node, request, operation) -> tuple[ErrorCode, str | None] | None:
+    """AlterShareGroupOffsets and DeleteShareGroupOffsets: the group-level checks (`operation` on the
+    group, then Kafka's: an empty id INVALID_GROUP_ID, another type GROUP_ID_NOT_FOUND, members
+    NON_EMPTY_GROUP; a missing group answers GROUP_ID_NOT_FOUND for Delete, passes for Alter)."""
+    group = request.body.group_id
+    if not group:
+        return ErrorCode.invalid_group_id, None
+    if not authorized(node, request, operation, ResourceType.GROUP, group):
+        return ErrorCode.group_authorization_failed, None
+    members = node.coordinator.share_group_has_members(group)
+    if isinstance(members, ErrorCode):
+        return members, None
+    if members:
+        return ErrorCode.non_empty_group, None
+    if members is None and operation is AclOperation.DELETE:
+        return ErrorCode.group_id_not_found, None
+    return None
+
+
+async def set_initialized(node, group: str, add: dict, remove: list, create: bool) -> ErrorCode:
+    """The group's initialized share-partitions changed at its coordinator (durable), as Kafka's
+    ShareGroupStatePartitionMetadata follows AlterShareGroupOffsets and DeleteShareGroupOffsets."""
+    result = node.coordinator.share_set_initialized(group, add, remove, node.topics_image(), create)
+    return await result if isinstance(result, asyncio.Future) else result

@@ -16,7 +16,8 @@ in turn and its available offsets acquired for the member, up to MaxRecords; the
 are the log's own, cut to those overlapping the acquired ranges. As Kafka's, a session also ends,
 releasing the member's records, when the connection that opened it closes. With nothing acquired the request
 waits up to MaxWaitMs, woken by appends to its partitions, by records released by others and when
-a lock on its partitions expires.
+a lock on its partitions expires. A partition this node does not lead (workers, cluster mode)
+answers NOT_LEADER_OR_FOLLOWER with its leader in CurrentLeader and NodeEndpoints, as Kafka's.
 """
 
 from __future__ import annotations
@@ -42,10 +43,13 @@ from .share_common import (
     apply_acknowledgements,
     batch_spans,
     close_session,
+    current_leader,
     cut,
     group_lock_ms,
+    held_here,
     log_bounds,
     merged,
+    node_endpoints,
     read,
     refusal,
 )
@@ -91,7 +95,6 @@ async def _serve(node, request: Request, deliveries, session, named: dict):
     body = request.body
     group, member, epoch = body.group_id, body.member_id, body.share_session_epoch
     lock_ms = group_lock_ms(node, group)
-    await deliveries.ready()
     now = mono_ms()
     entries: dict[tuple, dict] = {key: _entry(key[1]) for key in named}
     for key, code in (await apply_acknowledgements(node, request, deliveries, named, now)).items():
@@ -140,7 +143,8 @@ async def _fetch(node, request: Request, deliveries, keys: list[tuple], entries:
             timer.cancel()
     wanted = {k for k, e in entries.items() if full or e["acquired_records"] or e["error_code"]} | {
         k for k in entries if k in _named(body)}
-    return _response(request, ErrorCode.none, lock_ms, _topics({k: e for k, e in entries.items() if k in wanted}))
+    kept = {k: e for k, e in entries.items() if k in wanted}
+    return _response(request, ErrorCode.none, lock_ms, _topics(kept), node_endpoints(node, request, kept.values()))
 
 
 async def _acquire_all(node, plane, request: Request, deliveries, keys, entries) -> int:
@@ -165,7 +169,13 @@ async def _acquire_all(node, plane, request: Request, deliveries, keys, entries)
         if not authorized(node, request, AclOperation.READ, ResourceType.TOPIC, topic.name):
             entry["error_code"] = ErrorCode.topic_authorization_failed
             continue
+        error = await held_here(node, deliveries, topic, index)
+        if error is not None:  # another worker's or node's: the client asks the leader named
+            entry["error_code"] = error
+            entry["current_leader"] = current_leader(node, topic, index)
+            continue
         entry["error_code"] = ErrorCode.none
+        entry["current_leader"] = NO_LEADER
         bounds = log_bounds(plane, topic, index)
         if isinstance(bounds, ErrorCode):
             entry["error_code"] = bounds
@@ -220,9 +230,9 @@ def _topics(entries: dict[tuple, dict]) -> list[dict]:
     return [{"topic_id": t, "partitions": ps} for t, ps in topics.items()]
 
 
-def _response(request: Request, error: ErrorCode, lock_ms: int, topics: list[dict]):
+def _response(request: Request, error: ErrorCode, lock_ms: int, topics: list[dict], endpoints: list | None = None):
     """The answer; one refused as a whole carries no lock duration (Kafka's 0)."""
     lock = datetime.timedelta(milliseconds=lock_ms if error is ErrorCode.none else 0)
     return build_response(KEY, request.version, {
         "error_code": error, "acquisition_lock_timeout": lock, "responses": topics,
-        "node_endpoints": []})
+        "node_endpoints": endpoints or []})

@@ -208,6 +208,10 @@ class GroupShard:
     def share_describe(self, group_id: str, topics: TopicsImage) -> dict:
         return self.share.describe(group_id, topics)
 
+    def share_set_initialized(self, group_id: str, add, remove, topics: TopicsImage, now: Now,
+                              create: bool) -> Outcome:
+        return self.share.set_initialized(group_id, add, remove, topics, now, create)
+
     # =========================================================================================
     # the classic protocol (coordinator/core/classic/machine.py)
 

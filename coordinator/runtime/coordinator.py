@@ -223,6 +223,12 @@ class GroupCoordinator(PartitionLifecycle, Housekeeping):
     def share_heartbeat(self, req: ShareHeartbeatRequest, topics: TopicsImage) -> Any:
         return self.call(req.group_id, lambda shard, _, at: shard.share_heartbeat(req, topics, at), share_error_reply)
 
+    def share_set_initialized(self, group_id: str, add, remove, topics: TopicsImage, create: bool) -> Any:
+        """AlterShareGroupOffsets / DeleteShareGroupOffsets: the empty share group's initialized
+        share-partitions changed (ShareGroupStatePartitionMetadata): an ErrorCode, or a future of it."""
+        return self.call(group_id, lambda shard, _, at: shard.share_set_initialized(group_id, add, remove, topics, at,
+                                                                                    create))
+
     def force_rebalance(self, group_id: str) -> Any:
         """Fault injection: a new generation (classic) or group epoch (consumer) now."""
         return self.call(group_id, lambda shard, _, at: shard.force_rebalance(group_id, at))
@@ -287,6 +293,28 @@ class GroupCoordinator(PartitionLifecycle, Housekeeping):
         if (error := self.unavailable(p)) is not None:
             return error
         return self.shards[p].share_describe(group_id, topics)
+
+    def share_initialized(self, group_id: str) -> dict | ErrorCode:
+        """A share group's initialized share-partitions (topic id → partitions; {} for a group that is
+        missing or of another type), or the error of its offsets partition (loading, not here)."""
+        p = self.partition(group_id)
+        if (error := self.unavailable(p)) is not None:
+            return error
+        group = self.shards[p].groups.get(group_id)
+        return group.initialized() if getattr(group, "type", None) == "share" else {}
+
+    def share_group_has_members(self, group_id: str) -> bool | ErrorCode | None:
+        """Whether a share group has members (None: no group of that id), GROUP_ID_NOT_FOUND for a
+        group of another type, or the error of its offsets partition (loading, not here)."""
+        p = self.partition(group_id)
+        if (error := self.unavailable(p)) is not None:
+            return error
+        group = self.shards[p].groups.get(group_id)
+        if group is None:
+            return None
+        if getattr(group, "type", None) != "share":
+            return ErrorCode.group_id_not_found
+        return bool(group.members)
 
     def list_groups(self) -> list | ErrorCode:
         """Every group, or COORDINATOR_LOAD_IN_PROGRESS while any partition loads (spec §9.2)."""

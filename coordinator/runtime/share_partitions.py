@@ -2,8 +2,13 @@
 first ShareFetch that names a partition, from its persisted snapshot if there is one, else where the
 group's `share.auto.offset.reset` says: the log end (`latest`, Kafka's default) or its start
 (`earliest`).
-Snapshots go to the share-state log (storage/share_state.py) on one writer thread, in order, and
-the log is read once, off the loop, before the first share request is served. Waiting ShareFetches
+
+A share-partition's state lives with its data partition's leader (every worker and cluster node
+leads its own data partitions): the first share request for a data partition here, or the first
+after its leadership changed (a new stamp), takes its state over from the share-state log of that
+data partition (storage/share_state.py `take_over`), dropping whatever this node still held from an
+earlier leadership; ACQUIRED is never persisted, so records in flight at the old leader are
+delivered again. Snapshots go to the log on one writer thread, in order. Waiting ShareFetches
 register here to be woken when records are released (acknowledgement, session close)."""
 
 from __future__ import annotations
@@ -19,41 +24,86 @@ from typing import Any
 from groupd.coordinator.core.share.delivery import Limits, SharePartition
 from groupd.coordinator.core.share.sessions import ShareSessions
 from groupd.coordinator.system_clock import wall_ms
-from groupd.storage.share_state import ShareStateLog, Snapshot
+from groupd.protocol import ErrorCode
+from groupd.storage.share_state import Deposed, ShareStateLog, Snapshot, partition_directory, take_over
 
 log = logging.getLogger("groupd")
 Key = tuple[str, uuid.UUID, int]  # group, topic id, partition
+DataKey = tuple[uuid.UUID, int]  # topic id, partition
 
 _nodes: weakref.WeakKeyDictionary[Any, ShareDeliveries] = weakref.WeakKeyDictionary()
 
 
 class ShareDeliveries:
-    def __init__(self, limits: Limits, store: ShareStateLog | None = None) -> None:
+    def __init__(self, limits: Limits, data_dir: str | None = None) -> None:
         self.limits = limits
         self.partitions: dict[Key, SharePartition] = {}
         self.sessions = ShareSessions()
-        self.store = store
+        self.data_dir = data_dir  # None: nothing persisted
+        self._held: dict[DataKey, tuple[int, ShareStateLog | None]] = {}  # the stamp taken over, its log
+        self._taking: dict[DataKey, asyncio.Future] = {}
         self._stored: dict[Key, Snapshot] = {}  # loaded and not yet in use
         self._snapshot_epochs: dict[Key, int] = {}
-        self._loading: asyncio.Future | None = None
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="groupd-share-state")
         self._waiters: dict[int, Callable[[], None]] = {}
         self._next = 0
 
-    async def ready(self) -> None:
-        """The share-state log read (once; every share request waits for it)."""
-        if self.store is None:
-            return
-        if self._loading is None:
-            self._loading = asyncio.get_running_loop().run_in_executor(self._writer, self._load)
-        await asyncio.shield(self._loading)
+    def open_log(self, topic_id: uuid.UUID, index: int, stamp: int) -> ShareStateLog:
+        """Blocking (the writer thread): the data partition's share-state log, taken over for `stamp`."""
+        return take_over(partition_directory(self.data_dir, topic_id, index), stamp, wall_ms())
 
-    def _load(self) -> None:
-        loaded = self.store.load()
-        self._stored = dict(loaded)
-        self._snapshot_epochs = {k: s[0] for k, s in loaded.items()}
-        if loaded:
-            log.info("share state loaded share_partitions=%d", len(loaded))
+    async def hold(self, topic_id: uuid.UUID, index: int, stamp: int) -> ErrorCode | None:
+        """The data partition's share state loaded here for leadership `stamp` (taken over once per
+        stamp; every share request for the partition waits for it). NOT_LEADER_OR_FOLLOWER when a
+        later leader wrote it already, KAFKA_STORAGE_ERROR when it cannot be read."""
+        data = (topic_id, index)
+        while True:
+            held = self._held.get(data)
+            if held is not None and held[0] == stamp:
+                return None
+            pending = self._taking.get(data)
+            if pending is None:
+                pending = self._taking[data] = asyncio.ensure_future(self._take_over(data, stamp))
+                pending.add_done_callback(lambda f: self._taking.pop(data, None) if self._taking.get(data) is f
+                                          else None)
+            error = await asyncio.shield(pending)
+            if error is not None:
+                return error
+
+    async def _take_over(self, data: DataKey, stamp: int) -> ErrorCode | None:
+        self.let_go(data)
+        if self.data_dir is None:
+            self._held[data] = (stamp, None)
+            return None
+        try:
+            store = await asyncio.get_running_loop().run_in_executor(self._writer, self.open_log, *data, stamp)
+        except Deposed as e:
+            log.info("share state not taken over topic_id=%s partition=%d: %s", *data, e)
+            return ErrorCode.not_leader_or_follower
+        except OSError as e:
+            log.error("share state not loaded topic_id=%s partition=%d: %s", *data, e)
+            return ErrorCode.kafka_storage_error
+        self._held[data] = (stamp, store)
+        for key, snapshot in store.live.items():
+            self._stored[key] = snapshot
+            self._snapshot_epochs[key] = snapshot[0]
+        if store.live:
+            log.info("share state loaded topic_id=%s partition=%d stamp=%d share_partitions=%d", *data, stamp,
+                     len(store.live))
+        return None
+
+    def let_go(self, data: DataKey) -> None:
+        """Forget the data partition's share state here (led elsewhere now, or about to be taken over
+        again): what this node's members held there is delivered again by its leader."""
+        self._held.pop(data, None)
+        for keys in (self.partitions, self._stored, self._snapshot_epochs):
+            for key in [k for k in keys if k[1:] == data]:
+                del keys[key]
+
+    def stamp(self, data: DataKey) -> int | None:
+        """The leadership stamp the data partition's state was taken over for, None if not held."""
+        held = self._held.get(data)
+        return None if held is None else held[0]
 
     def partition(self, key: Key, log_start: int, log_end: int, earliest: bool = False) -> SharePartition:
         sp = self.partitions.get(key)
@@ -74,36 +124,72 @@ class ShareDeliveries:
         return sp
 
     async def persist(self, keys: Iterable[Key]) -> None:
-        """Write the snapshots of `keys` durably (raises OSError when the write fails)."""
-        if self.store is None:
+        """Write the snapshots of `keys` durably, each to its data partition's log (raises OSError
+        when a write fails)."""
+        if self.data_dir is None:
             return
-        snapshots = []
+        by_log: dict[Any, list] = {}
         for key in keys:
             sp = self.partitions.get(key)
-            if sp is None:
+            held = self._held.get(key[1:])
+            if sp is None or held is None or held[1] is None:
                 continue
             epoch = self._snapshot_epochs[key] = self._snapshot_epochs.get(key, -1) + 1
             state_epoch, start, batches = sp.snapshot()
-            snapshots.append((key, (epoch, state_epoch, start, batches)))
-        if snapshots:
-            await asyncio.get_running_loop().run_in_executor(self._writer, self.store.write, snapshots, wall_ms())
+            by_log.setdefault(held[1], []).append((key, (epoch, state_epoch, start, batches)))
+        loop = asyncio.get_running_loop()
+        for store, snapshots in by_log.items():
+            await loop.run_in_executor(self._writer, store.write, snapshots, wall_ms())
 
-    async def forget_groups(self, groups: Iterable[str]) -> None:
-        """Deleted groups (DeleteGroups): their share-partitions' state goes, tombstoned in the log, so
+    async def forget_groups(self, groups: Iterable[str], held: Iterable[tuple[DataKey, int]] = ()) -> None:
+        """Deleted groups (DeleteGroups): their share-partitions' state goes from the data partitions
+        this node leads (`held`: each with its stamp, taken over first), tombstoned in their logs, so
         that a group of the same id starts again from `share.auto.offset.reset` (Kafka deletes it too)."""
-        await self.ready()
         groups = set(groups)
-        keys = [k for k in (*self.partitions, *self._stored) if k[0] in groups]
-        for key in keys:
-            self.partitions.pop(key, None)
-            self._stored.pop(key, None)
-            self._snapshot_epochs.pop(key, None)
-        if keys and self.store is not None:
-            try:
-                await asyncio.get_running_loop().run_in_executor(
-                    self._writer, self.store.write, [(k, None) for k in keys], wall_ms())
-            except OSError as e:  # the group is gone either way; its old state would load again at a restart
-                log.error("share state not deleted groups=%s: %s", ",".join(sorted(groups)), e)
+        for data, stamp in held:
+            await self.hold(*data, stamp)
+        for data, (_stamp, store) in list(self._held.items()):
+            keys = [k for k in {*self.partitions, *self._stored} if k[0] in groups and k[1:] == data]
+            for key in keys:
+                self.partitions.pop(key, None)
+                self._stored.pop(key, None)
+                self._snapshot_epochs.pop(key, None)
+            if keys and store is not None:
+                try:
+                    await asyncio.get_running_loop().run_in_executor(
+                        self._writer, store.write, [(k, None) for k in keys], wall_ms())
+                except OSError as e:  # the group is gone either way; its old state would load again at a restart
+                    log.error("share state not deleted groups=%s: %s", ",".join(sorted(groups)), e)
+
+    async def reset(self, key: Key, start: int | None) -> None:
+        """AlterShareGroupOffsets (`start`) or DeleteShareGroupOffsets (None) at the data partition's
+        leader (its state held here): the share-partition starts afresh at `start`, its in-flight
+        offsets and acquisitions dropped, under the next state epoch; or its state goes (the next
+        ShareFetch starts it where `share.auto.offset.reset` says). Durable before this returns; a
+        failed write (OSError, raised) leaves the state as it was."""
+        before = (self.partitions.get(key), self._stored.get(key), self._snapshot_epochs.get(key))
+        old, stored, _ = before
+        state_epoch = (old.state_epoch if old is not None else stored[1] if stored is not None else 0) + 1
+        self._stored.pop(key, None)
+        try:
+            if start is None:
+                self.partitions.pop(key, None)
+                self._snapshot_epochs.pop(key, None)
+                held = self._held.get(key[1:])
+                if held is not None and held[1] is not None:
+                    await asyncio.get_running_loop().run_in_executor(self._writer, held[1].write, [(key, None)],
+                                                                     wall_ms())
+            else:
+                self.partitions[key] = SharePartition(start, self.limits, state_epoch)
+                await self.persist([key])
+        except OSError:
+            for target, value in zip((self.partitions, self._stored, self._snapshot_epochs), before):
+                if value is None:
+                    target.pop(key, None)
+                else:
+                    target[key] = value
+            raise
+        self.wake()
 
     def release_member(self, group: str, member: str, partitions, now: int) -> list[Key]:
         changed = []
@@ -137,5 +223,5 @@ def deliveries_for(node: Any) -> ShareDeliveries:
         found = _nodes[node] = ShareDeliveries(Limits(s.group_share_record_lock_duration_ms,
                                                       s.group_share_delivery_count_limit,
                                                       s.group_share_partition_max_record_locks),
-                                               ShareStateLog(s.data_dir, s.node_id))
+                                               s.data_dir)
     return found

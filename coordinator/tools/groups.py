@@ -34,6 +34,7 @@ from .client import (
     CONSUMER_GROUP_DESCRIBE_V,
     DELETE_GROUPS_V,
     DESCRIBE_GROUPS_V,
+    DESCRIBE_SHARE_GROUP_OFFSETS_V,
     EARLIEST,
     LATEST,
     LIST_GROUPS_V,
@@ -165,7 +166,7 @@ def _describe_group(cluster: Brokers, group: str) -> dict:
     if g is None and c is None:
         share = _describe_share_group(conn, group)
         if share is not None:
-            return _share_description(group, share)
+            return _share_description(group, share, _share_offsets(cluster, conn, group))
     committed = _committed(conn, group)
     if g is None and c is None and not committed:
         raise UnknownGroup(group)
@@ -209,16 +210,30 @@ def _describe_group(cluster: Brokers, group: str) -> dict:
             "members": members, "offsets": offsets}
 
 
-def _share_description(group: str, s) -> dict:
-    """A share group: its epochs and members, each with the partitions it shares. No committed
-    offsets (share-partition start offsets come with ShareFetch, not served yet)."""
+def _share_offsets(cluster: Brokers, conn: AdminConnection, group: str) -> list[dict]:
+    """Each share-partition's start offset and lag (DescribeShareGroupOffsets v1 at the group's
+    coordinator, every initialized share-partition) with its log end; None where there is no state yet."""
+    (g,) = conn.request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, DESCRIBE_SHARE_GROUP_OFFSETS_V,
+                        {"groups": [{"group_id": group, "topics": None}]}).groups
+    check(g.error_code, f"DescribeShareGroupOffsets {group}", g.error_message)
+    rows = [(t.topic_name, p) for t in g.topics for p in t.partitions]
+    log_end = cluster.list_offsets(_by_topic((topic, p.partition_index) for topic, p in rows), LATEST)
+    return [{"topic": topic, "partition": p.partition_index,
+             "offset": p.start_offset if p.start_offset >= 0 else None,
+             "log_end_offset": log_end.get((topic, p.partition_index)), "lag": p.lag if p.lag >= 0 else None}
+            for topic, p in rows if p.error_code is ErrorCode.none]
+
+
+def _share_description(group: str, s, offsets: list[dict]) -> dict:
+    """A share group: its epochs and members, each with the partitions it shares, and each
+    share-partition's start offset (as `offset`), log end and lag."""
     members = [{"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
                 "rack_id": m.rack_id, "member_epoch": m.member_epoch,
                 "subscribed_topics": list(m.subscribed_topic_names), "assignment": _named(m.assignment)}
                for m in s.members]
     return {"group": group, "type": "share", "state": s.group_state, "protocol_type": "share",
             "protocol": s.assignor_name, "group_epoch": s.group_epoch, "assignment_epoch": s.assignment_epoch,
-            "members": members, "offsets": []}
+            "members": members, "offsets": offsets}
 
 
 def _lag(offset: int | None, log_end: int | None) -> int | None:

@@ -36,6 +36,10 @@ def describe_text(d: dict) -> str:
                                [[m["member_id"], m["client_id"], m["client_host"], m["member_epoch"],
                                  ",".join(m["subscribed_topics"]) or "-", _partitions(m["assignment"], 0)]
                                 for m in members])]
+        out += ["", table(["TOPIC", "PARTITION", "START-OFFSET", "LOG-END-OFFSET", "LAG"],  # kafka-share-groups'
+                          [[o["topic"], o["partition"], o["offset"], o["log_end_offset"], o["lag"]]
+                           for o in d["offsets"]])
+                if d["offsets"] else "no share-partitions"]
         return "\n".join(out)
     else:
         out = [f"group {d['group']}: {d['state']}, protocol type {d['protocol_type'] or '-'}, "

@@ -6,6 +6,7 @@ error codes; on the memory records plane (the restart test and the real clients 
 from __future__ import annotations
 
 import datetime
+import re
 import threading
 
 import pytest
@@ -148,7 +149,7 @@ def test_a_restart_keeps_acknowledged_records_acknowledged(tmp_path):
         with WireClient(s.bootstrap) as c:
             got, _ = acquired(share_fetch(c, "sp", "b", 0, tid, wait_ms=5000))
         assert got == [(2, 2, 2), (4, 5, 1)]
-        assert "share state loaded share_partitions=1" in s.log()
+        assert re.search(r"share state loaded topic_id=\S+ partition=0 stamp=0 share_partitions=1\n", s.log())
     finally:
         s.stop()
 

@@ -144,8 +144,12 @@ def test_groups_cli_lists_and_describes_a_share_group(server):
     assert sorted(m["member_id"] for m in described["members"]) == ["m-1", "m-2"]
     held = sorted(p for m in described["members"] for p in m["assignment"].get("three", []))
     assert held == [0, 1, 2]  # three partitions, two members: each partition once (S = 1)
+    # initialized, no state yet (made at the first ShareFetch): no start offset, no lag
+    assert described["offsets"] == [{"topic": "three", "partition": p, "offset": None, "log_end_offset": 0,
+                                     "lag": None} for p in range(3)]
     text = _cli("groups", "describe", "sg-cli", *b)
     assert "share group Stable, group epoch 2, assignment epoch" in text and "assignor simple" in text
+    assert "START-OFFSET" in text
 
 
 def _cli(*args: str) -> str:

@@ -280,6 +280,27 @@ def test_share_group_apis_check_the_group_then_every_topic(server):
         assert [r.error_code for r in deleted] == [E.group_authorization_failed]
 
 
+def test_share_group_offset_apis_check_the_group_then_every_topic(server):
+    """Kafka's table: Describe on the group and on each topic (DescribeShareGroupOffsets), Read on the
+    group and on each topic (AlterShareGroupOffsets), Delete on the group (DeleteShareGroupOffsets)."""
+    with connect(server.bootstrap) as c:
+        r = c.request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1, {"groups": [
+            {"group_id": g, "topics": [{"topic_name": t, "partitions": [0]} for t in ("t", "u")]}
+            for g in ("share-y", "b")]})
+        assert [(g.group_id, g.error_code) for g in r.groups] == [("share-y", E.none),
+                                                                   ("b", E.group_authorization_failed)]
+        assert [(t.topic_name, t.partitions[0].error_code) for t in r.groups[0].topics] == [
+            ("t", E.none), ("u", E.topic_authorization_failed)]
+        r = c.request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, {"group_id": "share-y", "topics": [
+            {"topic_name": t, "partitions": [{"partition_index": 0, "start_offset": 0}]} for t in ("t", "u")]})
+        assert [(t.topic_name, t.partitions[0].error_code) for t in r.responses] == [
+            ("t", E.none), ("u", E.topic_authorization_failed)]
+        r = c.request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, {"group_id": "peek", "topics": []})
+        assert r.error_code is E.group_authorization_failed  # Describe only
+        r = c.request(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, {"group_id": "share-y", "topics": [{"topic_name": "t"}]})
+        assert r.error_code is E.group_authorization_failed
+
+
 def test_a_regex_resolves_to_the_topics_the_member_may_describe(server):
     with connect(server.bootstrap) as c:
         r = heartbeat848(c, "c848-regex", regex="t|u|w")

@@ -1,5 +1,6 @@
 """The share-state log (storage/share_state.py): Kafka's ShareSnapshot key and value bytes (share-groups
-spec §3.11), replay keeping the last snapshot per key, a torn tail cut, compaction to the live keys."""
+spec §3.11), replay keeping the last snapshot per key, a torn tail cut, compaction to the live keys,
+and the hand-over between a data partition's leaders (stamped segments)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,17 @@ import os
 import struct
 import uuid
 
-from groupd.storage.share_state import ShareStateLog, decode_key, decode_value, encode_key, encode_value
+import pytest
+
+from groupd.storage.share_state import (
+    Deposed,
+    ShareStateLog,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+    take_over,
+)
 
 TOPIC = uuid.UUID("5b2f0c1e-8d4a-4b7e-9f10-2a3b4c5d6e7f")
 KEY = ("g", TOPIC, 3)
@@ -50,3 +61,19 @@ def test_a_tombstone_deletes_the_state(tmp_path):
     log.write([(KEY, (0, 0, 5, []))], 1)
     log.write([(KEY, None)], 2)
     assert log.live == {} and ShareStateLog(str(tmp_path)).load() == {}
+
+
+def test_a_new_leader_takes_over_the_newest_earlier_state_and_fences_the_older(tmp_path):
+    """Each leader writes a segment of its own stamp, started from the newest earlier one's live
+    snapshots; what a deposed leader writes late is in its own file, which no later leader reads, and
+    a leader that finds a later stamp than its own is deposed."""
+    d = str(tmp_path / "p")
+    first = take_over(d, 5, 1)
+    first.write([(KEY, (0, 0, 3, []))], 1)
+    second = take_over(d, 7, 2)
+    assert second.live == {KEY: (0, 0, 3, [])} and os.listdir(d) == ["00000000000000000007.log"]
+    first.write([(KEY, (1, 0, 9, []))], 3)  # the deposed leader, late: its own file again
+    assert take_over(d, 8, 4).live == {KEY: (0, 0, 3, [])}
+    with pytest.raises(Deposed):
+        take_over(d, 7, 5)
+    assert take_over(d, 8, 6).live == {KEY: (0, 0, 3, [])}  # its own segment, loaded as it is

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from groupd.coordinator.core import events as ev
 from groupd.coordinator.core.clock import Now
@@ -233,6 +233,37 @@ class ShareMachine:
                                            before.create_timestamp if before else now.wall)
         value = ShareGroupStatePartitionMetadataValue((), tuple(known[t] for t in sorted(known)), ())
         out.records.append(Record(ShareGroupStatePartitionMetadataKey(group.group_id), value))
+
+    def set_initialized(self, group_id: str, add: Mapping[uuid.UUID, Iterable[int]], remove: Iterable[uuid.UUID],
+                        topics: TopicsImage, now: Now, create: bool) -> Outcome:
+        """AlterShareGroupOffsets (`add`, `create`: a missing group is made, empty, as Kafka's) and
+        DeleteShareGroupOffsets (`remove`): the share-partitions the empty group has initialized.
+        Reply: an ErrorCode, once durable."""
+        out = Outcome()
+        group = self._share_group(group_id)
+        if group is None and (group_id in self.groups or not create):
+            out.reply = E.group_id_not_found
+            return out
+        if group is not None and group.members:
+            out.reply = E.non_empty_group
+            return out
+        if group is None:
+            out.records.append(Record(ShareGroupMetadataKey(group_id), ShareGroupMetadataValue(0, 0)))
+        known = {t.topic_id: t for t in group.state_partitions.initialized_topics} \
+            if group is not None and group.state_partitions else {}
+        for t in remove:
+            known.pop(t, None)
+        for t, ps in add.items():
+            if t not in topics.by_id:
+                continue
+            before = known.get(t)
+            merged = sorted(set(ps) | set(before.partitions if before else ()))
+            known[t] = TopicPartitionsInfo(t, topics.by_id[t].name, tuple(merged),
+                                           before.create_timestamp if before else now.wall)
+        value = ShareGroupStatePartitionMetadataValue((), tuple(known[t] for t in sorted(known)), ())
+        out.records.append(Record(ShareGroupStatePartitionMetadataKey(group_id), value))
+        reply_when_written(out, E.none, lambda error: error)
+        return out
 
     # =========================================================================================
     # leaving (-1) and fencing (spec §2.5)

@@ -1,0 +1,130 @@
+"""DescribeShareGroupOffsets (90) on the wire against the real server (share-groups spec §1.8): each
+share-partition's start offset and (v1) lag = log end − start − records acknowledged or archived past
+the start; topics null lists the group's initialized share-partitions; a named topic that does not
+exist, or a share-partition without state yet, is StartOffset −1 (Lag −1); the group's coordinator
+answers, as Kafka's. `groupd groups describe` shows them."""
+
+from __future__ import annotations
+
+import json
+
+from groupd.protocol import ErrorCode
+from groupd.protocol.apis import ApiKey
+from tests.apis.test_share_fetch_wire import acquired, produce, share_ack, share_fetch, topic_id
+from tests.apis.test_share_group_wire import _cli
+from tests.support.process import WireClient, groupd_fixture
+
+server = groupd_fixture("topics=one:1,two:2", "records.plane=memory")
+
+
+def describe(c: WireClient, group: str, topics=None, version: int = 1):
+    r = c.request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, version, {"groups": [{
+        "group_id": group, "topics": None if topics is None else [
+            {"topic_name": t, "partitions": ps} for t, ps in topics.items()]}]})
+    [g] = r.groups
+    return g
+
+
+def rows(group) -> list[tuple]:
+    return [(t.topic_name, p.partition_index, p.start_offset, getattr(p, "lag", None), p.error_code)
+            for t in group.topics for p in t.partitions]
+
+
+def join(c: WireClient, group: str, member: str, topics: list[str]) -> None:
+    r = c.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {
+        "group_id": group, "member_id": member, "member_epoch": 0, "rack_id": None,
+        "subscribed_topic_names": topics})
+    assert r.error_code is ErrorCode.none
+
+
+def test_start_offset_and_lag_follow_acknowledgements(server):
+    with WireClient(server.bootstrap) as c:
+        join(c, "so", "m", ["one"])
+        g = describe(c, "so")  # initialized, no state yet: groupd makes it at the first ShareFetch
+        assert g.error_code is ErrorCode.none and rows(g) == [("one", 0, -1, -1, ErrorCode.none)]
+        tid = topic_id(c, "one")
+        share_fetch(c, "so", "m", 0, tid)
+        produce(server.bootstrap, "one", 6)
+        assert acquired(share_fetch(c, "so", "m", 1, wait_ms=5000))[0] == [(0, 5, 1)]
+        assert rows(describe(c, "so")) == [("one", 0, 0, 6, ErrorCode.none)]
+        r = share_ack(c, "so", "m", 2, tid, [(0, 1, 1), (3, 3, 3)])  # accept 0-1, reject 3
+        assert r.responses[0].partitions[0].error_code is ErrorCode.none
+        g = describe(c, "so")
+        assert rows(g) == [("one", 0, 2, 3, ErrorCode.none)]  # 6 − 2 − 1 (3 is archived)
+        assert g.topics[0].topic_id == tid and g.topics[0].partitions[0].leader_epoch == 0
+        assert rows(describe(c, "so", version=0)) == [("one", 0, 2, None, ErrorCode.none)]  # v0: no lag
+    described = json.loads(_cli("groups", "describe", "so", "--json", "--bootstrap", server.bootstrap))
+    assert described["offsets"] == [{"topic": "one", "partition": 0, "offset": 2, "log_end_offset": 6, "lag": 3}]
+
+
+def test_named_topics_unknown_ones_and_a_group_without_state(server):
+    with WireClient(server.bootstrap) as c:
+        g = describe(c, "nobody", {"two": [0, 1], "nope": [0]})
+        assert g.error_code is ErrorCode.none
+        assert rows(g) == [("two", 0, -1, -1, ErrorCode.none), ("two", 1, -1, -1, ErrorCode.none),
+                           ("nope", 0, -1, -1, ErrorCode.none)]
+        assert g.topics[1].topic_id is None  # the zero uuid on the wire, as Kafka (kio reads it as None)
+        assert describe(c, "nobody").topics == ()  # topics null: what the group initialized, nothing
+
+
+
+
+def alter(c: WireClient, group: str, offsets: dict[str, dict[int, int]]):
+    return c.request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, {"group_id": group, "topics": [
+        {"topic_name": t, "partitions": [{"partition_index": p, "start_offset": o} for p, o in ps.items()]}
+        for t, ps in offsets.items()]})
+
+
+def delete(c: WireClient, group: str, topics: list[str]):
+    return c.request(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, {"group_id": group, "topics": [
+        {"topic_name": t} for t in topics]})
+
+
+def leave(c: WireClient, group: str, member: str) -> None:
+    r = c.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {
+        "group_id": group, "member_id": member, "member_epoch": -1, "rack_id": None, "subscribed_topic_names": None})
+    assert r.error_code is ErrorCode.none
+
+
+def test_alter_and_delete_offsets_of_an_empty_group(server):
+    """Alter (91): the share-partition starts afresh at the offset; Delete (92): its state goes and
+    the next ShareFetch starts it at the log end (`latest`); both need the group empty."""
+    with WireClient(server.bootstrap) as c:
+        join(c, "sa", "m", ["two"])
+        tid = topic_id(c, "two")
+        share_fetch(c, "sa", "m", 0, tid)  # partition 0 of two: state at the log end
+        produce(server.bootstrap, "two", 5)
+        assert acquired(share_fetch(c, "sa", "m", 1, wait_ms=5000))[0] == [(0, 4, 1)]
+        r = alter(c, "sa", {"two": {0: 1}})
+        assert (r.error_code, r.responses) == (ErrorCode.non_empty_group, ())
+        assert share_fetch(c, "sa", "m", -1).error_code is ErrorCode.none  # the session goes: records released
+        leave(c, "sa", "m")
+        r = alter(c, "sa", {"two": {0: 3, 9: 0}, "nope": {0: 0}})
+        assert r.error_code is ErrorCode.none
+        assert [(t.topic_name, t.topic_id, [(p.partition_index, p.error_code) for p in t.partitions])
+                for t in r.responses] == [
+            ("two", tid, [(0, ErrorCode.none), (9, ErrorCode.unknown_topic_or_partition)]),
+            ("nope", None, [(0, ErrorCode.unknown_topic_or_partition)])]
+        assert rows(describe(c, "sa", {"two": [0]})) == [("two", 0, 3, 2, ErrorCode.none)]
+        got, _ = acquired(share_fetch(c, "sa", "n", 0, tid, wait_ms=5000))
+        assert got == [(3, 4, 1)]  # from the new start, a first delivery again
+        assert share_fetch(c, "sa", "n", -1).error_code is ErrorCode.none
+        r = delete(c, "sa", ["two", "nope"])
+        assert [(t.topic_name, t.error_code) for t in r.responses] == [
+            ("two", ErrorCode.none), ("nope", ErrorCode.unknown_topic_or_partition)]
+        assert rows(describe(c, "sa", {"two": [0]})) == [("two", 0, -1, -1, ErrorCode.none)]
+        assert describe(c, "sa").topics == ()  # no longer among the group's initialized share-partitions
+        share_fetch(c, "sa", "n", 0, tid)  # started again at the log end
+        assert rows(describe(c, "sa", {"two": [0]})) == [("two", 0, 5, 0, ErrorCode.none)]
+        assert delete(c, "nobody", ["two"]).error_code is ErrorCode.group_id_not_found
+        assert alter(c, "", {"two": {0: 0}}).error_code is ErrorCode.invalid_group_id
+
+
+def test_alter_creates_a_missing_group(server):
+    """As Kafka's: the group exists afterwards, empty, with the partition initialized at the offset."""
+    with WireClient(server.bootstrap) as c:
+        r = alter(c, "made", {"two": {1: 2}})
+        assert r.error_code is ErrorCode.none and r.responses[0].partitions[0].error_code is ErrorCode.none
+        assert rows(describe(c, "made")) == [("two", 1, 2, -2, ErrorCode.none)]  # past the (empty) log: Kafka's formula
+        listed = c.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["share"]}).groups
+        assert [(g.group_id, g.group_state) for g in listed if g.group_id == "made"] == [("made", "Empty")]
