@@ -11,6 +11,7 @@ import itertools
 
 from prometheus_client import REGISTRY
 
+from groupd.coordinator.cluster.view import SingleNode
 from groupd.coordinator.runtime.transactions import TransactionCoordinator
 from groupd.coordinator.settings import Settings
 from groupd.protocol import ErrorCode
@@ -20,6 +21,9 @@ from groupd.storage.transaction_records import TxnState
 class FakeNode:
     catalog = None
 
+    def __init__(self, view=None) -> None:
+        self.cluster = view or SingleNode(1)
+
 
 def make(tmp_path, ids):
     settings = dataclasses.replace(Settings.load(None, env={}), data_dir=str(tmp_path),
@@ -28,14 +32,14 @@ def make(tmp_path, ids):
     marks: list[tuple] = []
     failures = {("t", 1): 2}  # NOT_LEADER_OR_FOLLOWER twice, then written
 
-    async def data(topic, p, pid, epoch, commit):
+    async def data(topic, p, pid, epoch, commit, coordinator_epoch):
         marks.append((topic, p, pid, epoch, commit))
         if failures.get((topic, p)):
             failures[(topic, p)] -= 1
             return ErrorCode.not_leader_or_follower
         return ErrorCode.none
 
-    async def offsets(p, pid, epoch, commit):
+    async def offsets(p, pid, epoch, commit, coordinator_epoch):
         marks.append(("__consumer_offsets", p, pid, epoch, commit))
         return ErrorCode.none
 
