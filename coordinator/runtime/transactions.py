@@ -433,6 +433,8 @@ class TransactionCoordinator:
         id, tombstones kept `log.cleaner.delete.retention.ms`), one partition after another, off the loop."""
         if self._compacting is not None and not self._compacting.done():
             return
+        if self.view.keeps_shared_state():  # cluster mode: partitions move while a compaction renames files
+            return
         dirs = [w.plog.directory for w in self.writers if w is not None and len(w.plog.segments) > 1]
         if dirs:
             self._compacting = asyncio.get_running_loop().run_in_executor(self._executor, self._compact_all, dirs)
