@@ -4,17 +4,22 @@ partitions another worker or node leads, and AddPartitionsToTxn (v4, verify only
 a transactional id another worker or node coordinates, over the Kafka protocol on the brokers' own
 listeners, one connection per broker, requests of a connection one at a time.
 
-The listener: the first PLAINTEXT listener among `listeners` (Kafka: `inter.broker.listener.name`, by
-default its first listener; groupd has no broker credentials of its own for TLS client auth or SASL,
-see docs/transactions.md). Every failure (no such listener, a broker down, a connection reset) is a
-retriable error for the caller: NOT_LEADER_OR_FOLLOWER for markers (the coordinator looks the leader
-up again and retries), COORDINATOR_NOT_AVAILABLE for a verification.
+The listener (Kafka's `inter.broker.listener.name`, by default the PLAINTEXT one): the first PLAINTEXT
+listener, else the first listener. On an SSL or SASL_SSL listener the connection is TLS, verifying the
+broker with `ssl.truststore.location` (the system's CAs without one) and presenting the broker's own
+keystore as its client certificate (for `ssl.client.auth=required`). On a SASL listener it
+authenticates with PLAIN as the first of `super.users` that `sasl.users` has a password for (a super
+user may CLUSTER_ACTION under ACLs, as Kafka's brokers are super users of each other); without such a
+user nothing can be sent (one warning). Every failure (a broker down, a connection reset, refused
+authentication) is a retriable error for the caller: NOT_LEADER_OR_FOLLOWER for markers (the
+coordinator looks the leader up again and retries), COORDINATOR_NOT_AVAILABLE for a verification.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import struct
 from itertools import count
 
@@ -32,12 +37,31 @@ TIMEOUT_S = 10.0
 CLIENT_ID = "groupd-broker"
 
 
-def inter_broker_listener(settings) -> str | None:
-    """The listener brokers talk to each other on: the first PLAINTEXT one (None: there is none)."""
+def inter_broker_listener(settings) -> str:
+    """The listener brokers talk to each other on: the first PLAINTEXT one, else the first."""
     for listener in settings.listeners:
         if settings.security_protocol(listener.name) == "PLAINTEXT":
             return listener.name
+    return settings.listeners[0].name
+
+
+def client_context(settings) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=settings.ssl_truststore_location or None)
+    ctx.load_cert_chain(settings.ssl_keystore_location, password=settings.ssl_key_password or None)
+    return ctx
+
+
+def broker_user(settings) -> tuple[str, str] | None:
+    """(name, password) the brokers authenticate as: the first super user with a SASL password."""
+    for principal in settings.super_users:
+        kind, _, name = principal.partition(":")
+        if kind == "User" and name in settings.sasl_users:
+            return name, settings.sasl_users[name]
     return None
+
+
+class RefusedError(ConnectionError):
+    """The broker refused this connection's authentication."""
 
 
 class _Connection:
@@ -66,8 +90,31 @@ class BrokerChannel:
     def __init__(self, settings, view: ClusterView) -> None:
         self.view = view
         self.listener = inter_broker_listener(settings)
+        protocol = settings.security_protocol(self.listener)
+        self.tls = client_context(settings) if protocol in ("SSL", "SASL_SSL") else None
+        self.sasl = protocol.startswith("SASL_")
+        self.user = broker_user(settings) if self.sasl else None
         self._connections: dict[int, _Connection] = {}
         self._warned: set[str] = set()
+
+    async def _connect(self, at: tuple[str, int]) -> _Connection:
+        reader, writer = await asyncio.open_connection(*at, ssl=self.tls,
+                                                       server_hostname=at[0] if self.tls is not None else None)
+        conn = _Connection(reader, writer)
+        if self.sasl:
+            try:
+                hello = await conn.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
+                if hello.error_code != ErrorCode.none:
+                    raise RefusedError(f"SASL/PLAIN refused: {ErrorCode(hello.error_code).name}")
+                name, password = self.user
+                token = b"\0" + name.encode() + b"\0" + password.encode()
+                done = await conn.request(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})
+                if done.error_code != ErrorCode.none:
+                    raise RefusedError(f"SASL/PLAIN as {name} refused: {done.error_message}")
+            except BaseException:
+                conn.close()
+                raise
+        return conn
 
     def _address(self, broker_id: int) -> tuple[str, int] | None:
         for broker in self.view.brokers():
@@ -82,13 +129,17 @@ class BrokerChannel:
             if conn is None:
                 at = self._address(broker_id)
                 if at is None:
-                    self._warn(f"no-address-{broker_id}", "broker request impossible broker=%d: no address on a "
-                               "PLAINTEXT listener", broker_id)
+                    self._warn(f"no-address-{broker_id}", "broker request impossible broker=%d: no address on "
+                               "listener %s", broker_id, self.listener)
                     return None
-                reader, writer = await asyncio.wait_for(asyncio.open_connection(*at), TIMEOUT_S)
-                conn = self._connections[broker_id] = _Connection(reader, writer)
+                if self.sasl and self.user is None:
+                    self._warn("no-user", "broker request impossible: listener %s is SASL and no super.users "
+                               "entry has a sasl.users password to authenticate the brokers with", self.listener)
+                    return None
+                conn = self._connections[broker_id] = await asyncio.wait_for(self._connect(at), TIMEOUT_S)
             return await asyncio.wait_for(conn.request(api_key, version, values), TIMEOUT_S)
-        except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError) as e:
+        except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError,
+                ssl.SSLError) as e:
             dropped = self._connections.pop(broker_id, None)
             if dropped is not None:
                 dropped.close()

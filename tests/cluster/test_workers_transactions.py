@@ -168,3 +168,38 @@ def test_a_prepared_commit_is_completed_by_the_restarted_coordinator_worker(serv
 def worker_pid(server: GroupdProcess, worker: int) -> int:
     import re
     return int(re.findall(rf"worker started worker={worker} node\.id=\d+ pid=(\d+)", server.log())[-1])
+
+
+def test_markers_and_verification_authenticate_on_a_sasl_listener_under_acls(tmp_path):
+    """Only a SASL listener, ACLs on: the workers authenticate to each other with SASL/PLAIN as the
+    super user and may CLUSTER_ACTION (WriteTxnMarkers, AddPartitionsToTxn v4)."""
+    port = free_ports(2)
+    s = GroupdProcess(str(tmp_path), "workers=2", "topics=wt:2", f"listeners=SASL_PLAINTEXT://127.0.0.1:{port}",
+                      "sasl.enabled.mechanisms=PLAIN", "sasl.users=admin:admin-secret",
+                      "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                      "super.users=User:admin", port=port, ready="workers ready").start(timeout=60)
+    try:
+        auth = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "admin",
+                "sasl.password": "admin-secret"}
+        p = Producer({"bootstrap.servers": s.bootstrap, "transactional.id": on_worker(0, "tx-sasl"),
+                      "transaction.timeout.ms": 60000, **auth})
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce("wt", b"s0", partition=0)
+        p.produce("wt", b"s1", partition=1)  # led by worker 1: its marker from worker 0 over SASL
+        p.commit_transaction(30)
+        c = Consumer({"bootstrap.servers": s.bootstrap, "group.id": "sasl-reader", "enable.auto.commit": False,
+                      "isolation.level": "read_committed", **auth})
+        c.assign([TopicPartition("wt", 0, 0), TopicPartition("wt", 1, 0)])
+        seen: list[str] = []
+        try:
+            def done():
+                m = c.poll(0.5)
+                if m is not None and m.error() is None:
+                    seen.append(m.value().decode())
+                return {"s0", "s1"} <= set(seen)
+            wait_until(done, 60, f"both records read_committed (seen {seen})")
+        finally:
+            c.close()
+    finally:
+        assert s.stop() == 0, s.log()
