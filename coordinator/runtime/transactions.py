@@ -72,6 +72,7 @@ class TransactionCoordinator:
         # ownership never moves between live processes: one process, workers)
         self.epochs = [COORDINATOR_EPOCH] * self.partitions
         self._moves = [0] * self.partitions  # bumped by each gain and lose: a stale load is dropped
+        self._loading: set[int] = set()  # partitions being loaded (COORDINATOR_LOAD_IN_PROGRESS)
         self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="groupd-txn-log")
         self._workers = LogWorkers(4, "groupd-txn-write")
         self._markers: dict[str, asyncio.Task] = {}  # transactional id → its markers being written
@@ -100,10 +101,16 @@ class TransactionCoordinator:
         """Why this node cannot serve `transactional_id` now: NOT_COORDINATOR (another node does, or
         nobody), COORDINATOR_LOAD_IN_PROGRESS (its partition is this node's but still loading)."""
         p = self.partition(transactional_id)
-        if self.writers[p] is not None and not self.closing:
+        if self.closing:
+            return ErrorCode.not_coordinator
+        if self.writers[p] is not None:
             return None
-        if self.view.owns(self.home(p)) and not self.closing:
+        if p in self._loading:
             return ErrorCode.coordinator_load_in_progress
+        home, groups = self.home(p), getattr(self.node, "coordinator", None)
+        if groups is not None and self.view.owns(home) and \
+                groups.unavailable(home) == ErrorCode.coordinator_load_in_progress:
+            return ErrorCode.coordinator_load_in_progress  # the home partition loads, then this one
         return ErrorCode.not_coordinator
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -143,6 +150,14 @@ class TransactionCoordinator:
         writer (unless it moved meanwhile). Returns the records read."""
         move = self._moves[p]
         epoch = self.view.coordinator_epoch(self.home(p))
+        self._loading.add(p)
+        try:
+            return await self._load_moved(p, move, epoch)
+        finally:
+            if move == self._moves[p]:
+                self._loading.discard(p)
+
+    async def _load_moved(self, p: int, move: int, epoch: int) -> int:
         plog = TransactionPartitionLog(self.settings.data_dir, p, self.settings.transaction_state_log_segment_bytes)
         loaded = TransactionCore(self.core.max_timeout_ms, self.core.id_expiration_ms)
         result = await asyncio.get_running_loop().run_in_executor(self._executor, plog.load, loaded.apply)
@@ -182,6 +197,7 @@ class TransactionCoordinator:
         lost = {p for p in range(self.partitions) if self.home(p) == home}
         for p in lost:
             self._moves[p] += 1
+            self._loading.discard(p)
         for txn_id in self.core.forget(self.partition, lost):
             task = self._markers.pop(txn_id, None)
             if task is not None:

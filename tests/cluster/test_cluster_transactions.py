@@ -3,7 +3,9 @@ shared data dir. A transactional id's coordinator is the node holding the etcd c
 partition its `__transaction_state` partition rides on; a transaction over data partitions led by
 both nodes commits and aborts as read_committed consumers see (the markers to the other node's
 partitions go over WriteTxnMarkers); a kill -9 of the coordinator's node with a transaction open hands
-it to the survivor, which loads it and aborts it at its timeout, its markers ending it everywhere."""
+it to the survivor, which loads it and aborts it at its timeout, its markers ending it everywhere; a kill
+-9 after the commit was prepared, before every marker was written: the survivor writes them and
+completes it."""
 
 from __future__ import annotations
 
@@ -14,12 +16,15 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from groupd.coordinator.tools.chaos_client import ChaosClient
 from groupd.coordinator.tools.client import AdminConnection
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
-from tests.cluster.test_cluster_etcd import etcd, spread, two_nodes  # noqa: F401,F811 (the fixture)
+from tests.cluster.test_cluster_etcd import SETTINGS, etcd, spread, two_nodes  # noqa: F401,F811 (the fixture)
 from tests.cluster.test_cluster_records import agreed_leaders
+from tests.support.etcd_server import cluster_node
 from tests.support.harness import wait_until
+from tests.support.process import free_port
 
 pytestmark = pytest.mark.clients
 
@@ -125,3 +130,34 @@ def test_the_survivor_aborts_a_transaction_its_killed_coordinator_left_open(node
     seen = read_committed(nodes[0].bootstrap, expected)
     assert sorted(seen) == sorted(expected)  # the orphan's records never, the LSO past them
     assert f"transaction aborted transactional_id={txn_id} " in nodes[0].log()
+
+
+def test_the_survivor_completes_a_commit_its_killed_coordinator_had_prepared(tmp_path, etcd):  # noqa: F811
+    """Node 1 holds back the first WriteTxnMarkers it gets, so node 2 (the coordinator) dies with the
+    commit prepared and its markers not all written: node 1 loads PrepareCommit and writes them."""
+    admin = free_port()
+    data = str(tmp_path / "data")
+    nodes = [cluster_node(data, etcd, 1, *SETTINGS, "records.plane=disk", f"admin.listener=http://127.0.0.1:{admin}"
+                          ).start(),
+             cluster_node(data, etcd, 2, *SETTINGS, "records.plane=disk").start()]
+    try:
+        spread(nodes)
+        leaders = agreed_leaders(nodes, {1, 2}, exactly=True)
+        txn_id = transactional_id_on(nodes, 2, "tx-prepared")
+        ChaosClient(f"http://127.0.0.1:{admin}").delay("WriteTxnMarkers", 120_000, count=1)
+        p = producer(nodes[0].bootstrap, txn_id)
+        p.init_transactions(60)
+        p.begin_transaction()
+        for part in leaders:
+            p.produce("t", f"prepared{part}".encode(), partition=part)
+        p.commit_transaction(60)  # answered once PrepareCommit is durable
+        with AdminConnection(nodes[1].bootstrap, "cluster-txn-test") as c:
+            (state,) = c.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn_id]}).transaction_states
+        assert state.transaction_state == "PrepareCommit"
+        nodes[1].stop(signal.SIGKILL)
+        expected = {f"prepared{part}" for part in leaders}
+        assert sorted(read_committed(nodes[0].bootstrap, expected)) == sorted(expected)
+        assert f"transaction committed transactional_id={txn_id} " in nodes[0].log()
+    finally:
+        if nodes[0].alive():
+            assert nodes[0].stop() == 0, nodes[0].log()
