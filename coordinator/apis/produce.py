@@ -162,28 +162,35 @@ def _verifier(node, transactional_id: str | None, topic: str, partition: int, ve
         return None
     if verdicts is not None:
         return lambda producer_id, epoch: verification_error(
-            verdicts.get((topic, partition), ErrorCode.invalid_txn_state))
+            # not asked (its transaction was open here) but closed meanwhile: retried, then verified
+            verdicts.get((topic, partition), ErrorCode.not_enough_replicas))
     return lambda producer_id, epoch: transactions.verify_partition(transactional_id, producer_id, epoch, topic,
                                                                     partition)
 
 
 def _verify_elsewhere(node, request: Request, denied: dict):
     """A transactional produce whose transactional id another worker or node coordinates: its
-    partitions verified there first (AddPartitionsToTxn v4 verify-only, Kafka's
+    partitions where the producer has no open transaction yet verified there first (AddPartitionsToTxn v4 verify-only, Kafka's
     AddPartitionsToTxnManager), then the request runs with those verdicts. None when not needed."""
     body = request.body
     transactions = getattr(node, "transactions", None)
     if transactions is None or body.transactional_id is None or transactions.verifies_here(body.transactional_id):
         return None
     partitions, producer = [], None
+    plane = plane_for(node)
     for t in body.topic_data:
-        if t.name in denied:
+        topic = node.catalog.get(t.name)
+        if t.name in denied or topic is None:
             continue
         for p in t.partition_data:
             found = first_transactional(p.records)
-            if found is not None and node.cluster.leads(t.name, p.index):
-                partitions.append((t.name, p.index))
-                producer = found
+            if found is None or not node.cluster.leads(t.name, p.index):
+                continue
+            held = plane.peek((topic.topic_id, p.index))
+            if held is not None and found[0] in held.producers.txns.open:
+                continue  # verified when its transaction began here (the plane checks the epoch), as Kafka
+            partitions.append((t.name, p.index))
+            producer = found
     if producer is None:
         return None
     pending = transactions.verify(body.transactional_id, producer[0], producer[1], partitions)

@@ -489,6 +489,8 @@ class TransactionCoordinator:
 
     def verify_partition(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
                          partition: int) -> ErrorCode:
+        if not self.verifies_here(transactional_id):  # only asked elsewhere, before the append (produce.py)
+            return ErrorCode.not_enough_replicas
         verdicts = self.verify(transactional_id, producer_id, producer_epoch, [(topic, partition)])
         return verification_error(verdicts[(topic, partition)])
 

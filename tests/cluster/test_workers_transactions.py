@@ -203,3 +203,36 @@ def test_markers_and_verification_authenticate_on_a_sasl_listener_under_acls(tmp
             c.close()
     finally:
         assert s.stop() == 0, s.log()
+
+
+def test_the_other_worker_verifies_a_transactional_write_with_the_coordinator(server):
+    """Produce at worker 1 of a transactional batch whose id worker 0 coordinates: refused while the
+    partition is not in the transaction (AddPartitionsToTxn v4 verify-only answers INVALID_TXN_STATE), and
+    with another epoch than the producer's (PRODUCER_FENCED), accepted once added."""
+    import datetime
+
+    from groupd.protocol import ErrorCode
+    from tests.storage.test_records_plane import batch, produce
+
+    txn_id = on_worker(0, "tx-verify")
+    with WireClient(server.bootstrap) as coordinator, WireClient(f"127.0.0.1:{server.port + 1}") as leader:
+        r = coordinator.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": txn_id,
+                                                             "transaction_timeout": datetime.timedelta(minutes=1),
+                                                             "producer_id": -1, "producer_epoch": -1})
+        pid, epoch = r.producer_id, r.producer_epoch
+        written = produce(leader, "wt", 1, batch(1, pid=pid, epoch=epoch, seq=0, transactional=True),
+                          transactional_id=txn_id)
+        assert written.error_code is ErrorCode.invalid_txn_state
+        added = coordinator.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+            "v3_and_below_transactional_id": txn_id, "v3_and_below_producer_id": pid,
+            "v3_and_below_producer_epoch": epoch, "v3_and_below_topics": [{"name": "wt", "partitions": [1]}]})
+        assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code is ErrorCode.none
+        other = produce(leader, "wt", 1, batch(1, pid=pid, epoch=epoch + 5, seq=0, transactional=True),
+                        transactional_id=txn_id)
+        assert other.error_code is ErrorCode.producer_fenced
+        written = produce(leader, "wt", 1, batch(1, pid=pid, epoch=epoch, seq=0, transactional=True),
+                          transactional_id=txn_id)
+        assert written.error_code is ErrorCode.none
+        ended = coordinator.request(ApiKey.END_TXN, 3, {"transactional_id": txn_id, "producer_id": pid,
+                                                        "producer_epoch": epoch, "committed": False})
+        assert ended.error_code is ErrorCode.none
