@@ -123,7 +123,15 @@ class BrokerChannel:
         return None
 
     async def _request(self, broker_id: int, api_key: int, version: int, values: dict):
-        """The response, or None (logged once per kind of failure) when the broker cannot be asked now."""
+        """The response, or None when the broker cannot be asked now. A kept connection that fails
+        (the broker restarted since) is replaced once at once, as a client reconnects."""
+        kept = broker_id in self._connections
+        body = await self._request_once(broker_id, api_key, version, values)
+        if body is None and kept:
+            body = await self._request_once(broker_id, api_key, version, values)
+        return body
+
+    async def _request_once(self, broker_id: int, api_key: int, version: int, values: dict):
         conn = self._connections.get(broker_id)
         try:
             if conn is None:

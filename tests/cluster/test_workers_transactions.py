@@ -170,6 +170,31 @@ def worker_pid(server: GroupdProcess, worker: int) -> int:
     return int(re.findall(rf"worker started worker={worker} node\.id=\d+ pid=(\d+)", server.log())[-1])
 
 
+def commit_on_both_workers(bootstrap: str, txn_id: str, values: tuple[str, str], **config) -> None:
+    """One transaction writing values[i] to wt-i (worker 0 coordinates `txn_id`, worker 1 leads wt-1:
+    verified and marked over the inter-broker connection), then both read_committed."""
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "transaction.timeout.ms": 60000,
+                  **config})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i, value in enumerate(values):
+        p.produce("wt", value.encode(), partition=i)
+    p.commit_transaction(30)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}", "enable.auto.commit": False,
+                  "isolation.level": "read_committed", **config})
+    c.assign([TopicPartition("wt", 0, 0), TopicPartition("wt", 1, 0)])
+    seen: list[str] = []
+    try:
+        def done():
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                seen.append(m.value().decode())
+            return set(values) <= set(seen)
+        wait_until(done, 60, f"both records read_committed (seen {seen})")
+    finally:
+        c.close()
+
+
 def test_markers_and_verification_authenticate_on_a_sasl_listener_under_acls(tmp_path):
     """Only a SASL listener, ACLs on: the workers authenticate to each other with SASL/PLAIN as the
     super user and may CLUSTER_ACTION (WriteTxnMarkers, AddPartitionsToTxn v4)."""
@@ -179,28 +204,9 @@ def test_markers_and_verification_authenticate_on_a_sasl_listener_under_acls(tmp
                       "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                       "super.users=User:admin", port=port, ready="workers ready").start(timeout=60)
     try:
-        auth = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "admin",
-                "sasl.password": "admin-secret"}
-        p = Producer({"bootstrap.servers": s.bootstrap, "transactional.id": on_worker(0, "tx-sasl"),
-                      "transaction.timeout.ms": 60000, **auth})
-        p.init_transactions(30)
-        p.begin_transaction()
-        p.produce("wt", b"s0", partition=0)
-        p.produce("wt", b"s1", partition=1)  # led by worker 1: its marker from worker 0 over SASL
-        p.commit_transaction(30)
-        c = Consumer({"bootstrap.servers": s.bootstrap, "group.id": "sasl-reader", "enable.auto.commit": False,
-                      "isolation.level": "read_committed", **auth})
-        c.assign([TopicPartition("wt", 0, 0), TopicPartition("wt", 1, 0)])
-        seen: list[str] = []
-        try:
-            def done():
-                m = c.poll(0.5)
-                if m is not None and m.error() is None:
-                    seen.append(m.value().decode())
-                return {"s0", "s1"} <= set(seen)
-            wait_until(done, 60, f"both records read_committed (seen {seen})")
-        finally:
-            c.close()
+        commit_on_both_workers(s.bootstrap, on_worker(0, "tx-sasl"), ("s0", "s1"), **{
+            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "admin",
+            "sasl.password": "admin-secret"})
     finally:
         assert s.stop() == 0, s.log()
 
@@ -236,3 +242,20 @@ def test_the_other_worker_verifies_a_transactional_write_with_the_coordinator(se
         ended = coordinator.request(ApiKey.END_TXN, 3, {"transactional_id": txn_id, "producer_id": pid,
                                                         "producer_epoch": epoch, "committed": False})
         assert ended.error_code is ErrorCode.none
+
+
+def test_markers_go_over_tls_on_an_ssl_listener(tmp_path):
+    """Only an SSL listener: the workers connect to each other over TLS, verifying the peer with the
+    truststore against its advertised address."""
+    from tests.support import certs as test_certs
+
+    certs = test_certs.make(str(tmp_path / "certs"))
+    port = free_ports(2)
+    s = GroupdProcess(str(tmp_path / "data"), "workers=2", "topics=wt:2", f"listeners=SSL://127.0.0.1:{port}",
+                      f"ssl.keystore.location={certs.server_keystore}", f"ssl.truststore.location={certs.ca}",
+                      port=port, ready="workers ready").start(timeout=60)
+    try:
+        commit_on_both_workers(s.bootstrap, on_worker(0, "tx-tls"), ("t0", "t1"),
+                               **{"security.protocol": "SSL", "ssl.ca.location": certs.ca})
+    finally:
+        assert s.stop() == 0, s.log()
