@@ -25,7 +25,7 @@ from groupd.coordinator.core.transactions.ownership import home_partition, marke
 from groupd.coordinator.observability import metrics
 from groupd.protocol import ErrorCode
 from groupd.storage.compaction import compact
-from groupd.storage.transaction_log import TOPIC, TransactionPartitionLog, encode
+from groupd.storage.transaction_log import TOPIC, StampedTransactionLog, TransactionPartitionLog, encode
 from groupd.storage.transaction_records import TxnState
 
 from .log_workers import LogWorkers
@@ -158,7 +158,10 @@ class TransactionCoordinator:
                 self._loading.discard(p)
 
     async def _load_moved(self, p: int, move: int, epoch: int) -> int:
-        plog = TransactionPartitionLog(self.settings.data_dir, p, self.settings.transaction_state_log_segment_bytes)
+        segment_bytes = self.settings.transaction_state_log_segment_bytes
+        # cluster mode (a claim's stamp): segments of this owner's own; elsewhere one unstamped chain
+        plog = (StampedTransactionLog(self.settings.data_dir, p, segment_bytes, epoch) if epoch
+                else TransactionPartitionLog(self.settings.data_dir, p, segment_bytes))
         loaded = TransactionCore(self.core.max_timeout_ms, self.core.id_expiration_ms)
         result = await asyncio.get_running_loop().run_in_executor(self._executor, plog.load, loaded.apply)
         if move != self._moves[p] or self.closing:
