@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import os
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -24,6 +26,7 @@ from groupd.coordinator.core.transactions.machine import Step, TransactionCore, 
 from groupd.coordinator.core.transactions.ownership import home_partition, marker_batches
 from groupd.coordinator.observability import metrics
 from groupd.protocol import ErrorCode
+from groupd.storage.catalog import Topic
 from groupd.storage.compaction import compact
 from groupd.storage.transaction_log import TOPIC, StampedTransactionLog, TransactionPartitionLog, encode
 from groupd.storage.transaction_records import TxnState
@@ -34,6 +37,7 @@ from .log_writer import LogWriter
 log = logging.getLogger("groupd")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TOPIC_ID_NAMESPACE = uuid.UUID("0d4f6c2a-9b1e-4f57-8a3c-6e2b7d91c405")  # `__transaction_state`'s id, per cluster
 COORDINATOR_EPOCH = 0  # where ownership never moves between live processes (one process, workers)
 RETRY_FIRST_S, RETRY_MAX_S = 0.05, 1.0
 # a marker error after which the partition will never take it (the topic went away, a newer epoch)
@@ -73,6 +77,10 @@ class TransactionCoordinator:
         self.epochs = [COORDINATOR_EPOCH] * self.partitions
         self._moves = [0] * self.partitions  # bumped by each gain and lose: a stale load is dropped
         self._loading: set[int] = set()  # partitions being loaded (COORDINATOR_LOAD_IN_PROGRESS)
+        self._created, self._looked_at = False, -1.0  # `topic_created`
+        # the topic Metadata lists once created (internal), with an id that stays the same for the cluster
+        self.topic = Topic(TOPIC, self.partitions,
+                           uuid.uuid5(TOPIC_ID_NAMESPACE, f"{getattr(node, 'cluster_id', None)}/{TOPIC}"))
         self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="groupd-txn-log")
         self._workers = LogWorkers(4, "groupd-txn-write")
         self._markers: dict[str, asyncio.Task] = {}  # transactional id → its markers being written
@@ -89,6 +97,19 @@ class TransactionCoordinator:
 
     def partition(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.partitions)
+
+    def topic_created(self) -> bool:
+        """Whether `__transaction_state` exists as Kafka's would (created at the first transactional
+        use): some partition holds a record, this process's or, on a shared data dir, another's
+        (looked for at most once a second until found; a topic never stops existing)."""
+        if self._created:
+            return True
+        now = time.monotonic()
+        if now - self._looked_at >= 1.0:
+            self._looked_at = now
+            self._created = any(w is not None and w.plog.next_offset > 0 for w in self.writers) or \
+                _records_on_disk(self.settings.data_dir)
+        return self._created
 
     def home(self, txn_partition: int) -> int:
         return home_partition(txn_partition, self.settings.offsets_topic_num_partitions)
@@ -507,6 +528,20 @@ class TransactionCoordinator:
         async def remote() -> ErrorCode:
             return verification_error((await verdicts)[tp])
         return asyncio.ensure_future(remote())
+
+
+def _records_on_disk(data_dir: str) -> bool:
+    """Whether any `__transaction_state` partition directory in `data_dir` holds a non-empty segment."""
+    try:
+        with os.scandir(data_dir) as entries:
+            dirs = [e.path for e in entries if e.name.startswith(TOPIC + "-") and e.is_dir()]
+        for directory in dirs:
+            with os.scandir(directory) as files:
+                if any(f.name.endswith(".log") and f.stat().st_size > 0 for f in files):
+                    return True
+    except OSError:
+        return False
+    return False
 
 
 def verification_error(error: ErrorCode) -> ErrorCode:

@@ -259,3 +259,19 @@ def test_markers_go_over_tls_on_an_ssl_listener(tmp_path):
                                **{"security.protocol": "SSL", "ssl.ca.location": certs.ca})
     finally:
         assert s.stop() == 0, s.log()
+
+
+def test_metadata_lists_the_transaction_log_led_by_each_partitions_coordinator(server):
+    """Once a transactional id was used (as Kafka creates it then), `__transaction_state` is an internal
+    topic in Metadata on either worker, partition t led by worker t mod 2."""
+    p = producer(server.bootstrap, on_worker(1, "tx-meta"))
+    p.init_transactions(30)
+    for worker in (0, 1):
+        with WireClient(f"127.0.0.1:{server.port + worker}") as w:
+            def listed():
+                r = w.request(ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                                    "include_topic_authorized_operations": False})
+                return next((t for t in r.topics if t.name == "__transaction_state"), None)
+            topic = wait_until(listed, 30, "__transaction_state listed")
+            assert topic.is_internal
+            assert [p.leader_id for p in topic.partitions] == [1 + t % 2 for t in range(PARTITIONS)]
