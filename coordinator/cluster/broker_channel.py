@@ -4,8 +4,8 @@ partitions another worker or node leads, and AddPartitionsToTxn (v4, verify only
 a transactional id another worker or node coordinates, over the Kafka protocol on the brokers' own
 listeners, one connection per broker, requests of a connection one at a time.
 
-The listener (Kafka's `inter.broker.listener.name`, by default the PLAINTEXT one): the first PLAINTEXT
-listener, else the first listener. On an SSL or SASL_SSL listener the connection is TLS, verifying the
+The listener: `inter.broker.listener.name` (Kafka's setting); unset, the first PLAINTEXT listener, else
+the first listener. On an SSL or SASL_SSL listener the connection is TLS, verifying the
 broker with `ssl.truststore.location` (the system's CAs without one) and presenting the broker's own
 keystore as its client certificate (for `ssl.client.auth=required`). On a SASL listener it
 authenticates with PLAIN as the first of `super.users` that `sasl.users` has a password for (a super
@@ -38,7 +38,10 @@ CLIENT_ID = "groupd-broker"
 
 
 def inter_broker_listener(settings) -> str:
-    """The listener brokers talk to each other on: the first PLAINTEXT one, else the first."""
+    """The listener brokers talk to each other on: `inter.broker.listener.name`; unset, the first
+    PLAINTEXT one, else the first."""
+    if settings.inter_broker_listener_name:
+        return settings.inter_broker_listener_name
     for listener in settings.listeners:
         if settings.security_protocol(listener.name) == "PLAINTEXT":
             return listener.name
