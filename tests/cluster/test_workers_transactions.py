@@ -4,11 +4,15 @@ owning the offsets partition of the same number); its markers reach the partitio
 leads (data and `__consumer_offsets`) over the wire (WriteTxnMarkers), checked by read_committed
 consumers; the other worker verifies the transactional writes it takes with the coordinator
 (AddPartitionsToTxn v4); a kill -9 of the coordinator's worker after PrepareCommit, with the other
-worker's marker held back, is completed by the restarted worker, which writes the markers again."""
+worker's marker held back, is completed by the restarted worker, which writes the markers again. The
+workers talk to each other on an SSL-only or SASL-only listener (ACLs on) too, and Metadata lists
+`__transaction_state` once used."""
 
 from __future__ import annotations
 
+import datetime
 import os
+import re
 import signal
 import uuid
 
@@ -17,7 +21,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from groupd.coordinator.core.partitioning import partition_for
 from groupd.coordinator.tools.chaos_client import ChaosClient
+from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
+from tests.storage.test_records_plane import batch, produce
+from tests.support import certs as test_certs
 from tests.support.harness import wait_until
 from tests.support.process import GroupdProcess, WireClient, free_ports
 
@@ -85,6 +92,9 @@ def test_find_coordinator_names_the_worker_owning_the_transactional_ids_partitio
     for owner in (0, 1):
         found = find_transaction_coordinator(f"127.0.0.1:{server.port + worker}", on_worker(owner, "txf"))
         assert (found.error_code, found.node_id, found.port) == (0, 1 + owner, server.port + owner)
+    # DescribeTransactions at the other worker: NOT_COORDINATOR, as Kafka's admin client expects
+    elsewhere = describe(f"127.0.0.1:{server.port + worker}", on_worker(1 - worker, "txf"))
+    assert elsewhere.error_code == ErrorCode.not_coordinator
 
 
 def test_commit_and_abort_reach_both_workers_partitions(server):
@@ -166,7 +176,6 @@ def test_a_prepared_commit_is_completed_by_the_restarted_coordinator_worker(serv
 
 
 def worker_pid(server: GroupdProcess, worker: int) -> int:
-    import re
     return int(re.findall(rf"worker started worker={worker} node\.id=\d+ pid=(\d+)", server.log())[-1])
 
 
@@ -215,11 +224,6 @@ def test_the_other_worker_verifies_a_transactional_write_with_the_coordinator(se
     """Produce at worker 1 of a transactional batch whose id worker 0 coordinates: refused while the
     partition is not in the transaction (AddPartitionsToTxn v4 verify-only answers INVALID_TXN_STATE), and
     with another epoch than the producer's (PRODUCER_FENCED), accepted once added."""
-    import datetime
-
-    from groupd.protocol import ErrorCode
-    from tests.storage.test_records_plane import batch, produce
-
     txn_id = on_worker(0, "tx-verify")
     with WireClient(server.bootstrap) as coordinator, WireClient(f"127.0.0.1:{server.port + 1}") as leader:
         r = coordinator.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": txn_id,
@@ -247,8 +251,6 @@ def test_the_other_worker_verifies_a_transactional_write_with_the_coordinator(se
 def test_markers_go_over_tls_on_an_ssl_listener(tmp_path):
     """Only an SSL listener: the workers connect to each other over TLS, verifying the peer with the
     truststore against its advertised address."""
-    from tests.support import certs as test_certs
-
     certs = test_certs.make(str(tmp_path / "certs"))
     port = free_ports(2)
     s = GroupdProcess(str(tmp_path / "data"), "workers=2", "topics=wt:2", f"listeners=SSL://127.0.0.1:{port}",
