@@ -1,8 +1,8 @@
 """Transactions in cluster mode (issue 23 beyond one process): a real etcd and two groupd nodes on one
 shared data dir. A transactional id's coordinator is the node holding the etcd claim of the offsets
 partition its `__transaction_state` partition rides on; a transaction over data partitions led by
-both nodes commits and aborts as read_committed consumers see (the markers to the other node's
-partitions go over WriteTxnMarkers); a kill -9 of the coordinator's node with a transaction open hands
+both nodes, with offsets of a group the other node coordinates, commits and aborts as read_committed
+consumers see (the markers to the other node's partitions go over WriteTxnMarkers); a kill -9 of the coordinator's node with a transaction open hands
 it to the survivor, which loads it and aborts it at its timeout, its markers ending it everywhere; a kill
 -9 after the commit was prepared, before every marker was written: the survivor writes them and
 completes it."""
@@ -80,15 +80,27 @@ def producer(bootstrap: str, transactional_id: str, timeout_ms: int = 60000) -> 
 
 
 def test_a_transaction_over_both_nodes_partitions_commits_and_aborts(nodes):
-    spread(nodes)
+    groups = spread(nodes)
     leaders = agreed_leaders(nodes, {1, 2}, exactly=True)
     txn_id = transactional_id_on(nodes, 1, "tx-both")
+    group = next(g for g, node in groups.items() if node == 2)  # its offsets' marker goes to node 2
     p = producer(nodes[1].bootstrap, txn_id)
     p.init_transactions(60)
     p.begin_transaction()
     for part in leaders:
         p.produce("t", f"c{part}".encode(), partition=part)
+    member = Consumer({"bootstrap.servers": nodes[0].bootstrap, "group.id": group})
+    try:
+        p.send_offsets_to_transaction([TopicPartition("t", 0, 7)], member.consumer_group_metadata(), 60)
+    finally:
+        member.close()
     p.commit_transaction(60)
+    check = Consumer({"bootstrap.servers": nodes[0].bootstrap, "group.id": group,
+                      "isolation.level": "read_committed"})
+    try:
+        assert [c.offset for c in check.committed([TopicPartition("t", 0)], timeout=60)] == [7]
+    finally:
+        check.close()
     p.begin_transaction()
     for part in leaders:
         p.produce("t", f"a{part}".encode(), partition=part)
