@@ -128,7 +128,8 @@ def handle(node, request: Request, verdicts: dict | None = None):
                                              message="This server is not the leader for that topic-partition."))
             elif disk:
                 r, done = plane.append(topic, p.index, p.records, request.version, now, body.acks,
-                                       body.transactional_id, _verifier(node, body.transactional_id, t.name, p.index, verdicts))
+                                       body.transactional_id,
+                                       _verifier(node, body.transactional_id, t.name, p.index, verdicts))
                 entry = _partition(p.index, r.error, r.base_offset, r.log_start_offset, r.message, r.record_errors,
                                    r.log_append_time)
                 partitions.append(entry)
@@ -170,8 +171,9 @@ def _verifier(node, transactional_id: str | None, topic: str, partition: int, ve
 
 def _verify_elsewhere(node, request: Request, denied: dict):
     """A transactional produce whose transactional id another worker or node coordinates: its
-    partitions where the producer has no open transaction yet verified there first (AddPartitionsToTxn v4 verify-only, Kafka's
-    AddPartitionsToTxnManager), then the request runs with those verdicts. None when not needed."""
+    partitions where the producer has no open transaction yet are verified there first
+    (AddPartitionsToTxn v4 verify-only, Kafka's AddPartitionsToTxnManager), then the request runs with
+    those verdicts. None when not needed."""
     body = request.body
     transactions = getattr(node, "transactions", None)
     if transactions is None or body.transactional_id is None or transactions.verifies_here(body.transactional_id):

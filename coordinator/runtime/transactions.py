@@ -401,7 +401,8 @@ class TransactionCoordinator:
         for answer in results[len(here):]:
             errors.update(answer)
         for (topic, p), error in list(errors.items()):
-            if error == ErrorCode.unknown_topic_or_partition and topic != OFFSETS_TOPIC and not self._topic_exists(topic):
+            if error == ErrorCode.unknown_topic_or_partition and topic != OFFSETS_TOPIC and \
+                    not self._topic_exists(topic):
                 errors[(topic, p)] = ErrorCode.none  # deleted since it joined the transaction: nothing to mark
         return errors
 

@@ -1,11 +1,11 @@
 """Transactions in cluster mode (issue 23 beyond one process): a real etcd and two groupd nodes on one
 shared data dir. A transactional id's coordinator is the node holding the etcd claim of the offsets
-partition its `__transaction_state` partition rides on; a transaction over data partitions led by
+partition its `__transaction_state` partition rides on. A transaction over data partitions led by
 both nodes, with offsets of a group the other node coordinates, commits and aborts as read_committed
-consumers see (the markers to the other node's partitions go over WriteTxnMarkers); a kill -9 of the coordinator's node with a transaction open hands
-it to the survivor, which loads it and aborts it at its timeout, its markers ending it everywhere; a kill
--9 after the commit was prepared, before every marker was written: the survivor writes them and
-completes it."""
+consumers see (the markers to the other node's partitions go over WriteTxnMarkers). A kill -9 of the
+coordinator's node with a transaction open hands it to the survivor, which loads it and aborts it at
+its timeout, its markers ending it everywhere; a kill -9 after the commit was prepared, before every
+marker was written: the survivor writes them and completes it."""
 
 from __future__ import annotations
 
