@@ -277,6 +277,9 @@ KEYS: tuple[Key, ...] = (
         "the address clients are told to use (Metadata, FindCoordinator); empty = listeners"),
     Key("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
         _protocol_map, "NAME:PROTOCOL per listener name (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)"),
+    Key("inter.broker.listener.name", "", _str,
+        "the listener workers and cluster nodes send each other transaction markers and verifications on "
+        "(its advertised address); empty = the first PLAINTEXT listener, else the first listener"),
     Key("ssl.keystore.type", "PEM", _choice("pem"),
         "groupd reads PEM keystores only (Kafka's default, JKS, is not supported)"),
     Key("ssl.keystore.location", "", _str,
@@ -499,6 +502,7 @@ class Settings:
     listeners: tuple[Listener, ...]
     advertised_listeners: tuple[Listener, ...]
     listener_security_protocol_map: dict[str, str]
+    inter_broker_listener_name: str
     ssl_keystore_type: str
     ssl_keystore_location: str
     ssl_key_password: str
@@ -748,6 +752,9 @@ class Settings:
             if adv.name not in names:
                 raise ConfigError(f"advertised.listeners names {adv.name}, which is not in listeners "
                                   f"({', '.join(names)})")
+        if self.inter_broker_listener_name and self.inter_broker_listener_name not in names:
+            raise ConfigError(f"inter.broker.listener.name names {self.inter_broker_listener_name}, which is not "
+                              f"in listeners ({', '.join(names)})")
         for name in names:
             adv = self.advertised_for(name)
             if adv.host in ("0.0.0.0", "::"):

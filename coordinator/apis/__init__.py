@@ -82,3 +82,7 @@ MODULES = (produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, 
 HANDLERS: dict[int, Handler] = {m.KEY: m.handle for m in MODULES}
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {m.KEY: m.VERSIONS for m in MODULES}
 VERSION_TABLE = tuple(sorted(SUPPORTED_VERSIONS.items()))  # what ApiVersions advertises, hashable
+# what a handler takes: the advertised versions, and for a few the brokers' own forms that Kafka does not
+# advertise to clients (AddPartitionsToTxn v4, KAFKA-15757)
+ACCEPTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {m.KEY: getattr(m, "BROKER_VERSIONS", m.VERSIONS)
+                                                    for m in MODULES}

@@ -1,7 +1,8 @@
 """DescribeTransactions (65), v0: each transactional id's state, timeout, start, producer id and
 epoch and partitions (what `kafka-transactions.sh describe` prints). An id the principal may not
-DESCRIBE gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, an unknown one TRANSACTIONAL_ID_NOT_FOUND; the
-topics it may not DESCRIBE are left out of the partitions (Kafka's KafkaApis)."""
+DESCRIBE gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, one another worker or node coordinates
+NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while its partition loads here), an unknown one
+TRANSACTIONAL_ID_NOT_FOUND; the topics it may not DESCRIBE are left out of the partitions (Kafka's KafkaApis)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,8 @@ def _describe(node, request: Request, txn_id: str) -> dict:
         return _failed(txn_id, ErrorCode.coordinator_not_available)
     if not txn_id:
         return _failed(txn_id, ErrorCode.invalid_request)
+    if (error := transactions.unavailable(txn_id)) is not None:  # another worker or node coordinates it
+        return _failed(txn_id, error)
     meta = transactions.core.txns.get(txn_id)
     if meta is None or meta.state == TxnState.DEAD:
         return _failed(txn_id, ErrorCode.transactional_id_not_found)

@@ -4,9 +4,9 @@ v1 adds the key type and error message; v3 is flexible; v4 batches keys (Coordin
 Coordinators[] out); v5/v6 change only error semantics. A group's coordinator is the node owning its
 offsets partition in the node's view of the cluster (coordinator/cluster/view.py), at its address on the
 listener the request came in on (COORDINATOR_NOT_AVAILABLE while nobody owns the partition). A
-transactional id's coordinator is the node itself where it runs one (a one-process server owns every
-`__transaction_state` partition); `--workers` and cluster mode have none yet, nor have share groups:
-COORDINATOR_NOT_AVAILABLE.
+transactional id's coordinator is the owner of its `__transaction_state` partition, which rides on the
+offsets partition of the same number (coordinator/core/transactions/ownership.py). Share groups have
+none: COORDINATOR_NOT_AVAILABLE.
 """
 
 from __future__ import annotations
@@ -43,14 +43,15 @@ def _lookup(node, request: Request, key: str, key_type: int) -> dict:
                                                     ResourceType.TRANSACTIONAL_ID, key):
         error, message = ErrorCode.transactional_id_authorization_failed, None
     elif key_type == TRANSACTION and getattr(node, "transactions", None) is not None:
-        at = address(node.cluster, node.node_id, request.advertised)
+        owner = node.transactions.coordinator_of(key)
+        at = None if owner is None else address(node.cluster, owner, request.advertised)
         if at is not None:
-            return {"key": key, "node_id": node.node_id, "host": at[0], "port": at[1],
+            return {"key": key, "node_id": owner, "host": at[0], "port": at[1],
                     "error_code": ErrorCode.none, "error_message": found}
         error, message = ErrorCode.coordinator_not_available, None
     elif key_type == TRANSACTION:
         error = ErrorCode.coordinator_not_available
-        message = "transactions are coordinated only by a one-process groupd"
+        message = "this node coordinates no transactions"
     elif key_type == SHARE:
         error = ErrorCode.coordinator_not_available
         message = "groupd coordinates consumer groups only"

@@ -19,10 +19,11 @@ aborted first (CONCURRENT_TRANSACTIONS until its abort is complete: the client r
 over `transaction.max.timeout.ms` INVALID_TRANSACTION_TIMEOUT, and from v3 the producer's current id
 and epoch checked (PRODUCER_FENCED, answered INVALID_PRODUCER_EPOCH below v4 as Kafka's KafkaApis).
 
-Where no process coordinates transactions (`--workers`, cluster mode: only one-process servers do
-yet) a transactional id gets UNSUPPORTED_FOR_MESSAGE_FORMAT (43): non-retriable, so the Java
-producer fails `initTransactions()` at once and librdkafka's `init_transactions()` fails with
-"Broker: Message format on broker does not support request", instead of retrying until a timeout.
+Under `--workers` and in cluster mode the request goes to the worker or node FindCoordinator names for
+the transactional id (the owner of its `__transaction_state` partition); elsewhere it answers
+NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while that partition loads here) and the client looks
+the coordinator up again. Producer ids are unique across workers and nodes: each hands out its own
+residue of the id space (`producer_id_block`), reserved in blocks in the data dir.
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ The brokers, the controller and each partition's leader come from the node's vie
 positions. An offsets partition's leader is its coordinator (LEADER_NOT_AVAILABLE while none).
 `__consumer_offsets` is listed among all topics and
 answered by name or id as Kafka does, as an internal topic (coordinator/runtime/offsets_topic.py); it is
-never auto-created into the catalog. Requested topics that do not exist are created when
+never auto-created into the catalog. So is `__transaction_state` once it exists (a transactional id has
+been used: Kafka creates it then), each partition led by the coordinator of the transactional ids
+hashed to it. Requested topics that do not exist are created when
 `auto.create.topics.enable` is on and the request allows it, and are answered without an error
 (KafkaJS fails on any topic error) once the catalog holding them is written (off the event loop);
 a creation whose write failed answers LEADER_NOT_AVAILABLE, as Kafka answers a topic it is still
@@ -52,8 +54,22 @@ def topic_entry(node, topic) -> dict:
     cluster, internal = node.cluster, topic is node.offsets_topic
     leader = cluster.coordinator if internal else (lambda p: cluster.leader(topic.name, p))
     epoch = cluster.coordinator_epoch if internal else (lambda p: cluster.leader_epoch(topic.name, p))
+    transactions = getattr(node, "transactions", None)
+    if transactions is not None and topic is transactions.topic:  # led by the owner of its home partition
+        internal = True
+        leader = lambda p: cluster.coordinator(transactions.home(p))  # noqa: E731
+        epoch = lambda p: cluster.coordinator_epoch(transactions.home(p))  # noqa: E731
     return {"error_code": ErrorCode.none, "name": topic.name, "topic_id": topic.topic_id, "is_internal": internal,
             "partitions": [_partition_entry(p, leader(p), epoch(p)) for p in range(topic.partitions)]}
+
+
+def _internal_topics(node) -> tuple:
+    """`__consumer_offsets`, and `__transaction_state` once created (Kafka creates it at the first
+    transactional use)."""
+    transactions = getattr(node, "transactions", None)
+    if transactions is not None and transactions.topic_created():
+        return node.offsets_topic, transactions.topic
+    return (node.offsets_topic,)
 
 
 def _error_entry(name: str | None, topic_id: uuid.UUID | None, error: ErrorCode) -> dict:
@@ -72,9 +88,11 @@ def handle(node, request: Request):
     def describable(name: str, audit: bool = True) -> bool:
         return authorized(node, request, AclOperation.DESCRIBE, ResourceType.TOPIC, name, audit)
 
-    internal = node.offsets_topic
+    internals = _internal_topics(node)
+    internal_by_name = {t.name: t for t in internals}
+    internal_by_id = {t.topic_id: t for t in internals}
     if wanted is None or (version == 0 and not wanted):  # every topic the principal may describe
-        topics = [topic_entry(node, t) for t in (*node.catalog, internal) if describable(t.name, audit=False)]
+        topics = [topic_entry(node, t) for t in (*node.catalog, *internals) if describable(t.name, audit=False)]
     else:
         may_create = node.settings.auto_create_topics_enable and getattr(body, "allow_auto_topic_creation", True)
         topics = []
@@ -83,7 +101,7 @@ def handle(node, request: Request):
             # by id from v12, as Kafka answers ids (the Java client sends name "" with one); below v12 the
             # name is what counts (and a response name there may not be null)
             if version >= 12 and (name is None or topic_id not in (None, _ZERO_ID)):
-                topic = internal if t.topic_id == internal.topic_id else node.catalog.by_id(t.topic_id)
+                topic = internal_by_id.get(t.topic_id) or node.catalog.by_id(t.topic_id)
                 if topic is not None and not describable(topic.name):  # ids are not secret, names are
                     topics.append(_error_entry(None, t.topic_id, ErrorCode.topic_authorization_failed))
                     continue
@@ -93,7 +111,7 @@ def handle(node, request: Request):
             if not describable(name):  # before existence: the entry reveals nothing
                 topics.append(_error_entry(name, None, ErrorCode.topic_authorization_failed))
                 continue
-            topic = internal if name == internal.name else node.catalog.get(name)
+            topic = internal_by_name.get(name) or node.catalog.get(name)
             if topic is None and may_create:
                 if not legal_topic_name(name):
                     topics.append(_error_entry(name, None, ErrorCode.invalid_topic_exception))

@@ -41,6 +41,7 @@ import datetime
 import logging
 
 from groupd.coordinator.runtime.offsets_topic import INVALID_APPEND
+from groupd.coordinator.runtime.transactions import verification_error
 from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.system_clock import wall_ms
@@ -48,7 +49,7 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 from groupd.storage.records_plane import plane_for
-from groupd.storage.records_plane.batches import has_transactional
+from groupd.storage.records_plane.batches import first_transactional, has_transactional
 
 from .request import Request
 
@@ -92,12 +93,14 @@ def _denied(node, request: Request) -> dict[str, ErrorCode]:
             if not authorized(node, request, AclOperation.WRITE, ResourceType.TOPIC, t.name)}
 
 
-def handle(node, request: Request):
+def handle(node, request: Request, verdicts: dict | None = None):
     denied = _denied(node, request)
     plane = plane_for(node)
     if plane is None:
         return _refuse(request, denied)
     body = request.body
+    if verdicts is None and (verifying := _verify_elsewhere(node, request, denied)) is not None:
+        return verifying
     if body.acks not in (-1, 0, 1):
         responses = [{"name": t.name, "partition_responses": [
             _partition(p.index, ErrorCode.invalid_required_acks) for p in t.partition_data]}
@@ -125,7 +128,8 @@ def handle(node, request: Request):
                                              message="This server is not the leader for that topic-partition."))
             elif disk:
                 r, done = plane.append(topic, p.index, p.records, request.version, now, body.acks,
-                                       body.transactional_id, _verifier(node, body.transactional_id, t.name, p.index))
+                                       body.transactional_id,
+                                       _verifier(node, body.transactional_id, t.name, p.index, verdicts))
                 entry = _partition(p.index, r.error, r.base_offset, r.log_start_offset, r.message, r.record_errors,
                                    r.log_append_time)
                 partitions.append(entry)
@@ -134,7 +138,7 @@ def handle(node, request: Request):
             else:
                 r = plane.append((topic.topic_id, p.index), p.records, request.version, now, live_ids,
                                  f"{t.name}-{p.index}", node.catalog.topic_config(t.name), body.transactional_id,
-                                 _verifier(node, body.transactional_id, t.name, p.index))
+                                 _verifier(node, body.transactional_id, t.name, p.index, verdicts))
                 partitions.append(_partition(p.index, r.error, r.base_offset, r.log_start_offset, r.message,
                                              r.record_errors, r.log_append_time))
             if r is not None and r.error is ErrorCode.none:
@@ -150,14 +154,54 @@ def handle(node, request: Request):
     return build_response(ApiKey.PRODUCE, request.version, {"responses": responses})
 
 
-def _verifier(node, transactional_id: str | None, topic: str, partition: int):
+def _verifier(node, transactional_id: str | None, topic: str, partition: int, verdicts: dict | None = None):
     """The transaction coordinator's check of this partition for a producer (contract seam 3), or None
-    without a coordinator (then transactional batches are accepted, as before verification)."""
+    without a coordinator (then transactional batches are accepted, as before verification). `verdicts`:
+    those the coordinator of another worker or node gave for this request (`_verify_elsewhere`)."""
     transactions = getattr(node, "transactions", None)
     if transactions is None or transactional_id is None:
         return None
+    if verdicts is not None:
+        return lambda producer_id, epoch: verification_error(
+            # not asked (its transaction was open here) but closed meanwhile: retried, then verified
+            verdicts.get((topic, partition), ErrorCode.not_enough_replicas))
     return lambda producer_id, epoch: transactions.verify_partition(transactional_id, producer_id, epoch, topic,
                                                                     partition)
+
+
+def _verify_elsewhere(node, request: Request, denied: dict):
+    """A transactional produce whose transactional id another worker or node coordinates: its
+    partitions where the producer has no open transaction yet are verified there first
+    (AddPartitionsToTxn v4 verify-only, Kafka's AddPartitionsToTxnManager), then the request runs with
+    those verdicts. None when not needed."""
+    body = request.body
+    transactions = getattr(node, "transactions", None)
+    if transactions is None or body.transactional_id is None or transactions.verifies_here(body.transactional_id):
+        return None
+    partitions, producer = [], None
+    plane = plane_for(node)
+    for t in body.topic_data:
+        topic = node.catalog.get(t.name)
+        if t.name in denied or topic is None:
+            continue
+        for p in t.partition_data:
+            found = first_transactional(p.records)
+            if found is None or not node.cluster.leads(t.name, p.index):
+                continue
+            held = plane.peek((topic.topic_id, p.index))
+            if held is not None and found[0] in held.producers.txns.open:
+                continue  # verified when its transaction began here (the plane checks the epoch), as Kafka
+            partitions.append((t.name, p.index))
+            producer = found
+    if producer is None:
+        return None
+    pending = transactions.verify(body.transactional_id, producer[0], producer[1], partitions)
+
+    async def verified():
+        reply = handle(node, request, await pending)
+        return await reply if isinstance(reply, asyncio.Future) else reply
+
+    return asyncio.ensure_future(verified())
 
 
 def _when_written(request: Request, responses: list[dict], waits: list[tuple[dict, asyncio.Future]]):

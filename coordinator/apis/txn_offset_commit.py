@@ -10,7 +10,8 @@ Errors are per partition only (the response has no top-level error), in Kafka's 
 the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group
 (GROUP_AUTHORIZATION_FAILED), READ on each topic and its existence (KafkaApis); then an empty
 group id (INVALID_GROUP_ID), the coordinator's state, the transaction's liveness (verified by the
-transaction coordinator: `node.transactions.verify_offsets`, when the node has one), and the
+transaction coordinator: `node.transactions.verify_offsets`, in process or, when another worker or
+node coordinates the transactional id, with AddPartitionsToTxn v4 verify-only there), and the
 membership and metadata checks of the group's shard. The reply leaves once the transactional
 batch is durable.
 """

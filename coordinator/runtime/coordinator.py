@@ -88,6 +88,9 @@ class GroupCoordinator(PartitionLifecycle, Housekeeping):
         # awaited first when a partition is lost (cluster mode): what else rides on its claim lets go
         # (the data partitions it is home to: coordinator/runtime/records_disk.py), with `fenced`
         self.on_lose: list = []
+        # called once a gained partition serves (cluster mode): what else rides on its claim starts
+        # (the transaction log partitions it is home to: coordinator/runtime/transactions.py)
+        self.on_gain: list = []
         self.runners = [self._new_runner(shard) for shard in self.shards]
         # bumped by every gain and lose: a load that finishes after its partition moved again is dropped
         self._epochs = [0] * self.partitions

@@ -147,6 +147,9 @@ class PartitionLifecycle:
         if held or (job.exception() is not None and self._epochs[p] == epoch):
             self._claims[p] = claim
             self._open(p, job)
+            if self.states[p] is PartitionState.ACTIVE:
+                for hook in self.on_gain:
+                    hook(p)
             return self.states[p]
         if job.exception() is None:  # lost while loading, or the claim no longer holds
             await loop.run_in_executor(self._executor, job.result()[0].close)

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from groupd.coordinator.apis import HANDLERS, SUPPORTED_VERSIONS
+from groupd.coordinator.apis import ACCEPTED_VERSIONS, HANDLERS, SUPPORTED_VERSIONS
 from groupd.coordinator.apis.api_versions import unsupported_version_response
 from groupd.coordinator.apis.request import Request
 from groupd.coordinator.observability import metrics
@@ -317,7 +317,7 @@ class Connection(asyncio.Protocol):
             handler = HANDLERS.get(api_key)
             if handler is None:
                 return self._reject("unknown_api", f"api key {api_key} is not served")
-            lo, hi = SUPPORTED_VERSIONS[api_key]
+            lo, hi = ACCEPTED_VERSIONS[api_key]
             if not lo <= version <= hi:
                 if api_key == ApiKey.API_VERSIONS:
                     # Clients probe with their newest ApiVersions; answer v0 with the table (KIP-511).

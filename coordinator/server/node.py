@@ -64,8 +64,8 @@ class Node:
             GroupConfigsFile(settings.data_dir), lambda groups: self.group_configs.follow(groups)))
         # the group coordinator of every offsets partition
         self.coordinator = GroupCoordinator(settings, self.group_configs.overrides)
-        # the transaction coordinator (coordinator/runtime/transactions.py), set by the server where
-        # this process coordinates transactions (one-process servers); None elsewhere
+        # the transaction coordinator (coordinator/runtime/transactions.py) of the `__transaction_state`
+        # partitions riding on this node's offsets partitions, set by the server; None before
         self.transactions: Any = None
         if settings.records_plane == records_plane.DISK:  # the memory plane is made on first use
             plane = DiskPlane(settings, self.cluster.leads, lambda: list(self.catalog), self.cluster.data_stamp,

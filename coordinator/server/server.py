@@ -10,6 +10,7 @@ import time
 from typing import TYPE_CHECKING
 
 from groupd.coordinator.chaos.faults import Chaos
+from groupd.coordinator.cluster.broker_channel import BrokerChannel
 from groupd.coordinator.cluster.shared_files import CHECK_INTERVAL_S, SharedFiles
 from groupd.coordinator.cluster.workers import producer_id_block
 from groupd.coordinator.observability import readiness
@@ -85,10 +86,13 @@ class Server:
         metrics_url = await metrics_http.serve(self.settings, self.node)
         if self.worker is not None:
             await self._start_worker()
-        if self.cluster is None and self.worker is None:  # transactions: one-process servers only, yet
-            self.node.transactions = TransactionCoordinator(self.settings, self.node,
-                                                            producer_ids_for(self.node).allocate)
-            await self.node.transactions.start()  # loaded before the node serves (small: one record per id)
+        # the transaction coordinator of the `__transaction_state` partitions riding on this node's offsets
+        # partitions; markers and verifications for other workers or nodes go over the wire
+        channel = None if self.cluster is None and self.worker is None else BrokerChannel(self.settings,
+                                                                                          self.node.cluster)
+        self.node.transactions = TransactionCoordinator(self.settings, self.node,
+                                                        producer_ids_for(self.node).allocate, channel)
+        await self.node.transactions.start()  # loaded before the node serves (small: one record per id)
         # told what it owns (Kafka's onElection); partitions load off the loop, LOAD_IN_PROGRESS until then
         groups, view = self.node.coordinator, self.node.cluster
         groups.start(p for p in range(groups.partitions) if view.owns(p))
@@ -201,6 +205,8 @@ class Server:
         if self.node is not None:
             if self.node.transactions is not None:
                 await self.node.transactions.close()
+                if self.node.transactions.channel is not None:
+                    self.node.transactions.channel.close()
             await self.node.coordinator.close()  # in-flight writes finish, every log is fsynced and closed
             await self._close_records()
             self.node.close()  # releases the data dir's lock

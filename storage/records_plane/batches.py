@@ -138,6 +138,23 @@ def _check(data: bytearray, produce_version: int) -> ProducedBatch:
                  reader.producer_epoch, reader.base_sequence, bool(reader.is_transactional))
 
 
+def first_transactional(records: bytes | None) -> tuple[int, int] | None:
+    """(producer id, producer epoch) of the first transactional v2 batch in `records`, None without one
+    (what a broker verifies with the transaction coordinator before appending)."""
+    if not records:
+        return None
+    view = memoryview(records)
+    pos = 0
+    while pos + HEADER_SIZE <= len(view):
+        (length,) = _LENGTH.unpack_from(view, pos + 8)
+        if view[pos + 16] == 2 and _ATTRIBUTES.unpack_from(view, pos + 21)[0] & _TRANSACTIONAL:
+            return _OFFSET.unpack_from(view, pos + 43)[0], _ATTRIBUTES.unpack_from(view, pos + 51)[0]
+        if length <= 0:
+            return None
+        pos += LOG_OVERHEAD + length
+    return None
+
+
 def has_transactional(records: bytes | None) -> bool:
     """Whether any v2 batch in a partition's `records` has the transactional attribute (Kafka's
     `RequestUtils.hasTransactionalRecords`, checked before anything else); a malformed tail is

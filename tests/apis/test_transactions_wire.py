@@ -156,17 +156,24 @@ def test_state_survives_a_restart(server, sig):
 
 
 def test_transaction_state_is_never_a_data_topic(server):
-    """Its directories are the transaction log's: CreateTopics finds it there, Metadata never auto-creates it."""
+    """Its directories are the transaction log's: CreateTopics finds it there, Metadata answers it as
+    the internal topic it is once a transactional id was used (as Kafka), never auto-creating it."""
     with WireClient(server.bootstrap) as c:
         r = c.request(ApiKey.CREATE_TOPICS, 7, {"topics": [{"name": "__transaction_state", "num_partitions": 1,
                                                             "replication_factor": 1, "assignments": [], "configs": []}],
                                                 "timeout": MINUTE, "validate_only": False})
         assert r.topics[0].error_code == E.topic_already_exists
+        assert init(c).error_code == E.none  # the coordinator's log is untouched
         m = c.request(ApiKey.METADATA, 12, {"topics": [{"name": "__transaction_state", "topic_id": None}],
                                             "allow_auto_topic_creation": True,
                                             "include_topic_authorized_operations": False})
-        assert m.topics[0].error_code == E.leader_not_available
-        assert init(c).error_code == E.none  # the coordinator's log is untouched
+        (topic,) = m.topics
+        assert (topic.error_code, topic.is_internal, len(topic.partitions)) == (E.none, True, 50)
+        assert {p.leader_id for p in topic.partitions} == {m.brokers[0].node_id}
+        everything = c.request(ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                                     "include_topic_authorized_operations": False})
+        assert {t.name: t.is_internal for t in everything.topics if t.name.startswith("__")} == {
+            "__consumer_offsets": True, "__transaction_state": True}
 
 
 def test_groupd_transactions_list_and_describe(server):

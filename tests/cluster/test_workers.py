@@ -2,7 +2,8 @@
 127.0.0.1 (worker i: node.id 1 + i on port + i). Every worker lists both in Metadata and names the
 owner in FindCoordinator; a group's requests to the other worker answer NOT_COORDINATOR; the catalog's
 writer is worker 0 (the controller); a data partition has one leader; a killed worker comes back with
-its offsets; SIGTERM drains both; the data dir refuses a second server."""
+its offsets; a transactional id is served by one worker; SIGTERM drains both; the data dir refuses a
+second server."""
 
 from __future__ import annotations
 
@@ -182,20 +183,22 @@ def test_idempotent_producers_get_distinct_ids_from_either_worker(server):
     assert len(set(ids)) == 4  # a batch's (producer id, sequence) is checked by whichever worker leads
 
 
-def test_workers_coordinate_no_transactions_yet(server):
-    """Only a one-process server runs the transaction coordinator (docs/transactions.md): workers say
-    so cleanly, a retriable COORDINATOR_NOT_AVAILABLE for the lookup, a fatal answer to InitProducerId."""
+def test_a_transactional_id_is_served_by_the_worker_owning_its_partition_only(server):
+    """The worker owning the id's `__transaction_state` partition coordinates it (docs/transactions.md);
+    the other answers NOT_COORDINATOR, and FindCoordinator on either names the owner."""
+    owner = partition_for("tx", PARTITIONS) % 2
     for worker in (0, 1):
         with WireClient(at(server, worker)) as w:
             found = w.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": ["tx"]}).coordinators[0]
-            assert (found.error_code, found.node_id) == (ErrorCode.coordinator_not_available, -1)
+            assert (found.error_code, found.node_id) == (ErrorCode.none, 1 + owner)
             init = w.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": "tx",
                                                           "transaction_timeout": datetime.timedelta(minutes=1),
                                                           "producer_id": -1, "producer_epoch": -1})
-            assert init.error_code is ErrorCode.unsupported_for_message_format
-            ended = w.request(ApiKey.END_TXN, 3, {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0,
-                                                  "committed": True})
-            assert ended.error_code is ErrorCode.not_coordinator
+            assert init.error_code is (ErrorCode.none if worker == owner else ErrorCode.not_coordinator)
+            if worker != owner:
+                ended = w.request(ApiKey.END_TXN, 3, {"transactional_id": "tx", "producer_id": 1,
+                                                      "producer_epoch": 0, "committed": True})
+                assert ended.error_code is ErrorCode.not_coordinator
 
 
 def test_one_metrics_endpoint_for_both_workers(server, metrics_port):

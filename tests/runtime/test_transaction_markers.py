@@ -11,6 +11,7 @@ import itertools
 
 from prometheus_client import REGISTRY
 
+from groupd.coordinator.cluster.view import SingleNode
 from groupd.coordinator.runtime.transactions import TransactionCoordinator
 from groupd.coordinator.settings import Settings
 from groupd.protocol import ErrorCode
@@ -20,6 +21,9 @@ from groupd.storage.transaction_records import TxnState
 class FakeNode:
     catalog = None
 
+    def __init__(self, view=None) -> None:
+        self.cluster = view or SingleNode(1)
+
 
 def make(tmp_path, ids):
     settings = dataclasses.replace(Settings.load(None, env={}), data_dir=str(tmp_path),
@@ -28,14 +32,14 @@ def make(tmp_path, ids):
     marks: list[tuple] = []
     failures = {("t", 1): 2}  # NOT_LEADER_OR_FOLLOWER twice, then written
 
-    async def data(topic, p, pid, epoch, commit):
+    async def data(topic, p, pid, epoch, commit, coordinator_epoch):
         marks.append((topic, p, pid, epoch, commit))
         if failures.get((topic, p)):
             failures[(topic, p)] -= 1
             return ErrorCode.not_leader_or_follower
         return ErrorCode.none
 
-    async def offsets(p, pid, epoch, commit):
+    async def offsets(p, pid, epoch, commit, coordinator_epoch):
         marks.append(("__consumer_offsets", p, pid, epoch, commit))
         return ErrorCode.none
 
@@ -122,5 +126,64 @@ def test_the_log_is_compacted_and_loads_the_same(tmp_path):
         await again.start()
         assert {k: m.value() for k, m in again.core.txns.items()} == before
         await again.close()
+
+    asyncio.run(run())
+
+
+class TwoBrokers(SingleNode):
+    """Broker 1 (this one) and broker 2: `leaders` says who leads each data partition now."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+        self.leaders: dict[tuple[str, int], int] = {}
+
+    def leader(self, topic, partition):
+        return self.leaders.get((topic, partition), 1)
+
+    def coordinator(self, partition):
+        return 2 if partition == 4 else 1
+
+
+class FakeChannel:
+    def __init__(self, view: TwoBrokers) -> None:
+        self.view = view
+        self.sent: list[tuple[int, list]] = []
+
+    async def write_markers(self, broker, pid, epoch, commit, coordinator_epoch, partitions):
+        self.sent.append((broker, sorted(partitions)))
+        if len(self.sent) == 1:  # the first answer: broker 2 no longer leads t-1 (it moved here)
+            self.view.leaders[("t", 1)] = 1
+            return {tp: ErrorCode.not_leader_or_follower if tp == ("t", 1) else ErrorCode.none for tp in partitions}
+        return dict.fromkeys(partitions, ErrorCode.none)
+
+
+def test_markers_for_another_brokers_partitions_go_in_one_request_and_follow_a_moved_leader(tmp_path):
+    async def run():
+        view = TwoBrokers()
+        view.leaders[("t", 1)] = 2
+        settings = dataclasses.replace(Settings.load(None, env={}), data_dir=str(tmp_path),
+                                       transaction_state_log_num_partitions=3)
+        channel = FakeChannel(view)
+        tc = TransactionCoordinator(settings, FakeNode(view), lambda: 7, channel)
+        here: list[tuple] = []
+
+        async def data(topic, p, pid, epoch, commit, coordinator_epoch):
+            here.append((topic, p))
+            return ErrorCode.none
+
+        async def offsets(p, pid, epoch, commit, coordinator_epoch):
+            here.append(("__consumer_offsets", p))
+            return ErrorCode.none
+
+        tc.data_marker, tc.offsets_marker = data, offsets
+        await tc.start()
+        _, pid, _ = await tc.init_producer_id("tx", 60_000, -1, -1)
+        await tc.add_partitions("tx", pid, 0, [("t", 0), ("t", 1), ("__consumer_offsets", 4)])
+        assert await tc.end_txn("tx", pid, 0, True) == ErrorCode.none
+        await until(lambda: tc.core.txns["tx"].state == TxnState.COMPLETE_COMMIT)
+        # broker 2's partitions in one WriteTxnMarkers; t-1, moved here meanwhile, then marked here
+        assert channel.sent == [(2, [("__consumer_offsets", 4), ("t", 1)])]
+        assert sorted(here) == [("t", 0), ("t", 1)]
+        await tc.close()
 
     asyncio.run(run())

@@ -103,6 +103,21 @@ class TransactionCore:
         meta.pending = value if value is not None else meta.value()
         return Transition(meta.transactional_id, value, last_epoch)
 
+    def forget(self, partition_of: Callable[[str], int], partitions: set[int]) -> list[str]:
+        """The ids of `partitions` are coordinated elsewhere now (the partition moved): dropped from
+        memory, a transition being written for them included (its writer answers NOT_COORDINATOR).
+        Returns the ids dropped."""
+        gone = [txn_id for txn_id in self.txns if partition_of(txn_id) in partitions]
+        for txn_id in gone:
+            del self.txns[txn_id]
+        return gone
+
+    def adopt(self, loaded: TransactionCore) -> list[TxnMetadata]:
+        """The ids of a partition loaded apart (off the loop, into a core of its own) join this one.
+        Returns them (those in Prepare* have markers due)."""
+        self.txns.update(loaded.txns)
+        return list(loaded.txns.values())
+
     # -- InitProducerId ---------------------------------------------------------------------------
 
     def init_producer_id(self, transactional_id: str, timeout_ms: int, expected_id: int, expected_epoch: int,
