@@ -343,7 +343,7 @@ KEYS: tuple[Key, ...] = (
     Key("group.initial.rebalance.delay.ms", 3000, _int(0),
         "how long a new group waits for more members before its first generation"),
     Key("group.max.size", 2147483647, _int(1), "most members a classic group may have"),
-    Key("group.coordinator.rebalance.protocols", "classic,consumer", _protocols,
+    Key("group.coordinator.rebalance.protocols", "classic,consumer,streams", _protocols,
         "rebalance protocols enabled; classic must be one"),
     Key("group.consumer.heartbeat.interval.ms", 5000, _int(1),
         "how often consumer-protocol members heartbeat (KIP-848 groups)"),

@@ -1,0 +1,65 @@
+"""Kafka Streams 4.3 with `group.protocol=streams` (KIP-1071) against groupd: the word count of
+tests/clients/java/StreamsApps.java in two instances. groupd takes the topology, creates the
+repartition and changelog topics, assigns the tasks over both processes; the counts on the output
+topic are right; after a kill -9 of one instance its session expires and the survivor takes every
+task, restores the store from the changelog and counts on from there.
+
+Short timers so the test stays within its CI budget: groupd's streams session timeout is 6 s
+(Kafka's minimum is 45 s; the bounds are lowered here), heartbeats every second, no initial
+rebalance delay."""
+
+from __future__ import annotations
+
+import pytest
+
+from groupd.protocol.apis import ApiKey
+from tests.support.process import GroupdProcess, WireClient
+from tests.support.streams import StreamsApp, create_topics, last_values, produce, read_topic, wait_until
+
+SETTINGS = ("group.streams.min.session.timeout.ms=2000", "group.streams.session.timeout.ms=6000",
+            "group.streams.min.heartbeat.interval.ms=500", "group.streams.heartbeat.interval.ms=1000",
+            "group.streams.initial.rebalance.delay.ms=0")
+APP = "wc-streams"
+TIMEOUT = 90.0
+
+
+@pytest.fixture
+def server(tmp_path):
+    s = GroupdProcess(str(tmp_path / "groupd"), *SETTINGS).start()
+    yield s
+    assert s.stop() == 0, s.log()
+
+
+def counts(bootstrap: str) -> dict:
+    return last_values(read_topic(bootstrap, "wc-output"))
+
+
+def test_two_instances_count_words_and_the_survivor_of_a_kill_takes_over(server, tmp_path):
+    b = server.bootstrap
+    create_topics(b, {"wc-input": 2, "wc-output": 2})
+    apps = [StreamsApp(str(tmp_path), b, APP, group_protocol="streams", name=n).start() for n in ("a", "b")]
+    try:
+        for app in apps:
+            app.wait_for("STATE RUNNING", TIMEOUT)
+        # groupd created the internal topics the topology asked for and spread the four tasks
+        wait_until(lambda: all(a.tasks()[0] for a in apps), TIMEOUT, "both instances hold tasks", apps)
+        assert sorted(t for a in apps for t in a.tasks()[0]) == ["0_0", "0_1", "1_0", "1_1"]
+        with WireClient(b) as c:  # a streams group, not a classic one
+            listed = c.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []}).groups
+        assert [(g.group_id, g.group_type) for g in listed] == [(APP, "streams")]
+        produce(b, "wc-input", [(None, "a b c"), (None, "b c"), (None, "c")])
+        wait_until(lambda: counts(b) == {"a": "1", "b": "2", "c": "3"}, TIMEOUT,
+                   lambda: f"counts {counts(b)}", apps)
+
+        survivor, victim = apps
+        mark = survivor.mark()
+        victim.kill()
+        wait_until(lambda: len(survivor.tasks()[0]) == 4, TIMEOUT, "the survivor takes every task", apps)
+        survivor.wait_for("STATE RUNNING", TIMEOUT, after=mark)
+        produce(b, "wc-input", [(None, "a c d")])
+        wait_until(lambda: counts(b) == {"a": "2", "b": "2", "c": "4", "d": "1"}, TIMEOUT,
+                   lambda: f"counts {counts(b)}", [survivor])
+    finally:
+        for app in apps:
+            if app.alive():
+                app.stop()
