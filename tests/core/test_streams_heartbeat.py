@@ -257,3 +257,41 @@ def test_streams_records_round_trip_as_kafkas_types(d):
         types.add(int.from_bytes(key[:2], "big"))
         assert decode(key, encode_value(record.value)) == record
     assert types == {17, 19, 20, 21, 22, 23}
+
+
+def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced(d):
+    d.streams_heartbeat(join("a", "p1"), READY)
+    d.streams_heartbeat(join("b", "p2"), READY)
+    a = d.streams_heartbeat(hb("a", 1), READY)  # told to revoke; never says it did
+    assert group(d).members["a"].state.name == "UNREVOKED_TASKS"
+    for _ in range(4):  # b keeps its session; a keeps heartbeating without reporting its tasks
+        d.advance(20_000)
+        d.streams_heartbeat(hb("b", group(d).members["b"].member_epoch), READY)
+        if "a" in group(d).members:
+            d.streams_heartbeat(hb("a", a["member_epoch"]), READY)
+    assert "a" not in group(d).members  # fenced after its 60 s rebalance timeout
+    assert_replay_matches(d)
+
+
+def test_offline_migration_between_classic_and_streams(d):
+    d.commit("g", [("input", 0, 5)])  # a classic group holding offsets only
+    r = d.streams_heartbeat(join("a"), READY)
+    assert r["error_code"] == E.none and group(d).type == "streams"
+    assert d.fetch("g", [("input", [0])])  # the offsets stay
+    live = d.join("g", "", ticket="t1")
+    assert live["error_code"] == E.inconsistent_group_protocol  # a live streams group refuses classic members
+    d.streams_heartbeat(hb("a", -1), READY)
+    d.join("g", "", ticket="t2")
+    assert d.shard.groups["g"].type == "classic"  # an empty one becomes a classic group again
+
+
+def test_partitions_by_user_endpoint_name_each_members_source_partitions(d):
+    a = d.streams_heartbeat(join("a", "p1", user_endpoint=("host-a", 7000)), READY)
+    assert a["endpoint_information_epoch"] >= 1
+    [entry] = a["partitions_by_user_endpoint"]
+    assert entry["user_endpoint"] == {"host": "host-a", "port": 7000}
+    assert {(t["topic"], p) for t in entry["active_partitions"] for p in t["partitions"]} == {
+        ("input", p) for p in range(3)} | {("app-repartition", p) for p in range(3)}
+    again = d.streams_heartbeat(hb("a", a["member_epoch"], endpoint_information_epoch=a["endpoint_information_epoch"]),
+                                READY)
+    assert again["partitions_by_user_endpoint"] is None  # up to date: not sent again
