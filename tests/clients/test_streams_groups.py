@@ -1,8 +1,9 @@
 """Kafka Streams 4.3 with `group.protocol=streams` (KIP-1071) against groupd: the word count of
 tests/clients/java/StreamsApps.java in two instances. groupd takes the topology, creates the
-repartition and changelog topics, assigns the tasks over both processes; the counts on the output
-topic are right; after a kill -9 of one instance its session expires and the survivor takes every
-task, restores the store from the changelog and counts on from there.
+repartition and changelog topics, assigns the tasks over both processes with one standby each (the
+group's streams.num.standby.replicas, on the other process); the counts on the output topic are
+right; after a kill -9 of one instance its session expires and the survivor takes every task,
+restores the store from the changelog and counts on from there.
 
 Short timers so the test stays within its CI budget: groupd's streams session timeout is 6 s
 (Kafka's minimum is 45 s; the bounds are lowered here), heartbeats every second, no initial
@@ -37,6 +38,12 @@ def counts(bootstrap: str) -> dict:
 def test_two_instances_count_words_and_the_survivor_of_a_kill_takes_over(server, tmp_path):
     b = server.bootstrap
     create_topics(b, {"wc-input": 2, "wc-output": 2})
+    with WireClient(b) as c:
+        altered = c.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+            {"resource_type": 32, "resource_name": APP, "configs": [
+                {"name": "streams.num.standby.replicas", "config_operation": 0, "value": "1"}]}],
+            "validate_only": False}).responses[0]
+        assert altered.error_code == 0
     apps = [StreamsApp(str(tmp_path), b, APP, group_protocol="streams", name=n).start() for n in ("a", "b")]
     try:
         for app in apps:
@@ -44,6 +51,12 @@ def test_two_instances_count_words_and_the_survivor_of_a_kill_takes_over(server,
         # groupd created the internal topics the topology asked for and spread the four tasks
         wait_until(lambda: all(a.tasks()[0] for a in apps), TIMEOUT, "both instances hold tasks", apps)
         assert sorted(t for a in apps for t in a.tasks()[0]) == ["0_0", "0_1", "1_0", "1_1"]
+        # one standby per task, on the process that does not run it (Kafka Streams keeps only those of
+        # the stateful subtopology 1; each instance runs one of its tasks and stands by for the other)
+        wait_until(lambda: all(a.tasks()[1] for a in apps), TIMEOUT, "standbys", apps)
+        assert sorted(t for a in apps for t in a.tasks()[1]) == ["1_0", "1_1"]
+        for a in apps:
+            assert not a.tasks()[0] & a.tasks()[1]
         with WireClient(b) as c:  # a streams group, not a classic one
             listed = c.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []}).groups
         assert [(g.group_id, g.group_type) for g in listed] == [(APP, "streams")]

@@ -72,3 +72,10 @@ def test_a_task_whose_member_left_goes_to_a_member_of_its_process():
                   "c": MemberSpec("p2", first["c"])}, {"0": 4}, 0)
     assert as_set(out["a2"].active) == {("0", 0), ("0", 1)}  # a's tasks stay on a's process
     assert as_set(out["b"].active) == {("0", 2)} and as_set(out["c"].active) == {("0", 3)}
+
+
+def test_each_subtopology_spreads_over_the_members():
+    out = assign(specs({"a": "p1", "b": "p2"}), {"0": 2, "1": 2}, 1)
+    for m in ("a", "b"):
+        assert {s for s, _ in as_set(out[m].active)} == {"0", "1"}
+        assert {s for s, _ in as_set(out[m].standby)} == {"0", "1"}

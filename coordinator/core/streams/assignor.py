@@ -4,7 +4,9 @@ grouped into processes (a process is one Kafka Streams instance with one member 
 - every task of every subtopology is active on exactly one member;
 - active tasks are balanced over members (counts differ by at most one) and stay where they were
   (the member's previous target) as far as balance allows; a task whose member left prefers a member
-  of the process that held it, then one that held it as a standby;
+  of the process that held it, then one that held it as a standby, then the least loaded, then the
+  one with the fewest tasks of that subtopology (each member's share mixes subtopologies, so the
+  stateful ones spread out);
 - each task gets `num_standby` standbys, never on the process of its active nor twice on one
   process, preferring the processes that already held it as a standby, then the least loaded; when
   there are too few processes the remaining standbys are not assigned (Kafka logs the same).
@@ -35,7 +37,8 @@ def assign(members: Mapping[str, MemberSpec], tasks_per_subtopology: Mapping[str
     """member id → its new target. `tasks_per_subtopology`: subtopology id → number of tasks."""
     if not members:
         return {}
-    all_tasks = sorted((s, p) for s, n in tasks_per_subtopology.items() for p in range(n))
+    # partition first: a member's share mixes subtopologies (each process gets some of the stateful ones)
+    all_tasks = sorted(((s, p) for s, n in tasks_per_subtopology.items() for p in range(n)), key=_spread)
     ids = sorted(members)
     active: dict[str, set[Task]] = {m: set() for m in ids}
     owner: dict[Task, str] = {}
@@ -57,7 +60,7 @@ def assign(members: Mapping[str, MemberSpec], tasks_per_subtopology: Mapping[str
     valid = set(all_tasks)
     # 1. stickiness: each member keeps what it had, while balance allows
     for m in ids:
-        for task in sorted(as_set(members[m].previous.active)):
+        for task in sorted(as_set(members[m].previous.active), key=_spread):
             if task in valid and task not in owner and room(m):
                 give(m, task)
     # 2. the rest, each to the least loaded member with room: its old process first, then a standby holder
@@ -72,7 +75,7 @@ def assign(members: Mapping[str, MemberSpec], tasks_per_subtopology: Mapping[str
         candidates = [m for m in ids if room(m)]
         best = min(candidates, key=lambda m: (members[m].process_id != previous_process.get(task),
                                               members[m].process_id not in previous_standby.get(task, ()),
-                                              len(active[m]), m))
+                                              len(active[m]), sum(1 for t in active[m] if t[0] == task[0]), m))
         give(best, task)
 
     # 3. standbys: never on the active's process, one per process
@@ -94,3 +97,7 @@ def assign(members: Mapping[str, MemberSpec], tasks_per_subtopology: Mapping[str
                 load[best] += 1
                 taken.add(members[best].process_id)
     return {m: Tasks(of_set(active[m]), of_set(standby[m]), {}) for m in ids}
+
+
+def _spread(task: Task) -> tuple[int, str]:
+    return task[1], task[0]
