@@ -295,3 +295,30 @@ def test_partitions_by_user_endpoint_name_each_members_source_partitions(d):
     again = d.streams_heartbeat(hb("a", a["member_epoch"], endpoint_information_epoch=a["endpoint_information_epoch"]),
                                 READY)
     assert again["partitions_by_user_endpoint"] is None  # up to date: not sent again
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_any_topology_a_client_sends_is_configured_or_refused_never_a_crash(seed):
+    import random
+
+    from groupd.coordinator.core.streams import topology as topo
+    rng = random.Random(seed)
+    names = ["t0", "t1", "r0", "r1", "c0"]
+
+    def info(name):
+        return StreamsTopicInfo(name, rng.choice([-3, 0, 0, 2, 5]), rng.choice([-1, 0, 1]), ())
+
+    subs = tuple(Subtopology(str(i), tuple(rng.sample(names, rng.randint(0, 3))), (),
+                             tuple(info(n) for n in rng.sample(names, rng.randint(0, 2))),
+                             tuple(rng.sample(names, rng.randint(0, 2))),
+                             tuple(info(n) for n in rng.sample(names, rng.randint(0, 2))),
+                             tuple(CopartitionGroup(tuple(rng.randint(-2, 4) for _ in range(2)), (),
+                                                    tuple(rng.randint(-2, 4) for _ in range(2)))
+                                   for _ in range(rng.randint(0, 2))))
+                 for i in range(rng.randint(0, 3)))
+    existing = {n: rng.randint(1, 4) for n in rng.sample(names, rng.randint(0, 5))}
+    try:
+        configured = topo.configure(StreamsGroupTopologyValue(0, subs), existing, 0)
+    except topo.InvalidTopology:
+        return
+    assert configured.ready or configured.status is not None or configured.to_create

@@ -17,6 +17,7 @@ Deterministic: ties break on member id. Pure and sans-IO.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Mapping
 
 from .tasks import Tasks, as_set, of_set
@@ -41,6 +42,7 @@ def assign(members: Mapping[str, MemberSpec], tasks_per_subtopology: Mapping[str
     all_tasks = sorted(((s, p) for s, n in tasks_per_subtopology.items() for p in range(n)), key=_spread)
     ids = sorted(members)
     active: dict[str, set[Task]] = {m: set() for m in ids}
+    per_subtopology: dict[str, Counter] = {m: Counter() for m in ids}  # member → subtopology → its tasks
     owner: dict[Task, str] = {}
 
     floor, extra = divmod(len(all_tasks), len(ids))  # `extra` members may hold floor + 1
@@ -55,6 +57,7 @@ def assign(members: Mapping[str, MemberSpec], tasks_per_subtopology: Mapping[str
         if len(active[m]) == floor:
             extra_left[0] -= 1
         active[m].add(task)
+        per_subtopology[m][task[0]] += 1
         owner[task] = m
 
     valid = set(all_tasks)
@@ -75,7 +78,7 @@ def assign(members: Mapping[str, MemberSpec], tasks_per_subtopology: Mapping[str
         candidates = [m for m in ids if room(m)]
         best = min(candidates, key=lambda m: (members[m].process_id != previous_process.get(task),
                                               members[m].process_id not in previous_standby.get(task, ()),
-                                              len(active[m]), sum(1 for t in active[m] if t[0] == task[0]), m))
+                                              len(active[m]), per_subtopology[m][task[0]], m))
         give(best, task)
 
     # 3. standbys: never on the active's process, one per process

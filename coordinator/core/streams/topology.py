@@ -168,9 +168,9 @@ def _copartition(topology: StreamsGroupTopologyValue, repartition: Mapping[str, 
     its repartition topics follow them (a fixed count that disagrees is refused). Sets `counts`."""
     for sub in topology.subtopologies:
         for group in sub.copartition_groups:
-            external = [sub.source_topics[i] for i in group.source_topics if i < len(sub.source_topics)]
+            external = [sub.source_topics[i] for i in group.source_topics if 0 <= i < len(sub.source_topics)]
             internal = [sub.repartition_source_topics[i].name for i in group.repartition_source_topics
-                        if i < len(sub.repartition_source_topics)]
+                        if 0 <= i < len(sub.repartition_source_topics)]
             external = [t for t in external if t not in repartition]
             if external:
                 widths = {partitions_of[t] for t in external}
