@@ -293,6 +293,11 @@ class StreamsMachine:
         changed = reconciled.assigned != current.assigned
         send_tasks = req.member_epoch == 0 or changed or (req.owned is not None
                                                           and req.owned.normalized() != reconciled.assigned)
+        if reconciled.member_epoch == 0 and not changed:
+            # nothing assigned yet (the initial rebalance delay): no tasks, so that the client stays
+            # joining and sends its topology again (an empty assignment at epoch 0 would make Kafka
+            # Streams 4.3 heartbeat with epoch 0 and no topology, which is refused)
+            send_tasks = False
         endpoint_epoch = group.endpoint_epoch + (1 if changed else 0)
         by_endpoint = None
         if metadata.user_endpoint is not None and req.endpoint_information_epoch < endpoint_epoch:
