@@ -170,6 +170,13 @@ class StreamsApp(ServerProcess):
                              "stores": _names(stores.split("=", 1)[1])}
         return out
 
+    def process_id(self, application_id: str) -> str:
+        """The instance's process id, as Streams keeps it in its state directory (EOS v2 producers are
+        `<application id>-<process id>-<thread>` transactional ids)."""
+        import json
+        with open(os.path.join(self.state_dir, application_id, "kafka-streams-process-metadata")) as f:
+            return json.load(f)["processId"]
+
     def tail(self, n: int = 12000) -> str:
         with self._cond:
             out = "\n".join(self.lines[-50:])
@@ -203,9 +210,10 @@ def create_topics(bootstrap: str, topics: dict[str, int], configs: dict[str, str
         f.result(60)
 
 
-def produce(bootstrap: str, topic: str, records: Iterable[tuple[str | None, str]],
+def produce(bootstrap: str, topic: str, records: Iterable[tuple[str | None, str | None]],
             partition: int | None = None) -> None:
-    """Send (key, value) string pairs to `topic`, in order, and wait for every acknowledgement."""
+    """Send (key, value) string pairs to `topic` (value None: a tombstone), in order, and wait for every
+    acknowledgement."""
     from confluent_kafka import Producer
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     failed: list[str] = []
@@ -215,16 +223,17 @@ def produce(bootstrap: str, topic: str, records: Iterable[tuple[str | None, str]
             failed.append(str(err))
     for key, value in records:
         kwargs = {} if partition is None else {"partition": partition}
-        p.produce(topic, value.encode(), key.encode() if key is not None else None, on_delivery=report, **kwargs)
+        p.produce(topic, value.encode() if value is not None else None, key.encode() if key is not None else None, on_delivery=report, **kwargs)
         p.poll(0)
     left = p.flush(60)
     assert left == 0 and not failed, (left, failed)
 
 
-def read_topic(bootstrap: str, topic: str, committed: bool = False,
-               timeout: float = 60.0) -> list[tuple[int, int, str | None, str | None]]:
+def read_topic(bootstrap: str, topic: str, committed: bool = False, timeout: float = 60.0,
+               decode: bool = True) -> list[tuple[int, int, str | None, str | None]]:
     """Every record of `topic` as (partition, offset, key, value), up to each partition's end when read
-    (its last stable offset with `committed`: isolation.level=read_committed)."""
+    (its last stable offset with `committed`: isolation.level=read_committed); keys and values as UTF-8
+    strings, or the bytes without `decode` (a changelog's serialized values)."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}", "enable.auto.commit": False,
                   "isolation.level": "read_committed" if committed else "read_uncommitted",
@@ -250,8 +259,9 @@ def read_topic(bootstrap: str, topic: str, committed: bool = False,
                     continue
                 raise RuntimeError(f"reading {topic}: {m.error()}")
             key, value = m.key(), m.value()
-            out.append((m.partition(), m.offset(), key.decode() if key is not None else None,
-                        value.decode() if value is not None else None))
+            if decode:
+                key, value = (key.decode() if key is not None else None, value.decode() if value is not None else None)
+            out.append((m.partition(), m.offset(), key, value))
         return out
     finally:
         c.close()
