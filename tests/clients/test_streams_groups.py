@@ -75,3 +75,33 @@ def test_two_instances_count_words_and_the_survivor_of_a_kill_takes_over(server,
         for app in apps:
             if app.alive():
                 app.stop()
+
+
+def test_a_stream_table_join_with_copartitioned_topics(server, tmp_path):
+    """The join's subtopology reads orders and customers as one copartition group: groupd checks they
+    agree, creates the table's changelog, and the join's output is right record by record."""
+    b = server.bootstrap
+    create_topics(b, {"orders": 2, "customers": 2, "joined": 2})
+    app = StreamsApp(str(tmp_path), b, "join-streams", app="join", group_protocol="streams",
+                     topics={"left": "orders", "right": "customers", "output": "joined"}).start()
+    try:
+        app.wait_for("STATE RUNNING", TIMEOUT)
+        wait_until(lambda: app.tasks()[0] == {"0_0", "0_1"}, TIMEOUT, "both tasks", [app])
+        produce(b, "customers", [("c1", "ada"), ("c2", "bob")])
+
+        def table_has(key: str, value: str) -> bool:
+            mark = app.mark()
+            app.send(f"GET customers {key}")
+            return app.wait_for("VALUE customers", after=mark) == f"VALUE customers {key} {value}"
+        wait_until(lambda: table_has("c2", "bob"), TIMEOUT, "the table", [app])
+        produce(b, "orders", [("c1", "o1"), ("c2", "o2"), ("c9", "o3"), ("c1", "o4")])
+
+        def joined() -> dict:
+            out: dict[str, list[str]] = {}
+            for _p, _o, k, v in read_topic(b, "joined"):
+                out.setdefault(k, []).append(v)
+            return out
+        wait_until(lambda: joined() == {"c1": ["o1@ada", "o4@ada"], "c2": ["o2@bob"]}, TIMEOUT,
+                   lambda: f"joined {joined()}", [app])
+    finally:
+        app.stop()
