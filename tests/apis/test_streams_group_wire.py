@@ -207,7 +207,12 @@ def test_admin_apis_offsets_and_group_configs_see_a_streams_group(server):
         assert too_many.error_code == ErrorCode.invalid_config
         deleted = c.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["sg-admin"]}).results
         assert [r.error_code for r in deleted] == [ErrorCode.non_empty_group]
+        offset_delete = {"group_id": "sg-admin", "topics": [{"name": "words", "partitions": [{"partition_index": 0}]}]}
+        r = c.request(ApiKey.OFFSET_DELETE, 0, offset_delete)
+        assert r.topics[0].partitions[0].error_code == ErrorCode.group_subscribed_to_topic  # a source topic
         assert heartbeat(c, "sg-admin", "m", -1).member_epoch == -1
+        r = c.request(ApiKey.OFFSET_DELETE, 0, offset_delete)
+        assert (r.error_code, r.topics[0].partitions[0].error_code) == (ErrorCode.none, ErrorCode.none)
         deleted = c.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["sg-admin"]}).results
         assert [r.error_code for r in deleted] == [ErrorCode.none]
         assert describe(c, "sg-admin")[0].error_code == ErrorCode.group_id_not_found

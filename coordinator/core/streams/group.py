@@ -186,7 +186,9 @@ class StreamsGroup:
         return None if self.is_subscribed_to(topic) else commit_timestamp
 
     def is_subscribed_to(self, topic: str) -> bool:
-        if self.topology is None:
+        """Kafka's StreamsGroup.isSubscribedToTopic: a source topic of the topology, while the group
+        has members (an Empty group's offsets may be deleted and expire)."""
+        if self.topology is None or not self.members:
             return False
         return any(topic in s.source_topics or any(t.name == topic for t in s.repartition_source_topics)
                    for s in self.topology.subtopologies)
