@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from typing import Union
 
 from . import generated_records as generated
+from . import generated_streams_records as generated_streams
 from . import records
 from .generated_records import (
     ClassicMemberMetadata,
@@ -47,7 +48,6 @@ from .generated_records import (
     TopicPartitions,
 )
 from .records import CorruptRecord, Record
-from . import generated_streams_records as generated_streams
 from .share_records import ShareGroupKey
 from .streams_records import StreamsGroupKey
 from .wire import Reader
