@@ -277,12 +277,17 @@ def test_offline_migration_between_classic_and_streams(d):
     d.commit("g", [("input", 0, 5)])  # a classic group holding offsets only
     r = d.streams_heartbeat(join("a"), READY)
     assert r["error_code"] == E.none and group(d).type == "streams"
-    assert d.fetch("g", [("input", [0])])  # the offsets stay
+    assert [o.offset for _t, _p, o in d.fetch("g", [("input", [0])])] == [5]  # the offsets stay
+    fresh = d.replay()
+    assert fresh.groups["g"].type == "streams"
+    assert [o.offset for _t, _p, o in fresh.fetch_offsets("g", [("input", [0])])] == [5]
     live = d.join("g", "", ticket="t1")
     assert live["error_code"] == E.inconsistent_group_protocol  # a live streams group refuses classic members
     d.streams_heartbeat(hb("a", -1), READY)
     d.join("g", "", ticket="t2")
     assert d.shard.groups["g"].type == "classic"  # an empty one becomes a classic group again
+    assert [o.offset for _t, _p, o in d.fetch("g", [("input", [0])])] == [5]
+    assert d.replay().groups["g"].type == "classic"
 
 
 def test_partitions_by_user_endpoint_name_each_members_source_partitions(d):
