@@ -327,3 +327,17 @@ def test_any_topology_a_client_sends_is_configured_or_refused_never_a_crash(seed
     except topo.InvalidTopology:
         return
     assert configured.ready or configured.status is not None or configured.to_create
+
+
+def test_offsets_replayed_before_the_streams_records_do_not_hide_the_group(d):
+    """KAFKA-20254: after compaction an offset commit can come before the group's records; its
+    simple classic group must give way to the streams group on replay (Kafka 4.2.0 failed here)."""
+    from groupd.storage.records import OffsetCommitKey
+    r = d.streams_heartbeat(join("a"), READY)
+    d.commit("g", [("input", 0, 7)], generation=r["member_epoch"], member_id="a")
+    offsets = [rec for rec in d.written if isinstance(rec.key, OffsetCommitKey)]
+    fresh = d.new_shard()
+    for record in offsets + [rec for rec in d.written if rec not in offsets]:
+        fresh.apply(record)
+    assert fresh.groups["g"].type == "streams" and set(fresh.groups["g"].members) == {"a"}
+    assert [o.offset for _t, _p, o in fresh.fetch_offsets("g", [("input", [0])])] == [7]
