@@ -16,7 +16,7 @@ from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.storage.files import DataDirError
 
-from .create_topics import _check, write_failure
+from .create_topics import check_topic, write_failure
 from .request import Request
 
 log = logging.getLogger("groupd")
@@ -37,7 +37,7 @@ def create_internal_topics(node, request: Request, topics) -> None:
         asked = types.SimpleNamespace(name=topic.name, num_partitions=topic.partitions,
                                       replication_factor=topic.replication_factor, assignments=(),
                                       configs=[types.SimpleNamespace(name=k, value=v) for k, v in topic.configs])
-        error, message, partitions = _check(node, asked, False, may_create)
+        error, message, partitions = check_topic(node, asked, False, may_create)
         if error is not ErrorCode.none:
             if error is not ErrorCode.topic_already_exists:
                 node.log_topic_failure("not created", topic.name, f"{error.name}: {message}", request)
