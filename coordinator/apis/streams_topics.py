@@ -2,8 +2,9 @@
 whose topology needs repartition or changelog topics that do not exist names them
 (MISSING_INTERNAL_TOPICS) and the broker creates them with the partitions and configs the topology
 asks for — Kafka's KafkaApis hands them to its AutoTopicCreationManager after the heartbeat. They
-go through CreateTopics' checks (coordinator/apis/create_topics.py) and the catalog's write; the
-requesting principal needs CREATE on the cluster or the topic, as Kafka requires. A failure is
+go through CreateTopics' checks (coordinator/apis/create_topics.py) and the catalog's write, made by
+the controller (under `--workers` another worker asks it: coordinator/cluster/controller_writes.py);
+the requesting principal needs CREATE on the cluster or the topic, as Kafka requires. A failure is
 logged and tried again at the member's next heartbeat, which still finds the topic missing."""
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from __future__ import annotations
 import logging
 import types
 
+from groupd.coordinator.cluster import controller_writes
 from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
-from groupd.storage.files import DataDirError
 
-from .create_topics import check_topic, write_failure
+from .create_topics import check_topic
 from .request import Request
 
 log = logging.getLogger("groupd")
@@ -25,7 +26,7 @@ _creating: set[tuple[int, str]] = set()  # (node, topic) whose catalog write is 
 
 def create_internal_topics(node, request: Request, topics) -> None:
     """Start creating each missing internal topic (`InternalTopic`s of coordinator/core/streams/topology.py)."""
-    if not topics or not node.writes_catalog:  # another worker writes the catalog (docs/streams-groups.md)
+    if not topics:
         return
     cluster = authorized(node, request, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, audit=False)
     may_create = lambda name: cluster or authorized(  # noqa: E731
@@ -43,16 +44,18 @@ def create_internal_topics(node, request: Request, topics) -> None:
                 node.log_topic_failure("not created", topic.name, f"{error.name}: {message}", request)
             continue
         _creating.add(key)
-        task = node.spawn(_create(node, request, topic.name, partitions, dict(topic.configs)))
-        task.add_done_callback(lambda _, key=key: _creating.discard(key))
+        written = controller_writes.write(node, "create_internal_topic", {
+            "name": topic.name, "partitions": partitions, "configs": dict(topic.configs)})
+        written.add_done_callback(lambda done, key=key, name=topic.name: _created(request, name, key, done))
 
 
-async def _create(node, request: Request, name: str, partitions: int, configs: dict[str, str]) -> None:
-    try:
-        created = await node.catalog.add(name, partitions, configs)
-    except (OSError, DataDirError) as e:
-        node.log_topic_failure("not created", name, write_failure(e, "The topic could not be stored")[1], request)
-        return
-    if created is not None:
+def _created(request: Request, name: str, key: tuple[int, str], done) -> None:
+    _creating.discard(key)
+    result = done.result() if not done.cancelled() and done.exception() is None else {"failed": "cancelled"}
+    if "created" in result:
         log.info("topic created topic=%s partitions=%d reason=streams-internal client=%s host=%s", name,
-                 created.partitions, request.header.client_id, request.client_host)
+                 result["created"], request.header.client_id, request.client_host)
+    elif "exists" not in result:
+        why = result.get("failed") or result.get("timed_out") or "no controller answered"
+        log.error("topic not created topic=%s reason=streams-internal: %s client=%s host=%s", name, why,
+                  request.header.client_id, request.client_host)

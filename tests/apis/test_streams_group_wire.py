@@ -17,7 +17,7 @@ import pytest
 
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
-from tests.support.process import ROOT, GroupdProcess, WireClient, groupd_fixture
+from tests.support.process import ROOT, GroupdProcess, WireClient, free_ports, groupd_fixture
 
 SETTINGS = ("topics=words:2", "group.streams.initial.rebalance.delay.ms=0")
 server = groupd_fixture(*SETTINGS)
@@ -274,3 +274,23 @@ def test_a_restart_keeps_the_group_its_topology_and_assignment(own_server, crash
         again = heartbeat(c, "sg-restart", "m", r.member_epoch)
         assert (again.error_code, again.member_epoch) == (ErrorCode.none, r.member_epoch)
         assert describe(c, "sg-restart")[0].group_state == "Stable"
+
+
+def test_under_workers_each_worker_gets_its_groups_internal_topics_created(tmp_path):
+    """`--workers 2`: worker 0 writes the catalog; a streams group coordinated by worker 1 has its
+    internal topics created through it (coordinator/cluster/controller_writes.py)."""
+    s = GroupdProcess(str(tmp_path), "workers=2", *SETTINGS, port=free_ports(2),
+                      ready="workers ready").start(timeout=60)
+    try:
+        seen = set()
+        for group in ("wk-a", "wk-b", "wk-c", "wk-d"):
+            with WireClient(s.bootstrap) as c:
+                coordinator = c.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0,
+                                                                     "coordinator_keys": [group]}).coordinators[0]
+            seen.add(coordinator.port)
+            with WireClient(f"{coordinator.host}:{coordinator.port}") as c:
+                r = ready_member(c, group, "m", group)
+                assert sum(map(len, tasks(r).values())) == 4
+        assert len(seen) == 2  # both workers coordinated some of them
+    finally:
+        assert s.stop() == 0, s.log()
