@@ -1,10 +1,11 @@
 """The writes only the controller makes to the shared data dir (ACLs, SCRAM credentials, group
-configs, topic configs, streams groups' internal topics), each an operation of plain JSON values: the controller applies it (the write runs off its
-event loop, coordinator/security/authorizer.py and the like), another worker hands it to the controller through
-its supervisor and answers once the controller did (Kafka's brokers forward these requests to their
-controller the same way). Either way the API gets a future of the result, a dict: `failed` (the file
-could not be written), `timed_out` (etcd did not answer: the change may have been made),
-`unavailable` (no controller answered), or the operation's own."""
+configs, topic configs, streams groups' internal topics), each an operation of plain JSON values: the
+controller applies it (the write runs off its event loop, coordinator/security/authorizer.py and the
+like), another worker hands it to the controller through its supervisor and answers once the
+controller did (Kafka's brokers forward these requests to their controller the same way). Either way
+the API gets a future of the result, a dict: `failed` (the file could not be written), `timed_out`
+(etcd did not answer: the change may have been made), `unavailable` (no controller answered), or the
+operation's own."""
 
 from __future__ import annotations
 
