@@ -346,7 +346,7 @@ KEYS: tuple[Key, ...] = (
     Key("group.initial.rebalance.delay.ms", 3000, _int(0),
         "how long a new group waits for more members before its first generation"),
     Key("group.max.size", 2147483647, _int(1), "most members a classic group may have"),
-    Key("group.coordinator.rebalance.protocols", "classic,consumer", _protocols,
+    Key("group.coordinator.rebalance.protocols", "classic,consumer,streams", _protocols,
         "rebalance protocols enabled; classic must be one"),
     Key("group.consumer.heartbeat.interval.ms", 5000, _int(1),
         "how often consumer-protocol members heartbeat (KIP-848 groups)"),
@@ -371,6 +371,19 @@ KEYS: tuple[Key, ...] = (
     Key("group.share.min.session.timeout.ms", 45000, _int(1), "lowest group.share.session.timeout.ms"),
     Key("group.share.max.session.timeout.ms", 60000, _int(1), "highest group.share.session.timeout.ms"),
     Key("group.share.max.size", 200, _int(1), "most members a share group may have (Kafka: 1-1000)"),
+    Key("group.streams.heartbeat.interval.ms", 5000, _int(1), "how often streams-group members heartbeat (KIP-1071)"),
+    Key("group.streams.min.heartbeat.interval.ms", 5000, _int(1), "lowest group.streams.heartbeat.interval.ms"),
+    Key("group.streams.max.heartbeat.interval.ms", 15000, _int(1), "highest group.streams.heartbeat.interval.ms"),
+    Key("group.streams.session.timeout.ms", 45000, _int(1),
+        "how long a streams-group member may go without a heartbeat before it is fenced"),
+    Key("group.streams.min.session.timeout.ms", 45000, _int(1), "lowest group.streams.session.timeout.ms"),
+    Key("group.streams.max.session.timeout.ms", 60000, _int(1), "highest group.streams.session.timeout.ms"),
+    Key("group.streams.max.size", 2147483647, _int(1), "most members a streams group may have"),
+    Key("group.streams.num.standby.replicas", 0, _int(0), "standby replicas of each task in a streams group"),
+    Key("group.streams.initial.rebalance.delay.ms", 3000, _int(0),
+        "how long a new streams group waits for more members before its first assignment"),
+    Key("group.streams.max.standby.replicas", 2, _int(0), "highest group.streams.num.standby.replicas and a "
+        "group's streams.num.standby.replicas"),
     Key("group.share.record.lock.duration.ms", 30000, _int(1000, 3600000),
         "how long a share consumer holds the records it acquired before they are delivered again"),
     Key("group.share.min.record.lock.duration.ms", 15000, _int(1000, 30000),
@@ -558,6 +571,16 @@ class Settings:
     group_share_max_session_timeout_ms: int
     group_share_max_size: int
     group_share_record_lock_duration_ms: int
+    group_streams_heartbeat_interval_ms: int
+    group_streams_min_heartbeat_interval_ms: int
+    group_streams_max_heartbeat_interval_ms: int
+    group_streams_session_timeout_ms: int
+    group_streams_min_session_timeout_ms: int
+    group_streams_max_session_timeout_ms: int
+    group_streams_max_size: int
+    group_streams_num_standby_replicas: int
+    group_streams_initial_rebalance_delay_ms: int
+    group_streams_max_standby_replicas: int
     group_share_min_record_lock_duration_ms: int
     group_share_max_record_lock_duration_ms: int
     group_share_delivery_count_limit: int
@@ -699,7 +722,7 @@ class Settings:
                                   f"({self.topic_max_partitions})")
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
-        for kind in ("consumer", "share"):
+        for kind in ("consumer", "share", "streams"):
             for name in ("session.timeout.ms", "heartbeat.interval.ms"):
                 lo, value, hi = (self.value(f"group.{kind}.{bound}{name}") for bound in ("min.", "", "max."))
                 if not lo <= value <= hi:
@@ -708,6 +731,8 @@ class Settings:
             if self.value(f"group.{kind}.heartbeat.interval.ms") >= self.value(f"group.{kind}.session.timeout.ms"):
                 raise ConfigError(f"group.{kind}.heartbeat.interval.ms must be less than "
                                   f"group.{kind}.session.timeout.ms")
+        if self.group_streams_num_standby_replicas > self.group_streams_max_standby_replicas:
+            raise ConfigError("group.streams.num.standby.replicas must not exceed group.streams.max.standby.replicas")
         if not 1 <= self.group_share_max_size <= 1000:
             raise ConfigError(f"group.share.max.size={self.group_share_max_size} must lie within 1 and 1000")
         lo, value, hi = (self.value(f"group.share.{bound}record.lock.duration.ms") for bound in ("min.", "", "max."))

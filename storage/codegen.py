@@ -48,7 +48,8 @@ class Output:
     module: str  # under storage/
     log: str
     records: tuple[str, ...]
-    renames: dict[str, str] = dataclasses.field(default_factory=dict)  # struct type -> class name
+    # struct type (or "Record.StructType", for one record's struct only) -> class name
+    renames: dict[str, str] = dataclasses.field(default_factory=dict)
     classes: dict[str, str] = dataclasses.field(default_factory=dict)  # class -> module that writes it by hand
     dataclass_args: dict[str, str] = dataclasses.field(default_factory=dict)  # class -> @dataclass(...) arguments
     notes: dict[str, str] = dataclasses.field(default_factory=dict)  # "Class.field" -> a comment on it
@@ -81,10 +82,22 @@ OUTPUTS = [
             "ConsumerGroupRegularExpressionValue.timestamp": "when it was resolved, ms",
         },
     ),
+    Output(
+        "generated_streams_records.py", "__consumer_offsets (streams groups, KIP-1071)",
+        ("StreamsGroupMetadata", "StreamsGroupTopology", "StreamsGroupMemberMetadata",
+         "StreamsGroupTargetAssignmentMetadata", "StreamsGroupTargetAssignmentMember",
+         "StreamsGroupCurrentMemberAssignment"),
+        # the current assignment's tasks carry tagged assignment epochs, the target's do not;
+        # Kafka's Endpoint/KeyValue/TopicInfo names are the share and consumer records' too
+        renames={"StreamsGroupCurrentMemberAssignmentValue.TaskIds": "CurrentTaskIds",
+                 "TopicInfo": "StreamsTopicInfo", "Endpoint": "StreamsEndpoint", "KeyValue": "StreamsKeyValue"},
+        notes={
+            "StreamsGroupMetadataValue.validated_topology_epoch": "tagged; -1 = none validated",
+            "StreamsGroupCurrentMemberAssignmentValue.state": "the member state's int8 (core/streams/group.py)",
+            "CurrentTaskIds.assignment_epochs": "tagged; only in the current assignment's active tasks",
+        },
+    ),
     # A row away (copy the schemas into storage/schemas/, then add the names or a row):
-    #   streams groups' records of __consumer_offsets: Kafka's
-    #     group-coordinator/src/main/resources/common/message/StreamsGroup*{Key,Value}.json
-    #     (record names to add to the row above)
     #   __share_group_state: share-coordinator/src/main/resources/common/message/
     #     Share{Snapshot,Update}{Key,Value}.json -> Output("generated_share_records.py", ...)
     #   __transaction_state: transaction-coordinator/src/main/resources/common/message/
@@ -197,11 +210,13 @@ class Schema:
             ftype = f["type"]
             element = ftype[2:] if ftype.startswith("[]") else ftype
             if element in common or "fields" in f:
-                element = self.renames.get(element, element)
+                element = self.renames.get(f"{self.raw['name']}.{element}", self.renames.get(element, element))
                 ftype = ("[]" if ftype.startswith("[]") else "") + element
                 inner = f.get("fields") or common[f["type"].lstrip("[]")]["fields"]
                 self._struct(element, inner, common)
-            out.fields.append(Field(snake(f["name"]), ftype, Versions(f["versions"]),
+            # a tagged-only field may leave out "versions" (Kafka's generator takes taggedVersions)
+            versions = f.get("versions", f.get("taggedVersions"))
+            out.fields.append(Field(snake(f["name"]), ftype, Versions(versions),
                                     Versions(f.get("nullableVersions")), Versions(f.get("taggedVersions")),
                                     f.get("tag"), f.get("default")))
         known = self.structs.get(name)

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from typing import Union
 
 from . import generated_records as generated
+from . import generated_streams_records as generated_streams
 from . import records
 from .generated_records import (
     ClassicMemberMetadata,
@@ -48,6 +49,7 @@ from .generated_records import (
 )
 from .records import CorruptRecord, Record
 from .share_records import ShareGroupKey
+from .streams_records import StreamsGroupKey
 from .wire import Reader
 
 __all__ = ["ClassicMemberMetadata", "ClassicProtocol", "ConsumerGroupCurrentMemberAssignmentKey",
@@ -77,13 +79,20 @@ ConsumerGroupValue = Union[ConsumerGroupMetadataValue, ConsumerGroupPartitionMet
                            ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupCurrentMemberAssignmentValue,
                            ConsumerGroupRegularExpressionValue, None]
 
-# the share-group records (storage/share_records.py) share this framing and these tables
-_KEY_TYPES: dict[type, int] = {cls: generated.KEY_TYPES[cls]
-                               for cls in ConsumerGroupKey.__args__ + ShareGroupKey.__args__}
+# the share-group and streams-group records (storage/share_records.py, storage/streams_records.py)
+# share this framing and these tables
+_GENERATED = (generated, generated_streams)
+_KEY_TYPES: dict[type, int] = {cls: m.KEY_TYPES[cls] for m in _GENERATED for cls in m.KEY_TYPES
+                               if cls in ConsumerGroupKey.__args__ + ShareGroupKey.__args__ + StreamsGroupKey.__args__}
 _KEY_CLASSES = {key_type: cls for cls, key_type in _KEY_TYPES.items()}
-_KEY_READERS = {key_type: generated.KEY_READERS[key_type] for key_type in _KEY_CLASSES}
-_VALUE_CLASSES = {cls: generated.VALUE_CLASSES[cls] for cls in _KEY_TYPES}
-_VALUE_WRITERS = {value: generated.VALUE_WRITERS[value] for value in _VALUE_CLASSES.values()}
+_KEY_READERS = {key_type: m.KEY_READERS[key_type] for m in _GENERATED for key_type in m.KEY_READERS
+                if key_type in _KEY_CLASSES}
+_KEY_WRITERS = {cls: m.KEY_WRITERS[cls] for m in _GENERATED for cls in m.KEY_WRITERS if cls in _KEY_TYPES}
+_VALUE_CLASSES = {cls: m.VALUE_CLASSES[cls] for m in _GENERATED for cls in m.VALUE_CLASSES if cls in _KEY_TYPES}
+_VALUE_WRITERS = {value: m.VALUE_WRITERS[value] for m in _GENERATED for value in m.VALUE_WRITERS
+                  if value in _VALUE_CLASSES.values()}
+_VALUE_VERSIONS = {value: m.VALUE_VERSIONS[value] for m in _GENERATED for value in m.VALUE_VERSIONS}
+_VALUE_READERS = {cls: m.VALUE_READERS[cls] for m in _GENERATED for cls in m.VALUE_READERS if cls in _KEY_TYPES}
 
 
 def topic_partitions(assignment: Mapping[uuid.UUID, Iterable[int]]) -> tuple[TopicPartitions, ...]:
@@ -99,7 +108,7 @@ def encode_key(key: records.Key | ConsumerGroupKey) -> bytes:
     """Every key type this server writes: the consumer-group ones here, the classic ones in records."""
     if type(key) not in _KEY_TYPES:
         return records.encode_key(key)
-    return generated.KEY_WRITERS[type(key)](key)
+    return _KEY_WRITERS[type(key)](key)
 
 
 def encode_value(value) -> bytes | None:
@@ -107,7 +116,7 @@ def encode_value(value) -> bytes | None:
         return None
     write = _VALUE_WRITERS.get(type(value))
     if write is not None:
-        return write(value, 0)  # every consumer- and share-group value has version 0 only
+        return write(value, 0)  # every consumer-, share- and streams-group value has version 0 only
     if isinstance(value, records.OffsetCommitValue | records.GroupMetadataValue):
         return records.encode_value(value)
     raise TypeError(f"not a consumer-group record value: {type(value).__name__}")
@@ -136,9 +145,9 @@ def decode_value(key, data: bytes | None):
         return None
     r = Reader(data)
     version = r.i16()
-    if version not in generated.VALUE_VERSIONS[_VALUE_CLASSES[type(key)]]:
+    if version not in _VALUE_VERSIONS[_VALUE_CLASSES[type(key)]]:
         raise CorruptRecord(f"unknown value version {version} for record type {_KEY_TYPES[type(key)]}")
-    return generated.VALUE_READERS[type(key)](r, version)
+    return _VALUE_READERS[type(key)](r, version)
 
 
 def decode(key: bytes, value: bytes | None, keys: records.KeyCache | None = None) -> Record:

@@ -59,6 +59,8 @@ from . import (
     share_fetch,
     share_group_describe,
     share_group_heartbeat,
+    streams_group_describe,
+    streams_group_heartbeat,
     sync_group,
     txn_offset_commit,
     write_txn_markers,
@@ -77,7 +79,9 @@ MODULES = (produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, 
            describe_producers, txn_offset_commit,
            # transactions (issue 23)
            add_partitions_to_txn, add_offsets_to_txn, end_txn, write_txn_markers, describe_transactions,
-           list_transactions)
+           list_transactions,
+           # streams groups (issue 25)
+           streams_group_heartbeat, streams_group_describe)
 
 HANDLERS: dict[int, Handler] = {m.KEY: m.handle for m in MODULES}
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {m.KEY: m.VERSIONS for m in MODULES}

@@ -25,21 +25,24 @@ _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 CONSUMER_PROTOCOL_APIS = (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE)
+STREAMS_PROTOCOL_APIS = (ApiKey.STREAMS_GROUP_HEARTBEAT, ApiKey.STREAMS_GROUP_DESCRIBE)
 
 
 VersionTable = tuple[tuple[ApiKey, tuple[int, int]], ...]  # (api, (min, max)), sorted: the node's `api_versions`
 
 
-def _table(versions: VersionTable, consumer_protocol: bool = True) -> list[dict]:
-    """`consumer_protocol`: whether group.coordinator.rebalance.protocols enables `consumer`."""
-    return [{"api_key": int(k), "min_version": lo, "max_version": hi}
-            for k, (lo, hi) in versions if consumer_protocol or k not in CONSUMER_PROTOCOL_APIS]
+def _table(versions: VersionTable, protocols: tuple[str, ...] = ("consumer", "streams")) -> list[dict]:
+    """`protocols`: group.coordinator.rebalance.protocols; the APIs of a protocol it does not enable
+    are left out (Kafka's ApiVersions does the same for the consumer and streams group APIs)."""
+    hidden = (() if "consumer" in protocols else CONSUMER_PROTOCOL_APIS) + (
+        () if "streams" in protocols else STREAMS_PROTOCOL_APIS)
+    return [{"api_key": int(k), "min_version": lo, "max_version": hi} for k, (lo, hi) in versions if k not in hidden]
 
 
 @cache
-def _ok(versions: VersionTable, version: int, consumer_protocol: bool) -> Encoded:
+def _ok(versions: VersionTable, version: int, protocols: tuple[str, ...]) -> Encoded:
     return Encoded(build_response(ApiKey.API_VERSIONS, version,
-                                  {"error_code": ErrorCode.none, "api_keys": _table(versions, consumer_protocol)}))
+                                  {"error_code": ErrorCode.none, "api_keys": _table(versions, protocols)}))
 
 
 @cache
@@ -54,4 +57,4 @@ def handle(node, request: Request):
                                      and _SOFTWARE.fullmatch(body.client_software_version)):
         return build_response(ApiKey.API_VERSIONS, request.version,
                               {"error_code": ErrorCode.invalid_request, "api_keys": []})
-    return _ok(node.api_versions, request.version, "consumer" in node.settings.group_coordinator_rebalance_protocols)
+    return _ok(node.api_versions, request.version, tuple(node.settings.group_coordinator_rebalance_protocols))

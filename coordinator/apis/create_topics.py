@@ -39,7 +39,7 @@ KEY = ApiKey.CREATE_TOPICS
 VERSIONS = (2, 7)
 
 
-def _check(node, t, duplicated: bool, may_create) -> tuple[ErrorCode, str | None, int]:
+def check_topic(node, t, duplicated: bool, may_create) -> tuple[ErrorCode, str | None, int]:
     """(error, message, partition count) for one requested topic, in the order and with the
     messages of Kafka 4's controller (`ReplicationControlManager.createTopic`); authorization after
     the duplicate check, before anything that would reveal whether the topic exists."""
@@ -120,7 +120,7 @@ def handle(node, request: Request):
         node, request, AclOperation.CREATE, ResourceType.TOPIC, name)
     results = []
     for t in body.topics:
-        error, message, partitions = _check(node, t, counts[t.name] > 1, may_create)
+        error, message, partitions = check_topic(node, t, counts[t.name] > 1, may_create)
         if error is ErrorCode.none and not body.validate_only:
             # v5+ describes the new topic's configs only to a principal that may DESCRIBE_CONFIGS it
             shown = authorized(node, request, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, t.name)

@@ -24,6 +24,10 @@ from groupd.coordinator.core.group_config import (
     NAMES,
     SHARE_AUTO_OFFSET_RESET,
     SHARE_RECORD_LOCK_DURATION_MS,
+    STREAMS_HEARTBEAT_INTERVAL_MS,
+    STREAMS_INITIAL_REBALANCE_DELAY_MS,
+    STREAMS_NUM_STANDBY_REPLICAS,
+    STREAMS_SESSION_TIMEOUT_MS,
     defaults,
 )
 from groupd.coordinator.runtime import offsets_topic
@@ -48,6 +52,11 @@ DOCUMENTATION = {
     CONSUMER_HEARTBEAT_INTERVAL_MS: "The heartbeat interval given to the members of a consumer group.",
     SHARE_AUTO_OFFSET_RESET: "The strategy to initialize the share-partition start offset.",
     SHARE_RECORD_LOCK_DURATION_MS: "The record acquisition lock duration in milliseconds for share groups.",
+    STREAMS_SESSION_TIMEOUT_MS: "The timeout to detect client failures when using the streams group protocol.",
+    STREAMS_HEARTBEAT_INTERVAL_MS: "The heartbeat interval given to the members.",
+    STREAMS_NUM_STANDBY_REPLICAS: "The number of standby replicas for each task.",
+    STREAMS_INITIAL_REBALANCE_DELAY_MS: "The amount of time the group coordinator will wait for more streams "
+                                        "clients to join a new group before performing the first rebalance.",
 }
 
 

@@ -1,10 +1,11 @@
 """The writes only the controller makes to the shared data dir (ACLs, SCRAM credentials, group
-configs, topic configs), each an operation of plain JSON values: the controller applies it (the write runs off its
-event loop, coordinator/security/authorizer.py and the like), another worker hands it to the controller through
-its supervisor and answers once the controller did (Kafka's brokers forward these requests to their
-controller the same way). Either way the API gets a future of the result, a dict: `failed` (the file
-could not be written), `timed_out` (etcd did not answer: the change may have been made),
-`unavailable` (no controller answered), or the operation's own."""
+configs, topic configs, streams groups' internal topics), each an operation of plain JSON values: the
+controller applies it (the write runs off its event loop, coordinator/security/authorizer.py and the
+like), another worker hands it to the controller through its supervisor and answers once the
+controller did (Kafka's brokers forward these requests to their controller the same way). Either way
+the API gets a future of the result, a dict: `failed` (the file could not be written), `timed_out`
+(etcd did not answer: the change may have been made), `unavailable` (no controller answered), or the
+operation's own."""
 
 from __future__ import annotations
 
@@ -60,9 +61,17 @@ async def set_topic_configs(node, args: dict) -> dict:
     return {"configs": dict(topic.configs)} if topic else {"missing": True}
 
 
+async def create_internal_topic(node, args: dict) -> dict:
+    """A streams group's internal topic (coordinator/apis/streams_topics.py), with the partitions and
+    configs its topology asks for: `created` (its partitions), or `exists` when it is there by now."""
+    topic = await node.catalog.add(args["name"], args["partitions"], args["configs"])
+    return {"exists": True} if topic is None else {"created": topic.partitions}
+
+
 OPERATIONS: dict[str, Callable[[Any, dict], Awaitable[dict]]] = {
     "create_acls": create_acls, "delete_acls": delete_acls, "alter_scram": alter_scram,
-    "set_group_configs": set_group_configs, "set_topic_configs": set_topic_configs}
+    "set_group_configs": set_group_configs, "set_topic_configs": set_topic_configs,
+    "create_internal_topic": create_internal_topic}
 
 
 async def apply(node, op: str, args: dict) -> dict:

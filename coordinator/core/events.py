@@ -223,3 +223,44 @@ class ShareMemberFenced:
     group_id: str
     member_id: str
     reason: str  # "session-expired" or "forced"
+
+
+@_event
+class StreamsGroupEpochBumped:
+    group_id: str
+    epoch: int
+    reason: str  # "member-joined", "member-changed", "topology", "metadata-changed", "member-left", …
+
+
+@_event
+class StreamsMemberJoined:
+    group_id: str
+    member_id: str
+    group_epoch: int
+
+
+@_event
+class StreamsMemberLeft:
+    group_id: str
+    member_id: str
+
+
+@_event
+class StreamsMemberFenced:
+    group_id: str
+    member_id: str
+    reason: str  # "session-expired", "rebalance-timeout" or "forced"
+
+
+@_event
+class StreamsTopologyConfigured:
+    group_id: str
+    topology_epoch: int
+    status: str  # "ready", "missing-internal-topics", or the refusal's status name
+    detail: str
+
+
+@_event
+class StreamsShutdownRequested:
+    group_id: str
+    member_id: str

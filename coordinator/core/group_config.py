@@ -1,7 +1,8 @@
 """Per-group dynamic configs (spec §2.4; Kafka's GroupConfig): their names, how AlterConfigs and
 IncrementalAlterConfigs change a group's overrides, and the check against the broker's bounds, with
 Kafka's messages. Pure: the overrides are kept by storage/group_configs.py and read by the consumer
-machine (the next heartbeat's interval and session timeout) and by the share deliveries
+and streams machines (the next heartbeat's interval and session timeout; a streams group's standby
+replicas and initial rebalance delay) and by the share deliveries
 (`share.auto.offset.reset`, where a share-partition starts)."""
 
 from __future__ import annotations
@@ -14,8 +15,14 @@ CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
 CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
 SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
 SHARE_RECORD_LOCK_DURATION_MS = "share.record.lock.duration.ms"
+STREAMS_SESSION_TIMEOUT_MS = "streams.session.timeout.ms"
+STREAMS_HEARTBEAT_INTERVAL_MS = "streams.heartbeat.interval.ms"
+STREAMS_NUM_STANDBY_REPLICAS = "streams.num.standby.replicas"
+STREAMS_INITIAL_REBALANCE_DELAY_MS = "streams.initial.rebalance.delay.ms"
 NAMES = (CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS, SHARE_AUTO_OFFSET_RESET,
-         SHARE_RECORD_LOCK_DURATION_MS)
+         SHARE_RECORD_LOCK_DURATION_MS, STREAMS_HEARTBEAT_INTERVAL_MS, STREAMS_SESSION_TIMEOUT_MS,
+         STREAMS_NUM_STANDBY_REPLICAS, STREAMS_INITIAL_REBALANCE_DELAY_MS)
+_MAY_BE_ZERO = (STREAMS_NUM_STANDBY_REPLICAS, STREAMS_INITIAL_REBALANCE_DELAY_MS)
 # group configs with no broker setting behind them: their defaults (Kafka's GroupConfig)
 GROUP_DEFAULTS = {SHARE_AUTO_OFFSET_RESET: "latest"}
 
@@ -40,7 +47,11 @@ def defaults(settings) -> dict[str, int]:
     """What a group without overrides gets: the broker's group.consumer.* and group.share.* values."""
     return {CONSUMER_HEARTBEAT_INTERVAL_MS: settings.group_consumer_heartbeat_interval_ms,
             CONSUMER_SESSION_TIMEOUT_MS: settings.group_consumer_session_timeout_ms,
-            SHARE_RECORD_LOCK_DURATION_MS: settings.group_share_record_lock_duration_ms}
+            SHARE_RECORD_LOCK_DURATION_MS: settings.group_share_record_lock_duration_ms,
+            STREAMS_HEARTBEAT_INTERVAL_MS: settings.group_streams_heartbeat_interval_ms,
+            STREAMS_SESSION_TIMEOUT_MS: settings.group_streams_session_timeout_ms,
+            STREAMS_NUM_STANDBY_REPLICAS: settings.group_streams_num_standby_replicas,
+            STREAMS_INITIAL_REBALANCE_DELAY_MS: settings.group_streams_initial_rebalance_delay_ms}
 
 
 def _parse(name: str, value: str | None) -> int | str:
@@ -60,8 +71,9 @@ def _parse(name: str, value: str | None) -> int | str:
         raise _invalid(f"Invalid value {value} for configuration {name}: Not a number of type INT") from None
     if not -2**31 <= number < 2**31:
         raise _invalid(f"Invalid value {value} for configuration {name}: Not a number of type INT")
-    if number < 1:
-        raise _invalid(f"Invalid value {number} for configuration {name}: Value must be at least 1")
+    low = 0 if name in _MAY_BE_ZERO else 1
+    if number < low:
+        raise _invalid(f"Invalid value {number} for configuration {name}: Value must be at least {low}")
     return number
 
 
@@ -113,6 +125,18 @@ def validate(overrides: Mapping[str, int | str], settings) -> None:
             raise _invalid(f"{name} must be less than or equal to {high}")
     if session <= heartbeat:
         raise _invalid(f"{CONSUMER_SESSION_TIMEOUT_MS} must be greater than {CONSUMER_HEARTBEAT_INTERVAL_MS}")
+    for name, low, high in (
+            (STREAMS_HEARTBEAT_INTERVAL_MS, "group.streams.min.heartbeat.interval.ms",
+             "group.streams.max.heartbeat.interval.ms"),
+            (STREAMS_SESSION_TIMEOUT_MS, "group.streams.min.session.timeout.ms",
+             "group.streams.max.session.timeout.ms")):
+        if merged[name] < getattr(settings, low.replace(".", "_")):
+            raise _invalid(f"{name} must be greater than or equal to {low}")
+        if merged[name] > getattr(settings, high.replace(".", "_")):
+            raise _invalid(f"{name} must be less than or equal to {high}")
+    if merged[STREAMS_NUM_STANDBY_REPLICAS] > settings.group_streams_max_standby_replicas:
+        raise _invalid(f"{STREAMS_NUM_STANDBY_REPLICAS} must be less than or equal to "
+                       "group.streams.max.standby.replicas")
     lock = merged[SHARE_RECORD_LOCK_DURATION_MS]
     if lock < settings.group_share_min_record_lock_duration_ms:
         raise _invalid(f"{SHARE_RECORD_LOCK_DURATION_MS} must be greater than or equal to "

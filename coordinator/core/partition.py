@@ -25,6 +25,8 @@ from groupd.coordinator.core.consumer.machine import (
 )
 from groupd.coordinator.core.share.group import ShareRecords
 from groupd.coordinator.core.share.machine import ShareHeartbeatRequest, ShareMachine, ShareSettings
+from groupd.coordinator.core.streams.group import StreamsRecords
+from groupd.coordinator.core.streams.machine import StreamsHeartbeatRequest, StreamsMachine, StreamsSettings
 from groupd.protocol import ErrorCode
 from groupd.storage.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, Record
 from groupd.storage.txn_records import TxnMarkerKey, TxnOffsetKey
@@ -39,6 +41,8 @@ from .txn_offsets import PendingOffsets, TxnUndo
 
 E = ErrorCode
 CLASSIC_SPEAKERS = ("classic", "consumer")  # group types that serve JoinGroup/SyncGroup/Heartbeat/LeaveGroup
+# group types whose empty group a classic JoinGroup replaces (Kafka 4.3 converts an empty streams group)
+CLASSIC_REPLACES_EMPTY = ("streams",)
 
 
 @dataclasses.dataclass(slots=True)
@@ -50,6 +54,7 @@ class GroupSettings:
     offset_metadata_max_bytes: int = 4096
     consumer: ConsumerSettings = dataclasses.field(default_factory=ConsumerSettings)
     share: ShareSettings = dataclasses.field(default_factory=ShareSettings)
+    streams: StreamsSettings = dataclasses.field(default_factory=StreamsSettings)
 
     @classmethod
     def from_settings(cls, s, group_configs: Mapping[str, Mapping[str, int]] | None = None) -> GroupSettings:
@@ -61,8 +66,12 @@ class GroupSettings:
                                     group_configs=group_configs if group_configs is not None else {})
         share = ShareSettings(s.group_share_heartbeat_interval_ms, s.group_share_session_timeout_ms,
                               s.group_share_max_size, consumer.group_configs)
+        streams = StreamsSettings(s.group_streams_heartbeat_interval_ms, s.group_streams_session_timeout_ms,
+                                  s.group_streams_max_size, s.group_streams_num_standby_replicas,
+                                  s.group_streams_initial_rebalance_delay_ms, consumer.group_configs)
         return cls(s.group_min_session_timeout_ms, s.group_max_session_timeout_ms,
-                   s.group_initial_rebalance_delay_ms, s.group_max_size, s.offset_metadata_max_bytes, consumer, share)
+                   s.group_initial_rebalance_delay_ms, s.group_max_size, s.offset_metadata_max_bytes, consumer, share,
+                   streams)
 
 
 class GroupShard:
@@ -81,9 +90,10 @@ class GroupShard:
                                         perf_ms, self.classic.downgraded)
         self.classic_members = ClassicMembers(self.consumer)  # classic members inside consumer groups
         self.share = ShareMachine(self.groups, settings.share, self.events)
-        # group type -> its machine (coordinator/core/group.py GroupMachine); streams groups add a row
+        self.streams = StreamsMachine(self.groups, settings.streams, self.events)
+        # group type -> its machine (coordinator/core/group.py GroupMachine)
         self.machines: dict[str, GroupMachine] = {"classic": self.classic, "consumer": self.consumer,
-                                                  "share": self.share}
+                                                  "share": self.share, "streams": self.streams}
         # one apply per record key type; a new group type adds its records here
         self._apply: dict[type, Callable[[Any, Any], list[Record]]] = {
             OffsetCommitKey: self._apply_offset,
@@ -93,6 +103,7 @@ class GroupShard:
             TxnUndo: lambda key, _: key.restore() or [],
             **ConsumerRecords(self.groups).appliers(),
             **ShareRecords(self.groups).appliers(),
+            **StreamsRecords(self.groups).appliers(),
         }
 
     @property
@@ -213,6 +224,15 @@ class GroupShard:
         return self.share.set_initialized(group_id, add, remove, topics, now, create)
 
     # =========================================================================================
+    # streams groups (coordinator/core/streams/machine.py)
+
+    def streams_heartbeat(self, req: StreamsHeartbeatRequest, topics: TopicsImage, now: Now) -> Outcome:
+        return self.streams.heartbeat(req, topics, now)
+
+    def streams_describe(self, group_id: str, topics: TopicsImage) -> dict:
+        return self.streams.describe(group_id, topics)
+
+    # =========================================================================================
     # the classic protocol (coordinator/core/classic/machine.py)
 
     # A classic request for a consumer group (spec §7.3): a JoinGroup replaces an empty consumer
@@ -222,9 +242,10 @@ class GroupShard:
 
     def join(self, req: JoinRequest, ticket: Any, now: Now, topics: TopicsImage | None = None) -> Outcome:
         group = self.groups.get(req.group_id)
-        if group is not None and group.type not in CLASSIC_SPEAKERS:
+        replaced = group is not None and group.type in CLASSIC_REPLACES_EMPTY and not group.members
+        if group is not None and group.type not in CLASSIC_SPEAKERS and not replaced:
             return Outcome(reply=join_reply(E.inconsistent_group_protocol, req.member_id))
-        if not isinstance(group, ConsumerGroup):
+        if not isinstance(group, ConsumerGroup) and not replaced:
             return self.classic.join(req, ticket, now)
         if group.members:
             return self.classic_members.join(group, req, self._topics(topics), now)

@@ -148,6 +148,32 @@ def _share_member_fenced(e: ev.ShareMemberFenced) -> None:
     log.info("member fenced group=%s type=share member=%s reason=%s", e.group_id, e.member_id, e.reason)
 
 
+def _streams_epoch_bumped(e: ev.StreamsGroupEpochBumped) -> None:
+    log.info("group epoch bumped group=%s type=streams epoch=%d reason=%s", e.group_id, e.epoch, e.reason)
+
+
+def _streams_member_joined(e: ev.StreamsMemberJoined) -> None:
+    log.info("member joined group=%s type=streams member=%s epoch=%d", e.group_id, e.member_id, e.group_epoch)
+
+
+def _streams_member_left(e: ev.StreamsMemberLeft) -> None:
+    log.info("member left group=%s type=streams member=%s", e.group_id, e.member_id)
+
+
+def _streams_member_fenced(e: ev.StreamsMemberFenced) -> None:
+    m.MEMBERS_EXPIRED.labels(e.reason).inc()
+    log.info("member fenced group=%s type=streams member=%s reason=%s", e.group_id, e.member_id, e.reason)
+
+
+def _streams_topology_configured(e: ev.StreamsTopologyConfigured) -> None:
+    log.info("topology configured group=%s topology_epoch=%d status=%s%s", e.group_id, e.topology_epoch, e.status,
+             f": {e.detail}" if e.detail else "")
+
+
+def _streams_shutdown_requested(e: ev.StreamsShutdownRequested) -> None:
+    log.warning("application shutdown requested group=%s member=%s", e.group_id, e.member_id)
+
+
 def _group_converted(e: ev.GroupConverted) -> None:
     m.CONVERSIONS.labels(e.direction).inc()
     log.info("group converted group=%s direction=%s to=%s members=%d", e.group_id, e.direction,
@@ -177,6 +203,12 @@ HANDLERS = {
     ev.ShareMemberJoined: _share_member_joined,
     ev.ShareMemberLeft: _share_member_left,
     ev.ShareMemberFenced: _share_member_fenced,
+    ev.StreamsGroupEpochBumped: _streams_epoch_bumped,
+    ev.StreamsMemberJoined: _streams_member_joined,
+    ev.StreamsMemberLeft: _streams_member_left,
+    ev.StreamsMemberFenced: _streams_member_fenced,
+    ev.StreamsTopologyConfigured: _streams_topology_configured,
+    ev.StreamsShutdownRequested: _streams_shutdown_requested,
     ev.JoinReceived: _join_received,
     ev.RebalanceStarted: _rebalance_started,
     ev.JoinPhaseCompleted: _join_phase_completed,

@@ -28,6 +28,8 @@ from groupd.coordinator.core.requests import (
 from groupd.coordinator.core.runner import Runner
 from groupd.coordinator.core.share.machine import ShareHeartbeatRequest
 from groupd.coordinator.core.share.machine import error_reply as share_error_reply
+from groupd.coordinator.core.streams.machine import StreamsHeartbeatRequest
+from groupd.coordinator.core.streams.machine import error_reply as streams_error_reply
 from groupd.coordinator.observability import observe
 from groupd.coordinator.system_clock import mono_ms, now
 from groupd.protocol import ErrorCode
@@ -231,6 +233,9 @@ class GroupCoordinator(PartitionLifecycle, Housekeeping):
         share-partitions changed (ShareGroupStatePartitionMetadata): an ErrorCode, or a future of it."""
         return self.call(group_id, lambda shard, _, at: shard.share_set_initialized(group_id, add, remove, topics, at,
                                                                                     create))
+    def streams_heartbeat(self, req: StreamsHeartbeatRequest, topics: TopicsImage) -> Any:
+        return self.call(req.group_id, lambda shard, _, at: shard.streams_heartbeat(req, topics, at),
+                         streams_error_reply)
 
     def force_rebalance(self, group_id: str) -> Any:
         """Fault injection: a new generation (classic) or group epoch (consumer) now."""
@@ -318,6 +323,11 @@ class GroupCoordinator(PartitionLifecycle, Housekeeping):
         if getattr(group, "type", None) != "share":
             return ErrorCode.group_id_not_found
         return bool(group.members)
+    def streams_describe(self, group_id: str, topics: TopicsImage) -> dict | ErrorCode:
+        p = self.partition(group_id)
+        if (error := self.unavailable(p)) is not None:
+            return error
+        return self.shards[p].streams_describe(group_id, topics)
 
     def list_groups(self) -> list | ErrorCode:
         """Every group, or COORDINATOR_LOAD_IN_PROGRESS while any partition loads (spec §9.2)."""

@@ -25,6 +25,7 @@ DESCRIBE_GROUPS_V = 6   # GROUP_ID_NOT_FOUND for an unknown group instead of an 
 CONSUMER_GROUP_DESCRIBE_V = 1  # consumer (KIP-848) groups: epochs, current and target assignments
 SHARE_GROUP_DESCRIBE_V = 1  # share (KIP-932) groups: epochs and each member's (shared) partitions
 DESCRIBE_SHARE_GROUP_OFFSETS_V = 1  # share-partitions' start offsets and lag (v1)
+STREAMS_GROUP_DESCRIBE_V = 0  # streams (KIP-1071) groups: epochs, the topology, each member's tasks
 OFFSET_FETCH_V = 8      # batched groups; topics=null fetches every committed offset
 OFFSET_COMMIT_V = 8
 OFFSET_DELETE_V = 0

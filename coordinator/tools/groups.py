@@ -43,6 +43,7 @@ from .client import (
     OFFSET_DELETE_V,
     OFFSET_FETCH_V,
     SHARE_GROUP_DESCRIBE_V,
+    STREAMS_GROUP_DESCRIBE_V,
     AdminConnection,
     AdminError,
     Brokers,
@@ -80,6 +81,16 @@ def _describe_share_group(conn: AdminConnection, group: str):
     if g.error_code is ErrorCode.group_id_not_found:
         return None
     check(g.error_code, f"ShareGroupDescribe {group}", g.error_message)
+    return g
+
+
+def _describe_streams_group(conn: AdminConnection, group: str):
+    """The StreamsGroupDescribe entry of `group`, or None when it is not a streams group."""
+    (g,) = conn.request(ApiKey.STREAMS_GROUP_DESCRIBE, STREAMS_GROUP_DESCRIBE_V,
+                        {"group_ids": [group], "include_authorized_operations": False}).groups
+    if g.error_code in (ErrorCode.group_id_not_found, ErrorCode.unsupported_version):
+        return None
+    check(g.error_code, f"StreamsGroupDescribe {group}", g.error_message)
     return g
 
 
@@ -126,7 +137,8 @@ def list_groups(bootstrap: str, states: Iterable[str] = (), types: Iterable[str]
 
 def _group_state(conn: AdminConnection, group: str) -> str | None:
     """The state of a group of any type, or None when groupd does not know it."""
-    g = _describe(conn, group) or _describe_consumer_group(conn, group) or _describe_share_group(conn, group)
+    g = (_describe(conn, group) or _describe_consumer_group(conn, group) or _describe_share_group(conn, group)
+         or _describe_streams_group(conn, group))
     return None if g is None else g.group_state
 
 
@@ -167,8 +179,9 @@ def _describe_group(cluster: Brokers, group: str) -> dict:
         share = _describe_share_group(conn, group)
         if share is not None:
             return _share_description(group, share, _share_offsets(cluster, conn, group))
+    s = _describe_streams_group(conn, group) if g is None and c is None else None
     committed = _committed(conn, group)
-    if g is None and c is None and not committed:
+    if g is None and c is None and s is None and not committed:
         raise UnknownGroup(group)
     members = []
     owner: dict[tuple[str, int], dict] = {}
@@ -200,6 +213,8 @@ def _describe_group(cluster: Brokers, group: str) -> dict:
                         "log_end_offset": end, "lag": _lag(offset, end),
                         "member_id": member.get("member_id"), "client_id": member.get("client_id"),
                         "client_host": member.get("client_host")})
+    if s is not None:
+        return _streams_description(group, s, offsets)
     if c is not None:
         return {"group": group, "type": "consumer", "state": c.group_state, "protocol_type": "consumer",
                 "protocol": c.assignor_name, "group_epoch": c.group_epoch, "assignment_epoch": c.assignment_epoch,
@@ -233,6 +248,25 @@ def _share_description(group: str, s, offsets: list[dict]) -> dict:
                for m in s.members]
     return {"group": group, "type": "share", "state": s.group_state, "protocol_type": "share",
             "protocol": s.assignor_name, "group_epoch": s.group_epoch, "assignment_epoch": s.assignment_epoch,
+            "members": members, "offsets": offsets}
+
+
+def _streams_description(group: str, s, offsets: list[dict]) -> dict:
+    """A streams group: its epochs, topology epoch and members, each with its process and tasks
+    (subtopology id → partitions), and the committed offsets of its source topics."""
+    def tasks(entries) -> dict[str, list[int]]:
+        return {t.subtopology_id: sorted(t.partitions) for t in entries if t.partitions}
+
+    members = [{"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
+                "process_id": m.process_id, "member_epoch": m.member_epoch, "topology_epoch": m.topology_epoch,
+                "user_endpoint": f"{m.user_endpoint.host}:{m.user_endpoint.port}" if m.user_endpoint else None,
+                "active_tasks": tasks(m.assignment.active_tasks), "standby_tasks": tasks(m.assignment.standby_tasks),
+                "target_active_tasks": tasks(m.target_assignment.active_tasks)}
+               for m in s.members]
+    return {"group": group, "type": "streams", "state": s.group_state, "protocol_type": "streams",
+            "protocol": "sticky", "group_epoch": s.group_epoch, "assignment_epoch": s.assignment_epoch,
+            "topology_epoch": s.topology.epoch if s.topology is not None else None,
+            "subtopologies": len(s.topology.subtopologies or ()) if s.topology is not None else 0,
             "members": members, "offsets": offsets}
 
 

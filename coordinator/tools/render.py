@@ -17,6 +17,11 @@ def _partitions(assignment: dict[str, list[int]] | None, size: int) -> str:
     return " ".join(f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in sorted(assignment.items())) or "-"
 
 
+def _tasks(tasks: dict[str, list[int]]) -> str:
+    """Task ids as Kafka Streams prints them: <subtopology>_<partition>."""
+    return " ".join(f"{s}_{p}" for s, ps in sorted(tasks.items()) for p in ps) or "-"
+
+
 def describe_text(d: dict) -> str:
     members = d["members"]
     plural = "s" if len(members) != 1 else ""
@@ -41,6 +46,15 @@ def describe_text(d: dict) -> str:
                            for o in d["offsets"]])
                 if d["offsets"] else "no share-partitions"]
         return "\n".join(out)
+    elif d["type"] == "streams":
+        out = [f"group {d['group']}: streams group {d['state']}, group epoch {d['group_epoch']}, assignment "
+               f"epoch {d['assignment_epoch']}, topology epoch {d['topology_epoch']} ({d['subtopologies']} "
+               f"subtopologies), assignor {d['protocol']}, {len(members)} member{plural}"]
+        if members:
+            out += ["", table(["MEMBER-ID", "PROCESS", "CLIENT-ID", "HOST", "EPOCH", "ACTIVE", "STANDBY"],
+                               [[m["member_id"], m["process_id"], m["client_id"], m["client_host"],
+                                 m["member_epoch"], _tasks(m["active_tasks"]), _tasks(m["standby_tasks"])]
+                                for m in members])]
     else:
         out = [f"group {d['group']}: {d['state']}, protocol type {d['protocol_type'] or '-'}, "
                f"protocol {d['protocol'] or '-'}, {len(members)} member{plural}"]

@@ -251,6 +251,10 @@ class Driver:
         """A ShareGroupHeartbeat (groupd.coordinator.core.share.machine) against the topics image `topics`."""
         return self._op(None, lambda t: self.shard.share_heartbeat(req, topics, self.clock.read()))
 
+    def streams_heartbeat(self, req, topics) -> dict | None:
+        """A StreamsGroupHeartbeat (groupd.coordinator.core.streams.machine) against the topics image `topics`."""
+        return self._op(None, lambda t: self.shard.streams_heartbeat(req, topics, self.clock.read()))
+
     def fetch(self, group_id: str, topics=None, require_stable: bool = False):
         return self.shard.fetch_offsets(group_id, topics, self.runner.last_committed(), require_stable)
 

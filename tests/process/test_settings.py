@@ -196,6 +196,8 @@ READ_ELSEWHERE = {
     "group.share.max.heartbeat.interval.ms": "validated here: bounds group.share.heartbeat.interval.ms",
     "group.share.min.session.timeout.ms": "validated here: bounds group.share.session.timeout.ms",
     "group.share.max.session.timeout.ms": "validated here: bounds group.share.session.timeout.ms",
+    **{f"group.streams.{b}.{n}": f"validated here and in group_config: bounds group.streams.{n}"
+       for b in ("min", "max") for n in ("heartbeat.interval.ms", "session.timeout.ms")},
     **{name: "read by name: the topics' config defaults (coordinator/core/topic_configs.py SETTINGS)"
        for name in TOPIC_DEFAULTS},
 }

@@ -1,0 +1,32 @@
+"""StreamsGroupDescribe (89), v0 (KIP-1071), as Kafka 4.3 answers it.
+
+A group that is missing or not a streams group is GROUP_ID_NOT_FOUND; an empty id INVALID_GROUP_ID;
+ACLs: Describe on the group, and on every topic a member's tasks read (else
+TOPIC_AUTHORIZATION_FAILED, as for the other group types). The topology is the configured one:
+partition counts resolved, Subtopologies null while the topology is refused (missing or incorrectly
+partitioned topics). TaskOffsets and TaskEndOffsets are empty: Kafka 4.3 refuses them in heartbeats.
+v1 (Kafka 4.4, KIP-1331's topology description) is not served.
+"""
+
+from __future__ import annotations
+
+from groupd.protocol.apis import ApiKey
+from groupd.protocol.codec import build_response
+
+from .modern_describe import described_groups
+from .request import Request
+
+KEY = ApiKey.STREAMS_GROUP_DESCRIBE
+VERSIONS = (0, 0)
+
+
+def _read_topics(described: dict) -> set[str]:
+    topology = described.get("topology") or {}
+    return {t for s in topology.get("subtopologies") or () for t in s["source_topics"]}
+
+
+def handle(node, request: Request):
+    groups = described_groups(node, request, node.coordinator.streams_describe, _read_topics)
+    for g in groups:
+        g.setdefault("topology", None)
+    return build_response(KEY, request.version, {"groups": groups})
