@@ -18,7 +18,7 @@ import platform
 import sys
 
 import pinning
-from run_groups import fmt, median, one_run, table
+from run_groups import fmt, median, one_run, server_us, table
 
 
 def main() -> None:
@@ -54,7 +54,8 @@ def main() -> None:
         for label, leg in legs.items():
             runs = all_runs[label]
             runs.append(leg())
-            print(f"  {label:8} {runs[-1].get('hb_per_s', runs[-1].get('failed'))} hb/s", file=sys.stderr, flush=True)
+            print(f"  {label:8} {runs[-1].get('hb_per_s', runs[-1].get('failed'))} hb/s, server cpu "
+                  f"{runs[-1].get('server_cpu_pct')}%", file=sys.stderr, flush=True)
     results = {label: (median(runs, "hb_per_s"), runs) for label, runs in all_runs.items()}
 
     with open("/proc/loadavg") as f:
@@ -69,10 +70,11 @@ def main() -> None:
                         ("consumer", "ConsumerGroupHeartbeat v1, 1 group")):
         r = results[label][0]
         rows.append((label, what, r.get("hb_per_s"), r.get("range"), r.get("p50_us"), r.get("p99_us"),
-                     r.get("errors"), r.get("client_cpu_pct"), r.get("server_cpu_pct"), r.get("machine_cpu_pct"),
+                     r.get("errors"), r.get("client_cpu_pct"), r.get("server_cpu_pct"), server_us(results[label][1]),
+                     r.get("machine_cpu_pct"),
                      r.get("failed", "")))
     table(("target", "requests", "hb/s", "hb/s range", "p50 µs", "p99 µs", "errors", "client cpu%",
-           "server cpu%", "machine cpu%", "note"), rows)
+           "server cpu%", "server µs/hb", "machine cpu%", "note"), rows)
 
     print(f"\nKIP-848 group of {args.members:,} members, topic of {args.partitions:,} partitions, heartbeat interval "
           f"{args.interval_ms} ms, assignor uniform: converged = every member at one epoch with its assignment "

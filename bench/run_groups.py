@@ -127,6 +127,14 @@ def median(runs, key):
     return dict(ok[len(ok) // 2], range=f"{fmt(ok[0][key])}-{fmt(ok[-1][key])}", runs=len(ok))
 
 
+def server_us(runs) -> str:
+    """The server's CPU µs per heartbeat (its CPU % over the window / hb/s): median and range over the
+    runs. Steadier than hb/s when other processes take the server's CPU (issue 27)."""
+    per = sorted(r["server_cpu_pct"] * 1e4 / r["hb_per_s"] for r in runs
+                 if "failed" not in r and r.get("hb_per_s") and r.get("server_cpu_pct") is not None)
+    return f"{per[len(per) // 2]:.1f} ({per[0]:.1f}-{per[-1]:.1f})" if per else "-"
+
+
 def table(head, rows):
     cells = [head] + [[c if i == 0 else fmt(c) for i, c in enumerate(row)] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(head))]
@@ -180,13 +188,13 @@ def main() -> None:
         for name in targets:
             runs = hb_runs[name]
             runs.append(one_run(name, "heartbeat", hb_extra + (["--raw"] if name == "echo" else []), 300, tls=tls))
-            print(f"  {name:6} heartbeat {runs[-1].get('hb_per_s', runs[-1].get('failed'))} hb/s",
-                  file=sys.stderr, flush=True)
+            print(f"  {name:6} heartbeat {runs[-1].get('hb_per_s', runs[-1].get('failed'))} hb/s, server cpu "
+                  f"{runs[-1].get('server_cpu_pct')}%", file=sys.stderr, flush=True)
     for name in targets:
         r = median(hb_runs[name], "hb_per_s")
         hb_rows.append((name, args.members, args.groups, args.depth, r.get("hb_per_s"), r.get("range"),
                         r.get("p50_us"), r.get("p99_us"), r.get("errors"), r.get("client_cpu_pct"),
-                        r.get("server_cpu_pct"), r.get("machine_cpu_pct"), r.get("setup_s"),
+                        r.get("server_cpu_pct"), server_us(hb_runs[name]), r.get("machine_cpu_pct"), r.get("setup_s"),
                         r.get("failed", "")))
     for name in (t for t in targets if t != "echo"):
         for size in args.sizes:
@@ -224,7 +232,7 @@ def main() -> None:
           f"{args.warmup:g} s warmup "
           "(echo: raw request/reply, reply not checked)")
     table(("target", "members", "groups", "depth", "hb/s", "hb/s range", "p50 µs", "p99 µs", "errors",
-           "client cpu%", "server cpu%", "machine cpu%", "setup s", "note"), hb_rows)
+           "client cpu%", "server cpu%", "server µs/hb", "machine cpu%", "setup s", "note"), hb_rows)
     print("\nRebalance of one group (leader re-joins, then all followers): sim = last JoinGroup sent -> "
           "last SyncGroup reply; server = groupd's log line for that generation")
     table(("target", "members", "sim ms", "sim ms range", "from trigger ms", "server rebalance_ms",
