@@ -21,6 +21,7 @@ from array import array
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import go_loadgen  # noqa: E402
+import pinning  # noqa: E402
 from echo_server import install_loop_policy  # noqa: E402  (one place picks the loop)
 from kafka_requests import CHECK_OFFSETS, REQUESTS  # noqa: E402
 
@@ -209,6 +210,7 @@ def main() -> None:
     ap.add_argument("--server-pid", type=int, help="also report this process's CPU use (Linux)")
     ap.add_argument("--json", action="store_true", help="print one JSON line instead of text")
     args = ap.parse_args()
+    pinning.pin_client()  # run_apiversions.py / run_groups.py --pin
     r = run(args)
     if args.json:
         return print(json.dumps(r), flush=True)

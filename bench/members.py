@@ -36,6 +36,7 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH)
 sys.path.insert(0, os.path.dirname(BENCH))  # the repo root: protocol.codec, protocol.consumer
 import go_loadgen  # noqa: E402
+import pinning  # noqa: E402
 from echo_server import install_loop_policy  # noqa: E402
 from kafka_requests import request_type  # noqa: E402
 from loadgen import Conn, Stats, _proc_cpu_s  # noqa: E402
@@ -396,6 +397,7 @@ def main():
 
 def run_main(run, args):
     """Raise the fd limit, pick the loop, run `run(args)` and print its result as one JSON line."""
+    pinning.pin_client()  # run_groups.py --pin: this process and the compiled driver it starts
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # 1000 connections need > 1024 fds
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     loop_name = install_loop_policy()

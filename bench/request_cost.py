@@ -3,12 +3,14 @@ and runtime on a loop, fed pre-encoded frames through `data_received` with a tra
 counts what is written. What the load benches cannot show on a shared machine: the figure barely
 moves with the load of other processes (the syscalls and the client are not in it).
 
-    python bench/request_cost.py                       # heartbeat, commit (interval mode), commit (fsync)
+    python bench/request_cost.py                       # heartbeats (classic, consumer), commits (interval, fsync)
     python bench/request_cost.py --only heartbeat -n 200000
     valgrind --tool=callgrind python bench/request_cost.py --only heartbeat -n 20000   # instruction counts
 
 heartbeat: 100 members of one group (joined and synced through the same connection path), each
-sending Heartbeat v3 in turn; a reply is checked for error 0. commit: OffsetCommit v8 of one
+sending Heartbeat v3 in turn; a reply is checked for error 0. consumer-heartbeat: 100 members of one
+consumer group (joined, their assignments acknowledged until nothing changes), each sending its
+steady ConsumerGroupHeartbeat v1 (epoch, every other field null) in turn. commit: OffsetCommit v8 of one
 partition by 100 groups in turn (generation -1), `log.flush.interval.ms` 1000 (written, no fsync)
 or 0 (each loop turn's batch fsynced): the loop turns until every reply is out, as a server does.
 Printed: µs of process CPU (user + system, every thread) per request, median of `--repeat` runs.
@@ -26,6 +28,7 @@ import struct
 import sys
 import tempfile
 import time
+import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -169,6 +172,45 @@ async def heartbeat_cost(h: Harness, n: int, members: int = 100) -> float:
     return used / n * 1e6
 
 
+def consumer_values(member_id: str, epoch: int, **changed) -> dict:
+    """ConsumerGroupHeartbeat v1 that changes nothing (as a Java client's steady heartbeat), plus `changed`."""
+    return {"group_id": "cost-cg", "member_id": member_id, "member_epoch": epoch, "instance_id": None,
+            "rack_id": None, "rebalance_timeout": datetime.timedelta(milliseconds=-1),
+            "subscribed_topic_names": None, "subscribed_topic_regex": None, "server_assignor": None,
+            "topic_partitions": None, **changed}
+
+
+async def consumer_heartbeat_cost(h: Harness, n: int, members: int = 100) -> float:
+    # every member joins in one read, then acknowledges what it was given until nothing changes
+    ids = [str(uuid.UUID(int=i + 1)) for i in range(members)]
+    replies = await round_trip(h, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, [consumer_values(
+        m, 0, subscribed_topic_names=["t"], rebalance_timeout=datetime.timedelta(seconds=60), topic_partitions=[])
+        for m in ids])
+    for _ in range(50):
+        assert all(r.error_code == 0 for r in replies), replies[:3]
+        owned = [None if r.assignment is None else
+                 [{"topic_id": tp.topic_id, "partitions": tp.partitions} for tp in r.assignment.topic_partitions]
+                 for r in replies]
+        if all(o is None for o in owned) and len({r.member_epoch for r in replies}) == 1:
+            break
+        replies = await round_trip(h, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, [consumer_values(
+            m, r.member_epoch, topic_partitions=o) for m, r, o in zip(ids, replies, owned)])
+    else:
+        raise RuntimeError("the consumer group did not settle")
+    epoch = replies[0].member_epoch
+    frames = [frame(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, i, consumer_values(m, epoch)) for i, m in enumerate(ids)]
+    conn, transport = h.conn, h.transport
+    before = transport.replies
+    t0 = cpu()
+    for i in range(n):
+        conn.data_received(frames[i % members])
+    used = cpu() - t0
+    assert transport.replies == before + n
+    r = decode_response(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, split_frames(transport.last)[-1])[1]
+    assert r.error_code == 0 and r.member_epoch == epoch and r.assignment is None, r
+    return used / n * 1e6
+
+
 async def commit_cost(h: Harness, n: int, groups: int = 100) -> float:
     frames = [frame(ApiKey.OFFSET_COMMIT, 8, i, {
         "group_id": f"cost-commit-{i}", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
@@ -198,16 +240,20 @@ async def one(kind: str, n: int) -> float:
         h = Harness(data_dir, 0 if kind == "commit-fsync" else 1000)
         await h.start()
         try:
-            return await (heartbeat_cost(h, n) if kind == "heartbeat" else commit_cost(h, n))
+            cost = {"heartbeat": heartbeat_cost, "consumer-heartbeat": consumer_heartbeat_cost}.get(kind, commit_cost)
+            return await cost(h, n)
         finally:
             await h.close()
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
+KINDS = ["heartbeat", "consumer-heartbeat", "commit", "commit-fsync"]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=["heartbeat", "commit", "commit-fsync"], action="append")
+    ap.add_argument("--only", choices=KINDS, action="append")
     ap.add_argument("-n", type=int, default=50_000, help="requests per run (commit-fsync: a tenth)")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
@@ -216,7 +262,7 @@ def main() -> int:
         run = uvloop.run
     except ImportError:
         run = asyncio.run
-    for kind in args.only or ["heartbeat", "commit", "commit-fsync"]:
+    for kind in args.only or KINDS:
         n = args.n // 10 if kind == "commit-fsync" else args.n
         runs = sorted(run(one(kind, n)) for _ in range(args.repeat))
         print(f"{kind:13} {statistics.median(runs):6.1f} CPU µs/request (runs: {', '.join(f'{r:.1f}' for r in runs)}; "

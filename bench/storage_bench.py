@@ -3,6 +3,7 @@
     python bench/storage_bench.py                      # everything (about 6-8 minutes)
     python bench/storage_bench.py --only commit --seconds 3
     python bench/storage_bench.py --only commit --flush 0 --partitions 1 --connections 100 --echo
+    python bench/storage_bench.py --only commit --flush 0 --partitions 1,5 --connections 100 --echo --pin 0:1
     python bench/storage_bench.py --only load --records 100000,1000000
     python bench/storage_bench.py --only compact --compact-mb 300
 
@@ -43,6 +44,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from bench import pinning  # noqa: E402
 from groupd.coordinator.core.partitioning import partition_for  # noqa: E402
 from groupd.protocol import ErrorCode  # noqa: E402
 from groupd.protocol.apis import ApiKey  # noqa: E402
@@ -172,6 +174,7 @@ def echo_throughput(connections: list[int], seconds: float, warmup: float) -> di
                             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     try:
         wait_port(port, proc)
+        pinning.pin_server(proc.pid)
         rates = {}
         for n in connections:
             rates[n] = _runner()(_echo_load(port, n, warmup, seconds))["replies"] / seconds
@@ -191,6 +194,7 @@ def commit_throughput(tmp: str, connections: list[int], seconds: float, warmup: 
         server = GroupdProcess(data_dir, "topics=t:8", f"log.flush.interval.ms={flush}").start()
         try:
             wait_for_line(server, "offsets log loaded", 0)
+            pinning.pin_server(server.proc.pid)
             for partitions in partition_counts:
                 for n in connections:
                     cpu0, t0 = cpu_seconds(server.proc.pid), time.monotonic()
@@ -358,10 +362,12 @@ def main() -> int:
     ap.add_argument("--records", default="100000,1000000")
     ap.add_argument("--compact-mb", type=int, default=300)
     ap.add_argument("--tmp", default=tempfile.gettempdir())
+    pinning.add_argument(ap)
     args = ap.parse_args()
+    pinning.use(args.pin)  # the committers run in this process
     parts = args.only or ["commit", "load", "compact"]
     print(f"storage bench: python {platform.python_version()}, {os.cpu_count()} CPUs, {platform.platform()}, "
-          f"data under {args.tmp}", flush=True)
+          f"data under {args.tmp}; {pinning.describe()}", flush=True)
     report = []
     if "commit" in parts:
         print("commit throughput:", flush=True)

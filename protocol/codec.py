@@ -126,7 +126,34 @@ def _decoding(api_key: int, version: int) -> tuple[Any, Any, bool]:
     return _reader(cls), check, up_front
 
 
+# Bodies a client sends again byte for byte: a heartbeat names its group, member and generation (or
+# epoch) and nothing else, so a steady member repeats one body. Those are decoded once and the body
+# (a frozen kio entity of immutable fields) is handed out again: kio's decode and the bounds walk were
+# a sixth of a consumer heartbeat's CPU and a third of a classic one's (issue 27, bench/request_cost.py).
+# Equal bytes decode to equal bodies, and a body that fails to decode is never kept, so what a
+# request gets is what decode_request_uncached would give it (tests/protocol/test_repeated_bodies.py).
+REPEATED_BODIES = frozenset({ApiKey.HEARTBEAT, ApiKey.CONSUMER_GROUP_HEARTBEAT})
+REPEATS_KEPT = 8192  # about one per live member; the whole table is dropped when full (no LRU upkeep)
+REPEAT_MAX_BYTES = 512  # larger bodies (a heartbeat with a long subscription) are decoded each time
+_repeats: dict[tuple[int, int, bytes], Any] = {}
+
+
 def decode_request(api_key: int, version: int, frame: bytes, offset: int) -> Any:
+    """The body of a request whose header ends at `offset`; raises MalformedRequest."""
+    if api_key not in REPEATED_BODIES or len(frame) - offset > REPEAT_MAX_BYTES:
+        return decode_request_uncached(api_key, version, frame, offset)
+    key = (api_key, version, frame[offset:])
+    body = _repeats.get(key)
+    if body is None:
+        body = decode_request_uncached(api_key, version, frame, offset)
+        if len(_repeats) >= REPEATS_KEPT:
+            _repeats.clear()
+        _repeats[key] = body
+    return body
+
+
+def decode_request_uncached(api_key: int, version: int, frame: bytes, offset: int) -> Any:
+    """decode_request without the repeated-body table: the reference path."""
     reader, check, up_front = _decoding(api_key, version)
     try:
         # kio must never see counts the frame cannot hold, nor tags it does not know (bounds.py)
