@@ -62,9 +62,9 @@ def test_share_fetch_response_v1_layout():
     empty = {**entry, "partition_index": 1, "acknowledge_error_code": 0, "records": b"", "acquired_records": []}
     frame = encode_response(78, 0x01020304, fetch_response(
         _Req(1), ErrorCode.none, 30000, [{"topic_id": TOPIC, "partitions": [entry, empty]}]))
-    p0 = (i32(0) + i16(0) + cstr(None) + i16(121) + cstr(None) + i32(-1) + i32(-1) + TAGS
+    p0 = (i32(0) + i16(0) + cstr(None) + i16(121) + cstr(None) + i32(0) + i32(0) + TAGS
           + bytes([len(records) + 1]) + records + carray([i64(10) + i64(12) + i16(2) + TAGS]) + TAGS)
-    p1 = (i32(1) + i16(0) + cstr(None) + i16(0) + cstr(None) + i32(-1) + i32(-1) + TAGS
+    p1 = (i32(1) + i16(0) + cstr(None) + i16(0) + cstr(None) + i32(0) + i32(0) + TAGS
           + b"\x01" + carray([]) + TAGS)
     body = (i32(0) + i16(0) + cstr(None) + i32(30000) + carray([TOPIC.bytes + carray([p0, p1]) + TAGS])
             + carray([]) + TAGS)
@@ -73,8 +73,9 @@ def test_share_fetch_response_v1_layout():
 
 
 def test_share_fetch_response_v1_top_level_error():
+    # refused as a whole: no lock duration (Kafka's 0), whatever the group's
     frame = encode_response(78, 1, fetch_response(_Req(1), ErrorCode.invalid_share_session_epoch, 30000, []))
-    assert frame[4 + 4 + 1:] == i32(0) + i16(123) + cstr(None) + i32(30000) + carray([]) + carray([]) + TAGS
+    assert frame[4 + 4 + 1:] == i32(0) + i16(123) + cstr(None) + i32(0) + carray([]) + carray([]) + TAGS
 
 
 def test_share_acknowledge_request_and_response_v1():
@@ -88,7 +89,7 @@ def test_share_acknowledge_request_and_response_v1():
             for b in req.topics[0].partitions[0].acknowledgement_batches] == [(0, 0, [0])]
     frame = encode_response(79, 5, ack_response(_Req(1), ErrorCode.none, [{"topic_id": TOPIC, "partitions": [
         {"partition_index": 3, "error_code": ErrorCode.invalid_record_state, "current_leader": NO_LEADER}]}]))
-    p = i32(3) + i16(121) + cstr(None) + i32(-1) + i32(-1) + TAGS + TAGS
+    p = i32(3) + i16(121) + cstr(None) + i32(0) + i32(0) + TAGS + TAGS
     assert frame[4 + 4 + 1:] == i32(0) + i16(0) + cstr(None) + carray([TOPIC.bytes + carray([p]) + TAGS]) \
         + carray([]) + TAGS
 

@@ -37,14 +37,21 @@ async def server(request, tmp_path):
     await s.startup()
     await wait_for(lambda: readiness.is_ready(s.node.coordinator), 60)
     s.bootstrap = f"127.0.0.1:{port}"
-    coordinator, s.node.transactions = s.node.transactions, Accepting()
+    coordinator = s.node.transactions
+    s.node.transactions = Accepting(coordinator)
     yield s
     s.node.transactions = coordinator  # the real one closes with the server
     await s.shutdown()
 
 
 class Accepting:
-    """The transaction coordinator's partition check, accepting every transactional batch."""
+    """The real transaction coordinator, but its partition check accepts every transactional batch."""
+
+    def __init__(self, real) -> None:
+        self._real = real
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
 
     def verify_partition(self, transactional_id, producer_id, producer_epoch, topic, partition):
         return E.none
@@ -140,12 +147,12 @@ async def test_read_committed_consumers_see_committed_records_and_not_aborted_on
 async def test_the_transaction_coordinators_refusal_is_the_partitions_produce_error(server):
     asked = []
 
-    class Coordinator:
+    class Coordinator(Accepting):
         def verify_partition(self, transactional_id, producer_id, producer_epoch, topic, partition):
             asked.append((transactional_id, producer_id, producer_epoch, topic, partition))
             return E.invalid_producer_id_mapping if transactional_id == "tx-unknown" else E.none
 
-    server.node.transactions = Coordinator()
+    server.node.transactions = Coordinator(server.node.transactions)
 
     def produce_all() -> None:  # off the loop: the server answers on it
         with WireClient(server.bootstrap) as c:
