@@ -8,11 +8,12 @@ from __future__ import annotations
 import datetime
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
+from tests.support.kafka_errors import kafka_error
 from tests.support.process import WireClient, groupd_fixture
 
 E = ErrorCode
@@ -22,17 +23,11 @@ LIMIT = 100
 server = groupd_fixture(f"topic.max.partitions={LIMIT}", "topics=small:2")
 
 
-def admin_error(future) -> KafkaError:
-    with pytest.raises(KafkaException) as failed:
-        future.result(timeout=30)
-    return failed.value.args[0]
-
-
 def test_admin_client_create_topics_beyond_the_limit_gets_invalid_partitions(server):
     admin = AdminClient({"bootstrap.servers": server.bootstrap})
     futures = admin.create_topics([NewTopic("too-big", LIMIT + 1, 1), NewTopic("at-limit", LIMIT, 1)],
                                   operation_timeout=10)
-    error = admin_error(futures["too-big"])
+    error = kafka_error(lambda: futures["too-big"].result(timeout=30))
     assert error.code() == KafkaError.INVALID_PARTITIONS
     assert f"Number of partitions {LIMIT + 1} is more than topic.max.partitions ({LIMIT})" in error.str()
     futures["at-limit"].result(timeout=30)
@@ -42,7 +37,8 @@ def test_admin_client_create_topics_beyond_the_limit_gets_invalid_partitions(ser
 
 def test_admin_client_create_partitions_beyond_the_limit_gets_invalid_partitions(server):
     admin = AdminClient({"bootstrap.servers": server.bootstrap})
-    error = admin_error(admin.create_partitions([NewPartitions("small", LIMIT + 1)], operation_timeout=10)["small"])
+    future = admin.create_partitions([NewPartitions("small", LIMIT + 1)], operation_timeout=10)["small"]
+    error = kafka_error(lambda: future.result(timeout=30))
     assert error.code() == KafkaError.INVALID_PARTITIONS
     assert "topic.max.partitions" in error.str()
     assert len(admin.list_topics(timeout=30).topics["small"].partitions) == 2

@@ -12,11 +12,12 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import OFFSET_END, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupd.protocol import ErrorCode
 from tests.support.kafka import java_command
+from tests.support.kafka_errors import kafka_error
 from tests.support.process import GroupdProcess
 
 pytestmark = pytest.mark.clients
@@ -77,9 +78,7 @@ def test_confluent_admin_delete_records(server):
     assert watermarks(server.bootstrap, topic) == (4, 10)
     assert consume_from_earliest(server.bootstrap, topic, 6) == [(o, f"m{o}") for o in range(4, 10)]
     (refused,) = admin.delete_records([TopicPartition(topic, 0, 11)]).values()
-    with pytest.raises(KafkaException) as e:
-        refused.result(30)
-    assert e.value.args[0].code() == ErrorCode.offset_out_of_range
+    assert kafka_error(lambda: refused.result(30)).code() == ErrorCode.offset_out_of_range
 
 
 def test_kafka_python_admin_delete_records(server):

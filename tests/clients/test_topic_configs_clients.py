@@ -13,7 +13,6 @@ import signal
 import subprocess
 
 import pytest
-from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -25,6 +24,7 @@ from confluent_kafka.admin import (
 )
 
 from groupd.protocol import ErrorCode
+from tests.support.kafka_errors import kafka_error
 from tests.support.process import GroupdProcess
 
 pytestmark = pytest.mark.clients
@@ -68,9 +68,8 @@ def incremental(server, topic: str, *ops: tuple[str, str | None, AlterConfigOpTy
 
 
 def refusal(call) -> tuple[int, str]:
-    with pytest.raises(KafkaException) as e:
-        call()
-    return e.value.args[0].code(), e.value.args[0].str()
+    error = kafka_error(call)
+    return error.code(), error.str()
 
 
 def test_a_compacted_topic_is_described_exactly_as_created(server):

@@ -14,6 +14,9 @@ The first run builds librdkafka (≈ 2 min on 2 cores) and the kafka-python venv
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
+
 import pytest
 
 from . import franz_go, kafka_python, librdkafka
@@ -22,6 +25,8 @@ from .report import SUITES
 
 pytestmark = pytest.mark.clients
 
+# how many librdkafka test-runner runs at a time (CONFORMANCE_WIDTH=1: one after the other)
+LIBRDKAFKA_WIDTH = int(os.environ.get("CONFORMANCE_WIDTH", "2"))
 # librdkafka's two runs: the classic protocol, then the consumer (KIP-848) protocol
 LIBRDKAFKA = [e for suite in librdkafka.GROUP_PROTOCOL for e in select(read_allowlist(suite), "ci")]
 KAFKA_PYTHON = select(read_allowlist("kafka-python"), "ci")
@@ -34,19 +39,47 @@ def test_every_expected_failure_is_explained():
     assert not problems, "\n".join(problems)
 
 
+class Ahead:
+    """Runs the entries of the tests selected in this session `width` at a time, in their order, from the
+    first test on: the test of one entry waits for its own result while the next ones already run. Each
+    run has its own groupd and random topic names, and mostly waits on its own clients' timers
+    (max.poll.interval.ms, session timeouts), so runs side by side do not meet; the verdict of each is
+    asserted by its own test."""
+
+    def __init__(self, entries: list, run, width: int) -> None:
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=width, thread_name_prefix="conformance")
+        self.futures = {entry: self.pool.submit(run, entry) for entry in entries}
+
+    def result(self, entry):
+        return self.futures.pop(entry).result()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)  # a run under way ends within its timeout
+
+
+def selected(request, test) -> list:
+    """The `entry` parameters of the items of `test` this session runs, in order."""
+    return [item.callspec.params["entry"] for item in request.session.items
+            if getattr(item, "originalname", None) == test.__name__ and hasattr(item, "callspec")]
+
+
 @pytest.fixture(scope="module")
-def librdkafka_tree():
+def librdkafka_runs(request):
     try:
-        tree, _ = librdkafka.ensure_built()
+        librdkafka.ensure_built()
     except Exception as e:  # noqa: BLE001  (npm or the compiler missing: say so, precisely)
         pytest.fail(f"cannot build librdkafka's test-runner: {e}")
-    return tree
+    for suite in librdkafka.GROUP_PROTOCOL:
+        librdkafka.logs_dir(suite)  # created before the runs' threads start
+    runs = Ahead(selected(request, test_librdkafka), librdkafka.run_entry, LIBRDKAFKA_WIDTH)
+    yield runs
+    runs.close()
 
 
 @pytest.mark.timeout(900)  # the first test also waits for the build
 @pytest.mark.parametrize("entry", LIBRDKAFKA, ids=[f"{e.suite}:{e.id}" for e in LIBRDKAFKA])
-def test_librdkafka(entry, librdkafka_tree):
-    result = librdkafka.run_entry(entry)
+def test_librdkafka(entry, librdkafka_runs):
+    result = librdkafka_runs.result(entry)
     assert result.status == entry.expect, (
         f"{entry.suite} {entry.id}: {result.status} ({result.detail}), allowlist expects {entry.expect}; "
         f"log {result.log}\n{tail(result.log)}")

@@ -18,6 +18,7 @@ replaces what legitimately differs between two servers by what it means:
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import datetime
 import enum
@@ -245,3 +246,11 @@ def assert_same_output(name: str, command: str, kafka: Counter, groupd: Counter)
         "differences from Apache Kafka not in allowlist.txt:\n" + "\n".join(f"  {name} {d}" for d in unexpected)
         + "\nallowlisted differences that no longer happen:\n" + "\n".join(f"  {name} {d}" for d in gone)
         + "\nkafka:\n  " + "\n  ".join(kafka.elements()))
+
+
+def on_both(run: Callable[[Any], Any], kafka: Any, groupd: Any) -> tuple[Any, Any]:
+    """(run(kafka), run(groupd)), the two at the same time: the servers share nothing, and most of a run
+    is waiting on a server or a tool's JVM start. The first failure is raised, Kafka's first."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="differential") as pool:
+        on_kafka, on_groupd = pool.submit(run, kafka), pool.submit(run, groupd)
+        return on_kafka.result(), on_groupd.result()

@@ -22,6 +22,7 @@ from tests.support.harness import ClientProcess, stack_available, wait_until
 from tests.support.process import WireClient
 
 from .corpus import GROUP_RESOURCE
+from .diff import on_both
 
 pytestmark = pytest.mark.differential
 
@@ -100,10 +101,8 @@ def observe(bootstrap: str, protocol: str) -> dict:
 
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_confluent_kafka_consumers_observe_the_same(protocol, servers):
-    kafka, groupd = servers
-    on_kafka = observe(kafka.bootstrap, protocol)
+    on_kafka, on_groupd = on_both(lambda server: observe(server.bootstrap, protocol), *servers)
     assert on_kafka["split"] == [1, 2] and on_kafka["a after b left"] == 3, on_kafka  # the scenario works
-    on_groupd = observe(groupd.bootstrap, protocol)
     # the committed partitions are the ones a held, which the assignor picks: compare how many
     on_kafka["committed"], on_groupd["committed"] = len(on_kafka["committed"]), len(on_groupd["committed"])
     assert on_groupd == on_kafka, (on_kafka, on_groupd)
@@ -162,7 +161,6 @@ def test_client_tools_observe_the_same(stack, protocol, servers):
     why = stack_available(stack)
     if why:
         pytest.fail(why)  # never a skip: CI installs every stack
-    kafka, groupd = servers
-    on_kafka = observe_tool(kafka.bootstrap, stack, protocol)
+    on_kafka, on_groupd = on_both(lambda server: observe_tool(server.bootstrap, stack, protocol), *servers)
     assert on_kafka["split"] and on_kafka["a after b left"] == 3, on_kafka  # the scenario works on Kafka
-    assert observe_tool(groupd.bootstrap, stack, protocol) == on_kafka
+    assert on_groupd == on_kafka

@@ -23,7 +23,7 @@ from groupd.protocol.apis import ApiKey
 from tests.support.kafka import java_command
 
 from .corpus import Member, commit, join_alone
-from .diff import Side, assert_same_output
+from .diff import Side, assert_same_output, on_both
 
 pytestmark = pytest.mark.differential
 
@@ -135,8 +135,7 @@ def run_all(server) -> dict[str, Counter]:
 
 @pytest.fixture(scope="module")
 def outputs(servers):
-    kafka, groupd = servers
-    return run_all(kafka), run_all(groupd)
+    return on_both(run_all, *servers)
 
 
 @pytest.mark.parametrize("name", list(COMMANDS))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from .corpus import CORPUS
-from .diff import Side, allowlist, compare, findings, run
+from .diff import Side, allowlist, compare, findings, on_both, run
 from .test_consumer_groups_command import COMMANDS
 from .test_kafka_tools import COMMANDS as TOOL_COMMANDS
 from .test_security_tools import COMMANDS as SECURITY_COMMANDS
@@ -19,11 +19,10 @@ pytestmark = pytest.mark.differential
 
 @pytest.mark.parametrize("name", sorted(CORPUS))
 def test_scenario(name, servers):
-    kafka, groupd = servers
-    k = run(CORPUS[name], Side("kafka", kafka.bootstrap, name, kafka.topic_ids))
+    k, g = on_both(lambda server: run(CORPUS[name], Side(server.name, server.bootstrap, name, server.topic_ids)),
+                   *servers)
     assert k.steps and not any(label == "aborted" for label, _ in k.steps), (
         f"the scenario itself is broken: it fails against Apache Kafka: {k.steps[-1:]}")
-    g = run(CORPUS[name], Side("groupd", groupd.bootstrap, name, groupd.topic_ids))
     diffs = compare(k, g)
     allowed = [d for _, d in allowlist().get(name, [])]
     unexpected = [d for d in diffs if d not in allowed]

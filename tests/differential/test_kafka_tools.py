@@ -22,7 +22,7 @@ import pytest
 
 from tests.support.kafka import java_command
 
-from .diff import assert_same_output
+from .diff import assert_same_output, on_both
 
 pytestmark = pytest.mark.differential
 
@@ -125,10 +125,13 @@ def normalise(lines: list[str], bootstrap: str) -> Counter:
     return out
 
 
+def run_all(server) -> dict[str, Counter]:
+    return {name: normalise(run(server.bootstrap, *command), server.bootstrap) for name, command in COMMANDS.items()}
+
+
 @pytest.fixture(scope="module")
 def outputs(servers):
-    return tuple({name: normalise(run(s.bootstrap, *command), s.bootstrap) for name, command in COMMANDS.items()}
-                 for s in servers)
+    return on_both(run_all, *servers)
 
 
 @pytest.mark.parametrize("name", list(COMMANDS))

@@ -22,7 +22,7 @@ import pytest
 from tests.support.kafka import KAFKA_ONLY_SETTINGS, KafkaBroker, groupd_settings, java_command
 from tests.support.process import GroupdProcess, free_ports
 
-from .diff import assert_same_output
+from .diff import assert_same_output, on_both
 
 pytestmark = pytest.mark.differential
 
@@ -166,24 +166,29 @@ def normalise(lines: list[str], addresses: list[str]) -> Counter:
 
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory):
-    kafka = SecuredKafka(str(tmp_path_factory.mktemp("secured-kafka"))).start()
+    kafka = SecuredKafka(str(tmp_path_factory.mktemp("secured-kafka")))
+    ports: list[int] = []  # free now, and none of Kafka's: both servers bind at the same time
+    while len(ports) < 2:
+        if (port := free_ports(1)) not in (*ports, kafka.port, kafka.controller_port, kafka.sasl_port):
+            ports.append(port)
+    plain, sasl = ports
+    groupd = GroupdProcess(
+        str(tmp_path_factory.mktemp("secured-groupd")),
+        f"listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+        "sasl.users=" + ",".join(f"{u}:{p}" for u, p in USERS.items()),
+        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", f"authorizer.class.name={AUTHORIZER}",
+        "super.users=User:ANONYMOUS", *groupd_settings(), port=plain)
     try:
-        plain, sasl = free_ports(1), free_ports(1)
-        groupd = GroupdProcess(
-            str(tmp_path_factory.mktemp("secured-groupd")),
-            f"listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
-            "sasl.users=" + ",".join(f"{u}:{p}" for u, p in USERS.items()),
-            "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", f"authorizer.class.name={AUTHORIZER}",
-            "super.users=User:ANONYMOUS", *groupd_settings(), port=plain).start()
-        try:
-            configs = _client_configs(str(tmp_path_factory.mktemp("client-configs")))
-            servers = ((kafka.bootstrap, f"127.0.0.1:{kafka.sasl_port}"), (groupd.bootstrap, f"127.0.0.1:{sasl}"))
-            return tuple({name: normalise(run(p, s, configs, *command), [p, s]) for name, command in COMMANDS.items()}
-                         for p, s in servers)
-        finally:
-            assert groupd.stop() == 0, groupd.log()
+        on_both(lambda server: server.start(), kafka, groupd)
+        configs = _client_configs(str(tmp_path_factory.mktemp("client-configs")))
+        return on_both(lambda addresses: {name: normalise(run(*addresses, configs, *command), list(addresses))
+                                          for name, command in COMMANDS.items()},
+                       (kafka.bootstrap, f"127.0.0.1:{kafka.sasl_port}"), (groupd.bootstrap, f"127.0.0.1:{sasl}"))
     finally:
-        kafka.stop()
+        try:
+            assert groupd.stop() == 0, groupd.log()
+        finally:
+            kafka.stop()
 
 
 @pytest.mark.parametrize("name", list(COMMANDS))

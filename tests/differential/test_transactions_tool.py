@@ -25,7 +25,7 @@ from groupd.protocol.apis import ApiKey
 from tests.support.kafka import java_command
 from tests.support.process import WireClient
 
-from .diff import assert_same_output
+from .diff import assert_same_output, on_both
 
 pytestmark = pytest.mark.differential
 
@@ -156,22 +156,23 @@ def _producer_ids(bootstrap: str) -> dict[str, str]:
     return {str(s.producer_id): f"PID({s.transactional_id})" for s in r.transaction_states}
 
 
+def run_all(server) -> dict[tuple[str, str], Counter]:
+    """{(command, tool): normalised output} of one server."""
+    opened = _transactions(server.bootstrap)  # noqa: F841 (kept open while the tools run)
+    pids = _producer_ids(server.bootstrap)
+    out = {}
+    for name, (tools, args) in COMMANDS.items():
+        if KAFKA_TOOL in tools:
+            out[name, KAFKA_TOOL] = normalise_table(run_kafka_tool(server.bootstrap, args), pids)
+        if GROUPD_TOOL in tools:
+            out[name, GROUPD_TOOL] = normalise_json(run_groupd_tool(server.bootstrap, args), pids)
+    return out
+
+
 @pytest.fixture(scope="module")
 def outputs(servers):
     """Per server, {(command, tool): normalised output}."""
-    results = []
-    for server in servers:
-        opened = _transactions(server.bootstrap)
-        pids = _producer_ids(server.bootstrap)
-        out = {}
-        for name, (tools, args) in COMMANDS.items():
-            if KAFKA_TOOL in tools:
-                out[name, KAFKA_TOOL] = normalise_table(run_kafka_tool(server.bootstrap, args), pids)
-            if GROUPD_TOOL in tools:
-                out[name, GROUPD_TOOL] = normalise_json(run_groupd_tool(server.bootstrap, args), pids)
-        results.append(out)
-        del opened
-    return results
+    return on_both(run_all, *servers)
 
 
 @pytest.mark.parametrize("name,tool", [(n, t) for n, (tools, _) in COMMANDS.items() for t in tools])

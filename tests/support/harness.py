@@ -3,6 +3,7 @@ confluent-kafka, kafka-python, aiokafka, the Java client, KafkaJS and @platforma
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import queue
@@ -10,11 +11,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Any, Callable
 
-from .process import ROOT
+from . import cds
+from .process import ROOT, GroupdProcess
 
 CLIENTS_DIR = os.environ.get("KAFKA_TEST_CLIENTS", os.path.expanduser("~/.cache/groupd-clients"))
 PYTHON_TOOL = os.path.join(ROOT, "tests", "clients", "python", "client_tool.py")
@@ -22,9 +25,27 @@ NODE_TOOL = os.path.join(ROOT, "tests", "clients", "node", "client_tool.mjs")
 
 
 def _java_command() -> list[str]:
-    lib = os.path.join(CLIENTS_DIR, "java", "lib")
+    jars = os.pathsep.join(sorted(glob.glob(os.path.join(CLIENTS_DIR, "java", "lib", "*.jar"))))
     classes = os.path.join(CLIENTS_DIR, "java", "classes")
-    return ["java", "-cp", f"{lib}/*:{classes}", "ClientTool"]
+    return ["java", *_java_archive(jars), "-cp", f"{jars}{os.pathsep}{classes}", "ClientTool"]
+
+
+def _java_archive(jars: str) -> list[str]:
+    """Class-data sharing for the client jars (tests/support/cds.py; the JVM's options stay its defaults).
+    The JVM archives no class directory, so the training runs ClientTool.java as a source file, with the
+    jars only, as a member that joins a group of a groupd and commits; the tool's own classes then load
+    from their directory, after the archived jars."""
+    if not jars or (found := cds.flags(CLIENTS_DIR, jars, [])):
+        return found if jars else []
+    with tempfile.TemporaryDirectory() as tmp:
+        server = GroupdProcess(tmp, "topics=t1:1", "group.initial.rebalance.delay.ms=0").start()
+        try:
+            cds.ensure(CLIENTS_DIR, jars, [], [os.path.join(ROOT, "tests", "clients", "java", "ClientTool.java"),
+                                               "subscribe", server.bootstrap, "topic=t1", "group=cds-training",
+                                               "seconds=3", "commit=true"])
+        finally:
+            server.stop()
+    return cds.flags(CLIENTS_DIR, jars, [])
 
 
 STACKS: dict[str, Callable[[], list[str]]] = {

@@ -17,6 +17,7 @@ import base64
 import glob
 import os
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -28,7 +29,8 @@ from groupd.coordinator.tools.groups import AdminConnection
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 
-from .process import ROOT, ServerProcess, free_ports
+from . import cds
+from .process import ROOT, GroupdProcess, ServerProcess, free_ports
 
 VERSION = os.environ.get("KAFKA_REF_VERSION", "4.3.1")
 CACHE = os.path.expanduser(os.environ.get("KAFKA_TEST_CLIENTS", "~/.cache/groupd-clients"))
@@ -106,11 +108,27 @@ def java_command(main: str, *args: str, jvm: Sequence[str] | None = None, versio
     """`java` running `main` from Kafka's jars, by default with TEST_JVM (a modest heap that starts fast;
     `jvm=[]`: the JVM's defaults, as bench/kafka_reference.py measures Kafka). Log lines go to stderr
     through slf4j-simple, dated only when `show_time` (a tool's output stays comparable)."""
-    return ["java", *(TEST_JVM if jvm is None else jvm),
+    cp = classpath(version)
+    return ["java", *(TEST_JVM + tools_archive(cp) if jvm is None else jvm),
             f"-Dorg.slf4j.simpleLogger.defaultLogLevel={log_level}",
             f"-Dorg.slf4j.simpleLogger.showDateTime={str(show_time).lower()}",
             "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSS",
-            "-cp", classpath(version), main, *args]
+            "-cp", cp, main, *args]
+
+
+def tools_archive(cp: str) -> list[str]:
+    """The TEST_JVM's class-data-sharing options for Kafka's jars (tests/support/cds.py), trained once on
+    kafka-configs (Scala and the admin client, which most tools load) describing a topic of a groupd."""
+    if found := cds.flags(CACHE, cp, TEST_JVM):
+        return found
+    with tempfile.TemporaryDirectory() as tmp:
+        server = GroupdProcess(tmp, "topics=t1:1").start()
+        try:
+            cds.ensure(CACHE, cp, TEST_JVM, ["kafka.admin.ConfigCommand", "--bootstrap-server", server.bootstrap,
+                                             "--entity-type", "topics", "--entity-name", "t1", "--describe"])
+        finally:
+            server.stop()
+    return cds.flags(CACHE, cp, TEST_JVM)
 
 
 def group_for_partition(partition: int, partitions: int = OFFSETS_PARTITIONS, prefix: str = "ready") -> str:
