@@ -203,9 +203,10 @@ def create_topics(bootstrap: str, topics: dict[str, int], configs: dict[str, str
         f.result(60)
 
 
-def produce(bootstrap: str, topic: str, records: Iterable[tuple[str | None, str]],
+def produce(bootstrap: str, topic: str, records: Iterable[tuple[str | None, str | None]],
             partition: int | None = None) -> None:
-    """Send (key, value) string pairs to `topic`, in order, and wait for every acknowledgement."""
+    """Send (key, value) string pairs to `topic` (value None: a tombstone), in order, and wait for every
+    acknowledgement."""
     from confluent_kafka import Producer
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     failed: list[str] = []
@@ -215,7 +216,7 @@ def produce(bootstrap: str, topic: str, records: Iterable[tuple[str | None, str]
             failed.append(str(err))
     for key, value in records:
         kwargs = {} if partition is None else {"partition": partition}
-        p.produce(topic, value.encode(), key.encode() if key is not None else None, on_delivery=report, **kwargs)
+        p.produce(topic, value.encode() if value is not None else None, key.encode() if key is not None else None, on_delivery=report, **kwargs)
         p.poll(0)
     left = p.flush(60)
     assert left == 0 and not failed, (left, failed)

@@ -7,6 +7,7 @@
 // Arguments: --bootstrap H:P --application-id ID --app wordcount|join --guarantee at_least_once|exactly_once_v2
 //   --group-protocol classic|streams --state-dir DIR --application-server 127.0.0.1:PORT [--standbys N]
 //   [--input T] [--output T] [--left T] [--right T] [--threads N] [--commit-ms N] [--session-ms N]
+//   [--config k=v,k=v] (any StreamsConfig, also prefixed ones such as producer.transaction.timeout.ms)
 // Output values are strings (a count in decimal) so any client reads them back.
 //
 // stdout, one line per event (stderr has the library's log):
@@ -189,6 +190,12 @@ public class StreamsApps {
         props.put(StreamsConfig.consumerPrefix(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG),
             Integer.toString(Math.max(100, Integer.parseInt(session) / 6)));
         props.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
+
+        for (String kv : opts.getOrDefault("config", "").split(",")) {
+            if (kv.isBlank()) continue;
+            String[] pair = kv.split("=", 2);
+            props.put(pair[0].trim(), pair.length > 1 ? pair[1].trim() : "");
+        }
 
         String app = opts.get("app");
         Topology topology;
