@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 
 import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
-from tests.support.process import GroupdProcess
+from groupd.protocol.apis import ApiKey
+from tests.support.process import GroupdProcess, WireClient
 from tests.support.streams import (StreamsApp, create_topics, last_values, produce, read_topic,
                                    wait_until)
 
@@ -88,9 +90,10 @@ def committed_to_end(bootstrap: str, group: str, topic: str, partitions: int) ->
         c.close()
 
 
-def start_pair(tmp_path, server, app_id: str, guarantee: str, topics: dict[str, str]) -> list[StreamsApp]:
+def start_pair(tmp_path, server, app_id: str, guarantee: str, topics: dict[str, str],
+               commit_ms: int = 200) -> list[StreamsApp]:
     apps = [StreamsApp(str(tmp_path), server.bootstrap, app_id, guarantee=guarantee, name=name, topics=topics,
-                       extra=APP_CONFIG).start() for name in ("a", "b")]
+                       extra=(*APP_CONFIG, "--commit-ms", str(commit_ms))).start() for name in ("a", "b")]
     # both running with the four tasks (two input, two repartition partitions) split between them
     wait_until(lambda: all(a.tasks()[0] for a in apps) and set.union(*(a.tasks()[0] for a in apps))
                == {"0_0", "0_1", "1_0", "1_1"} and sum(len(a.tasks()[0]) for a in apps) == 4,
@@ -157,20 +160,43 @@ def test_word_count_at_least_once_survives_kill_and_restores_state(tmp_path, ser
             x.stop()
 
 
+def transaction(bootstrap: str, txn: str) -> tuple[str | None, int]:
+    """The state of transactional id `txn` (ListTransactions) and, when Ongoing, its start time (ms)."""
+    with WireClient(bootstrap) as c:
+        listed = c.request(ApiKey.LIST_TRANSACTIONS, 0, {"state_filters": [], "producer_id_filters": []})
+        state = next((t.transaction_state for t in listed.transaction_states if t.transactional_id == txn), None)
+        if state != "Ongoing":
+            return state, -1
+        try:
+            (d,) = c.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn]}).transaction_states
+        except Exception:  # noqa: BLE001  (committed in between: an Empty one's start time is -1)
+            return None, -1
+        return d.transaction_state, int(d.transaction_start_time.timestamp() * 1000)
+
+
 def test_word_count_exactly_once_v2_survives_kill(tmp_path, server):
     topics = {"input": "eos-in", "output": "eos-out"}
     create_topics(server.bootstrap, {"eos-in": 2, "eos-out": 2})
-    apps = start_pair(tmp_path, server, "eos", "exactly_once_v2", topics)
+    # transactions of 3 s, so that one is surely open when its instance is killed
+    apps = start_pair(tmp_path, server, "eos", "exactly_once_v2", topics, commit_ms=3000)
     total = 600
+    stop = threading.Event()
+
+    def feed() -> None:
+        for s in range(0, total, 20):
+            produce(server.bootstrap, "eos-in", lines(s, 20))
+            stop.wait(0.05)  # a steady trickle, not a wait on anything
+    feeder = threading.Thread(target=feed)
     try:
         a, b = apps
-        produce(server.bootstrap, "eos-in", lines(0, 100))
-        wait_until(lambda: len(read_topic(server.bootstrap, "eos-out", committed=True)) > 0, 90,
-                   "first committed counts", apps)
-        # input keeps flowing while one instance dies: its open transaction must come to nothing
-        feeder = threading.Thread(target=lambda: [produce(server.bootstrap, "eos-in", lines(s, 50))
-                                                  for s in range(100, total, 50)])
+        txn = f"eos-{b.process_id('eos')}-1"
         feeder.start()
+        # input keeps flowing while b dies in the middle of a transaction (begun less than 1.5 s ago, so
+        # not about to commit): groupd aborts it after its timeout and it comes to nothing
+        def fresh_open_transaction() -> bool:
+            state, started = transaction(server.bootstrap, txn)
+            return state == "Ongoing" and time.time() * 1000 - started < 1500
+        wait_until(fresh_open_transaction, 90, f"{txn} in an open transaction", apps)
         mark = a.mark()
         b.kill()
         feeder.join(120)
@@ -178,12 +204,15 @@ def test_word_count_exactly_once_v2_survives_kill(tmp_path, server):
         want = expected_counts(total)
         wait_until(lambda: last_values(read_topic(server.bootstrap, "eos-out", committed=True)) == want, 120,
                    "exact counts after the failover", apps)
+        assert transaction(server.bootstrap, txn)[0] == "CompleteAbort"
         seen: dict[str, list[int]] = collections.defaultdict(list)
         for _p, _o, word, count in read_topic(server.bootstrap, "eos-out", committed=True):
             seen[word].append(int(count))
-        assert {w: c for w, c in seen.items()} == {w: list(range(1, int(n) + 1)) for w, n in want.items()}
+        assert dict(seen) == {w: list(range(1, int(n) + 1)) for w, n in want.items()}
         assert topic_config(server.bootstrap, "eos-counts-changelog")["cleanup.policy"] == "compact"
     finally:
+        stop.set()
+        feeder.join(120) if feeder.is_alive() else None
         for x in apps:
             x.stop()
 

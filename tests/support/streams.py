@@ -170,6 +170,13 @@ class StreamsApp(ServerProcess):
                              "stores": _names(stores.split("=", 1)[1])}
         return out
 
+    def process_id(self, application_id: str) -> str:
+        """The instance's process id, as Streams keeps it in its state directory (EOS v2 producers are
+        `<application id>-<process id>-<thread>` transactional ids)."""
+        import json
+        with open(os.path.join(self.state_dir, application_id, "kafka-streams-process-metadata")) as f:
+            return json.load(f)["processId"]
+
     def tail(self, n: int = 12000) -> str:
         with self._cond:
             out = "\n".join(self.lines[-50:])
