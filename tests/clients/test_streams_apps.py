@@ -212,7 +212,8 @@ def test_word_count_exactly_once_v2_survives_kill(tmp_path, server):
         assert topic_config(server.bootstrap, "eos-counts-changelog")["cleanup.policy"] == "compact"
     finally:
         stop.set()
-        feeder.join(120) if feeder.is_alive() else None
+        if feeder.is_alive():
+            feeder.join(120)
         for x in apps:
             x.stop()
 

@@ -1,0 +1,204 @@
+"""The longer Kafka Streams tier (`make streams`; not collected by `make test`, whose name pattern is test_*.py):
+the apps of tests/clients/java/StreamsApps.java against groupd at more length than
+tests/clients/test_streams_apps.py, for Kafka Streams 4.3.1 and 4.4.0 (STREAMS_VERSIONS=... to choose):
+
+- word count, exactly_once_v2, three instances with one standby replica each: the standbys are placed,
+  then each instance in turn is killed with -9 and restarted on its old state directory while input flows;
+  read_committed, every word's counts in the output are exactly 1, 2, ..., n.
+- word count, at_least_once, three instances: two of them killed with -9 one after the other once their work
+  is committed; the last one restores everything and the final counts are exact.
+- word count, exactly_once_v2, an instance stopped (SIGSTOP) inside an open transaction past its session
+  timeout, then resumed: fenced by its stale generation, no count duplicated.
+- the internal topics Streams creates on groupd and on Apache Kafka 4.3.1 (tests/support/kafka.py) carry the
+  same topic-level configs (DescribeConfigs, the ones set on the topic).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import pytest
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
+
+import tests.clients.test_streams_apps as base
+from tests.support.kafka import KafkaBroker
+from tests.support.process import GroupdProcess
+from tests.support.streams import StreamsApp, create_topics, last_values, produce, read_topic, wait_until
+
+pytestmark = pytest.mark.clients
+
+VERSIONS = os.environ.get("STREAMS_VERSIONS", "4.3.1,4.4.0").split(",")
+ALL_TASKS = {"0_0", "0_1", "1_0", "1_1"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    g = GroupdProcess(str(tmp_path_factory.mktemp("streams-long")), *base.SETTINGS).start()
+    yield g
+    g.stop()
+
+
+def wait_all_tasks(apps: list[StreamsApp], marks: dict[str, int]) -> None:
+    """The live instances hold every task between them, each by an ASSIGNED line after its mark."""
+    def held() -> bool:
+        tasks: set[str] = set()
+        for a in apps:
+            if not any(s.startswith("ASSIGNED ") for s in a.lines[marks.get(a.name, 0):]):
+                return False
+            tasks |= a.tasks()[0]
+        return tasks == ALL_TASKS
+    wait_until(held, 120, lambda: f"tasks {[(a.name, a.tasks()) for a in apps]}", apps)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_exactly_once_three_instances_killed_in_turn(tmp_path, server, version):
+    app_id = f"eos3-{version.replace('.', '')}"
+    src, out = f"{app_id}-in", f"{app_id}-out"
+    create_topics(server.bootstrap, {src: 2, out: 2})
+
+    def instance(name: str) -> StreamsApp:
+        return StreamsApp(str(tmp_path), server.bootstrap, app_id, guarantee="exactly_once_v2", name=name,
+                          standbys=1, topics={"input": src, "output": out}, version=version,
+                          extra=(*base.APP_CONFIG, "--commit-ms", "500")).start()
+    apps = {n: instance(n) for n in ("a", "b", "c")}
+    total = 1500
+    stop = threading.Event()
+
+    def feed() -> None:
+        for s in range(0, total, 20):
+            produce(server.bootstrap, src, base.lines(s, 20))
+            stop.wait(0.1)
+    feeder = threading.Thread(target=feed)
+    try:
+        wait_all_tasks(list(apps.values()), {})
+        wait_until(lambda: {"1_0", "1_1"} <= set().union(*(a.tasks()[1] for a in apps.values())), 120,
+                   "standbys of the stateful tasks placed", list(apps.values()))
+        feeder.start()
+        for victim in ("a", "b", "c"):
+            marks = {n: a.mark() for n, a in apps.items() if n != victim}
+            apps[victim].kill()
+            wait_all_tasks([a for n, a in apps.items() if n != victim], marks)
+            apps[victim] = instance(victim)  # the same state directory: its checkpoints, then the changelog
+            wait_all_tasks(list(apps.values()), {victim: 0})
+        feeder.join(300)
+        want = base.expected_counts(total)
+        wait_until(lambda: last_values(read_topic(server.bootstrap, out, committed=True)) == want, 180,
+                   "exact counts", list(apps.values()))
+        seen: dict[str, list[int]] = {}
+        for _p, _o, word, count in read_topic(server.bootstrap, out, committed=True):
+            seen.setdefault(word, []).append(int(count))
+        assert seen == {w: list(range(1, int(n) + 1)) for w, n in want.items()}
+    finally:
+        stop.set()
+        if feeder.is_alive():
+            feeder.join(300)
+        for a in apps.values():
+            a.stop()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_at_least_once_two_of_three_killed(tmp_path, server, version):
+    app_id = f"alos3-{version.replace('.', '')}"
+    src, out = f"{app_id}-in", f"{app_id}-out"
+    create_topics(server.bootstrap, {src: 2, out: 2})
+    apps = [StreamsApp(str(tmp_path), server.bootstrap, app_id, name=n, topics={"input": src, "output": out},
+                       version=version, extra=base.APP_CONFIG).start() for n in ("a", "b", "c")]
+    try:
+        wait_all_tasks(apps, {})
+        produced = 0
+        for victim in apps[:2]:
+            produce(server.bootstrap, src, base.lines(produced, 150))
+            produced += 150
+            want = base.expected_counts(produced)
+            wait_until(lambda w=want: last_values(read_topic(server.bootstrap, out)) == w, 120, "counts", apps)
+            wait_until(lambda: base.committed_to_end(server.bootstrap, app_id, src, 2)
+                       and base.committed_to_end(server.bootstrap, app_id, f"{app_id}-words-repartition", 2),
+                       60, "offsets committed", apps)
+            live = [a for a in apps if a.alive() and a is not victim]
+            marks = {a.name: a.mark() for a in live}
+            victim.kill()
+            wait_all_tasks(live, marks)
+        produce(server.bootstrap, src, base.lines(produced, 150))
+        want = base.expected_counts(produced + 150)
+        wait_until(lambda: last_values(read_topic(server.bootstrap, out)) == want, 120, "final counts", apps)
+    finally:
+        for a in apps:
+            a.stop()
+
+
+def internal_topic_configs(bootstrap: str, topics: list[str]) -> dict[str, dict[str, str]]:
+    """The configs set on each topic (DescribeConfigs, source DYNAMIC_TOPIC_CONFIG)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
+    out = {}
+    for r, f in admin.describe_configs(resources).items():
+        out[r.name] = {n: e.value for n, e in f.result(30).items()
+                       if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+    return out
+
+
+def test_internal_topics_have_kafkas_configs(tmp_path, server):
+    kafka = KafkaBroker(str(tmp_path / "kafka")).start()
+    configs = {}
+    try:
+        for label, bootstrap in (("kafka", kafka.bootstrap), ("groupd", server.bootstrap)):
+            create_topics(bootstrap, {"cfg-in": 2, "cfg-out": 2})
+            app = StreamsApp(str(tmp_path / label), bootstrap, "cfg", name=label,
+                             topics={"input": "cfg-in", "output": "cfg-out"}, extra=base.APP_CONFIG).start()
+            try:
+                app.wait_for("ASSIGNED ")
+                configs[label] = internal_topic_configs(bootstrap, ["cfg-counts-changelog", "cfg-words-repartition"])
+            finally:
+                app.stop()
+    finally:
+        kafka.stop()
+    assert configs["groupd"] == configs["kafka"]
+    assert configs["groupd"]["cfg-counts-changelog"]["cleanup.policy"] == "compact"
+
+
+def test_exactly_once_paused_zombie_is_fenced(tmp_path, server):
+    """An instance stopped (SIGSTOP) inside an open transaction past its session timeout: the other takes its
+    tasks (its offset reads wait for the open transaction: KIP-447's require_stable), then the zombie resumes
+    with a stale generation and producer epoch; neither its late writes nor a rebalance storm may duplicate a
+    count."""
+    app_id = "eos-zombie"
+    src, out = f"{app_id}-in", f"{app_id}-out"
+    create_topics(server.bootstrap, {src: 2, out: 2})
+    apps = base.start_pair(tmp_path, server, app_id, "exactly_once_v2", {"input": src, "output": out},
+                           commit_ms=2000)
+    a, b = apps
+    total = 800
+    stop = threading.Event()
+
+    def feed() -> None:
+        for s in range(0, total, 20):
+            produce(server.bootstrap, src, base.lines(s, 20))
+            stop.wait(0.05)
+    feeder = threading.Thread(target=feed)
+    try:
+        txn = f"{app_id}-{b.process_id(app_id)}-1"
+        feeder.start()
+        wait_until(lambda: base.transaction(server.bootstrap, txn)[0] == "Ongoing", 90, f"{txn} open", apps)
+        mark = a.mark()
+        b.proc.send_signal(signal.SIGSTOP)
+        try:
+            a.wait_for(lambda s: s == "ASSIGNED 0_0,0_1,1_0,1_1 STANDBY -", 90, after=mark)
+        finally:
+            b.proc.send_signal(signal.SIGCONT)
+        feeder.join(300)
+        want = base.expected_counts(total)
+        wait_until(lambda: last_values(read_topic(server.bootstrap, out, committed=True)) == want, 180,
+                   "exact counts", apps)
+        seen: dict[str, list[int]] = {}
+        for _p, _o, word, count in read_topic(server.bootstrap, out, committed=True):
+            seen.setdefault(word, []).append(int(count))
+        assert seen == {w: list(range(1, int(n) + 1)) for w, n in want.items()}
+        assert b.alive(), b.tail()  # fenced, it rejoined rather than died
+    finally:
+        stop.set()
+        if feeder.is_alive():
+            feeder.join(300)
+        for x in apps:
+            x.stop()
