@@ -9,6 +9,8 @@ tests/clients/test_streams_apps.py, for Kafka Streams 4.3.1 and 4.4.0 (STREAMS_V
   is committed; the last one restores everything and the final counts are exact.
 - word count, exactly_once_v2, an instance stopped (SIGSTOP) inside an open transaction past its session
   timeout, then resumed: fenced by its stale generation, no count duplicated.
+- word count, exactly_once_v2, groupd itself killed with -9 and restarted under two instances while input
+  flows: counts still exact.
 - the internal topics Streams creates on groupd and on Apache Kafka 4.3.1 (tests/support/kafka.py) carry the
   same topic-level configs (DescribeConfigs, the ones set on the topic).
 """
@@ -202,3 +204,45 @@ def test_exactly_once_paused_zombie_is_fenced(tmp_path, server):
             feeder.join(300)
         for x in apps:
             x.stop()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL])
+def test_exactly_once_through_groupd_kill(tmp_path, sig):
+    """groupd killed with -9 and restarted (same port and data directory) under two running exactly_once_v2
+    instances while input flows: the transactions, offsets, changelogs and records on disk carry over and
+    every word's counts are still exactly 1, 2, ..., n."""
+    server = GroupdProcess(str(tmp_path / "groupd"), *base.SETTINGS).start()
+    app_id = "eos-restart"
+    src, out = f"{app_id}-in", f"{app_id}-out"
+    create_topics(server.bootstrap, {src: 2, out: 2})
+    apps = base.start_pair(tmp_path, server, app_id, "exactly_once_v2", {"input": src, "output": out},
+                           commit_ms=500)
+    total = 800
+    stop = threading.Event()
+
+    def feed() -> None:  # the producer retries through the restart (idempotent: no duplicate input)
+        for s in range(0, total, 20):
+            produce(server.bootstrap, src, base.lines(s, 20))
+            stop.wait(0.05)
+    feeder = threading.Thread(target=feed)
+    try:
+        feeder.start()
+        wait_until(lambda: len(read_topic(server.bootstrap, out, committed=True)) > 50, 90, "output flowing", apps)
+        server.stop(sig)
+        server.start(timeout=60)
+        feeder.join(300)
+        want = base.expected_counts(total)
+        wait_until(lambda: last_values(read_topic(server.bootstrap, out, committed=True)) == want, 240,
+                   "exact counts", apps)
+        seen: dict[str, list[int]] = {}
+        for _p, _o, word, count in read_topic(server.bootstrap, out, committed=True):
+            seen.setdefault(word, []).append(int(count))
+        assert seen == {w: list(range(1, int(n) + 1)) for w, n in want.items()}
+        assert all(a.alive() for a in apps), [a.tail() for a in apps]
+    finally:
+        stop.set()
+        if feeder.is_alive():
+            feeder.join(300)
+        for x in apps:
+            x.stop()
+        server.stop()
