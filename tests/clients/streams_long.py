@@ -246,3 +246,38 @@ def test_exactly_once_through_groupd_kill(tmp_path, sig):
         for x in apps:
             x.stop()
         server.stop()
+
+
+def test_application_reset_tool(tmp_path, server):
+    """Kafka's StreamsResetter (kafka-streams-application-reset) against groupd: with the app stopped and its
+    member removed (--force: RemoveMembersFromConsumerGroup), it resets the input offsets to the start and
+    deletes the internal topics; the app started again on a clean state directory counts everything anew."""
+    import subprocess
+
+    from tests.support.kafka import java_command
+    app_id = "reset"
+    src, out = f"{app_id}-in", f"{app_id}-out"
+    create_topics(server.bootstrap, {src: 2, out: 2})
+    produce(server.bootstrap, src, base.lines(0, 100))
+    want = base.expected_counts(100)
+
+    def run(name: str) -> None:
+        app = StreamsApp(str(tmp_path), server.bootstrap, app_id, name=name, topics={"input": src, "output": out},
+                         extra=base.APP_CONFIG).start()
+        try:
+            wait_until(lambda: base.committed_to_end(server.bootstrap, app_id, src, 2)
+                       and last_values(read_topic(server.bootstrap, out)) == want, 120, "counted", [app])
+        finally:
+            app.stop()
+    run("first")
+    first = len(read_topic(server.bootstrap, out))
+    tool = subprocess.run(java_command("org.apache.kafka.tools.StreamsResetter", "--bootstrap-server",
+                                       server.bootstrap, "--application-id", app_id, "--input-topics", src,
+                                       "--force"), capture_output=True, text=True, timeout=180)
+    assert tool.returncode == 0, (tool.stdout, tool.stderr[-3000:])
+    topics = AdminClient({"bootstrap.servers": server.bootstrap}).list_topics(timeout=30).topics
+    assert f"{app_id}-counts-changelog" not in topics and f"{app_id}-words-repartition" not in topics
+    run("second")  # a new state directory: nothing restored locally
+    records = read_topic(server.bootstrap, out)
+    assert len(records) == 2 * first
+    assert last_values(records) == want
