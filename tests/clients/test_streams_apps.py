@@ -18,6 +18,7 @@ classic group after its session timeout (3 s here, groupd's minimum lowered for 
 from __future__ import annotations
 
 import collections
+import re
 import threading
 import time
 
@@ -90,6 +91,12 @@ def committed_to_end(bootstrap: str, group: str, topic: str, partitions: int) ->
         c.close()
 
 
+def restored(app: StreamsApp, changelog: str) -> list[int]:
+    """How many records each restoration of `changelog` (a topic-partition) read, from the app's log."""
+    return [int(n) for n in re.findall(rf"Finished restoring changelog {changelog} to store \w+ with a total "
+                                        r"number of (\d+) records", app.log())]
+
+
 def start_pair(tmp_path, server, app_id: str, guarantee: str, topics: dict[str, str],
                commit_ms: int = 200) -> list[StreamsApp]:
     apps = [StreamsApp(str(tmp_path), server.bootstrap, app_id, guarantee=guarantee, name=name, topics=topics,
@@ -146,14 +153,17 @@ def test_word_count_at_least_once_survives_kill_and_restores_state(tmp_path, ser
         wait_until(lambda: committed_to_end(server.bootstrap, "alos", "alos-in", 2)
                    and committed_to_end(server.bootstrap, "alos", "alos-words-repartition", 2), 60,
                    "input and repartition offsets committed", apps)
+        # the counting tasks are balanced (Streams' assignor spreads the stateful ones first): b's moves to a
+        (moved,) = {t for t in b.tasks()[0] if t.startswith("1_")}
         mark = a.mark()
         b.kill()
         a.wait_for(lambda s: s == "ASSIGNED 0_0,0_1,1_0,1_1 STANDBY -", 90, after=mark)
+        wait_until(lambda: any(restored(a, f"alos-counts-changelog-{moved[2:]}")), 60,
+                   f"task {moved}'s counts restored from the changelog", [a])
         produce(server.bootstrap, "alos-in", lines(200, 120))
         want = expected_counts(320)
         wait_until(lambda: last_values(read_topic(server.bootstrap, "alos-out")) == want, 90,
                    "counts after the failover", apps)
-        assert "Restoration completed" in a.log() or "completed restoration" in a.log()
         wait_until(lambda: set(a.metadata()) == {a.endpoint}, 60, "the survivor alone in the metadata", apps)
     finally:
         for x in apps:
@@ -190,7 +200,12 @@ def test_word_count_exactly_once_v2_survives_kill(tmp_path, server):
     try:
         a, b = apps
         txn = f"eos-{b.process_id('eos')}-1"
+        (moved,) = {t for t in b.tasks()[0] if t.startswith("1_")}  # b's counting task, which moves to a
         feeder.start()
+        # b has committed counts of its own to restore (a transaction of its task's changelog committed)
+        wait_until(lambda: any(p == int(moved[2:]) for p, *_ in
+                               read_topic(server.bootstrap, "eos-counts-changelog", committed=True)), 90,
+                   f"committed counts in task {moved}'s changelog", apps)
         # input keeps flowing while b dies in the middle of a transaction (begun less than 1.5 s ago, so
         # not about to commit): groupd aborts it after its timeout and it comes to nothing
         def fresh_open_transaction() -> bool:
@@ -201,6 +216,8 @@ def test_word_count_exactly_once_v2_survives_kill(tmp_path, server):
         b.kill()
         feeder.join(120)
         a.wait_for(lambda s: s == "ASSIGNED 0_0,0_1,1_0,1_1 STANDBY -", 90, after=mark)
+        wait_until(lambda: any(restored(a, f"eos-counts-changelog-{moved[2:]}")), 60,
+                   f"task {moved}'s counts restored from the changelog", [a])
         want = expected_counts(total)
         wait_until(lambda: last_values(read_topic(server.bootstrap, "eos-out", committed=True)) == want, 120,
                    "exact counts after the failover", apps)
