@@ -11,6 +11,9 @@ tests/clients/test_streams_apps.py, for Kafka Streams 4.3.1 and 4.4.0 (STREAMS_V
   timeout, then resumed: fenced by its stale generation, no count duplicated.
 - word count, exactly_once_v2, groupd itself killed with -9 and restarted under two instances while input
   flows: counts still exact.
+- word count, exactly_once_v2, changelogs compacted by groupd's cleaner (with an aborted transaction in
+  them): a new instance restores from the compacted changelogs and counts on exactly.
+- Kafka's StreamsResetter (the application reset tool) against groupd.
 - the internal topics Streams creates on groupd and on Apache Kafka 4.3.1 (tests/support/kafka.py) carry the
   same topic-level configs (DescribeConfigs, the ones set on the topic).
 """
@@ -128,6 +131,15 @@ def test_at_least_once_two_of_three_killed(tmp_path, server, version):
     finally:
         for a in apps:
             a.stop()
+
+
+def end_offset(bootstrap: str, topic: str, partition: int) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "end-offset"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)[1]
+    finally:
+        c.close()
 
 
 def internal_topic_configs(bootstrap: str, topics: list[str]) -> dict[str, dict[str, str]]:
@@ -281,3 +293,68 @@ def test_application_reset_tool(tmp_path, server):
     records = read_topic(server.bootstrap, out)
     assert len(records) == 2 * first
     assert last_values(records) == want
+
+
+def test_exactly_once_restore_from_compacted_changelog(tmp_path):
+    """Changelogs compacted under exactly_once_v2, with an aborted transaction in them (an instance killed
+    inside one): a new instance restores the counts from the compacted changelogs (fewer records than were
+    written, read_committed) and counts on exactly. Segments roll each 200 ms (`topic.segment.ms`, the
+    internal topics' configs) and groupd's cleaner looks every 300 ms."""
+    server = GroupdProcess(str(tmp_path / "groupd"), *base.SETTINGS, "log.cleaner.backoff.ms=300").start()
+    app_id = "eos-compact"
+    src, out = f"{app_id}-in", f"{app_id}-out"
+    changelog = f"{app_id}-counts-changelog"
+    extra = ("--session-ms", "3000", "--commit-ms", "500", "--config",
+             "producer.transaction.timeout.ms=5000,topic.segment.ms=200,topic.min.cleanable.dirty.ratio=0.01")
+
+    def instance(name: str) -> StreamsApp:
+        return StreamsApp(str(tmp_path), server.bootstrap, app_id, guarantee="exactly_once_v2", name=name,
+                          topics={"input": src, "output": out}, extra=extra).start()
+    create_topics(server.bootstrap, {src: 2, out: 2})
+    apps = [instance("a"), instance("b")]
+    try:
+        wait_all_tasks(apps, {})
+        a, b = apps
+        assert base.topic_config(server.bootstrap, changelog)["segment.ms"] == "200"
+        txn = f"{app_id}-{b.process_id(app_id)}-1"
+        produce(server.bootstrap, src, base.lines(0, 300))
+        wait_until(lambda: base.transaction(server.bootstrap, txn)[0] == "Ongoing", 90, f"{txn} open", apps)
+        produce(server.bootstrap, src, base.lines(300, 100))
+        mark = a.mark()
+        b.kill()  # its open transaction is aborted by groupd after 5 s
+        wait_all_tasks([a], {"a": mark})
+        for s in range(400, 700, 50):
+            produce(server.bootstrap, src, base.lines(s, 50))
+        want = base.expected_counts(700)
+        wait_until(lambda: last_values(read_topic(server.bootstrap, out, committed=True)) == want, 120,
+                   "counts", apps)
+        def compacted_since_abort() -> bool:
+            log = server.log()
+            at = log.find(f"transaction aborted transactional_id={txn} ")
+            return at >= 0 and all(f"compacted partition={changelog}-{p} " in log[at:] for p in (0, 1))
+        wait_until(compacted_since_abort, 120, "both changelog partitions compacted after the abort", apps)
+        # the changelogs' end offsets count every update (and marker) written; compaction left one per word
+        written = sum(end_offset(server.bootstrap, changelog, p) for p in (0, 1))
+        assert len(read_topic(server.bootstrap, changelog, committed=True, decode=False)) < written
+        c = instance("c")
+        apps.append(c)
+        wait_all_tasks([a, c], {})
+        mark = c.mark()
+        a.kill()
+        wait_all_tasks([c], {"c": mark})
+        wait_until(lambda: all(restored for restored in (base.restored(c, f"{changelog}-{p}") for p in (0, 1))),
+                   60, "c restored both changelogs", apps)
+        restored = sum(base.restored(c, f"{changelog}-{p}")[-1] for p in (0, 1))
+        assert 0 < restored < written, (restored, written)
+        produce(server.bootstrap, src, base.lines(700, 100))
+        want = base.expected_counts(800)
+        wait_until(lambda: last_values(read_topic(server.bootstrap, out, committed=True)) == want, 120,
+                   "counts after the restore", apps)
+        seen: dict[str, list[int]] = {}
+        for _p, _o, word, count in read_topic(server.bootstrap, out, committed=True):
+            seen.setdefault(word, []).append(int(count))
+        assert seen == {w: list(range(1, int(n) + 1)) for w, n in want.items()}
+    finally:
+        for x in apps:
+            x.stop()
+        server.stop()

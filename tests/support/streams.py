@@ -229,10 +229,11 @@ def produce(bootstrap: str, topic: str, records: Iterable[tuple[str | None, str 
     assert left == 0 and not failed, (left, failed)
 
 
-def read_topic(bootstrap: str, topic: str, committed: bool = False,
-               timeout: float = 60.0) -> list[tuple[int, int, str | None, str | None]]:
+def read_topic(bootstrap: str, topic: str, committed: bool = False, timeout: float = 60.0,
+               decode: bool = True) -> list[tuple[int, int, str | None, str | None]]:
     """Every record of `topic` as (partition, offset, key, value), up to each partition's end when read
-    (its last stable offset with `committed`: isolation.level=read_committed)."""
+    (its last stable offset with `committed`: isolation.level=read_committed); keys and values as UTF-8
+    strings, or the bytes without `decode` (a changelog's serialized values)."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}", "enable.auto.commit": False,
                   "isolation.level": "read_committed" if committed else "read_uncommitted",
@@ -258,8 +259,9 @@ def read_topic(bootstrap: str, topic: str, committed: bool = False,
                     continue
                 raise RuntimeError(f"reading {topic}: {m.error()}")
             key, value = m.key(), m.value()
-            out.append((m.partition(), m.offset(), key.decode() if key is not None else None,
-                        value.decode() if value is not None else None))
+            if decode:
+                key, value = (key.decode() if key is not None else None, value.decode() if value is not None else None)
+            out.append((m.partition(), m.offset(), key, value))
         return out
     finally:
         c.close()
