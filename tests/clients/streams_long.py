@@ -14,6 +14,7 @@ tests/clients/test_streams_apps.py, for Kafka Streams 4.3.1 and 4.4.0 (STREAMS_V
 - word count, exactly_once_v2, changelogs compacted by groupd's cleaner (with an aborted transaction in
   them): a new instance restores from the compacted changelogs and counts on exactly.
 - Kafka's StreamsResetter (the application reset tool) against groupd.
+- a rolling upgrade from 4.3.1 to 4.4.0, the two versions in one group on the way.
 - the internal topics Streams creates on groupd and on Apache Kafka 4.3.1 (tests/support/kafka.py) carry the
   same topic-level configs (DescribeConfigs, the ones set on the topic).
 """
@@ -358,3 +359,34 @@ def test_exactly_once_restore_from_compacted_changelog(tmp_path):
         for x in apps:
             x.stop()
         server.stop()
+
+
+def test_rolling_upgrade_4_3_to_4_4(tmp_path, server):
+    """A rolling upgrade, one instance at a time: 4.3.1 and 4.4.0 instances in one classic group (the
+    assignor's subscription versions relayed as they are), then both on 4.4.0 (each restarted on its state
+    directory with SIGTERM); the counts stay exact through every step."""
+    if not {"4.3.1", "4.4.0"} <= set(VERSIONS):
+        pytest.fail("the rolling upgrade needs STREAMS_VERSIONS to name 4.3.1 and 4.4.0")
+    app_id = "upgrade"
+    src, out = f"{app_id}-in", f"{app_id}-out"
+    create_topics(server.bootstrap, {src: 2, out: 2})
+
+    def instance(name: str, version: str) -> StreamsApp:
+        return StreamsApp(str(tmp_path), server.bootstrap, app_id, name=name, topics={"input": src, "output": out},
+                          version=version, extra=base.APP_CONFIG).start()
+    apps = {"a": instance("a", "4.3.1"), "b": instance("b", "4.3.1")}
+    produced = 0
+    try:
+        for step in ("a", "b", None):
+            wait_all_tasks(list(apps.values()), {})
+            produce(server.bootstrap, src, base.lines(produced, 100))
+            produced += 100
+            want = base.expected_counts(produced)
+            wait_until(lambda w=want: last_values(read_topic(server.bootstrap, out)) == w, 120,
+                       f"counts before upgrading {step}", list(apps.values()))
+            if step is not None:
+                apps[step].stop()
+                apps[step] = instance(step, "4.4.0")
+    finally:
+        for x in apps.values():
+            x.stop()
