@@ -145,8 +145,8 @@ def test_word_count_at_least_once_survives_kill_and_restores_state(tmp_path, ser
         repartition = topic_config(server.bootstrap, "alos-words-repartition")
         assert (repartition["cleanup.policy"], repartition["retention.ms"], repartition["segment.bytes"]) == (
             "delete", "-1", "52428800")
-        # Streams deletes the repartition records it has committed (DeleteRecords), at a commit that has new
-        # records and at most each repartition.purge.interval.ms: more input until both partitions are purged
+        # Streams deletes the repartition records it has committed (DeleteRecords each
+        # repartition.purge.interval.ms); more input meanwhile, so both partitions have records to purge
         produced = 200
 
         def purged() -> bool:
