@@ -7,7 +7,7 @@ PY      := $(VENV)/bin/python
 ARGS    ?=
 PYTEST_ARGS ?=
 
-.PHONY: serve test install install-test clients kafka connect bench bench-kafka fuzz clean conformance conformance-full cluster-crash-loop crash-loop differential
+.PHONY: serve test install install-test clients kafka connect streams bench bench-kafka fuzz clean conformance conformance-full cluster-crash-loop crash-loop differential
 
 serve: install
 	$(VENV)/bin/groupd serve $(ARGS)
@@ -41,6 +41,13 @@ kafka:
 connect: install-test
 	.ci/install-connect
 	$(PY) -m pytest tests/clients/test_connect.py $(PYTEST_ARGS)
+
+# Kafka Streams apps over the classic protocol at length (tests/clients/streams_long.py; `make test` runs the
+# short tier, tests/clients/test_streams_apps.py): three instances killed in turn, Streams 4.3.1 and 4.4.0
+streams: install-test kafka
+	.ci/install-streams
+	STREAMS_VERSION=4.4.0 .ci/install-streams
+	$(PY) -m pytest tests/clients/streams_long.py tests/clients/test_streams_apps.py $(PYTEST_ARGS)
 
 # The differential tier: the whole corpus (tests/differential/corpus.py) against Apache Kafka and groupd,
 # every difference fixed or argued in tests/differential/FINDINGS.md; `make test` runs the same tests
