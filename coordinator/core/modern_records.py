@@ -8,13 +8,27 @@ their last. Each apply returns the records that undo it. Sans-IO."""
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self
 
 from groupd.protocol import ErrorCode
 from groupd.storage.records import Record
 
 Applier = Callable[[Any, Any], list[Record]]
+
+
+class PersistedMemberState(enum.IntEnum):
+    """A base of the member states a current-assignment record persists as int8 (each type names its
+    own states; every one has UNKNOWN = 127): a state from a newer record format reads as UNKNOWN,
+    and such a member must rejoin."""
+
+    @classmethod
+    def from_value(cls, value: int) -> Self:
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.UNKNOWN
 
 
 class ModernGroup:

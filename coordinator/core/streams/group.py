@@ -7,7 +7,6 @@ topics), the endpoint-information epoch, a requested application shutdown. Sans-
 from __future__ import annotations
 
 import dataclasses
-import enum
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +27,7 @@ from groupd.storage.streams_records import (
     StreamsGroupTopologyValue,
 )
 
-from ..modern_records import ModernGroup, ModernRecords
+from ..modern_records import ModernGroup, ModernRecords, PersistedMemberState
 from .tasks import EMPTY, Tasks, task_ids
 from .topology import ConfiguredTopology
 
@@ -37,20 +36,13 @@ E = ErrorCode
 EMPTY_STATE, NOT_READY, ASSIGNING, RECONCILING, STABLE = "Empty", "NotReady", "Assigning", "Reconciling", "Stable"
 
 
-class MemberState(enum.IntEnum):
+class MemberState(PersistedMemberState):
     """Persisted as int8 in StreamsGroupCurrentMemberAssignmentValue (Kafka's streams MemberState)."""
 
     STABLE = 0
     UNREVOKED_TASKS = 1
     UNRELEASED_TASKS = 2
     UNKNOWN = 127
-
-    @classmethod
-    def from_value(cls, value: int) -> MemberState:
-        try:
-            return cls(value)
-        except ValueError:
-            return cls.UNKNOWN
 
 
 @dataclasses.dataclass(eq=False, slots=True)
