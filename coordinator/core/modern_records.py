@@ -65,6 +65,16 @@ class ModernGroup:
     def offset_committed_by(self, member_id: str, now_mono: int) -> None:
         pass  # a commit is no heartbeat in these protocols
 
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode | None:
+        """OffsetFetch v9+'s member check of a consumer or streams group (a share group has its own):
+        none without a member and epoch, else the member's current epoch."""
+        if member_id is None and member_epoch < 0:
+            return None
+        member = self.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.unknown_member_id
+        return ErrorCode.stale_member_epoch if member_epoch != member.member_epoch else None
+
     def validate_delete(self) -> ErrorCode | None:
         return ErrorCode.non_empty_group if self.members else None
 

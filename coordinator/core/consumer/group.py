@@ -185,16 +185,6 @@ class ConsumerGroup(ModernGroup):
             return E.unknown_member_id
         return E.illegal_generation if generation != member.member_epoch else None
 
-    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode | None:
-        if member_id is None and member_epoch < 0:
-            return None
-        member = self.members.get(member_id or "")
-        if member is None:
-            return E.unknown_member_id
-        if member_epoch != member.member_epoch:
-            return E.stale_member_epoch
-        return None
-
     def offset_expiry_base(self, topic: str, commit_timestamp: int) -> int | None:
         # Kafka: offsets of a topic the group subscribes to never expire; others age from their commit
         return None if self.is_subscribed_to(topic) else commit_timestamp

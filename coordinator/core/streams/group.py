@@ -144,14 +144,6 @@ class StreamsGroup(ModernGroup):
             return E.unknown_member_id
         return E.illegal_generation if generation != member.member_epoch else None
 
-    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode | None:
-        if member_id is None and member_epoch < 0:
-            return None
-        member = self.members.get(member_id or "")
-        if member is None:
-            return E.unknown_member_id
-        return E.stale_member_epoch if member_epoch != member.member_epoch else None
-
     def offset_expiry_base(self, topic: str, commit_timestamp: int) -> int | None:
         return None if self.is_subscribed_to(topic) else commit_timestamp
 
