@@ -49,15 +49,16 @@ def server(tmp_path_factory):
     assert s.stop() == 0, s.log()
 
 
-def producer(bootstrap: str, transactional_id: str) -> Producer:
+def producer(bootstrap: str, transactional_id: str, **config) -> Producer:
     return Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
-                     "transaction.timeout.ms": 60000})
+                     "transaction.timeout.ms": 60000, **config})
 
 
-def read(bootstrap: str, topic: str, expected: set[str]) -> list[str]:
-    """read_committed values of both partitions of `topic` until every one of `expected` is seen."""
+def read(bootstrap: str, topic: str, expected: set[str], **config) -> list[str]:
+    """read_committed values of both partitions of `topic` until every one of `expected` is seen
+    (`config`: the client's security settings)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}", "enable.auto.commit": False,
-                  "isolation.level": "read_committed"})
+                  "isolation.level": "read_committed", **config})
     c.assign([TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 0)])
     seen: list[str] = []
     try:
@@ -182,26 +183,13 @@ def worker_pid(server: GroupdProcess, worker: int) -> int:
 def commit_on_both_workers(bootstrap: str, txn_id: str, values: tuple[str, str], **config) -> None:
     """One transaction writing values[i] to wt-i (worker 0 coordinates `txn_id`, worker 1 leads wt-1:
     verified and marked over the inter-broker connection), then both read_committed."""
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "transaction.timeout.ms": 60000,
-                  **config})
+    p = producer(bootstrap, txn_id, **config)
     p.init_transactions(30)
     p.begin_transaction()
     for i, value in enumerate(values):
         p.produce("wt", value.encode(), partition=i)
     p.commit_transaction(30)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}", "enable.auto.commit": False,
-                  "isolation.level": "read_committed", **config})
-    c.assign([TopicPartition("wt", 0, 0), TopicPartition("wt", 1, 0)])
-    seen: list[str] = []
-    try:
-        def done():
-            m = c.poll(0.5)
-            if m is not None and m.error() is None:
-                seen.append(m.value().decode())
-            return set(values) <= set(seen)
-        wait_until(done, 60, f"both records read_committed (seen {seen})")
-    finally:
-        c.close()
+    read(bootstrap, "wt", set(values), **config)
 
 
 def test_markers_and_verification_authenticate_on_a_sasl_listener_under_acls(tmp_path):
