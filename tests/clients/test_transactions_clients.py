@@ -30,6 +30,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from tests.support.harness import CLIENTS_DIR, wait_until
 from tests.support.process import GroupdProcess
+from tests.support.transactions import transform_in_transactions
 
 pytestmark = pytest.mark.clients
 
@@ -100,20 +101,8 @@ def test_consume_transform_produce_with_send_offsets_to_transaction(server):
     consumer.subscribe(["in"])
     p = producer(server.bootstrap, "tx-ctp")
     p.init_transactions(30)
-    done: list[str] = []
     try:
-        def step():
-            batch = [m for m in consumer.consume(5, 1.0) if m.error() is None]
-            if batch:
-                p.begin_transaction()
-                for m in batch:
-                    p.produce("out", m.value().upper(), partition=0)
-                p.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                              consumer.consumer_group_metadata(), 30)
-                p.commit_transaction(30)
-                done.extend(m.value().decode() for m in batch)
-            return len(done) >= len(inputs)
-        wait_until(step, 90, "every input transformed")
+        done = transform_in_transactions(consumer, p, "out", len(inputs), batch=5)  # "in" has one partition
     finally:
         consumer.close()
     assert done == inputs

@@ -27,6 +27,7 @@ from tests.storage.test_records_plane import batch, produce
 from tests.support import certs as test_certs
 from tests.support.harness import wait_until
 from tests.support.process import GroupdProcess, WireClient, free_ports
+from tests.support.transactions import transform_in_transactions
 
 pytestmark = pytest.mark.clients
 
@@ -129,20 +130,8 @@ def test_send_offsets_to_a_group_on_the_other_worker(server):
     consumer.subscribe(["ctp-in"])
     p = producer(server.bootstrap, on_worker(0, "tx-ctp"))
     p.init_transactions(30)
-    done: list[str] = []
     try:
-        def step():
-            batch = [m for m in consumer.consume(10, 1.0) if m.error() is None]
-            if batch:
-                p.begin_transaction()
-                for m in batch:
-                    p.produce("ctp-out", m.value().upper(), partition=m.partition())
-                p.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                              consumer.consumer_group_metadata(), 30)
-                p.commit_transaction(30)
-                done.extend(m.value().decode() for m in batch)
-            return len(done) >= len(inputs)
-        wait_until(step, 90, "every input transformed")
+        done = transform_in_transactions(consumer, p, "ctp-out", len(inputs), batch=10)
     finally:
         consumer.close()
     assert sorted(done) == sorted(inputs)
