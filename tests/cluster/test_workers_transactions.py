@@ -14,7 +14,6 @@ import datetime
 import os
 import re
 import signal
-import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -27,7 +26,7 @@ from tests.storage.test_records_plane import batch, produce
 from tests.support import certs as test_certs
 from tests.support.harness import wait_until
 from tests.support.process import GroupdProcess, WireClient, free_ports
-from tests.support.transactions import transform_in_transactions
+from tests.support.transactions import read_values, transform_in_transactions
 
 pytestmark = pytest.mark.clients
 
@@ -56,25 +55,10 @@ def producer(bootstrap: str, transactional_id: str, **config) -> Producer:
 
 
 def read(bootstrap: str, topic: str, expected: set[str], **config) -> list[str]:
-    """read_committed values of both partitions of `topic` until every one of `expected` is seen
-    (`config`: the client's security settings)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}", "enable.auto.commit": False,
-                  "isolation.level": "read_committed", **config})
-    c.assign([TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 0)])
-    seen: list[str] = []
-    try:
-        def done():
-            m = c.poll(0.5)
-            if m is not None and m.error() is None:
-                seen.append(m.value().decode())
-            return expected <= set(seen)
-        wait_until(done, 60, f"{sorted(expected)} in {topic} (seen {seen})")
-        while (m := c.poll(0.5)) is not None:  # what else is visible
-            if m.error() is None:
-                seen.append(m.value().decode())
-    finally:
-        c.close()
-    return seen
+    """read_committed values of both partitions of `topic` until every one of `expected` is seen, and
+    whatever else is visible then (`config`: the client's security settings)."""
+    return read_values(bootstrap, topic, 2, lambda seen: expected <= set(seen), str(sorted(expected)), rest=True,
+                       **config)
 
 
 def find_transaction_coordinator(bootstrap: str, transactional_id: str):
