@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import datetime
 import json
-import time
 
 import pytest
 
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
+from tests.support.harness import wait_until
 from tests.support.process import GroupdProcess, WireClient, free_ports, groupd_cli_output, groupd_fixture
 
 SETTINGS = ("topics=words:2", "group.streams.initial.rebalance.delay.ms=0")
@@ -67,13 +67,7 @@ def topics(c: WireClient, *names: str) -> dict:
 
 
 def until(condition, what: str):
-    end = time.monotonic() + DEADLINE_S
-    while time.monotonic() < end:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.05)
-    raise AssertionError(f"no {what} within {DEADLINE_S}s")
+    return wait_until(condition, DEADLINE_S, what)
 
 
 def ready_member(c: WireClient, group: str, member: str, app: str):
