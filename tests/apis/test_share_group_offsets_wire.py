@@ -11,8 +11,7 @@ import json
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from tests.apis.test_share_fetch_wire import acquired, produce, share_ack, share_fetch, topic_id
-from tests.apis.test_share_group_wire import _cli
-from tests.support.process import WireClient, groupd_fixture
+from tests.support.process import WireClient, groupd_cli_output, groupd_fixture
 
 server = groupd_fixture("topics=one:1,two:2", "records.plane=memory")
 
@@ -53,7 +52,7 @@ def test_start_offset_and_lag_follow_acknowledgements(server):
         assert rows(g) == [("one", 0, 2, 3, ErrorCode.none)]  # 6 − 2 − 1 (3 is archived)
         assert g.topics[0].topic_id == tid and g.topics[0].partitions[0].leader_epoch == 0
         assert rows(describe(c, "so", version=0)) == [("one", 0, 2, None, ErrorCode.none)]  # v0: no lag
-    described = json.loads(_cli("groups", "describe", "so", "--json", "--bootstrap", server.bootstrap))
+    described = json.loads(groupd_cli_output("groups", "describe", "so", "--json", "--bootstrap", server.bootstrap))
     assert described["offsets"] == [{"topic": "one", "partition": 0, "offset": 2, "log_end_offset": 6, "lag": 3}]
 
 

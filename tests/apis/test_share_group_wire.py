@@ -5,15 +5,12 @@ leave; the classic admin APIs see the share group as Kafka's do; a restart keeps
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
-from tests.support.process import ROOT, GroupdProcess, WireClient, groupd_fixture
+from tests.support.process import GroupdProcess, WireClient, groupd_cli_output, groupd_fixture
 
 server = groupd_fixture("topics=one:1,three:3")
 
@@ -136,9 +133,9 @@ def test_groups_cli_lists_and_describes_a_share_group(server):
         heartbeat(c, "sg-cli", "m-2", 0, ["three"])
         heartbeat(c, "sg-cli", "m-1", 1)  # m-1 takes the target of epoch 2
     b = ["--bootstrap", server.bootstrap]
-    listed = json.loads(_cli("groups", "list", "--type", "share", "--json", *b))
+    listed = json.loads(groupd_cli_output("groups", "list", "--type", "share", "--json", *b))
     assert {"group": "sg-cli", "state": "Stable", "protocol_type": "share", "type": "share"} in listed
-    described = json.loads(_cli("groups", "describe", "sg-cli", "--json", *b))
+    described = json.loads(groupd_cli_output("groups", "describe", "sg-cli", "--json", *b))
     assert (described["type"], described["state"], described["protocol"], described["group_epoch"]) == (
         "share", "Stable", "simple", 2)
     assert sorted(m["member_id"] for m in described["members"]) == ["m-1", "m-2"]
@@ -147,14 +144,6 @@ def test_groups_cli_lists_and_describes_a_share_group(server):
     # initialized, no state yet (made at the first ShareFetch): no start offset, no lag
     assert described["offsets"] == [{"topic": "three", "partition": p, "offset": None, "log_end_offset": 0,
                                      "lag": None} for p in range(3)]
-    text = _cli("groups", "describe", "sg-cli", *b)
+    text = groupd_cli_output("groups", "describe", "sg-cli", *b)
     assert "share group Stable, group epoch 2, assignment epoch" in text and "assignor simple" in text
     assert "START-OFFSET" in text
-
-
-def _cli(*args: str) -> str:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("GROUPD_")}
-    r = subprocess.run([sys.executable, "-m", "groupd.coordinator", *args], cwd=ROOT, capture_output=True,
-                       text=True, timeout=60, env=clean)
-    assert r.returncode == 0, r.stderr
-    return r.stdout

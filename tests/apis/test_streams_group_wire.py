@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
-import subprocess
-import sys
-import time
 
 import pytest
 
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
-from tests.support.process import ROOT, GroupdProcess, WireClient, free_ports, groupd_fixture
+from tests.support.harness import wait_until
+from tests.support.process import GroupdProcess, WireClient, free_ports, groupd_cli_output, groupd_fixture
 
 SETTINGS = ("topics=words:2", "group.streams.initial.rebalance.delay.ms=0")
 server = groupd_fixture(*SETTINGS)
@@ -70,13 +67,7 @@ def topics(c: WireClient, *names: str) -> dict:
 
 
 def until(condition, what: str):
-    end = time.monotonic() + DEADLINE_S
-    while time.monotonic() < end:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.05)
-    raise AssertionError(f"no {what} within {DEADLINE_S}s")
+    return wait_until(condition, DEADLINE_S, what)
 
 
 def ready_member(c: WireClient, group: str, member: str, app: str):
@@ -222,22 +213,14 @@ def test_groups_cli_lists_and_describes_a_streams_group(server):
     with WireClient(server.bootstrap) as c:
         ready_member(c, "sg-cli", "m-1", "cli")
     b = ["--bootstrap", server.bootstrap]
-    listed = json.loads(_cli("groups", "list", "--type", "streams", "--json", *b))
+    listed = json.loads(groupd_cli_output("groups", "list", "--type", "streams", "--json", *b))
     assert {"group": "sg-cli", "state": "Stable", "protocol_type": "streams", "type": "streams"} in listed
-    d = json.loads(_cli("groups", "describe", "sg-cli", "--json", *b))
+    d = json.loads(groupd_cli_output("groups", "describe", "sg-cli", "--json", *b))
     assert (d["type"], d["state"], d["topology_epoch"], d["subtopologies"]) == ("streams", "Stable", 0, 2)
     [m] = d["members"]
     assert (m["member_id"], m["process_id"], m["active_tasks"]) == ("m-1", "p1", {"0": [0, 1], "1": [0, 1]})
-    text = _cli("groups", "describe", "sg-cli", *b)
+    text = groupd_cli_output("groups", "describe", "sg-cli", *b)
     assert "streams group Stable" in text and "0_0 0_1 1_0 1_1" in text
-
-
-def _cli(*args: str) -> str:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("GROUPD_")}
-    r = subprocess.run([sys.executable, "-m", "groupd.coordinator", *args], cwd=ROOT, capture_output=True,
-                       text=True, timeout=60, env=clean)
-    assert r.returncode == 0, r.stderr
-    return r.stdout
 
 
 def test_api_versions_lists_the_streams_apis(server):

@@ -15,6 +15,7 @@ import pytest
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from tests.support.process import GroupdProcess, WireClient
+from tests.support.process import groupd_cli as groupd
 
 E = ErrorCode
 MINUTE = datetime.timedelta(minutes=1)
@@ -178,8 +179,6 @@ def test_transaction_state_is_never_a_data_topic(server):
 
 def test_groupd_transactions_list_and_describe(server):
     """The CLI: `groupd transactions list|describe` (an Empty transaction has no start time)."""
-    from tests.process.test_admin_cli import groupd
-
     with WireClient(server.bootstrap) as c:
         pid = init(c, "cli-open").producer_id
         assert add(c, pid, 0, "cli-open", parts=[("t", 1)]) == {("t", 1): E.none}

@@ -11,9 +11,9 @@ import pytest
 from groupd.coordinator.tools.chaos_client import ChaosClient, ChaosError
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
-from tests.process.test_admin_cli import groupd
 from tests.support.harness import wait_until
 from tests.support.process import GroupdProcess, WireClient, free_port, join_and_sync
+from tests.support.process import groupd_cli as groupd
 
 E = ErrorCode
 

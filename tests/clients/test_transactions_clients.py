@@ -30,6 +30,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from tests.support.harness import CLIENTS_DIR, wait_until
 from tests.support.process import GroupdProcess
+from tests.support.transactions import read_values, transform_in_transactions
 
 pytestmark = pytest.mark.clients
 
@@ -53,20 +54,7 @@ def producer(bootstrap: str, transactional_id: str, **extra) -> Producer:
 
 def read(bootstrap: str, topic: str, until: str, committed: bool = True) -> list[str]:
     """Values of `topic` (partition 0) from the start until one equals `until`, read_committed or not."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}", "enable.auto.commit": False,
-                  "isolation.level": "read_committed" if committed else "read_uncommitted"})
-    c.assign([TopicPartition(topic, 0, 0)])
-    seen: list[str] = []
-    try:
-        def done():
-            m = c.poll(0.5)
-            if m is not None and m.error() is None:
-                seen.append(m.value().decode())
-            return until in seen
-        wait_until(done, 60, f"{until!r} in {topic} (seen {seen})")
-    finally:
-        c.close()
-    return seen
+    return read_values(bootstrap, topic, 1, lambda seen: until in seen, repr(until), committed)
 
 
 def test_committed_records_are_seen_and_aborted_ones_never(server):
@@ -100,20 +88,8 @@ def test_consume_transform_produce_with_send_offsets_to_transaction(server):
     consumer.subscribe(["in"])
     p = producer(server.bootstrap, "tx-ctp")
     p.init_transactions(30)
-    done: list[str] = []
     try:
-        def step():
-            batch = [m for m in consumer.consume(5, 1.0) if m.error() is None]
-            if batch:
-                p.begin_transaction()
-                for m in batch:
-                    p.produce("out", m.value().upper(), partition=0)
-                p.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                              consumer.consumer_group_metadata(), 30)
-                p.commit_transaction(30)
-                done.extend(m.value().decode() for m in batch)
-            return len(done) >= len(inputs)
-        wait_until(step, 90, "every input transformed")
+        done = transform_in_transactions(consumer, p, "out", len(inputs), batch=5)  # "in" has one partition
     finally:
         consumer.close()
     assert done == inputs

@@ -14,7 +14,6 @@ import datetime
 import os
 import re
 import signal
-import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -27,6 +26,7 @@ from tests.storage.test_records_plane import batch, produce
 from tests.support import certs as test_certs
 from tests.support.harness import wait_until
 from tests.support.process import GroupdProcess, WireClient, free_ports
+from tests.support.transactions import read_values, transform_in_transactions
 
 pytestmark = pytest.mark.clients
 
@@ -49,30 +49,16 @@ def server(tmp_path_factory):
     assert s.stop() == 0, s.log()
 
 
-def producer(bootstrap: str, transactional_id: str) -> Producer:
+def producer(bootstrap: str, transactional_id: str, **config) -> Producer:
     return Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
-                     "transaction.timeout.ms": 60000})
+                     "transaction.timeout.ms": 60000, **config})
 
 
-def read(bootstrap: str, topic: str, expected: set[str]) -> list[str]:
-    """read_committed values of both partitions of `topic` until every one of `expected` is seen."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}", "enable.auto.commit": False,
-                  "isolation.level": "read_committed"})
-    c.assign([TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 0)])
-    seen: list[str] = []
-    try:
-        def done():
-            m = c.poll(0.5)
-            if m is not None and m.error() is None:
-                seen.append(m.value().decode())
-            return expected <= set(seen)
-        wait_until(done, 60, f"{sorted(expected)} in {topic} (seen {seen})")
-        while (m := c.poll(0.5)) is not None:  # what else is visible
-            if m.error() is None:
-                seen.append(m.value().decode())
-    finally:
-        c.close()
-    return seen
+def read(bootstrap: str, topic: str, expected: set[str], **config) -> list[str]:
+    """read_committed values of both partitions of `topic` until every one of `expected` is seen, and
+    whatever else is visible then (`config`: the client's security settings)."""
+    return read_values(bootstrap, topic, 2, lambda seen: expected <= set(seen), str(sorted(expected)), rest=True,
+                       **config)
 
 
 def find_transaction_coordinator(bootstrap: str, transactional_id: str):
@@ -128,20 +114,8 @@ def test_send_offsets_to_a_group_on_the_other_worker(server):
     consumer.subscribe(["ctp-in"])
     p = producer(server.bootstrap, on_worker(0, "tx-ctp"))
     p.init_transactions(30)
-    done: list[str] = []
     try:
-        def step():
-            batch = [m for m in consumer.consume(10, 1.0) if m.error() is None]
-            if batch:
-                p.begin_transaction()
-                for m in batch:
-                    p.produce("ctp-out", m.value().upper(), partition=m.partition())
-                p.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                              consumer.consumer_group_metadata(), 30)
-                p.commit_transaction(30)
-                done.extend(m.value().decode() for m in batch)
-            return len(done) >= len(inputs)
-        wait_until(step, 90, "every input transformed")
+        done = transform_in_transactions(consumer, p, "ctp-out", len(inputs), batch=10)
     finally:
         consumer.close()
     assert sorted(done) == sorted(inputs)
@@ -182,26 +156,13 @@ def worker_pid(server: GroupdProcess, worker: int) -> int:
 def commit_on_both_workers(bootstrap: str, txn_id: str, values: tuple[str, str], **config) -> None:
     """One transaction writing values[i] to wt-i (worker 0 coordinates `txn_id`, worker 1 leads wt-1:
     verified and marked over the inter-broker connection), then both read_committed."""
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "transaction.timeout.ms": 60000,
-                  **config})
+    p = producer(bootstrap, txn_id, **config)
     p.init_transactions(30)
     p.begin_transaction()
     for i, value in enumerate(values):
         p.produce("wt", value.encode(), partition=i)
     p.commit_transaction(30)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}", "enable.auto.commit": False,
-                  "isolation.level": "read_committed", **config})
-    c.assign([TopicPartition("wt", 0, 0), TopicPartition("wt", 1, 0)])
-    seen: list[str] = []
-    try:
-        def done():
-            m = c.poll(0.5)
-            if m is not None and m.error() is None:
-                seen.append(m.value().decode())
-            return set(values) <= set(seen)
-        wait_until(done, 60, f"both records read_committed (seen {seen})")
-    finally:
-        c.close()
+    read(bootstrap, "wt", set(values), **config)
 
 
 def test_markers_and_verification_authenticate_on_a_sasl_listener_under_acls(tmp_path):

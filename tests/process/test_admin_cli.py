@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
@@ -21,7 +18,8 @@ from groupd.coordinator.tools.commands import LAG_FOOTNOTE, resolve_bootstrap
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from tests.support.harness import ClientProcess, wait_until
-from tests.support.process import ROOT, GroupdProcess, WireClient, free_port, groupd_fixture
+from tests.support.process import GroupdProcess, WireClient, free_port, groupd_fixture
+from tests.support.process import groupd_cli as groupd  # the real CLI, as most tests here call it
 
 T4 = {f"t4-{p}" for p in range(4)}
 
@@ -44,13 +42,6 @@ def members():
     yield start
     for c in started:
         c.close(timeout=20)
-
-
-def groupd(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    """The real CLI, `python -m groupd.coordinator ARGS`, with no GROUPD_* variables unless given."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("GROUPD_")}
-    return subprocess.run([sys.executable, "-m", "groupd.coordinator", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, env={**clean, **(env or {})})
 
 
 def groupd_json(*args: str):

@@ -15,8 +15,7 @@ import pytest
 from tests.support import certs as test_certs
 from tests.support import oauth
 from tests.support.process import GroupdProcess, free_port
-
-from .test_admin_cli import groupd
+from tests.support.process import groupd_cli as groupd
 
 SIGNER = oauth.Signer("k1")
 JAAS = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",

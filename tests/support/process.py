@@ -22,6 +22,21 @@ from groupd.protocol.consumer import encode_assignment, encode_subscription
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+
+def groupd_cli(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    """The real CLI, `python -m groupd.coordinator ARGS` from this checkout, with no GROUPD_* variables
+    unless given."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GROUPD_")}
+    return subprocess.run([sys.executable, "-m", "groupd.coordinator", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, env={**clean, **(env or {})})
+
+
+def groupd_cli_output(*args: str) -> str:
+    """What the CLI prints, once it succeeded."""
+    r = groupd_cli(*args)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
 async def wait_for(condition, timeout: float = 20.0) -> None:
     """Poll `condition` on the running event loop until it holds (in-process tests)."""
     loop = asyncio.get_running_loop()

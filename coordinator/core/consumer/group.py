@@ -34,7 +34,7 @@ from groupd.storage.consumer_records import (
 )
 from groupd.storage.records import GroupMetadataKey, Record
 
-from ..modern_records import ModernRecords
+from ..modern_records import ModernGroup, ModernRecords
 from .assignors import TopicPartitions
 from .reconciliation import NEW_MEMBER, MemberAssignment, MemberState
 from .target_assignment import TargetMember
@@ -93,7 +93,7 @@ def current_value(a: MemberAssignment) -> ConsumerGroupCurrentMemberAssignmentVa
 
 
 @dataclasses.dataclass(eq=False)
-class ConsumerGroup:
+class ConsumerGroup(ModernGroup):
     group_id: str
     type = "consumer"
     protocol_type = "consumer"
@@ -111,18 +111,6 @@ class ConsumerGroup:
     metadata_version: int = -1  # the topic-metadata version this group last refreshed against (memory)
     regex_version: int = -1  # the topics version its regexes were last resolved against (memory: after a
     # restart the catalog's versions start again, so the first heartbeat re-resolves)
-
-    @property
-    def group_epoch(self) -> int:
-        return self.metadata.epoch if self.metadata is not None else 0
-
-    @property
-    def assignment_epoch(self) -> int:
-        return self.target_epoch.assignment_epoch if self.target_epoch is not None else 0
-
-    @property
-    def durable(self) -> Any:
-        return self.metadata
 
     # -- derived state (spec §3.5) -------------------------------------------------------------
 
@@ -159,9 +147,6 @@ class ConsumerGroup:
                    != {t: ps for t, ps in self.target_of(m.member_id).items() if ps})
 
     # -- the Group interface (coordinator/core/group.py) ---------------------------------------------
-
-    def epochs(self) -> dict[str, int]:
-        return {"group": self.group_epoch, "assignment": self.assignment_epoch}
 
     def partition_owners(self) -> list[tuple[Any, int, str, str, str]]:
         """From each member's current assignment (topic ids), not counting partitions pending
@@ -200,19 +185,6 @@ class ConsumerGroup:
             return E.unknown_member_id
         return E.illegal_generation if generation != member.member_epoch else None
 
-    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode | None:
-        if member_id is None and member_epoch < 0:
-            return None
-        member = self.members.get(member_id or "")
-        if member is None:
-            return E.unknown_member_id
-        if member_epoch != member.member_epoch:
-            return E.stale_member_epoch
-        return None
-
-    def offset_committed_by(self, member_id: str, now_mono: int) -> None:
-        pass  # a commit is no heartbeat in this protocol
-
     def offset_expiry_base(self, topic: str, commit_timestamp: int) -> int | None:
         # Kafka: offsets of a topic the group subscribes to never expire; others age from their commit
         return None if self.is_subscribed_to(topic) else commit_timestamp
@@ -227,16 +199,6 @@ class ConsumerGroup:
 
     def validate_offset_delete(self) -> ErrorCode | None:
         return None  # per topic: GROUP_SUBSCRIBED_TO_TOPIC for a subscribed one
-
-    def validate_delete(self) -> ErrorCode | None:
-        return E.non_empty_group if self.members else None
-
-    def describe(self) -> dict:
-        """DescribeGroups (the classic API) answers a consumer group as not a classic one (spec §7.2)."""
-        return {"group_id": self.group_id, "type": self.type}
-
-    def release_parked(self, error: ErrorCode) -> list[tuple[Any, Any]]:
-        return []  # nothing is ever parked: every heartbeat is answered when its records are durable
 
     def delete_records(self) -> list[Record]:
         """Every tombstone that removes the group (spec §10: each member's, then the group's)."""

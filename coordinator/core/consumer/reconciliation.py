@@ -9,10 +9,10 @@ to a new member only once its previous holder released it (the `partition_epoch`
 from __future__ import annotations
 
 import dataclasses
-import enum
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 
+from ..modern_records import PersistedMemberState
 from .assignors import TopicPartitions
 
 # The owned partitions a heartbeat reported: (topic id, partitions) pairs, or None when omitted.
@@ -21,20 +21,13 @@ OwnedTopicPartitions = Sequence[tuple[uuid.UUID, Sequence[int]]] | None
 PartitionEpoch = Callable[[uuid.UUID, int], int]
 
 
-class MemberState(enum.IntEnum):
+class MemberState(PersistedMemberState):
     """Persisted as int8 in ConsumerGroupCurrentMemberAssignmentValue (spec §4.1)."""
 
     STABLE = 0
     UNREVOKED_PARTITIONS = 1
     UNRELEASED_PARTITIONS = 2
     UNKNOWN = 127  # a state from a newer record format: the member must rejoin
-
-    @classmethod
-    def from_value(cls, value: int) -> MemberState:
-        try:
-            return cls(value)
-        except ValueError:
-            return cls.UNKNOWN
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from groupd.storage.share_records import (
     ShareGroupTargetAssignmentMetadataValue,
 )
 
-from ..modern_records import ModernRecords
+from ..modern_records import ModernGroup, ModernRecords
 
 E = ErrorCode
 EMPTY, STABLE = "Empty", "Stable"
@@ -57,7 +57,7 @@ class ShareMember:
 
 
 @dataclasses.dataclass(eq=False)
-class ShareGroup:
+class ShareGroup(ModernGroup):
     group_id: str
     type = "share"
     protocol_type = "share"  # what ListGroups shows, as Kafka's ShareGroup.protocolType()
@@ -67,22 +67,6 @@ class ShareGroup:
     members: dict[str, ShareMember] = dataclasses.field(default_factory=dict)
     targets: dict[str, Partitions] = dataclasses.field(default_factory=dict)
     subscribed_names: Counter = dataclasses.field(default_factory=Counter)  # topic name → subscribers
-
-    @property
-    def group_epoch(self) -> int:
-        return self.metadata.epoch if self.metadata is not None else 0
-
-    @property
-    def metadata_hash(self) -> int:
-        return self.metadata.metadata_hash if self.metadata is not None else 0
-
-    @property
-    def assignment_epoch(self) -> int:
-        return self.target_epoch.assignment_epoch if self.target_epoch is not None else 0
-
-    @property
-    def durable(self) -> Any:
-        return self.metadata
 
     @property
     def state_name(self) -> str:
@@ -95,9 +79,6 @@ class ShareGroup:
         return {t.topic_id: frozenset(t.partitions) for t in self.state_partitions.initialized_topics}
 
     # -- the Group interface (coordinator/core/group.py) ---------------------------------------------
-
-    def epochs(self) -> dict[str, int]:
-        return {"group": self.group_epoch, "assignment": self.assignment_epoch}
 
     def unreconciled(self) -> int:
         return sum(1 for m in self.members.values() if m.member_epoch != self.assignment_epoch)
@@ -113,9 +94,6 @@ class ShareGroup:
                                version: int = 9) -> ErrorCode | None:
         return E.group_id_not_found  # share groups commit no offsets (spec §1.10)
 
-    def offset_committed_by(self, member_id: str, now_mono: int) -> None:
-        pass
-
     def offset_expiry_base(self, topic: str, commit_timestamp: int) -> int | None:
         return commit_timestamp
 
@@ -130,16 +108,6 @@ class ShareGroup:
 
     def validate_offset_delete(self) -> ErrorCode | None:
         return E.group_id_not_found
-
-    def validate_delete(self) -> ErrorCode | None:
-        return E.non_empty_group if self.members else None
-
-    def describe(self) -> dict:
-        """DescribeGroups (the classic API) answers a share group as not found (spec §1.10)."""
-        return {"group_id": self.group_id, "type": self.type}
-
-    def release_parked(self, error: ErrorCode) -> list[tuple[Any, Any]]:
-        return []
 
     def delete_records(self) -> list[Record]:
         """Every tombstone that removes the group: each member's, the target epoch, the
@@ -177,22 +145,12 @@ class ShareRecords(ModernRecords):
             ShareGroupMetadataKey: self._group_metadata,
             ShareGroupMemberMetadataKey: self._member_metadata,
             ShareGroupTargetAssignmentMetadataKey: self._field("target_epoch"),
-            ShareGroupTargetAssignmentMemberKey: self._target_member,
+            ShareGroupTargetAssignmentMemberKey: self._targets(
+                lambda value: assignment_of(value.topic_partitions),
+                lambda old: ShareGroupTargetAssignmentMemberValue(topic_partitions(old))),
             ShareGroupCurrentMemberAssignmentKey: self._current_assignment,
             ShareGroupStatePartitionMetadataKey: self._field("state_partitions"),
         }
-
-    def _target_member(self, key: ShareGroupTargetAssignmentMemberKey, value) -> list[Record]:
-        group = self._group(key.group_id, value is not None)
-        if group is None:
-            return [Record(key, None)]
-        old = group.targets.get(key.member_id)
-        undo = [Record(key, None if old is None else ShareGroupTargetAssignmentMemberValue(topic_partitions(old)))]
-        if value is None:
-            group.targets.pop(key.member_id, None)
-        else:
-            group.targets[key.member_id] = assignment_of(value.topic_partitions)
-        return undo
 
     def _member_metadata(self, key: ShareGroupMemberMetadataKey, value) -> list[Record]:
         def change(group: ShareGroup, member: ShareMember) -> None:

@@ -294,9 +294,19 @@ class ShareMachine:
             self.session.pop((group.group_id, member.member_id), None)
         staying = {m.member_id: m.subscribed_topic_names for m in group.members.values() if m.member_id not in gone}
         metadata_hash = _metadata_hash(staying, topics) if topics is not None else group.metadata_hash
-        out.records.append(Record(ShareGroupMetadataKey(group.group_id),
-                                  ShareGroupMetadataValue(group.group_epoch + 1, metadata_hash)))
-        self.events.append(ev.ShareGroupEpochBumped(group.group_id, group.group_epoch + 1, reason))
+        self.bump_epoch(out, group, metadata_hash, reason)
+
+    def bump_epoch(self, out: Outcome, group: ShareGroup, metadata_hash: int, reason: str) -> None:
+        """A new group epoch: every member's next heartbeat gets the target assignment of it."""
+        epoch = group.group_epoch + 1
+        out.records.append(Record(ShareGroupMetadataKey(group.group_id), ShareGroupMetadataValue(epoch, metadata_hash)))
+        self.events.append(ev.ShareGroupEpochBumped(group.group_id, epoch, reason))
+
+    def fence(self, out: Outcome, group: ShareGroup, members: list[ShareMember], reason: str) -> None:
+        """Remove members whose session expired (or an operator expired)."""
+        self.remove_members(out, group, members, self.topics, reason)
+        for member in members:
+            self.events.append(ev.ShareMemberFenced(group.group_id, member.member_id, reason))
 
     # =========================================================================================
     # timers
@@ -336,21 +346,17 @@ class ShareMachine:
         if deadline > now.mono:  # a heartbeat moved it: fire again then
             out.timers.append((key, deadline))
             return out
-        self.remove_members(out, group, [member], self.topics, "session-expired")
-        self.events.append(ev.ShareMemberFenced(group_id, member_id, "session-expired"))
+        self.fence(out, group, [member], "session-expired")
         return out
 
     def force_rebalance(self, out: Outcome, group: ShareGroup, now: Now) -> None:
         """An operator's rebalance (fault injection): a new group epoch."""
-        out.records.append(Record(ShareGroupMetadataKey(group.group_id),
-                                  ShareGroupMetadataValue(group.group_epoch + 1, group.metadata_hash)))
-        self.events.append(ev.ShareGroupEpochBumped(group.group_id, group.group_epoch + 1, "forced"))
+        self.bump_epoch(out, group, group.metadata_hash, "forced")
 
     def expire_members(self, out: Outcome, group: ShareGroup, member_ids: list[str], now: Now) -> None:
+        """An operator's expiry of these members (fault injection): fenced as by their session timeout."""
         if member_ids:
-            self.remove_members(out, group, [group.members[m] for m in member_ids], self.topics, "forced")
-            for m in member_ids:
-                self.events.append(ev.ShareMemberFenced(group.group_id, m, "forced"))
+            self.fence(out, group, [group.members[m] for m in member_ids], "forced")
 
     # =========================================================================================
     # ShareGroupDescribe (spec §1.3)

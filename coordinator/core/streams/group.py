@@ -7,7 +7,6 @@ topics), the endpoint-information epoch, a requested application shutdown. Sans-
 from __future__ import annotations
 
 import dataclasses
-import enum
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +27,7 @@ from groupd.storage.streams_records import (
     StreamsGroupTopologyValue,
 )
 
-from ..modern_records import ModernRecords
+from ..modern_records import ModernGroup, ModernRecords, PersistedMemberState
 from .tasks import EMPTY, Tasks, task_ids
 from .topology import ConfiguredTopology
 
@@ -37,20 +36,13 @@ E = ErrorCode
 EMPTY_STATE, NOT_READY, ASSIGNING, RECONCILING, STABLE = "Empty", "NotReady", "Assigning", "Reconciling", "Stable"
 
 
-class MemberState(enum.IntEnum):
+class MemberState(PersistedMemberState):
     """Persisted as int8 in StreamsGroupCurrentMemberAssignmentValue (Kafka's streams MemberState)."""
 
     STABLE = 0
     UNREVOKED_TASKS = 1
     UNRELEASED_TASKS = 2
     UNKNOWN = 127
-
-    @classmethod
-    def from_value(cls, value: int) -> MemberState:
-        try:
-            return cls(value)
-        except ValueError:
-            return cls.UNKNOWN
 
 
 @dataclasses.dataclass(eq=False, slots=True)
@@ -83,7 +75,7 @@ class StreamsMember:
 
 
 @dataclasses.dataclass(eq=False)
-class StreamsGroup:
+class StreamsGroup(ModernGroup):
     group_id: str
     type = "streams"
     protocol_type = "streams"  # what ListGroups shows, as Kafka's StreamsGroup.protocolType()
@@ -96,22 +88,6 @@ class StreamsGroup:
     configured: ConfiguredTopology | None = None
     endpoint_epoch: int = 0  # bumped whenever an assignment changes: clients refetch PartitionsByUserEndpoint
     shutdown_member: str | None = None  # a member asked the whole application to shut down
-
-    @property
-    def group_epoch(self) -> int:
-        return self.metadata.epoch if self.metadata is not None else 0
-
-    @property
-    def metadata_hash(self) -> int:
-        return self.metadata.metadata_hash if self.metadata is not None else 0
-
-    @property
-    def assignment_epoch(self) -> int:
-        return self.target_epoch.assignment_epoch if self.target_epoch is not None else 0
-
-    @property
-    def durable(self) -> Any:
-        return self.metadata
 
     @property
     def state_name(self) -> str:
@@ -128,9 +104,6 @@ class StreamsGroup:
         return STABLE
 
     # -- the Group interface (coordinator/core/group.py) ---------------------------------------------
-
-    def epochs(self) -> dict[str, int]:
-        return {"group": self.group_epoch, "assignment": self.assignment_epoch}
 
     def unreconciled(self) -> int:
         return sum(1 for m in self.members.values()
@@ -171,17 +144,6 @@ class StreamsGroup:
             return E.unknown_member_id
         return E.illegal_generation if generation != member.member_epoch else None
 
-    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode | None:
-        if member_id is None and member_epoch < 0:
-            return None
-        member = self.members.get(member_id or "")
-        if member is None:
-            return E.unknown_member_id
-        return E.stale_member_epoch if member_epoch != member.member_epoch else None
-
-    def offset_committed_by(self, member_id: str, now_mono: int) -> None:
-        pass  # a commit is no heartbeat in this protocol
-
     def offset_expiry_base(self, topic: str, commit_timestamp: int) -> int | None:
         return None if self.is_subscribed_to(topic) else commit_timestamp
 
@@ -198,16 +160,6 @@ class StreamsGroup:
 
     def validate_offset_delete(self) -> ErrorCode | None:
         return None  # per topic: GROUP_SUBSCRIBED_TO_TOPIC for a topic the topology reads
-
-    def validate_delete(self) -> ErrorCode | None:
-        return E.non_empty_group if self.members else None
-
-    def describe(self) -> dict:
-        """DescribeGroups (the classic API) answers a streams group as not a classic one."""
-        return {"group_id": self.group_id, "type": self.type}
-
-    def release_parked(self, error: ErrorCode) -> list[tuple[Any, Any]]:
-        return []  # nothing is parked: every heartbeat is answered once its records are durable
 
     def delete_records(self) -> list[Record]:
         """Every tombstone that removes the group: each member's, the target epoch, the topology,
@@ -251,7 +203,7 @@ class StreamsRecords(ModernRecords):
             StreamsGroupTopologyKey: self._topology,
             StreamsGroupMemberMetadataKey: self._member_metadata,
             StreamsGroupTargetAssignmentMetadataKey: self._field("target_epoch"),
-            StreamsGroupTargetAssignmentMemberKey: self._target_member,
+            StreamsGroupTargetAssignmentMemberKey: self._targets(Tasks.of, target_value),
             StreamsGroupCurrentMemberAssignmentKey: self._current_assignment,
         }
 
@@ -262,18 +214,6 @@ class StreamsRecords(ModernRecords):
         undo = [Record(key, group.topology)]
         group.topology = value
         group.configured = None  # configured again from the topics at the next heartbeat
-        return undo
-
-    def _target_member(self, key: StreamsGroupTargetAssignmentMemberKey, value) -> list[Record]:
-        group = self._group(key.group_id, value is not None)
-        if group is None:
-            return [Record(key, None)]
-        old = group.targets.get(key.member_id)
-        undo = [Record(key, None if old is None else target_value(old))]
-        if value is None:
-            group.targets.pop(key.member_id, None)
-        else:
-            group.targets[key.member_id] = Tasks.of(value)
         return undo
 
     def _member_metadata(self, key: StreamsGroupMemberMetadataKey, value) -> list[Record]:

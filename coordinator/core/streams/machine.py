@@ -362,9 +362,20 @@ class StreamsMachine:
             self.rebalance.pop((g, member.member_id), None)
         if len(members) == len(group.members):
             group.shutdown_member = None  # Kafka clears a requested shutdown once the group is empty
+        self.bump_epoch(out, group, reason)
+
+    def bump_epoch(self, out: Outcome, group: StreamsGroup, reason: str) -> None:
+        """A new group epoch, with the same metadata hash and configs."""
+        epoch = group.group_epoch + 1
         old = group.metadata or StreamsGroupMetadataValue(0, 0)
-        out.records.append(Record(StreamsGroupMetadataKey(g), dataclasses.replace(old, epoch=group.group_epoch + 1)))
-        self.events.append(ev.StreamsGroupEpochBumped(g, group.group_epoch + 1, reason))
+        out.records.append(Record(StreamsGroupMetadataKey(group.group_id), dataclasses.replace(old, epoch=epoch)))
+        self.events.append(ev.StreamsGroupEpochBumped(group.group_id, epoch, reason))
+
+    def fence(self, out: Outcome, group: StreamsGroup, members: list[StreamsMember], reason: str) -> None:
+        """Remove members whose session or rebalance timeout expired (or an operator expired)."""
+        self.remove_members(out, group, members, self.topics, reason)
+        for member in members:
+            self.events.append(ev.StreamsMemberFenced(group.group_id, member.member_id, reason))
 
     # =========================================================================================
     # timers
@@ -423,22 +434,17 @@ class StreamsMachine:
                 out.timers.append((key, deadline))
                 return out
             reason = "rebalance-timeout"
-        self.remove_members(out, group, [member], self.topics, reason)
-        self.events.append(ev.StreamsMemberFenced(group_id, member_id, reason))
+        self.fence(out, group, [member], reason)
         return out
 
     def force_rebalance(self, out: Outcome, group: StreamsGroup, now: Now) -> None:
         """An operator's rebalance (fault injection): a new group epoch."""
-        old = group.metadata or StreamsGroupMetadataValue(0, 0)
-        out.records.append(Record(StreamsGroupMetadataKey(group.group_id),
-                                  dataclasses.replace(old, epoch=group.group_epoch + 1)))
-        self.events.append(ev.StreamsGroupEpochBumped(group.group_id, group.group_epoch + 1, "forced"))
+        self.bump_epoch(out, group, "forced")
 
     def expire_members(self, out: Outcome, group: StreamsGroup, member_ids: list[str], now: Now) -> None:
+        """An operator's expiry of these members (fault injection): fenced as by their session timeout."""
         if member_ids:
-            self.remove_members(out, group, [group.members[m] for m in member_ids], self.topics, "forced")
-            for m in member_ids:
-                self.events.append(ev.StreamsMemberFenced(group.group_id, m, "forced"))
+            self.fence(out, group, [group.members[m] for m in member_ids], "forced")
 
     # =========================================================================================
     # StreamsGroupDescribe
