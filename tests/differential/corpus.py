@@ -1107,3 +1107,18 @@ def share_fetch_and_acknowledge(s: Side) -> None:
     session.fetch("new-session-unknown-topic-id", tid=uuid.UUID(int=7), epoch=0, wait_ms=0)
     session.fetch("its-next-epoch", epoch=1, wait_ms=0)
     s.call("leave", ApiKey.SHARE_GROUP_HEARTBEAT, 1, sgh(group, member.id, -1), member.client)
+
+
+@scenario
+def txn_offset_commit_to_a_share_group(s: Side) -> None:
+    """TxnOffsetCommit naming a share group: refused as OffsetCommit is (share groups commit no offsets)."""
+    g, t = s.group(), s.group("txn")
+    member = ShareMember(s, g, "ffffffff-0000-4000-8000-00000000000f", "m", ["dt1"])
+    member.heartbeat(None)
+    txn_ready(s, t)
+    r = s.call("init", ApiKey.INIT_PRODUCER_ID, 4, init_pid(t))
+    pid, epoch = r.producer_id, r.producer_epoch
+    s.call("add-offsets", ApiKey.ADD_OFFSETS_TO_TXN, 3,
+           {"transactional_id": t, "producer_id": pid, "producer_epoch": epoch, "group_id": g})
+    s.call("txn-offset-commit", ApiKey.TXN_OFFSET_COMMIT, 3, txn_commit(t, g, pid, epoch, {"dt1": {0: 1}}))
+    s.call("end-abort", ApiKey.END_TXN, 3, end_txn(t, pid, epoch, False))

@@ -94,6 +94,9 @@ class ShareGroup(ModernGroup):
                                version: int = 9) -> ErrorCode | None:
         return E.group_id_not_found  # share groups commit no offsets (spec §1.10)
 
+    def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> ErrorCode | None:
+        return E.group_id_not_found  # nor in a transaction (Kafka checks both with validateOffsetCommit)
+
     def offset_expiry_base(self, topic: str, commit_timestamp: int) -> int | None:
         return commit_timestamp
 
