@@ -42,10 +42,13 @@ class ShareSessions:
         error, session = self._check(key, epoch)
         if session is None or epoch == CLOSE:
             return error, session
-        for tp in forgotten:
-            session.partitions.pop(tp, None)
+        # added first, then forgotten (Kafka's ShareSession.update): a client names a partition it no
+        # longer fetches only for its acknowledgements and forgets it in the same request; left in
+        # the session, it would have records acquired for a member that throws them away
         for tp in added:
             session.partitions.setdefault(tp, None)
+        for tp in forgotten:
+            session.partitions.pop(tp, None)
         session.advance()
         return ErrorCode.none, session
 
