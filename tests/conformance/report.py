@@ -5,6 +5,7 @@
     python -m tests.conformance.report --suite librdkafka --only 0113_t 0102
     python -m tests.conformance.report --suite librdkafka-consumer   # the KIP-848 run
     python -m tests.conformance.report --suite franz-go --only TestGroupETL
+    python -m tests.conformance.report --suite kafka-streams --tier full   # Kafka Streams' system tests
 
 Builds and caches the suites on first use (~/.cache/groupd-conformance). Logs of every test and
 of its groupd go to ~/.cache/groupd-conformance/logs/. Exits 1 when a result differs from the
@@ -18,18 +19,20 @@ import json
 import sys
 import time
 
-from . import franz_go, kafka_python, librdkafka
+from . import franz_go, kafka_python, kafka_streams, librdkafka
 from .common import CACHE, Result, finding_problem, read_allowlist, read_findings, select
 
-SUITES = ("librdkafka", "librdkafka-consumer", "kafka-python", "franz-go")
+SUITES = ("librdkafka", "librdkafka-consumer", "kafka-python", "franz-go", "kafka-streams")
+# the suites that run one test per invocation (kafka-python runs its tests in one pytest run)
+RUNNERS = {"franz-go": franz_go, "kafka-streams": kafka_streams, **{s: librdkafka for s in librdkafka.GROUP_PROTOCOL}}
 
 
 def run(suite: str, tier: str, only: list[str] | None, say=print) -> tuple[list[Result], float]:
     entries = select(read_allowlist(suite), tier, only)
     if not entries:
         return [], 0.0
-    if suite in librdkafka.GROUP_PROTOCOL or suite == "franz-go":
-        runner = franz_go if suite == "franz-go" else librdkafka
+    if suite in RUNNERS:
+        runner = RUNNERS[suite]
         _, setup = runner.ensure_built(say)
         results = []
         for e in entries:

@@ -1,6 +1,6 @@
 """The CI part of the conformance suites: librdkafka's test-runner (in the classic and in the
-KIP-848 consumer group protocol), kafka-python's integration tests and franz-go's kgo tests (the
-`ci` tier of tests/conformance/*.allowlist) against groupd.
+KIP-848 consumer group protocol), kafka-python's integration tests, franz-go's kgo tests and Kafka
+Streams' system tests (the `ci` tier of tests/conformance/*.allowlist) against groupd.
 
 Every test must give exactly the result its allowlist line expects: a PASS that starts failing
 is a regression, and a FAIL that starts passing means the allowlist (and FINDINGS.md) must be
@@ -19,7 +19,7 @@ import os
 
 import pytest
 
-from . import franz_go, kafka_python, librdkafka
+from . import franz_go, kafka_python, kafka_streams, librdkafka
 from .common import finding_problem, read_allowlist, read_findings, select, tail
 from .report import SUITES
 
@@ -31,6 +31,10 @@ LIBRDKAFKA_WIDTH = int(os.environ.get("CONFORMANCE_WIDTH", "2"))
 LIBRDKAFKA = [e for suite in librdkafka.GROUP_PROTOCOL for e in select(read_allowlist(suite), "ci")]
 KAFKA_PYTHON = select(read_allowlist("kafka-python"), "ci")
 FRANZ_GO = select(read_allowlist("franz-go"), "ci")
+KAFKA_STREAMS = select(read_allowlist("kafka-streams"), "ci")
+# Kafka Streams' runs at a time: each is a driver and one processor JVM at a time, mostly waiting on the
+# driver's 90 s of production
+KAFKA_STREAMS_WIDTH = 2
 
 
 def test_every_expected_failure_is_explained():
@@ -119,3 +123,23 @@ def test_franz_go(entry, franz_go_binary):
     assert result.status == entry.expect, (
         f"franz-go {entry.id}: {result.status} ({result.detail}), allowlist expects {entry.expect}; "
         f"log {result.log}\n{tail(result.log)}")
+
+
+@pytest.fixture(scope="module")
+def kafka_streams_runs(request):
+    try:
+        kafka_streams.ensure_built()
+    except Exception as e:  # noqa: BLE001  (Maven or the registry missing: say so, precisely)
+        pytest.fail(f"cannot install Kafka Streams' test jars: {e}")
+    runs = Ahead(selected(request, test_kafka_streams), kafka_streams.run_entry, KAFKA_STREAMS_WIDTH)
+    yield runs
+    runs.close()
+
+
+@pytest.mark.timeout(1800)  # the second run waits for its turn beside the first
+@pytest.mark.parametrize("entry", KAFKA_STREAMS, ids=[e.id for e in KAFKA_STREAMS])
+def test_kafka_streams(entry, kafka_streams_runs):
+    result = kafka_streams_runs.result(entry)
+    assert result.status == entry.expect, (
+        f"kafka-streams {entry.id}: {result.status} ({result.detail}), allowlist expects {entry.expect}; "
+        f"log {result.log}")
