@@ -34,22 +34,24 @@ def lib_dir(version: str = VERSION) -> str:
     return os.path.join(CACHE, "streams", version, "lib")
 
 
-def classpath(version: str = VERSION) -> str:
-    """The jars of Kafka Streams `version` and StreamsApps compiled against them."""
+def classpath(version: str = VERSION, source: str = SOURCE) -> str:
+    """The jars of Kafka Streams `version` and `source` (StreamsApps.java) compiled against them."""
     jars = installed_jars(lib_dir(version), f"kafka-streams-{version}.jar", f"Kafka Streams {version}",
                           f"STREAMS_VERSION={version} .ci/install-streams")
-    return os.pathsep.join([compiled(version, jars), jars])
+    return os.pathsep.join([compiled(version, jars, source), jars])
 
 
-def compiled(version: str, jars: str) -> str:
-    """The classes directory of StreamsApps.java for this source and version, compiled if absent."""
-    with open(SOURCE, "rb") as f:
+def compiled(version: str, jars: str, source: str = SOURCE) -> str:
+    """The classes directory of `source` (StreamsApps.java by default) for this source and version, compiled
+    if absent."""
+    with open(source, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()[:16]
     out = os.path.join(CACHE, "streams", version, f"classes-{digest}")
+    main = os.path.splitext(os.path.basename(source))[0]
     with _compile_lock:
-        if not os.path.exists(os.path.join(out, "StreamsApps.class")):
+        if not os.path.exists(os.path.join(out, f"{main}.class")):
             tmp = f"{out}.tmp-{os.getpid()}"
-            subprocess.run(["javac", "-nowarn", "-d", tmp, "-cp", jars, SOURCE], check=True,
+            subprocess.run(["javac", "-nowarn", "-d", tmp, "-cp", jars, source], check=True,
                            capture_output=True, timeout=300)
             try:
                 os.replace(tmp, out)
