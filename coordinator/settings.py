@@ -392,8 +392,16 @@ KEYS: tuple[Key, ...] = (
         "highest group.share.record.lock.duration.ms and share.record.lock.duration.ms"),
     Key("group.share.delivery.count.limit", 5, _int(2, 10),
         "deliveries of a share-group record before it is archived instead of released"),
+    Key("group.share.min.delivery.count.limit", 2, _int(2, 10),
+        "lowest group.share.delivery.count.limit and share.delivery.count.limit (Kafka 4.3)"),
+    Key("group.share.max.delivery.count.limit", 10, _int(2, 10),
+        "highest group.share.delivery.count.limit and share.delivery.count.limit (Kafka 4.3)"),
     Key("group.share.partition.max.record.locks", 2000, _int(100, 10000),
         "in-flight offsets per share-partition (acquired, or acknowledged above the start offset)"),
+    Key("group.share.min.partition.max.record.locks", 100, _int(100, 10000),
+        "lowest group.share.partition.max.record.locks and share.partition.max.record.locks (Kafka 4.3)"),
+    Key("group.share.max.partition.max.record.locks", 4000, _int(100, 10000),
+        "highest group.share.partition.max.record.locks and share.partition.max.record.locks (Kafka 4.3)"),
     Key("offset.metadata.max.bytes", 4096, _int(0), "longest commit metadata (UTF-16 code units)"),
     Key("offsets.retention.minutes", 10080, _int(1), "how long committed offsets are kept (KIP-211)"),
     Key("offsets.retention.check.interval.ms", 600000, _int(1), "how often expired offsets are removed"),
@@ -584,7 +592,11 @@ class Settings:
     group_share_min_record_lock_duration_ms: int
     group_share_max_record_lock_duration_ms: int
     group_share_delivery_count_limit: int
+    group_share_min_delivery_count_limit: int
+    group_share_max_delivery_count_limit: int
     group_share_partition_max_record_locks: int
+    group_share_min_partition_max_record_locks: int
+    group_share_max_partition_max_record_locks: int
     offset_metadata_max_bytes: int
     offsets_retention_minutes: int
     offsets_retention_check_interval_ms: int
@@ -735,11 +747,11 @@ class Settings:
             raise ConfigError("group.streams.num.standby.replicas must not exceed group.streams.max.standby.replicas")
         if not 1 <= self.group_share_max_size <= 1000:
             raise ConfigError(f"group.share.max.size={self.group_share_max_size} must lie within 1 and 1000")
-        lo, value, hi = (self.value(f"group.share.{bound}record.lock.duration.ms") for bound in ("min.", "", "max."))
-        if not lo <= value <= hi:
-            raise ConfigError(f"group.share.record.lock.duration.ms={value} must lie within "
-                              f"group.share.min.record.lock.duration.ms={lo} and "
-                              f"group.share.max.record.lock.duration.ms={hi}")
+        for name in ("record.lock.duration.ms", "delivery.count.limit", "partition.max.record.locks"):
+            lo, value, hi = (self.value(f"group.share.{bound}{name}") for bound in ("min.", "", "max."))
+            if not lo <= value <= hi:
+                raise ConfigError(f"group.share.{name}={value} must lie within group.share.min.{name}={lo} and "
+                                  f"group.share.max.{name}={hi}")
         self._check_listeners()
         self._check_security()
         if self.workers > 1 and self.cluster_etcd_endpoints:

@@ -1,5 +1,5 @@
 """Per-group config overrides (consumer.session.timeout.ms, consumer.heartbeat.interval.ms,
-share.auto.offset.reset), kept
+share.auto.offset.reset, share.isolation.level, …), kept
 across restarts in `group_configs.json` beside the topic catalog: Kafka keeps them in its config
 log; here a change is written to disk atomically (write, fsync, rename; off the event loop, one
 change at a time) before it takes effect."""
@@ -12,6 +12,7 @@ import json
 from .files import JsonFile, save_change
 
 GROUP_CONFIGS_FILE = "group_configs.json"
+_STRINGS = ("share.auto.offset.reset", "share.isolation.level")  # storage/ may not import the coordinator
 
 Overrides = dict[str, dict[str, int | str]]  # group id → config name → value
 
@@ -29,8 +30,8 @@ class GroupConfigsFile(JsonFile):
     def decode(data: bytes) -> Overrides:
         groups = {}
         for group_id, configs in json.loads(data)["groups"].items():
-            # share.auto.offset.reset is the one string (coordinator/core/group_config.py checks the names)
-            if not all(isinstance(k, str) and type(v) is (str if k == "share.auto.offset.reset" else int)
+            # the two strings; every other value is an int (coordinator/core/group_config.py checks the names)
+            if not all(isinstance(k, str) and type(v) is (str if k in _STRINGS else int)
                        for k, v in configs.items()):
                 raise ValueError(f"bad entry for group {group_id!r}")
             groups[group_id] = dict(configs)

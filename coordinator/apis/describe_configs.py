@@ -4,8 +4,9 @@ v3 its type and documentation, v4 is flexible.
 A GROUP resource (type 32) lists the group's consumer.session.timeout.ms and
 consumer.heartbeat.interval.ms: its override (source GROUP_CONFIG) or the broker's group.consumer.*
 value (STATIC_BROKER_CONFIG when set, DEFAULT_CONFIG otherwise), with that chain as synonyms, the
-same for share.record.lock.duration.ms (group.share.*), and share.auto.offset.reset (override, else
-DEFAULT_CONFIG latest); the group need not exist. (Kafka 4.3
+same for share.record.lock.duration.ms and Kafka 4.3's share.delivery.count.limit and
+share.partition.max.record.locks (group.share.*), and share.auto.offset.reset and share.isolation.level
+(override, else DEFAULT_CONFIG latest / read_uncommitted); the group need not exist. (Kafka 4.3
 also lists the other share.*, streams.* and consumer.assignment.interval.ms configs of the group
 types and features groupd does not have yet.) A TOPIC lists every Kafka topic config with its effective
 value, source and synonyms (coordinator/core/topic_configs.py: a compacted topic answers exactly
@@ -23,6 +24,9 @@ from groupd.coordinator.core.group_config import (
     GROUP_DEFAULTS,
     NAMES,
     SHARE_AUTO_OFFSET_RESET,
+    SHARE_DELIVERY_COUNT_LIMIT,
+    SHARE_ISOLATION_LEVEL,
+    SHARE_PARTITION_MAX_RECORD_LOCKS,
     SHARE_RECORD_LOCK_DURATION_MS,
     STREAMS_HEARTBEAT_INTERVAL_MS,
     STREAMS_INITIAL_REBALANCE_DELAY_MS,
@@ -52,6 +56,13 @@ DOCUMENTATION = {
     CONSUMER_HEARTBEAT_INTERVAL_MS: "The heartbeat interval given to the members of a consumer group.",
     SHARE_AUTO_OFFSET_RESET: "The strategy to initialize the share-partition start offset.",
     SHARE_RECORD_LOCK_DURATION_MS: "The record acquisition lock duration in milliseconds for share groups.",
+    SHARE_ISOLATION_LEVEL: "Controls how to read records written transactionally. If set to \"read_committed\", the "
+                           "share group will only deliver transactional records which have been committed. If set to "
+                           "\"read_uncommitted\", the share group will return all messages, even transactional "
+                           "messages which have been aborted. Non-transactional records will be returned "
+                           "unconditionally in either mode.",
+    SHARE_DELIVERY_COUNT_LIMIT: "The maximum number of delivery attempts for a record delivered to a share group.",
+    SHARE_PARTITION_MAX_RECORD_LOCKS: "Share-group record lock limit per share-partition.",
     STREAMS_SESSION_TIMEOUT_MS: "The timeout to detect client failures when using the streams group protocol.",
     STREAMS_HEARTBEAT_INTERVAL_MS: "The heartbeat interval given to the members.",
     STREAMS_NUM_STANDBY_REPLICAS: "The number of standby replicas for each task.",

@@ -1,9 +1,10 @@
 """IncrementalAlterConfigs (44), v0–v1: v1 is flexible, nothing else changes.
 
 GROUP resources (type 32): `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms` per
-group (spec §2.4), validated against the broker's group.consumer.min/max bounds as Kafka's GroupConfig
-does (INVALID_CONFIG with its message), kept in the data directory (storage/group_configs.py) and read
-by the group's next heartbeat. The group need not exist. TOPIC resources: Kafka's topic configs
+group (spec §2.4), and the share.* and streams.* group configs (coordinator/core/group_config.py
+NAMES), validated against the broker's group.*.min/max bounds as Kafka's GroupConfig does
+(INVALID_CONFIG with its message), kept in the data directory (storage/group_configs.py) and read
+by the group's next heartbeat or share fetch. The group need not exist. TOPIC resources: Kafka's topic configs
 (SET, DELETE, APPEND and SUBTRACT for list configs), kept with the topic catalog
 (coordinator/apis/alter_topic_configs.py). groupd's broker configs are its static settings: altering
 one is INVALID_CONFIG.

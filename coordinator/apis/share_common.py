@@ -21,13 +21,16 @@ from groupd.coordinator.runtime.share_partitions import ShareDeliveries
 from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
-from groupd.storage.records_plane.segments import read_from
+from groupd.storage.records_plane.segments import offset_for_timestamp, read_from
 from groupd.storage.share_state import partition_directories
 
 _TYPES_V1 = (GAP, ACCEPT, RELEASE, REJECT)
 _TYPES_RENEW = (*_TYPES_V1, RENEW)
 _BATCH_HEADER = struct.Struct(">qi")  # base offset, batch length (the bytes after this field)
 _LAST_DELTA = struct.Struct(">i")  # at byte 23 of a v2 batch
+_ATTRIBUTES = struct.Struct(">h")  # at byte 21
+_PRODUCER_ID = struct.Struct(">q")  # at byte 43
+_TRANSACTIONAL, _CONTROL = 0x10, 0x20
 # The current leader of a partition answered without a leader change: ShareFetch's and
 # ShareAcknowledge's schemas give these fields no default, so Kafka sends 0 and 0 (Fetch's, -1).
 NO_LEADER = {"leader_id": 0, "leader_epoch": 0}
@@ -262,10 +265,62 @@ def batch_spans(data: bytes) -> list[tuple[int, int, int, int]]:
     return spans
 
 
-def cut(data: bytes, spans: list[tuple[int, int, int, int]], first: int, last: int) -> bytes:
-    """The batches of `data` that overlap [first, last], unmodified."""
-    kept = [(a, b) for base, end_offset, a, b in spans if end_offset >= first and base <= last]
-    return data[kept[0][0]:kept[-1][1]] if kept else b""
+def cut(data: bytes, spans: list[tuple[int, int, int, int]], ranges: list[tuple[int, int, int]]) -> bytes:
+    """The batches of `data` that overlap an acquired range (first, last, count), unmodified: a batch
+    between two ranges (archived: a marker, an aborted transaction) is left out."""
+    kept = [data[a:b] for base, end_offset, a, b in spans
+            if any(end_offset >= first and base <= last for first, last, _ in ranges)]
+    return b"".join(kept)
+
+
+def undeliverable(data: bytes, spans: list[tuple[int, int, int, int]], txns) -> list[tuple[int, int]]:
+    """The offset ranges of `data` that no share consumer gets: every control batch (transaction
+    markers), and with `txns` (the partition's transactions: read_committed) every batch of an
+    aborted transaction, as Kafka's SharePartition.filterAbortedTransactionalAcquiredRecords
+    archives them (a ShareFetch answer has no aborted-transactions list for a client to filter by)."""
+    out = []
+    for base, last, a, _ in spans:
+        attributes = _ATTRIBUTES.unpack_from(data, a + 21)[0]
+        if attributes & _CONTROL:
+            out.append((base, last))
+        elif txns is not None and attributes & _TRANSACTIONAL:
+            producer = _PRODUCER_ID.unpack_from(data, a + 43)[0]
+            # aborted: a transaction of this producer from at or before the batch to its ABORT marker
+            if any(pid == producer and first <= base for pid, first in txns.aborted_in(base, last + 1)):
+                out.append((base, last))
+    return out
+
+
+def partition_txns(plane, topic, index: int):
+    """The data partition's transactions (storage/records_plane/transactions.py), None if it has no log."""
+    if getattr(plane, "DISK", False):
+        return plane.partition(topic, index).producers.txns
+    log = plane.peek((topic.topic_id, index))
+    return log.producers.txns if log is not None else None
+
+
+def last_stable(plane, topic, index: int) -> int:
+    """The data partition's last stable offset: where a read_committed share-partition stops."""
+    if getattr(plane, "DISK", False):
+        return plane.partition(topic, index).last_stable_offset
+    log = plane.peek((topic.topic_id, index))
+    return log.last_stable_offset if log is not None else 0
+
+
+async def offset_for_time(node, plane, topic, index: int, timestamp: int, log_end: int) -> int:
+    """The first offset whose record's timestamp is at or after `timestamp` (ListOffsets by time),
+    else the log end: where a `by_duration` share-partition starts."""
+    if plane is None:
+        return log_end
+    if getattr(plane, "DISK", False):
+        part = plane.partition(topic, index)
+        found = await asyncio.get_running_loop().run_in_executor(
+            node.answers, offset_for_timestamp, part.dlog.timestamp_plan(timestamp), timestamp, part.high_watermark,
+            part.log_start)
+    else:
+        log = plane.peek((topic.topic_id, index))
+        found = log.offset_for_timestamp(timestamp) if log is not None else None
+    return log_end if found is None else found[0]
 
 
 ELSEWHERE = "The share-partition is led by another worker or node, whose state groupd does not change from here yet."

@@ -13,7 +13,11 @@ Sessions are keyed by (group, member) and not checked against group membership, 
 piggybacked acknowledgements are applied first, then (unless the epoch is -1, which closes the
 session and releases what the member holds) every session partition is read from the records plane
 in turn and its available offsets acquired for the member, up to MaxRecords; the batches returned
-are the log's own, cut to those overlapping the acquired ranges. As Kafka's, a session also ends,
+are the log's own, cut to those overlapping the acquired ranges. Transaction markers are archived,
+never acquired; a group with share.isolation.level=read_committed acquires only below the last
+stable offset and archives the batches of aborted transactions (Kafka's
+SharePartition.filterAbortedTransactionalAcquiredRecords). A new share-partition starts where the
+group's share.auto.offset.reset says (by_duration: a timestamp look-up). As Kafka's, a session also ends,
 releasing the member's records, when the connection that opened it closes. With nothing acquired the request
 waits up to MaxWaitMs, woken by appends to its partitions, by records released by others and when
 a lock on its partitions expires. A partition this node does not lead (workers, cluster mode)
@@ -26,12 +30,12 @@ import asyncio
 import datetime
 import logging
 
-from groupd.coordinator.core.group_config import SHARE_AUTO_OFFSET_RESET
+from groupd.coordinator.core.group_config import SHARE_AUTO_OFFSET_RESET, SHARE_ISOLATION_LEVEL, reset_duration_ms
 from groupd.coordinator.observability import metrics
 from groupd.coordinator.runtime.share_partitions import deliveries_for
 from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.security.authorizer import authorized
-from groupd.coordinator.system_clock import mono_ms
+from groupd.coordinator.system_clock import mono_ms, wall_ms
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
@@ -47,11 +51,15 @@ from .share_common import (
     cut,
     group_lock_ms,
     held_here,
+    last_stable,
     log_bounds,
     merged,
     node_endpoints,
+    offset_for_time,
+    partition_txns,
     read,
     refusal,
+    undeliverable,
 )
 
 KEY = ApiKey.SHARE_FETCH
@@ -181,21 +189,30 @@ async def _acquire_all(node, plane, request: Request, deliveries, keys, entries)
             entry["error_code"] = bounds
             continue
         log_start, log_end = bounds
-        reset = node.group_configs.overrides.get(group, {}).get(SHARE_AUTO_OFFSET_RESET, "latest")
-        sp = deliveries.partition((group, topic_id, index), log_start, log_end, reset == "earliest")
+        configs = node.group_configs.overrides.get(group, {})
+        key = (group, topic_id, index)
+        start = None
+        if not deliveries.initialized(key):
+            start = await _reset_offset(node, plane, topic, index, configs, log_start, log_end)
+            if deliveries.initialized(key):
+                start = None  # another request started it meanwhile
+        sp = deliveries.partition(key, log_start, log_end, start=start, limits=deliveries.limits.for_group(configs))
+        committed = configs.get(SHARE_ISOLATION_LEVEL) == "read_committed"
+        end = min(log_end, last_stable(plane, topic, index)) if committed and plane is not None else log_end
         sp.expire(mono_ms())
-        if not sp.can_acquire(log_end):
+        if not sp.can_acquire(end):
             continue
         offset = sp.next_fetch_offset()
-        data = await read(node, plane, topic, index, offset, log_end, max(bytes_left, 0), acquired == 0)
+        data = await read(node, plane, topic, index, offset, end, max(bytes_left, 0), acquired == 0)
         spans = batch_spans(data)
         if not spans:
             continue
-        last = min(spans[-1][1], log_end - 1)
-        ranges = sp.acquire(member, offset, last, budget, mono_ms(), group_lock_ms(node, group))
+        last = min(spans[-1][1], end - 1)
+        hidden = undeliverable(data, spans, partition_txns(plane, topic, index) if committed else None)
+        ranges = sp.acquire(member, offset, last, budget, mono_ms(), group_lock_ms(node, group), hidden)
         if not ranges:
             continue
-        records = cut(data, spans, ranges[0][0], ranges[-1][1])
+        records = cut(data, spans, ranges)
         entry["records"] = records
         entry["acquired_records"] = [{"first_offset": a, "last_offset": b, "delivery_count": c} for a, b, c in ranges]
         n = sum(b - a + 1 for a, b, _ in ranges)
@@ -204,6 +221,17 @@ async def _acquire_all(node, plane, request: Request, deliveries, keys, entries)
         acquired += n
         bytes_left -= len(records)
     return acquired
+
+
+async def _reset_offset(node, plane, topic, index: int, configs, log_start: int, log_end: int) -> int:
+    """Where a new share-partition starts: the group's share.auto.offset.reset (default latest)."""
+    reset = configs.get(SHARE_AUTO_OFFSET_RESET, "latest")
+    if reset == "earliest":
+        return log_start
+    duration = reset_duration_ms(reset)
+    if duration is None:
+        return log_end
+    return await offset_for_time(node, plane, topic, index, wall_ms() - duration, log_end)
 
 
 def _next_expiry(deliveries, group: str, keys: list[tuple]) -> int | None:

@@ -1,7 +1,8 @@
 """The node's share-partitions and share sessions (KIP-932, share-groups spec §3): created on the
 first ShareFetch that names a partition, from its persisted snapshot if there is one, else where the
-group's `share.auto.offset.reset` says: the log end (`latest`, Kafka's default) or its start
-(`earliest`).
+group's `share.auto.offset.reset` says: the log end (`latest`, Kafka's default), its start
+(`earliest`), or the first offset whose timestamp is at or after now minus the duration
+(`by_duration:<ISO-8601 duration>`; the log end when no record is that recent).
 
 A share-partition's state lives with its data partition's leader (every worker and cluster node
 leads its own data partitions): the first share request for a data partition here, or the first
@@ -105,18 +106,30 @@ class ShareDeliveries:
         held = self._held.get(data)
         return None if held is None else held[0]
 
-    def partition(self, key: Key, log_start: int, log_end: int, earliest: bool = False) -> SharePartition:
+    def initialized(self, key: Key) -> bool:
+        """Whether the share-partition has a start offset here already (in use, or loaded)."""
+        return key in self.partitions or key in self._stored
+
+    def partition(self, key: Key, log_start: int, log_end: int, earliest: bool = False, start: int | None = None,
+                  limits: Limits | None = None) -> SharePartition:
+        """The share-partition, created if need be at its snapshot, else at `start` (by_duration's
+        offset), else at the log start (`earliest`) or end; under the group's `limits` when given."""
         sp = self.partitions.get(key)
+        if sp is not None and limits is not None:
+            sp.limits = limits
         if sp is None:
+            limits = limits or self.limits
             stored = self._stored.pop(key, None)
             if stored is not None:
-                _, state_epoch, start, batches = stored
-                sp = self.partitions[key] = SharePartition.restore(state_epoch, start, batches, self.limits)
-                if start > log_end:  # the log restarted below what the state knows (memory plane)
-                    sp = self.partitions[key] = SharePartition(log_end, self.limits, state_epoch + 1)
+                _, state_epoch, spso, batches = stored
+                sp = self.partitions[key] = SharePartition.restore(state_epoch, spso, batches, limits)
+                if spso > log_end:  # the log restarted below what the state knows (memory plane)
+                    sp = self.partitions[key] = SharePartition(log_end, limits, state_epoch + 1)
             else:
-                start = log_start if earliest else log_end
-                sp = self.partitions[key] = SharePartition(start, self.limits)
+                if start is None:
+                    start = log_start if earliest else log_end
+                start = min(max(start, log_start), log_end)
+                sp = self.partitions[key] = SharePartition(start, limits)
                 log.info("share partition initialized group=%s topic_id=%s partition=%d start_offset=%d",
                          *key, start)
         if log_start > sp.start:

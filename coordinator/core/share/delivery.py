@@ -11,8 +11,9 @@ a restart: they were ACQUIRED, which is never persisted)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
+from groupd.coordinator.core.group_config import SHARE_DELIVERY_COUNT_LIMIT, SHARE_PARTITION_MAX_RECORD_LOCKS
 from groupd.protocol import ErrorCode
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
@@ -34,6 +35,15 @@ class Limits:
     lock_ms: int = 30000  # group.share.record.lock.duration.ms
     delivery_limit: int = 5  # group.share.delivery.count.limit
     max_locks: int = 2000  # group.share.partition.max.record.locks
+
+    def for_group(self, overrides: Mapping[str, int | str]) -> Limits:
+        """These limits under a group's share.delivery.count.limit and share.partition.max.record.locks
+        (Kafka 4.3: read at each use, so a change applies to share-partitions already loaded)."""
+        delivery = overrides.get(SHARE_DELIVERY_COUNT_LIMIT, self.delivery_limit)
+        locks = overrides.get(SHARE_PARTITION_MAX_RECORD_LOCKS, self.max_locks)
+        if delivery == self.delivery_limit and locks == self.max_locks:
+            return self
+        return Limits(self.lock_ms, int(delivery), int(locks))
 
 
 class SharePartition:
@@ -66,15 +76,18 @@ class SharePartition:
     # -- transitions ----------------------------------------------------------------------------------
 
     def acquire(self, member: str, first: int, last: int, max_records: int, now: int,
-                lock_ms: int | None = None) -> list[tuple[int, int, int]]:
+                lock_ms: int | None = None, undeliverable: Iterable[tuple[int, int]] = ()) -> list[tuple[int, int, int]]:
         """Acquire for `member` the AVAILABLE offsets of [first, last] (the offsets the log read
         covers), at most `max_records` of them, new offsets only within the lock limit, locked for
         `lock_ms` (the group's share.record.lock.duration.ms; default the limits'); the acquired
-        ranges as (first, last, delivery count), adjacent offsets with equal counts merged."""
+        ranges as (first, last, delivery count), adjacent offsets with equal counts merged. Offsets
+        in an `undeliverable` range (first, last) are ARCHIVED instead when reached (transaction
+        markers; aborted transactions under read_committed), never delivered."""
         self.expire(now)
         got: list[tuple[int, int, int]] = []
         taken = 0
         deadline = now + (self.limits.lock_ms if lock_ms is None else lock_ms)
+        hidden, i, archived = sorted(undeliverable), 0, False
         for offset in range(max(first, self.start), last + 1):
             if taken >= max_records:
                 break
@@ -87,6 +100,11 @@ class SharePartition:
                 rec = self.offsets[offset] = InFlight(AVAILABLE, 0)
             if rec.state != AVAILABLE:
                 continue
+            while i < len(hidden) and hidden[i][1] < offset:
+                i += 1
+            if i < len(hidden) and hidden[i][0] <= offset:
+                rec.state, archived = ARCHIVED, True
+                continue
             rec.state, rec.member, rec.deadline = ACQUIRED, member, deadline
             rec.delivery_count += 1
             taken += 1
@@ -94,6 +112,8 @@ class SharePartition:
                 got[-1] = (got[-1][0], offset, rec.delivery_count)
             else:
                 got.append((offset, offset, rec.delivery_count))
+        if archived:
+            self._advance()
         return got
 
     def acknowledge(self, member: str, batches: Iterable[tuple[int, int, tuple[int, ...]]],
