@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from groupd.coordinator.core.partitioning import partition_for
+from groupd.coordinator.core.producer_id_blocks import BlockPending
 from groupd.coordinator.core.transactions.machine import Step, TransactionCore, Transition, TxnMetadata
 from groupd.coordinator.core.transactions.ownership import home_partition, marker_batches
 from groupd.coordinator.observability import metrics
@@ -320,8 +321,11 @@ class TransactionCoordinator:
                                expected_epoch: int) -> tuple[ErrorCode, int, int]:
         if (error := self.unavailable(transactional_id)) is not None:
             return error, -1, -1
-        step = self.core.init_producer_id(transactional_id, timeout_ms, expected_id, expected_epoch, wall_ms(),
-                                          self.new_producer_id)
+        try:
+            step = self.core.init_producer_id(transactional_id, timeout_ms, expected_id, expected_epoch, wall_ms(),
+                                              self.new_producer_id)
+        except BlockPending:  # cluster mode's next id block not granted yet (nothing changed): retried
+            return ErrorCode.coordinator_load_in_progress, -1, -1
         if step.transition is not None and step.error == ErrorCode.concurrent_transactions:
             metrics.TRANSACTIONS_FENCED.inc()  # an Ongoing transaction aborted under a bumped epoch
             log.info("transaction fenced transactional_id=%s producer_id=%d producer_epoch=%d: aborting",
