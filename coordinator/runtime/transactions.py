@@ -29,6 +29,7 @@ from groupd.coordinator.observability import metrics
 from groupd.protocol import ErrorCode
 from groupd.storage.catalog import Topic
 from groupd.storage.compaction import compact
+from groupd.storage.stamped_compaction import compact_stamped
 from groupd.storage.transaction_log import TOPIC, StampedTransactionLog, TransactionPartitionLog, encode
 from groupd.storage.transaction_records import TxnState
 
@@ -475,19 +476,30 @@ class TransactionCoordinator:
 
     def _compact(self) -> None:
         """Compact the closed segments (the offsets log's cleaner: the latest record per transactional
-        id, tombstones kept `log.cleaner.delete.retention.ms`), one partition after another, off the loop."""
+        id, tombstones kept `log.cleaner.delete.retention.ms`), one partition after another, off the
+        loop. Cluster mode: what the owner's stamp counts below its active segment, earlier owners'
+        segments included (storage/stamped_compaction.py)."""
         if self._compacting is not None and not self._compacting.done():
             return
-        if self.view.keeps_shared_state():  # cluster mode: partitions move while a compaction renames files
-            return
-        dirs = [w.plog.directory for w in self.writers if w is not None and len(w.plog.segments) > 1]
-        if dirs:
-            self._compacting = asyncio.get_running_loop().run_in_executor(self._executor, self._compact_all, dirs)
+        jobs = []
+        for w in self.writers:
+            if w is None or w.closed:
+                continue
+            if isinstance(w.plog, StampedTransactionLog):
+                active_base = w.plog.segments[-1][0]
+                if active_base > 0:  # records below it: its own closed segments, or earlier owners'
+                    jobs.append((w.plog.directory, w.plog.stamp, active_base))
+            elif len(w.plog.segments) > 1:
+                jobs.append((w.plog.directory, 0, 0))
+        if jobs:
+            self._compacting = asyncio.get_running_loop().run_in_executor(self._executor, self._compact_all, jobs)
 
-    def _compact_all(self, dirs: list[str]) -> None:
-        for directory in dirs:
+    def _compact_all(self, jobs: list[tuple[str, int, int]]) -> None:
+        retention = self.settings.log_cleaner_delete_retention_ms
+        for directory, stamp, active_base in jobs:
             try:
-                result = compact(directory, wall_ms(), self.settings.log_cleaner_delete_retention_ms)
+                result = (compact_stamped(directory, stamp, active_base, wall_ms(), retention) if stamp
+                          else compact(directory, wall_ms(), retention))
             except Exception as e:  # noqa: BLE001  (the next round tries again; renames keep the log loadable)
                 log.error("transaction log compaction failed directory=%s: %r", directory, e)
                 continue
