@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 
 from groupd.coordinator.cluster.view import ClusterError
 from groupd.coordinator.core.producer_id_blocks import BLOCK_SIZE, Block, ProducerIdBlocks
@@ -40,6 +41,10 @@ async def grant_block(client, key: bytes, node_id: int, floor: int = 0, size: in
     raise ClusterError(f"{key.decode()} changed under {ATTEMPTS} attempts in a row")
 
 
+def _now_ms() -> float:
+    return time.monotonic() * 1000
+
+
 class EtcdProducerIds:
     """`allocate()` for InitProducerId (storage.records_plane.producer_ids_for): from the current block,
     asking etcd for the next one in the background (core/producer_id_blocks.py says when)."""
@@ -49,6 +54,7 @@ class EtcdProducerIds:
         self.floor = floor  # where a fresh counter starts: above the ids of before it existed
         self.blocks = ProducerIdBlocks()
         self._task: asyncio.Task | None = None
+        self._failures = 0  # requests failed in a row (logged at the first and every 20th)
 
     async def start(self) -> None:
         """The first block, before the node serves."""
@@ -59,14 +65,14 @@ class EtcdProducerIds:
             raise
         except Exception as e:
             raise ClusterError(f"cannot get a producer id block from etcd: {reason(e)}") from None
-        self.blocks.grant(block)
+        self.blocks.grant(block, _now_ms())
 
     def allocate(self) -> int:
         """The next id (raises BlockPending: InitProducerId answers COORDINATOR_LOAD_IN_PROGRESS)."""
         try:
             return self.blocks.allocate()
         finally:
-            if self.blocks.needs_block():
+            if self.blocks.needs_block(_now_ms()):
                 self.blocks.ask()
                 self._task = asyncio.get_running_loop().create_task(self._ask())
 
@@ -80,13 +86,18 @@ class EtcdProducerIds:
         try:
             block = await self._grant()
         except asyncio.CancelledError:
-            self.blocks.refused()
+            self.blocks.refused(_now_ms())
             raise
-        except Exception as e:  # noqa: BLE001  (etcd away: the next allocation asks again)
-            log.warning("producer id block request failed: %s", reason(e))
-            self.blocks.refused()
+        except Exception as e:  # noqa: BLE001  (etcd away: an allocation asks again after the backoff)
+            self._failures += 1
+            if self._failures == 1 or self._failures % 20 == 0:
+                log.warning("producer id block request failed failures=%d: %s", self._failures, reason(e))
+            self.blocks.refused(_now_ms())
             return
-        self.blocks.grant(block)
+        self._failures = 0
+        if not self.blocks.grant(block, _now_ms()):
+            log.error("producer id block refused first=%d size=%d: not past the current block", block.first,
+                      block.size)
 
     def stop(self) -> None:
         if self._task is not None:
