@@ -88,6 +88,9 @@ class TransactionCoordinator:
         self._markers: dict[str, asyncio.Task] = {}  # transactional id → its markers being written
         self._timers: list[asyncio.TimerHandle] = []
         self._compacting: asyncio.Future | None = None
+        # cluster mode: (directory, stamp) → the active segment's base when a compaction last found
+        # nothing to clean; nothing below it changes that counts, so it is not read again until it moves
+        self._clean_below: dict[tuple[str, int], int] = {}
         self.closing = False
         data = data_marker_seam()
         self.data_marker = None if data is None else (
@@ -487,7 +490,8 @@ class TransactionCoordinator:
                 continue
             if isinstance(w.plog, StampedTransactionLog):
                 active_base = w.plog.segments[-1][0]
-                if active_base > 0:  # records below it: its own closed segments, or earlier owners'
+                # records below it (its own closed segments, or earlier owners'), not all clean yet
+                if active_base > 0 and self._clean_below.get((w.plog.directory, w.plog.stamp)) != active_base:
                     jobs.append((w.plog.directory, w.plog.stamp, active_base))
             elif len(w.plog.segments) > 1:
                 jobs.append((w.plog.directory, 0, 0))
@@ -503,6 +507,11 @@ class TransactionCoordinator:
             except Exception as e:  # noqa: BLE001  (the next round tries again; renames keep the log loadable)
                 log.error("transaction log compaction failed directory=%s: %r", directory, e)
                 continue
+            if stamp and not result.segments_cleaned:
+                self._clean_below[(directory, stamp)] = active_base
+            if stamp and result.segments_corrupt:  # loads step over the bad bytes; compaction waits
+                log.warning("transaction log not compacted directory=%s corrupt_segments=%d: it stays as it "
+                            "is until its owner's active segment moves on", directory, result.segments_corrupt)
             if result.segments_cleaned:
                 log.info("transaction log compacted directory=%s records=%d->%d bytes=%d->%d", directory,
                          result.records_before, result.records_after, result.bytes_before, result.bytes_after)
