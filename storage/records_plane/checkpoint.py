@@ -10,7 +10,9 @@
   log end below an offset that was handed out.
 - `producer-ids-<node>.json`: the producer ids InitProducerId may have handed out, reserved in blocks
   of `PRODUCER_ID_BLOCK` before any id of a block is given (Kafka's producer-id blocks), so a restart
-  never hands out an id again.
+  never hands out an id again. A lone node's and workers'; cluster nodes take their blocks from etcd
+  (coordinator/cluster/etcd/producer_ids.py), starting above what these files reserved
+  (`residue_ids_floor`).
 """
 
 from __future__ import annotations
