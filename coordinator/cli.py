@@ -13,6 +13,7 @@ from groupd.coordinator.cluster.workers import worker_settings
 from groupd.coordinator.server.supervisor_link import SupervisorLink
 from groupd.storage.files import DataDirError
 from groupd.storage.log import partition_dir
+from groupd.storage.transaction_log import TOPIC as TXN_TOPIC
 
 from . import __version__
 from .settings import ConfigError, Settings, add_config_arguments
@@ -51,7 +52,8 @@ def _parser() -> argparse.ArgumentParser:
     dump.add_argument("--partition", type=int)
     dump.add_argument("--group", help="only this group's records (in the partition that holds it)")
     dump.add_argument("--topic", help="a data topic's partition (with --partition, default 0) instead of the "
-                      "offsets log: each record's offset, timestamp, key, value and headers")
+                      "offsets log: each record's offset, timestamp, key, value and headers; __transaction_state: "
+                      "each transactional id's stored state (every partition, or --partition)")
     verify = logs_sub.add_parser("verify", help="check every batch's CRC and the offsets, per partition")
     repair = logs_sub.add_parser("repair", help="rewrite partitions without their corrupt bytes (no server may "
                                  "use the data dir; the originals are copied to <data dir>/repair-<time>/)")
@@ -99,6 +101,12 @@ def _log_command(args) -> int:
         return _fail(f"--data-dir {args.data_dir} is not a directory")
     partition = getattr(args, "partition", None)
     topic = getattr(args, "topic", None)
+    if topic == TXN_TOPIC and args.log_command == "dump":  # every partition unless one is named
+        if partition is not None and not os.path.isdir(os.path.join(args.data_dir, f"{topic}-{partition}")):
+            return _fail(f"partition {topic}-{partition} has no directory in {args.data_dir}")
+        for line in inspect.dump_transactions(args.data_dir, partition):
+            print(line)
+        return 0
     if topic is not None:
         if partition is not None and not os.path.isdir(os.path.join(args.data_dir, f"{topic}-{partition}")):
             return _fail(f"partition {topic}-{partition} has no directory in {args.data_dir}")

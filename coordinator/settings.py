@@ -187,6 +187,13 @@ def _mechanisms(v: Any) -> tuple[str, ...]:
     return items
 
 
+def _broker_mechanism(v: Any) -> str:
+    s = _str(v).strip().upper()
+    if s not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        raise ValueError("one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
+    return s
+
+
 def _users(v: Any) -> dict[str, str]:
     """sasl.users: `{user: password}` in YAML, `user:password,...` in the environment or on the CLI
     (split at the first colon: a password may hold colons, a user name may not)."""
@@ -280,6 +287,10 @@ KEYS: tuple[Key, ...] = (
     Key("inter.broker.listener.name", "", _str,
         "the listener workers and cluster nodes send each other transaction markers and verifications on "
         "(its advertised address); empty = the first PLAINTEXT listener, else the first listener"),
+    Key("sasl.mechanism.inter.broker.protocol", "PLAIN", _broker_mechanism,
+        "the SASL mechanism workers and cluster nodes authenticate to each other with on a SASL "
+        "inter-broker listener: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default, GSSAPI, is not "
+        "supported); it must be in sasl.enabled.mechanisms"),
     Key("ssl.keystore.type", "PEM", _choice("pem"),
         "groupd reads PEM keystores only (Kafka's default, JKS, is not supported)"),
     Key("ssl.keystore.location", "", _str,
@@ -524,6 +535,7 @@ class Settings:
     advertised_listeners: tuple[Listener, ...]
     listener_security_protocol_map: dict[str, str]
     inter_broker_listener_name: str
+    sasl_mechanism_inter_broker_protocol: str
     ssl_keystore_type: str
     ssl_keystore_location: str
     ssl_key_password: str
@@ -669,6 +681,16 @@ class Settings:
     def security_protocol(self, listener: str) -> str:
         return self.listener_security_protocol_map[listener]
 
+    def inter_broker_listener(self) -> str:
+        """The listener brokers talk to each other on: `inter.broker.listener.name`; unset, the first
+        PLAINTEXT one, else the first."""
+        if self.inter_broker_listener_name:
+            return self.inter_broker_listener_name
+        for listener in self.listeners:
+            if self.security_protocol(listener.name) == "PLAINTEXT":
+                return listener.name
+        return self.listeners[0].name
+
     @property
     def metrics_url(self) -> str:
         """metrics.listener with an empty host filled in from the first listener."""
@@ -758,6 +780,12 @@ class Settings:
             raise ConfigError("workers > 1 and cluster.etcd.endpoints cannot be combined yet: run one process per "
                               "cluster node (each its own node.id)")
         self._check_etcd_tls()
+        broker_protocol = self.security_protocol(self.inter_broker_listener())
+        if (self.workers > 1 or self.cluster_etcd_endpoints) and broker_protocol.startswith("SASL_") and \
+                self.sasl_mechanism_inter_broker_protocol not in self.sasl_enabled_mechanisms:
+            raise ConfigError(f"sasl.mechanism.inter.broker.protocol={self.sasl_mechanism_inter_broker_protocol} "
+                              f"must be in sasl.enabled.mechanisms ({','.join(self.sasl_enabled_mechanisms)}): the "
+                              f"brokers authenticate to each other with it on {self.inter_broker_listener()}")
         if self.workers > 1:  # worker i listens (and is advertised) on each port + i
             for l in (*self.listeners, *self.advertised_listeners):
                 if not l.port or l.port + self.workers - 1 > 65535:

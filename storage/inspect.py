@@ -1,9 +1,11 @@
 """Reading a data directory without a server: `groupd log dump` (every record decoded, like
-kafka-dump-log --offsets-decoder; a data partition's records with `dump_data`) and `groupd log
-verify` (every batch's CRC, and the chain of offsets across batches and segments, per partition:
-the offsets log's and the disk records plane's data partitions). On a cluster-mode dir each stamp's segments
-(storage/owned_log.py) are read as a chain of their own; which of them count, up to which offset, is
-the manifest in etcd, which these tools do not read."""
+kafka-dump-log --offsets-decoder; `__transaction_state`'s with `dump_transactions`, like
+--transaction-log-decoder; a data partition's records with `dump_data`) and `groupd log verify`
+(every batch's CRC, and the chain of offsets across batches and segments, per partition: the
+offsets log's, `__transaction_state`'s and the disk records plane's data partitions). On a
+cluster-mode dir each stamp's segments (storage/owned_log.py) are read as a chain of their own;
+which of the offsets log's count, up to which offset, is the manifest in etcd, which these tools do
+not read (`__transaction_state`'s segments say it themselves)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,9 @@ from .owned_log import stamped_segments
 from .records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 from .records_plane.segments import METADATA_FILE, counted_chain
 from .scanner import OffsetChain, record_count, scan_segments
+from .transaction_log import TOPIC as TXN_TOPIC
+from .transaction_records import decode_key as decode_txn_key
+from .transaction_records import decode_value as decode_txn_value
 from .txn_records import TxnMarkerKey, TxnOffsetKey
 
 
@@ -146,6 +151,52 @@ def dump(data_dir: str, partition: int | None = None, group: str | None = None) 
                 yield _skipped(p, damage)
 
 
+def transaction_partitions(data_dir: str) -> list[int]:
+    prefix = TXN_TOPIC + "-"
+    return sorted(int(name[len(prefix):]) for name in os.listdir(data_dir)
+                  if name.startswith(prefix) and name[len(prefix):].isdigit())
+
+
+def dump_transactions(data_dir: str, partition: int | None = None) -> Iterator[str]:
+    """One JSON line per `__transaction_state` record (kafka-dump-log --transaction-log-decoder):
+    its place, the batch timestamp, the transactional id and its stored state. In cluster mode each
+    line has the `stamp` of its segment and whether it `counted`: a stamp's records count below the
+    first offset of any later stamp (storage/transaction_log.py), the rest are a deposed owner's
+    late writes, which no load reads."""
+    for p in [partition] if partition is not None else transaction_partitions(data_dir):
+        chains = sorted(stamped_segments(os.path.join(data_dir, f"{TXN_TOPIC}-{p}")).items())
+        for i, (stamp, segments) in enumerate(chains):
+            bound = min([segs[0][0] for _, segs in chains[i + 1:]], default=None)
+            for _base, _path, _data, found, _last in scan_segments(segments):
+                skipped = sorted(found.damage + ([found.tail] if found.tail else []), key=lambda d: d.position)
+                for b in found.batches:
+                    while skipped and skipped[0].position < b.position:
+                        yield _skipped(f"{TXN_TOPIC}-{p}", skipped.pop(0))
+                    for r in b.batch:
+                        line = {"log_partition": p, "log_offset": r.offset, "timestamp": b.batch.max_timestamp}
+                        if stamp or len(chains) > 1:
+                            line.update(stamp=stamp, counted=bound is None or r.offset < bound)
+                        line.update(_txn_record(r))
+                        yield json.dumps(line)
+                for damage in skipped:
+                    yield _skipped(f"{TXN_TOPIC}-{p}", damage)
+
+
+def _txn_record(r) -> dict:
+    try:
+        txn_id = decode_txn_key(bytes(r.key))
+        value = decode_txn_value(None if r.value is None else bytes(r.value))
+    except Exception:  # noqa: BLE001  (a newer Kafka's record type: shown as bytes)
+        return {"type": "unknown", "key": None if r.key is None else _bytes(bytes(r.key))}
+    out = {"type": "transaction", "transactional_id": txn_id, "tombstone": value is None}
+    if value is not None:
+        out.update(producer_id=value.producer_id, producer_epoch=value.producer_epoch,
+                   previous_producer_id=value.previous_producer_id, timeout_ms=value.timeout_ms,
+                   state=value.state.label, partitions=sorted([t, q] for t, q in value.partitions),
+                   last_update_ms=value.last_update_ms, start_ms=value.start_ms)
+    return out
+
+
 def _group_of(key) -> str:
     offsets_log_key = OffsetCommitKey | GroupMetadataKey | TxnOffsetKey | TxnMarkerKey
     return key.group if isinstance(key, offsets_log_key) else key.group_id
@@ -168,8 +219,9 @@ def verify(data_dir: str) -> tuple[list[str], bool]:
         if line is not None:
             lines.append(line)
             ok = ok and line.startswith(f"partition {p:>3}: OK")
-    for topic, p, directory in data_partitions(data_dir):
-        stamps = sorted(stamped_segments(directory).items())  # cluster mode: each leader's, a chain each
+    txn_dirs = [(TXN_TOPIC, p, os.path.join(data_dir, f"{TXN_TOPIC}-{p}")) for p in transaction_partitions(data_dir)]
+    for topic, p, directory in txn_dirs + data_partitions(data_dir):
+        stamps = sorted(stamped_segments(directory).items())  # cluster mode: each owner's, a chain each
         line = _verify_partition(f"partition {topic}-{p}", stamps, "")
         if line is not None:
             lines.append(line)

@@ -22,14 +22,18 @@ and epoch checked (PRODUCER_FENCED, answered INVALID_PRODUCER_EPOCH below v4 as 
 Under `--workers` and in cluster mode the request goes to the worker or node FindCoordinator names for
 the transactional id (the owner of its `__transaction_state` partition); elsewhere it answers
 NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while that partition loads here) and the client looks
-the coordinator up again. Producer ids are unique across workers and nodes: each hands out its own
-residue of the id space (`producer_id_block`), reserved in blocks in the data dir.
+the coordinator up again. Producer ids are unique across workers and nodes: each worker hands out its
+own residue of the id space (`producer_id_block`), reserved in blocks in the data dir; cluster nodes
+take blocks of 1000 from a counter in etcd (coordinator/cluster/etcd/producer_ids.py, Kafka's
+AllocateProducerIds), and while a node waits for its next block the request answers
+COORDINATOR_LOAD_IN_PROGRESS, as Kafka's RPCProducerIdManager does (clients retry it).
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from groupd.coordinator.core.producer_id_blocks import BlockPending
 from groupd.coordinator.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from groupd.coordinator.security.authorizer import authorized, denied
 from groupd.protocol import ErrorCode
@@ -70,8 +74,13 @@ def handle(node, request: Request):
             return build_response(ApiKey.INIT_PRODUCER_ID, request.version, {
                 "error_code": ErrorCode.unsupported_for_message_format, "producer_id": -1, "producer_epoch": -1})
         return asyncio.ensure_future(_transactional(transactions, request))
+    try:
+        producer_id = producer_ids_for(node).allocate()
+    except BlockPending:
+        return build_response(ApiKey.INIT_PRODUCER_ID, request.version, {
+            "error_code": ErrorCode.coordinator_load_in_progress, "producer_id": -1, "producer_epoch": -1})
     return build_response(ApiKey.INIT_PRODUCER_ID, request.version, {
-        "error_code": ErrorCode.none, "producer_id": producer_ids_for(node).allocate(), "producer_epoch": 0})
+        "error_code": ErrorCode.none, "producer_id": producer_id, "producer_epoch": 0})
 
 
 async def _transactional(transactions, request: Request):

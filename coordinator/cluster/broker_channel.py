@@ -8,9 +8,10 @@ The listener: `inter.broker.listener.name` (Kafka's setting); unset, the first P
 the first listener. On an SSL or SASL_SSL listener the connection is TLS, verifying the
 broker with `ssl.truststore.location` (the system's CAs without one) and presenting the broker's own
 keystore as its client certificate (for `ssl.client.auth=required`). On a SASL listener it
-authenticates with PLAIN as the first of `super.users` that `sasl.users` has a password for (a super
-user may CLUSTER_ACTION under ACLs, as Kafka's brokers are super users of each other); without such a
-user nothing can be sent (one warning). Every failure (a broker down, a connection reset, refused
+authenticates with `sasl.mechanism.inter.broker.protocol` (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512) as
+the first of `super.users` that `sasl.users` has a password for (a super user may CLUSTER_ACTION under
+ACLs, as Kafka's brokers are super users of each other); without such a user nothing can be sent (one
+warning). Every failure (a broker down, a connection reset, refused
 authentication) is a retriable error for the caller: NOT_LEADER_OR_FOLLOWER for markers (the
 coordinator looks the leader up again and retries), COORDINATOR_NOT_AVAILABLE for a verification.
 """
@@ -23,6 +24,7 @@ import ssl
 import struct
 from itertools import count
 
+from groupd.coordinator.security.scram import ScramClient, ScramError
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import RequestHeader, build_request, decode_response, encode_request
@@ -40,12 +42,7 @@ CLIENT_ID = "groupd-broker"
 def inter_broker_listener(settings) -> str:
     """The listener brokers talk to each other on: `inter.broker.listener.name`; unset, the first
     PLAINTEXT one, else the first."""
-    if settings.inter_broker_listener_name:
-        return settings.inter_broker_listener_name
-    for listener in settings.listeners:
-        if settings.security_protocol(listener.name) == "PLAINTEXT":
-            return listener.name
-    return settings.listeners[0].name
+    return settings.inter_broker_listener()
 
 
 def client_context(settings) -> ssl.SSLContext:
@@ -97,6 +94,7 @@ class BrokerChannel:
         self.tls = client_context(settings) if protocol in ("SSL", "SASL_SSL") else None
         self.sasl = protocol.startswith("SASL_")
         self.user = broker_user(settings) if self.sasl else None
+        self.mechanism = settings.sasl_mechanism_inter_broker_protocol
         self._connections: dict[int, _Connection] = {}
         self._warned: set[str] = set()
 
@@ -106,18 +104,35 @@ class BrokerChannel:
         conn = _Connection(reader, writer)
         if self.sasl:
             try:
-                hello = await conn.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
-                if hello.error_code != ErrorCode.none:
-                    raise RefusedError(f"SASL/PLAIN refused: {ErrorCode(hello.error_code).name}")
-                name, password = self.user
-                token = b"\0" + name.encode() + b"\0" + password.encode()
-                done = await conn.request(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})
-                if done.error_code != ErrorCode.none:
-                    raise RefusedError(f"SASL/PLAIN as {name} refused: {done.error_message}")
+                await self._authenticate(conn)
             except BaseException:
                 conn.close()
                 raise
         return conn
+
+    async def _authenticate(self, conn: _Connection) -> None:
+        """SaslHandshake v1 with `sasl.mechanism.inter.broker.protocol`, then its SaslAuthenticate
+        exchange: one token for PLAIN; client-first and client-final for SCRAM, whose server
+        signature is checked (a broker that does not know the credential is not trusted)."""
+        mechanism, (name, password) = self.mechanism, self.user
+        hello = await conn.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism})
+        if hello.error_code != ErrorCode.none:
+            raise RefusedError(f"SASL/{mechanism} refused: {ErrorCode(hello.error_code).name}")
+
+        async def send(token: bytes) -> bytes:
+            done = await conn.request(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})
+            if done.error_code != ErrorCode.none:
+                raise RefusedError(f"SASL/{mechanism} as {name} refused: {done.error_message}")
+            return bytes(done.auth_bytes)
+
+        if mechanism == "PLAIN":
+            await send(b"\0" + name.encode() + b"\0" + password.encode())
+            return
+        client = ScramClient(mechanism, name, password)
+        try:
+            client.verify(await send(client.final(await send(client.first()))))
+        except ScramError as e:
+            raise RefusedError(f"SASL/{mechanism} with broker failed: {e}") from None
 
     def _address(self, broker_id: int) -> tuple[str, int] | None:
         for broker in self.view.brokers():

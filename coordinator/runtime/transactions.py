@@ -22,12 +22,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from groupd.coordinator.core.partitioning import partition_for
+from groupd.coordinator.core.producer_id_blocks import BlockPending
 from groupd.coordinator.core.transactions.machine import Step, TransactionCore, Transition, TxnMetadata
 from groupd.coordinator.core.transactions.ownership import home_partition, marker_batches
 from groupd.coordinator.observability import metrics
 from groupd.protocol import ErrorCode
 from groupd.storage.catalog import Topic
 from groupd.storage.compaction import compact
+from groupd.storage.stamped_compaction import compact_stamped
 from groupd.storage.transaction_log import TOPIC, StampedTransactionLog, TransactionPartitionLog, encode
 from groupd.storage.transaction_records import TxnState
 
@@ -86,6 +88,9 @@ class TransactionCoordinator:
         self._markers: dict[str, asyncio.Task] = {}  # transactional id → its markers being written
         self._timers: list[asyncio.TimerHandle] = []
         self._compacting: asyncio.Future | None = None
+        # cluster mode: (directory, stamp) → the active segment's base when a compaction last found
+        # nothing to clean; nothing below it changes that counts, so it is not read again until it moves
+        self._clean_below: dict[tuple[str, int], int] = {}
         self.closing = False
         data = data_marker_seam()
         self.data_marker = None if data is None else (
@@ -320,8 +325,11 @@ class TransactionCoordinator:
                                expected_epoch: int) -> tuple[ErrorCode, int, int]:
         if (error := self.unavailable(transactional_id)) is not None:
             return error, -1, -1
-        step = self.core.init_producer_id(transactional_id, timeout_ms, expected_id, expected_epoch, wall_ms(),
-                                          self.new_producer_id)
+        try:
+            step = self.core.init_producer_id(transactional_id, timeout_ms, expected_id, expected_epoch, wall_ms(),
+                                              self.new_producer_id)
+        except BlockPending:  # cluster mode's next id block not granted yet (nothing changed): retried
+            return ErrorCode.coordinator_load_in_progress, -1, -1
         if step.transition is not None and step.error == ErrorCode.concurrent_transactions:
             metrics.TRANSACTIONS_FENCED.inc()  # an Ongoing transaction aborted under a bumped epoch
             log.info("transaction fenced transactional_id=%s producer_id=%d producer_epoch=%d: aborting",
@@ -471,22 +479,39 @@ class TransactionCoordinator:
 
     def _compact(self) -> None:
         """Compact the closed segments (the offsets log's cleaner: the latest record per transactional
-        id, tombstones kept `log.cleaner.delete.retention.ms`), one partition after another, off the loop."""
+        id, tombstones kept `log.cleaner.delete.retention.ms`), one partition after another, off the
+        loop. Cluster mode: what the owner's stamp counts below its active segment, earlier owners'
+        segments included (storage/stamped_compaction.py)."""
         if self._compacting is not None and not self._compacting.done():
             return
-        if self.view.keeps_shared_state():  # cluster mode: partitions move while a compaction renames files
-            return
-        dirs = [w.plog.directory for w in self.writers if w is not None and len(w.plog.segments) > 1]
-        if dirs:
-            self._compacting = asyncio.get_running_loop().run_in_executor(self._executor, self._compact_all, dirs)
+        jobs = []
+        for w in self.writers:
+            if w is None or w.closed:
+                continue
+            if isinstance(w.plog, StampedTransactionLog):
+                active_base = w.plog.segments[-1][0]
+                # records below it (its own closed segments, or earlier owners'), not all clean yet
+                if active_base > 0 and self._clean_below.get((w.plog.directory, w.plog.stamp)) != active_base:
+                    jobs.append((w.plog.directory, w.plog.stamp, active_base))
+            elif len(w.plog.segments) > 1:
+                jobs.append((w.plog.directory, 0, 0))
+        if jobs:
+            self._compacting = asyncio.get_running_loop().run_in_executor(self._executor, self._compact_all, jobs)
 
-    def _compact_all(self, dirs: list[str]) -> None:
-        for directory in dirs:
+    def _compact_all(self, jobs: list[tuple[str, int, int]]) -> None:
+        retention = self.settings.log_cleaner_delete_retention_ms
+        for directory, stamp, active_base in jobs:
             try:
-                result = compact(directory, wall_ms(), self.settings.log_cleaner_delete_retention_ms)
+                result = (compact_stamped(directory, stamp, active_base, wall_ms(), retention) if stamp
+                          else compact(directory, wall_ms(), retention))
             except Exception as e:  # noqa: BLE001  (the next round tries again; renames keep the log loadable)
                 log.error("transaction log compaction failed directory=%s: %r", directory, e)
                 continue
+            if stamp and not result.segments_cleaned:
+                self._clean_below[(directory, stamp)] = active_base
+            if stamp and result.segments_corrupt:  # loads step over the bad bytes; compaction waits
+                log.warning("transaction log not compacted directory=%s corrupt_segments=%d: it stays as it "
+                            "is until its owner's active segment moves on", directory, result.segments_corrupt)
             if result.segments_cleaned:
                 log.info("transaction log compacted directory=%s records=%d->%d bytes=%d->%d", directory,
                          result.records_before, result.records_after, result.bytes_before, result.bytes_after)

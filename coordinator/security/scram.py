@@ -135,3 +135,49 @@ class ScramServer:
             raise ScramError("invalid proof")
         server_signature = hmac.digest(credential.server_key, auth_message, self._hash)
         return b"v=" + base64.b64encode(server_signature)
+
+
+class ScramClient:
+    """The client side of one exchange, as Kafka's ScramSaslClient runs it (the brokers' channel to
+    each other, the CLI tools): `first()`, then `final(server_first)`, then `verify(server_final)`.
+    `nonce` is fixed only by tests. Raises ScramError on a server that refuses or cannot be trusted
+    (a nonce that does not extend ours, fewer iterations than Kafka's minimum, a wrong signature)."""
+
+    def __init__(self, mechanism: str, user: str, password: str, nonce: str | None = None) -> None:
+        self._hash = HASHES[mechanism]
+        self._password = password
+        self._nonce = nonce or base64.b64encode(os.urandom(18)).decode()
+        name = user.replace("=", "=3D").replace(",", "=2C")
+        self._first_bare = f"n={name},r={self._nonce}"
+
+    def first(self) -> bytes:
+        return ("n,," + self._first_bare).encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        message = server_first.decode()
+        attrs = _attributes(message)
+        if "e" in attrs:
+            raise ScramError(f"the server refused: {attrs['e']}")
+        nonce, salt, iterations = attrs.get("r", ""), attrs.get("s"), attrs.get("i", "")
+        if not nonce.startswith(self._nonce) or nonce == self._nonce:
+            raise ScramError("server nonce does not extend the client's")
+        if not iterations.isdigit() or int(iterations) < ITERATIONS or salt is None:
+            raise ScramError(f"iterations {iterations!r} below {ITERATIONS} or no salt")
+        try:
+            salt_bytes = base64.b64decode(salt, validate=True)
+        except ValueError:
+            raise ScramError("bad base64 salt") from None
+        salted = hashlib.pbkdf2_hmac(self._hash, self._password.encode(), salt_bytes, int(iterations))
+        without_proof = f"c=biws,r={nonce}"  # biws: base64 of the gs2 header "n,,"
+        auth_message = f"{self._first_bare},{message},{without_proof}".encode()
+        client_key = hmac.digest(salted, b"Client Key", self._hash)
+        signature = hmac.digest(hashlib.new(self._hash, client_key).digest(), auth_message, self._hash)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature))
+        self._expected = b"v=" + base64.b64encode(hmac.digest(hmac.digest(salted, b"Server Key", self._hash),
+                                                              auth_message, self._hash))
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        if not hmac.compare_digest(server_final, self._expected):
+            raise ScramError("the server's signature does not verify (not the server that holds this user's "
+                             "credential)")

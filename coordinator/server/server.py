@@ -21,7 +21,8 @@ from groupd.coordinator.security.sasl import Users
 from groupd.coordinator.security.tls_transport import TlsTransport
 from groupd.coordinator.settings import Settings
 from groupd.coordinator.system_clock import wall_ms
-from groupd.storage.records_plane import plane_for, producer_ids_for, save_log_ends
+from groupd.storage.records_plane import (plane_for, producer_ids_for, register_producer_ids, residue_ids_floor,
+                                          save_log_ends)
 
 from . import metrics_http
 from .admin_http import AdminEndpoint
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("groupd")
 
 SHUTDOWN_GRACE_S = 5.0
-CLUSTER_ID_SPACES = 1 << 16  # cluster mode: node n hands out producer ids n, n + 2^16, n + 2·2^16, ...
 LOG_LIMIT_TICK_S = 5.0
 
 
@@ -65,6 +65,7 @@ class Server:
         self._retention_timer: asyncio.TimerHandle | None = None
         self._admin: AdminEndpoint | None = None
         self._shared_timer: asyncio.TimerHandle | None = None
+        self.producer_ids = None  # cluster mode's (EtcdProducerIds)
 
     async def startup(self) -> None:
         started = time.monotonic()
@@ -76,8 +77,7 @@ class Server:
             self.cluster = EtcdCluster(self.settings)
             await self.cluster.connect()
             self.node = Node(self.settings, users, self.cluster)
-            # nodes share the id space by residues of their node id (each keeps its own blocks)
-            self.node.producer_id_block = (self.settings.node_id % CLUSTER_ID_SPACES, CLUSTER_ID_SPACES)
+            await self._cluster_producer_ids()
         elif self.worker is None:
             self.node = Node(self.settings, users)
         else:
@@ -119,6 +119,17 @@ class Server:
                  "topics=%d metrics=%s admin=%s startup_ms=%d", bound, advertised, self.settings.node_id,
                  self.node.cluster_id, self.settings.data_dir, len(self.node.catalog), metrics_url or "off",
                  admin_url or "off", (time.monotonic() - started) * 1000)
+
+    async def _cluster_producer_ids(self) -> None:
+        """Cluster mode: producer ids from blocks granted through etcd (coordinator/cluster/etcd/
+        producer_ids.py), the first one before the node serves; a fresh counter starts above the ids
+        that nodes handed out as residues of their node id before it existed."""
+        from groupd.coordinator.cluster.etcd.producer_ids import EtcdProducerIds
+
+        floor = await asyncio.get_running_loop().run_in_executor(None, residue_ids_floor, self.settings.data_dir)
+        self.producer_ids = EtcdProducerIds(self.cluster, floor)
+        await self.producer_ids.start()
+        register_producer_ids(self.node, self.producer_ids)
 
     async def _start_admin(self) -> str | None:
         """The admin HTTP endpoint (fault injection), when `admin.listener` is set."""
@@ -200,6 +211,8 @@ class Server:
             await asyncio.sleep(0.01)
         for conn in list(self.connections):
             conn.close()
+        if self.producer_ids is not None:
+            self.producer_ids.stop()
         if self.cluster is not None:
             await self.cluster.stop()  # partitions handed over, lease revoked
         if self.node is not None:

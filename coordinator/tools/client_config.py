@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import hashlib
-import hmac
 import json
 import os
 import re
-import secrets
 import socket
 import ssl
 import struct
@@ -26,8 +23,7 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from groupd.coordinator.security.scram import HASHES as SCRAM_HASHES
-from groupd.coordinator.security.scram import ITERATIONS
+from groupd.coordinator.security.scram import ScramClient, ScramError
 from groupd.coordinator.settings import SASL_MECHANISMS, SECURITY_PROTOCOLS, ConfigError
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
@@ -51,7 +47,6 @@ QUIET = re.compile(r"(request|socket|connections|reconnect|retry|retries|metadat
                    r"bootstrap\.servers|client\.dns|send\.buffer|receive\.buffer|security\.providers|"
                    r"sasl\.oauthbearer)[.a-z]*")
 
-MIN_SCRAM_ITERATIONS = ITERATIONS  # what Kafka's clients refuse to go below
 SASL_HANDSHAKE_V, SASL_AUTHENTICATE_V = 1, 2
 
 
@@ -383,29 +378,15 @@ def _exchange(config: ClientConfig):
 
 
 def scram_client(mechanism: str, user: str, password: str, nonce: str | None = None):
-    """RFC 5802's client as a generator: client-first, then (given server-first) client-final, then
-    (given server-final) it checks the server's signature and stops."""
-    name = SCRAM_HASHES[mechanism]
-    nonce = nonce or secrets.token_urlsafe(18)
-    first_bare = f"n={user.replace('=', '=3D').replace(',', '=2C')},r={nonce}"
-    server_first = (yield f"n,,{first_bare}".encode()).decode()
-    attrs = dict(part.split("=", 1) for part in server_first.split(",") if "=" in part)
-    if "e" in attrs:
-        raise SecurityError(f"SASL {mechanism}: the server refused: {attrs['e']}")
-    combined, salt, iterations = attrs.get("r", ""), base64.b64decode(attrs.get("s", "")), int(attrs.get("i", "0"))
-    if not combined.startswith(nonce) or iterations < MIN_SCRAM_ITERATIONS:
-        raise SecurityError(f"SASL {mechanism}: the server's first message is invalid (nonce or iterations)")
-    salted = hashlib.pbkdf2_hmac(name, password.encode(), salt, iterations)
-    client_key = hmac.digest(salted, b"Client Key", name)
-    without_proof = f"c=biws,r={combined}"
-    auth_message = f"{first_bare},{server_first},{without_proof}".encode()
-    signature = hmac.digest(hashlib.new(name, client_key).digest(), auth_message, name)
-    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature))).decode()
-    server_final = (yield f"{without_proof},p={proof}".encode()).decode()
-    expected = base64.b64encode(hmac.digest(hmac.digest(salted, b"Server Key", name), auth_message, name)).decode()
-    if server_final != f"v={expected}":
-        raise SecurityError(f"SASL {mechanism}: the server's signature does not verify (not the server that "
-                            "holds this user's credential)")
+    """RFC 5802's client (coordinator/security/scram.py) as a generator: client-first, then (given
+    server-first) client-final, then (given server-final) it checks the server's signature and stops."""
+    client = ScramClient(mechanism, user, password, nonce)
+    try:
+        server_first = yield client.first()
+        server_final = yield client.final(bytes(server_first))
+        client.verify(bytes(server_final))
+    except ScramError as e:
+        raise SecurityError(f"SASL {mechanism}: {e}") from None
 
 
 def oauth_token(config: ClientConfig) -> str:

@@ -15,15 +15,16 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from .checkpoint import PRODUCER_ID_BLOCK, LogEndsFile, ProducerIdsFile
+from .checkpoint import PRODUCER_ID_BLOCK, LogEndsFile, ProducerIdsFile, residue_ids_floor
 from .plane import Appended, MemoryPlane, ProducerIds
 
-__all__ = ["Appended", "MemoryPlane", "ProducerIds", "plane_for", "producer_ids_for", "register", "save_log_ends"]
+__all__ = ["Appended", "MemoryPlane", "ProducerIds", "plane_for", "producer_ids_for", "register",
+           "register_producer_ids", "residue_ids_floor", "save_log_ends"]
 
 NONE, MEMORY, DISK = "none", "memory", "disk"
 
 _planes: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-_producer_ids: weakref.WeakKeyDictionary[Any, ProducerIds] = weakref.WeakKeyDictionary()
+_producer_ids: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()  # has allocate()
 
 
 def plane_for(node: Any):
@@ -56,10 +57,17 @@ def save_log_ends(node: Any) -> None:
         LogEndsFile(node.settings.data_dir, node.settings.node_id).save(plane.checkpoint())
 
 
-def producer_ids_for(node: Any) -> ProducerIds:
-    """The node's producer ids: from its `producer_id_block` (first, step) where it shares the id space
-    with other processes (workers), else 0, 1, 2, ...; reserved in blocks in the data dir
-    (`producer-ids-<node>.json`), so they survive a restart."""
+def register_producer_ids(node: Any, ids: Any) -> None:
+    """The node's producer ids from elsewhere (cluster mode: blocks granted through etcd), anything
+    with `allocate()`."""
+    _producer_ids[node] = ids
+
+
+def producer_ids_for(node: Any):
+    """The node's producer ids: those registered (`register_producer_ids`), else from its
+    `producer_id_block` (first, step) where it shares the id space with other processes (workers),
+    else 0, 1, 2, ...; reserved in blocks in the data dir (`producer-ids-<node>.json`), so they
+    survive a restart."""
     ids = _producer_ids.get(node)
     if ids is None:
         blocks = ProducerIdsFile(node.settings.data_dir, node.settings.node_id)

@@ -10,12 +10,15 @@
   log end below an offset that was handed out.
 - `producer-ids-<node>.json`: the producer ids InitProducerId may have handed out, reserved in blocks
   of `PRODUCER_ID_BLOCK` before any id of a block is given (Kafka's producer-id blocks), so a restart
-  never hands out an id again.
+  never hands out an id again. A lone node's and workers'; cluster nodes take their blocks from etcd
+  (coordinator/cluster/etcd/producer_ids.py), starting above what these files reserved
+  (`residue_ids_floor`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import uuid
 
 from ..files import JsonFile
@@ -68,3 +71,15 @@ class ProducerIdsFile(JsonFile):
         return json.dumps({"version": 1, "next_block": content}).encode()
 
 
+
+
+def residue_ids_floor(data_dir: str, spaces: int = 1 << 16) -> int:
+    """An id above every one the producer-id files of `data_dir` may have let out when cluster nodes
+    handed out residues of their node id mod `spaces` (node n: n + k·spaces, k below its file's
+    next_block · PRODUCER_ID_BLOCK): where cluster mode's etcd counter starts on a dir of before it."""
+    floor = 0
+    for name in os.listdir(data_dir) if os.path.isdir(data_dir) else ():
+        node = name.removeprefix("producer-ids-").removesuffix(".json")
+        if name.startswith("producer-ids-") and name.endswith(".json") and node.isdigit():
+            floor = max(floor, ProducerIdsFile(data_dir, int(node)).load() * PRODUCER_ID_BLOCK * spaces)
+    return floor

@@ -31,3 +31,15 @@ def test_brokers_log_in_as_the_first_super_user_with_a_password():
     assert broker_user(settings("sasl.users=alice:a,admin:secret", "super.users=User:ops;User:admin")) == \
         ("admin", "secret")
     assert broker_user(settings("sasl.users=alice:a", "super.users=User:ops")) is None
+
+
+def test_the_inter_broker_mechanism_must_be_offered_where_brokers_talk_over_sasl():
+    sasl = ("listener.security.protocol.map=EXTERNAL:SASL_PLAINTEXT,INTERNAL:SASL_PLAINTEXT", "sasl.users=a:b",
+            "sasl.enabled.mechanisms=SCRAM-SHA-512")
+    with pytest.raises(ConfigError, match="sasl.mechanism.inter.broker.protocol=PLAIN must be in"):
+        settings(*sasl, "workers=2", "listeners=EXTERNAL://127.0.0.1:9092,INTERNAL://127.0.0.1:9192")
+    assert settings(*sasl).sasl_mechanism_inter_broker_protocol == "PLAIN"  # a lone node talks to no broker
+    chosen = settings(*sasl, "workers=2", "sasl.mechanism.inter.broker.protocol=scram-sha-512")
+    assert chosen.sasl_mechanism_inter_broker_protocol == "SCRAM-SHA-512"
+    with pytest.raises(ConfigError, match="GSSAPI"):
+        settings("sasl.mechanism.inter.broker.protocol=GSSAPI")

@@ -22,9 +22,9 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from tests.cluster.test_cluster_etcd import SETTINGS, etcd, spread, two_nodes  # noqa: F401,F811 (the fixture)
 from tests.cluster.test_cluster_records import agreed_leaders
-from tests.support.etcd_server import cluster_node
+from tests.support.etcd_server import LEASE_MS, cluster_node
 from tests.support.harness import wait_until
-from tests.support.process import free_port
+from tests.support.process import GroupdProcess, free_port, free_ports
 
 pytestmark = pytest.mark.clients
 
@@ -173,3 +173,37 @@ def test_the_survivor_completes_a_commit_its_killed_coordinator_had_prepared(tmp
     finally:
         if nodes[0].alive():
             assert nodes[0].stop() == 0, nodes[0].log()
+
+
+def test_markers_go_to_the_other_node_over_a_sasl_listener_with_scram(tmp_path, etcd):  # noqa: F811
+    """The nodes talk to each other on INTERNAL, a SASL_PLAINTEXT listener offering SCRAM-SHA-256
+    only (clients use EXTERNAL, PLAINTEXT): a transaction over both nodes' partitions commits, its
+    markers to the other node sent after a SCRAM login as the super user (sasl.users' credential)."""
+    data = str(tmp_path / "data")
+    nodes = []
+    for node_id in (1, 2):
+        port = free_ports(2)
+        nodes.append(GroupdProcess(
+            data, f"node.id={node_id}", f"cluster.etcd.endpoints={etcd.endpoint}", f"cluster.lease.ms={LEASE_MS}",
+            "log.level=info", *SETTINGS, "records.plane=disk",
+            f"listeners=EXTERNAL://127.0.0.1:{port},INTERNAL://127.0.0.1:{port + 1}",
+            "listener.security.protocol.map=EXTERNAL:PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
+            "inter.broker.listener.name=INTERNAL", "sasl.enabled.mechanisms=SCRAM-SHA-256",
+            "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256", "sasl.users=broker:broker-secret",
+            "super.users=User:broker", port=port).start())
+    try:
+        spread(nodes)
+        leaders = agreed_leaders(nodes, {1, 2}, exactly=True)
+        txn_id = transactional_id_on(nodes, 1, "tx-scram")
+        p = producer(nodes[0].bootstrap, txn_id)
+        p.init_transactions(60)
+        p.begin_transaction()
+        for part in leaders:
+            p.produce("t", f"scram{part}".encode(), partition=part)
+        p.commit_transaction(60)
+        expected = {f"scram{part}" for part in leaders}
+        assert sorted(read_committed(nodes[1].bootstrap, expected)) == sorted(expected)
+    finally:
+        for node in nodes:
+            if node.alive():
+                assert node.stop() == 0, node.log()

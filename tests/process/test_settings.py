@@ -185,6 +185,7 @@ def test_log_dirs_with_several_directories_is_one_line_error(tmp_path):
 READ_ELSEWHERE = {
     "advertised.listeners": "through Settings.advertised_for",
     "listener.security.protocol.map": "through Settings.security_protocol",
+    "inter.broker.listener.name": "through Settings.inter_broker_listener",
     "ssl.keystore.type": "validated here: PEM is the only type groupd reads",
     "ssl.truststore.type": "validated here: PEM is the only type groupd reads",
     "group.coordinator.rebalance.protocols": "validated here (classic must be one); the consumer protocol reads it",

@@ -5,7 +5,8 @@ Keys (under `cluster.etcd.prefix`, `/groupd/` by default): `nodes/<id>` the node
 listeners, `owners/<p>` the owner's node id and `compactions/<p>` (whose revisions stamp
 compactions' output), all bound to the node's lease; `manifests/<p>` the stamps whose segments count
 (storage/owned_log.py `Ownership`), `cluster.id` and `data.dir.id` (the shared data dir's
-`directory.id`, which its meta.properties names with the cluster id: `bind_data_dir`), and the
+`directory.id`, which its meta.properties names with the cluster id: `bind_data_dir`),
+`producer.ids` (the next producer id block: producer_ids.py), and the
 shared documents (`topics`, `acls.json`, `scram-credentials.json`, `group_configs.json`:
 coordinator/cluster/etcd/catalog.py,
 coordinator/cluster/etcd/files.py), without a lease.
