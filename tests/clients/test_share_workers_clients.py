@@ -3,7 +3,8 @@ coordinated by the worker that owns its offsets partition, each data partition's
 acquired and acknowledged at its leader (partition p at worker p mod 2), which keeps that
 share-partition's state; a `kill -9` of worker 1 while a consumer holds records of its partition
 hands them out again once the worker is back, and records accepted before the kill never come
-again. DescribeShareGroupOffsets at the group's coordinator reads the other worker's share state."""
+again. DescribeShareGroupOffsets at the group's coordinator reads the other worker's share state, and
+the group's offsets altered, deleted and the group deleted there change it at both workers."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from groupd.protocol.apis import ApiKey
 from tests.cluster.test_workers import at, group_on, start_workers, worker_pid
 from tests.support.harness import wait_until
 from tests.support.process import WireClient
+from tests.support.share_admin import administer_across_leaders
 
 pytestmark = pytest.mark.clients
 
@@ -136,3 +138,11 @@ def test_a_killed_leader_worker_delivers_what_was_in_flight_again_and_never_what
     assert accepted == {o: 1 for o in range(5)} and set(held) <= set(range(5, 10))
     assert after == {o: 1 for o in range(5, 15)}  # what was accepted before the kill: never again
     assert re.search(r"groupd\[1\].* share state loaded topic_id=\S+ partition=1 stamp=0 ", server.log())
+
+
+def test_offsets_altered_described_and_deleted_at_the_coordinator_reach_both_workers(server):
+    """The group is coordinated by worker 1; partition 0 is led by worker 0, which keeps its state:
+    AlterShareGroupOffsets, DescribeShareGroupOffsets (with lag), DeleteShareGroupOffsets and
+    DeleteGroups at worker 1 reach it (share_admin.py), and a consumer resumes from the altered offsets."""
+    administer_across_leaders(server.bootstrap, at(server, 1), TOPIC, group_on(1, "share-admin"),
+                              leaders={0: at(server, 0), 1: at(server, 1)}, elsewhere={0: at(server, 1)})
