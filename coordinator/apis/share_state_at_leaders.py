@@ -96,7 +96,7 @@ async def initialize(node, group: str, starts: list[tuple[Any, int, int]]) -> di
         return {k: (UNREACHABLE, None) if r is None else (ErrorCode(r.error_code), r.error_message)
                 for k, r in got.items()}
 
-    return await _at_leaders(node, [(t, i) for t, i, _ in starts],
+    return await at_leaders(node, [(t, i) for t, i, _ in starts],
                              lambda t, i: initialize_here(node, group, t, i, wanted[(t.topic_id, i)]), there,
                              lambda e: (e, None))
 
@@ -108,7 +108,7 @@ async def delete(node, group: str, partitions: list[tuple[Any, int]]) -> dict[Ke
         return {k: (UNREACHABLE, None) if r is None else (ErrorCode(r.error_code), r.error_message)
                 for k, r in got.items()}
 
-    return await _at_leaders(node, partitions, lambda t, i: delete_here(node, group, t, i), there,
+    return await at_leaders(node, partitions, lambda t, i: delete_here(node, group, t, i), there,
                              lambda e: (e, None))
 
 
@@ -131,11 +131,11 @@ async def summaries(node, group: str, partitions: list[tuple[Any, int]]) -> dict
                           ends[(names[k[0]], k[1])], r.state_epoch)
         return out
 
-    return await _at_leaders(node, partitions, lambda t, i: summary_here(node, group, t, i), there,
+    return await at_leaders(node, partitions, lambda t, i: summary_here(node, group, t, i), there,
                              lambda e: (e, UNINITIALIZED, -1, None, 0))
 
 
-async def _at_leaders(node, partitions: list[tuple[Any, int]],
+async def at_leaders(node, partitions: list[tuple[Any, int]],
                       here: Callable[[Any, int], Awaitable[Result]],
                       there: Callable[[Any, int, list[Key]], Awaitable[dict[Key, Result]]],
                       failed: Callable[[ErrorCode], Result]) -> dict[Key, Result]:
