@@ -97,8 +97,8 @@ async def initialize(node, group: str, starts: list[tuple[Any, int, int]]) -> di
                 for k, r in got.items()}
 
     return await at_leaders(node, [(t, i) for t, i, _ in starts],
-                             lambda t, i: initialize_here(node, group, t, i, wanted[(t.topic_id, i)]), there,
-                             lambda e: (e, None))
+                            lambda t, i: initialize_here(node, group, t, i, wanted[(t.topic_id, i)]), there,
+                            lambda e: (e, None))
 
 
 async def delete(node, group: str, partitions: list[tuple[Any, int]]) -> dict[Key, Result]:
@@ -109,7 +109,7 @@ async def delete(node, group: str, partitions: list[tuple[Any, int]]) -> dict[Ke
                 for k, r in got.items()}
 
     return await at_leaders(node, partitions, lambda t, i: delete_here(node, group, t, i), there,
-                             lambda e: (e, None))
+                            lambda e: (e, None))
 
 
 async def summaries(node, group: str, partitions: list[tuple[Any, int]]) -> dict[Key, Result]:
@@ -118,10 +118,9 @@ async def summaries(node, group: str, partitions: list[tuple[Any, int]]) -> dict
     names = {t.topic_id: t.name for t, _ in partitions}
 
     async def there(channel, broker: int, keys: list[Key]) -> dict[Key, Result]:
-        got, ends = await asyncio.gather(
-            channel.share_state(broker, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, group,
-                                {k: {"leader_epoch": -1} for k in keys}),
-            channel.log_ends(broker, [(names[t], i) for t, i in keys]))
+        got = await channel.share_state(broker, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, group,
+                                        {k: {"leader_epoch": -1} for k in keys})
+        ends = await channel.log_ends(broker, [(names[t], i) for t, i in keys])  # after: one connection opened
         out = {}
         for k, r in got.items():
             if r is None:
@@ -132,13 +131,13 @@ async def summaries(node, group: str, partitions: list[tuple[Any, int]]) -> dict
         return out
 
     return await at_leaders(node, partitions, lambda t, i: summary_here(node, group, t, i), there,
-                             lambda e: (e, UNINITIALIZED, -1, None, 0))
+                            lambda e: (e, UNINITIALIZED, -1, None, 0))
 
 
 async def at_leaders(node, partitions: list[tuple[Any, int]],
-                      here: Callable[[Any, int], Awaitable[Result]],
-                      there: Callable[[Any, int, list[Key]], Awaitable[dict[Key, Result]]],
-                      failed: Callable[[ErrorCode], Result]) -> dict[Key, Result]:
+                     here: Callable[[Any, int], Awaitable[Result]],
+                     there: Callable[[Any, int, list[Key]], Awaitable[dict[Key, Result]]],
+                     failed: Callable[[ErrorCode], Result]) -> dict[Key, Result]:
     """Each partition's result from its leader, looked up again for those that answer a retriable error."""
     topics = {t.topic_id: t for t, _ in partitions}
     results: dict[Key, Result] = {}
@@ -148,6 +147,7 @@ async def at_leaders(node, partitions: list[tuple[Any, int]],
             pending.append((topic.topic_id, index))
         else:
             results[(topic.topic_id, index)] = failed(ErrorCode.unknown_topic_or_partition)
+    pending = list(dict.fromkeys(pending))  # a partition named twice is changed once
     loop = asyncio.get_running_loop()
     deadline = loop.time() + RETRY_S
     delay = RETRY_FIRST_S
