@@ -106,6 +106,7 @@ class BrokerChannel:
         self.sasl = protocol.startswith("SASL_")
         self.user = broker_user(settings) if self.sasl else None
         self._connections: dict[int, _Connection] = {}
+        self._connecting: dict[int, asyncio.Lock] = {}  # requests at once to a broker not yet connected wait
         self._warned: set[str] = set()
 
     async def _connect(self, at: tuple[str, int]) -> _Connection:
@@ -155,13 +156,16 @@ class BrokerChannel:
                     self._warn("no-user", "broker request impossible: listener %s is SASL and no super.users "
                                "entry has a sasl.users password to authenticate the brokers with", self.listener)
                     return None
-                conn = self._connections[broker_id] = await asyncio.wait_for(self._connect(at), TIMEOUT_S)
+                async with self._connecting.setdefault(broker_id, asyncio.Lock()):  # one connection per broker
+                    conn = self._connections.get(broker_id)
+                    if conn is None:
+                        conn = self._connections[broker_id] = await asyncio.wait_for(self._connect(at), TIMEOUT_S)
             return await asyncio.wait_for(conn.request(api_key, version, values), TIMEOUT_S)
         except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError,
                 ssl.SSLError) as e:
-            dropped = self._connections.pop(broker_id, None)
-            if dropped is not None:
-                dropped.close()
+            if conn is not None and self._connections.get(broker_id) is conn:  # not one opened since by another
+                del self._connections[broker_id]
+                conn.close()
             log.info("broker request failed broker=%d api=%s: %r", broker_id, ApiKey(api_key).name, e)
             return None
 
