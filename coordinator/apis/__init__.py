@@ -25,6 +25,7 @@ from . import (
     delete_groups,
     delete_records,
     delete_share_group_offsets,
+    delete_share_group_state,
     delete_topics,
     describe_acls,
     describe_client_quotas,
@@ -41,6 +42,7 @@ from . import (
     find_coordinator,
     heartbeat,
     incremental_alter_configs,
+    initialize_share_group_state,
     init_producer_id,
     join_group,
     leave_group,
@@ -53,6 +55,7 @@ from . import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    read_share_group_state_summary,
     sasl_authenticate,
     sasl_handshake,
     share_acknowledge,
@@ -83,10 +86,14 @@ MODULES = (produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, 
            # streams groups (issue 25)
            streams_group_heartbeat, streams_group_describe)
 
-HANDLERS: dict[int, Handler] = {m.KEY: m.handle for m in MODULES}
+# broker-to-broker APIs taken from other workers and nodes only, not advertised to clients: the share-state
+# requests a group's coordinator sends to a data partition's leader (share_state_at_leaders.py)
+BROKER_MODULES = (initialize_share_group_state, delete_share_group_state, read_share_group_state_summary)
+
+HANDLERS: dict[int, Handler] = {m.KEY: m.handle for m in (*MODULES, *BROKER_MODULES)}
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {m.KEY: m.VERSIONS for m in MODULES}
 VERSION_TABLE = tuple(sorted(SUPPORTED_VERSIONS.items()))  # what ApiVersions advertises, hashable
 # what a handler takes: the advertised versions, and for a few the brokers' own forms that Kafka does not
 # advertise to clients (AddPartitionsToTxn v4, KAFKA-15757)
 ACCEPTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {m.KEY: getattr(m, "BROKER_VERSIONS", m.VERSIONS)
-                                                    for m in MODULES}
+                                                    for m in (*MODULES, *BROKER_MODULES)}

@@ -7,14 +7,15 @@ initialized in its ShareGroupStatePartitionMetadata, as Kafka's; the answer foll
 writes.
 
 The state is the data partition leader's: groupd changes it here when this node leads the
-partition, and answers NOT_LEADER_OR_FOLLOWER for a partition another worker or node leads (not
-yet). ACLs: Read on the group and on each topic, as Kafka's."""
+partition, else at its leader on another worker or node (InitializeShareGroupState over the broker
+channel, share_state_at_leaders.py), a leader that cannot be reached answering its partitions'
+error (COORDINATOR_NOT_AVAILABLE) while the others are set. ACLs: Read on the group and on each
+topic, as Kafka's."""
 
 from __future__ import annotations
 
 import asyncio
 
-from groupd.coordinator.runtime.share_partitions import deliveries_for
 from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
@@ -22,7 +23,8 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
 from .request import Request
-from .share_common import offsets_admin_refusal, reset_share_partition, set_initialized
+from .share_common import offsets_admin_refusal, set_initialized
+from .share_state_at_leaders import initialize
 
 KEY = ApiKey.ALTER_SHARE_GROUP_OFFSETS
 VERSIONS = (0, 0)
@@ -37,18 +39,21 @@ async def _answer(node, request: Request):
     refused = offsets_admin_refusal(node, request, AclOperation.READ)
     if refused is not None:
         return _response(request, *refused, [])
-    deliveries = deliveries_for(node)
+    named = [(t, node.catalog.get(t.topic_name)) for t in body.topics]
+    allowed = {t.topic_name for t, _ in named
+               if authorized(node, request, AclOperation.READ, ResourceType.TOPIC, t.topic_name)}
+    results = await initialize(node, body.group_id, [(topic, p.partition_index, p.start_offset) for t, topic in named
+                                                     if topic is not None and t.topic_name in allowed
+                                                     for p in t.partitions])
     responses = []
     done: dict = {}  # topic id → partitions whose state was set: initialized in the group
-    for t in body.topics:
-        topic = node.catalog.get(t.topic_name)
-        if not authorized(node, request, AclOperation.READ, ResourceType.TOPIC, t.topic_name):
+    for t, topic in named:
+        if t.topic_name not in allowed:
             rows = [_row(p.partition_index, ErrorCode.topic_authorization_failed) for p in t.partitions]
         elif topic is None:
             rows = [_row(p.partition_index, ErrorCode.unknown_topic_or_partition) for p in t.partitions]
         else:
-            rows = [_row(p.partition_index, *await reset_share_partition(
-                node, deliveries, body.group_id, topic, p.partition_index, p.start_offset)) for p in t.partitions]
+            rows = [_row(p.partition_index, *results[(topic.topic_id, p.partition_index)]) for p in t.partitions]
             done.setdefault(topic.topic_id, []).extend(
                 r["partition_index"] for r in rows if r["error_code"] is ErrorCode.none)
         responses.append({"topic_name": t.topic_name, "topic_id": None if topic is None else topic.topic_id,

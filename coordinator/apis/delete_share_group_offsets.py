@@ -5,16 +5,16 @@ starts each partition where `share.auto.offset.reset` says (Kafka's DeleteShareG
 topic leaves the group's initialized share-partitions; the answer follows the durable writes. A
 topic that does not exist is UNKNOWN_TOPIC_OR_PARTITION.
 
-The state is the data partition leader's: groupd deletes it here when this node leads every
-partition of the topic, and answers NOT_LEADER_OR_FOLLOWER for a topic with a partition another
-worker or node leads (not yet; those it leads are deleted). ACLs: Delete on the group, Read on each
-topic, as Kafka's."""
+The state is the data partition leader's: groupd deletes it here for the partitions this node
+leads, else at their leaders on other workers or nodes (DeleteShareGroupState over the broker
+channel, share_state_at_leaders.py); a topic with a partition whose leader cannot be reached answers
+that partition's error (COORDINATOR_NOT_AVAILABLE) and stays initialized, its other partitions'
+state deleted. ACLs: Delete on the group, Read on each topic, as Kafka's."""
 
 from __future__ import annotations
 
 import asyncio
 
-from groupd.coordinator.runtime.share_partitions import deliveries_for
 from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
@@ -22,7 +22,8 @@ from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
 
 from .request import Request
-from .share_common import offsets_admin_refusal, reset_share_partition, set_initialized
+from .share_common import offsets_admin_refusal, set_initialized
+from .share_state_at_leaders import delete
 
 KEY = ApiKey.DELETE_SHARE_GROUP_OFFSETS
 VERSIONS = (0, 0)
@@ -37,19 +38,23 @@ async def _answer(node, request: Request):
     refused = offsets_admin_refusal(node, request, AclOperation.DELETE)
     if refused is not None:
         return _response(request, *refused, [])
-    deliveries = deliveries_for(node)
+    named = [(t, node.catalog.get(t.topic_name)) for t in body.topics]
+    allowed = {t.topic_name for t, _ in named
+               if authorized(node, request, AclOperation.READ, ResourceType.TOPIC, t.topic_name)}
+    results = await delete(node, body.group_id, [(topic, index) for t, topic in named
+                                                 if topic is not None and t.topic_name in allowed
+                                                 for index in range(topic.partitions)])
     responses = []
     gone = []  # topic ids whose state went: no longer initialized in the group
-    for t in body.topics:
-        topic = node.catalog.get(t.topic_name)
+    for t, topic in named:
         error, message = ErrorCode.none, None
-        if not authorized(node, request, AclOperation.READ, ResourceType.TOPIC, t.topic_name):
+        if t.topic_name not in allowed:
             error = ErrorCode.topic_authorization_failed
         elif topic is None:
             error = ErrorCode.unknown_topic_or_partition
         else:
             for index in range(topic.partitions):
-                found = await reset_share_partition(node, deliveries, body.group_id, topic, index, None)
+                found = results[(topic.topic_id, index)]
                 if found[0] is not ErrorCode.none and error is ErrorCode.none:
                     error, message = found
             if error is ErrorCode.none:

@@ -10,30 +10,27 @@ error), one the client may not Describe with TOPIC_AUTHORIZATION_FAILED, after t
 share-partition with no state yet is StartOffset −1, Lag −1 (groupd makes the state at the group's
 first ShareFetch of the partition).
 
-The state is the data partition leader's (coordinator/runtime/share_partitions.py): here in memory
-when this node leads the partition, else its share-state log as the leader last wrote it durably,
-read from the shared data dir (Kafka's coordinator asks its share coordinator,
-ReadShareGroupStateSummary). The log end of a partition another worker leads is the one it last
-reported (every 5 s); in cluster mode one another node leads has no lag (−1). ACLs: Describe on
-the group (GROUP_AUTHORIZATION_FAILED) and on each topic."""
+The state is the data partition leader's (coordinator/runtime/share_partitions.py): read here when
+this node leads the partition (from memory, else its share-state log as last written), else asked of
+its leader on another worker or node (ReadShareGroupStateSummary v1 and ListOffsets over the broker
+channel, share_state_at_leaders.py, as Kafka's coordinator asks its share coordinator and the
+partition's leader); the lag uses the leader's high watermark, −1 when it did not say. A partition
+whose leader cannot be reached answers its error (COORDINATOR_NOT_AVAILABLE), the others their
+offsets. ACLs: Describe on the group (GROUP_AUTHORIZATION_FAILED) and on each topic."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
 
-from groupd.coordinator.core.share.delivery import TERMINAL
-from groupd.coordinator.runtime.share_partitions import deliveries_for
 from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
-from groupd.storage.records_plane import plane_for
-from groupd.storage.share_state import partition_directory, read_latest
 
 from .request import Request
-from .share_common import log_bounds
+from .share_state_at_leaders import summaries
 
 KEY = ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS
 VERSIONS = (0, 1)
@@ -80,8 +77,9 @@ async def _group(node, request: Request, group) -> dict:
                 topics.append(_topic(t.topic_name, ZERO_UUID, [_partition(p, UNINITIALIZED) for p in t.partitions]))
             else:
                 described.append((topic, list(t.partitions)))
-    read = [(topic, [await _state(node, group_id, topic, p) for p in partitions]) for topic, partitions in described]
-    found = [_topic(topic.name, topic.topic_id, rows) for topic, rows in read]
+    got = await summaries(node, group_id, [(topic, p) for topic, partitions in described for p in partitions])
+    found = [_topic(topic.name, topic.topic_id, [_row(node, topic, p, got[(topic.topic_id, p)]) for p in partitions])
+             for topic, partitions in described]
     return {"group_id": group_id, "topics": found + topics + denied, "error_code": ErrorCode.none,
             "error_message": None}
 
@@ -95,35 +93,15 @@ def _partition(index: int, start: int, epoch: int = 0, lag: int = -1, error: Err
             "error_code": error, "error_message": None}
 
 
-async def _state(node, group_id: str, topic, index: int) -> dict:
-    """One share-partition's row: from memory at its leader, else from its share-state log."""
-    if not 0 <= index < topic.partitions:
+def _row(node, topic, index: int, summary) -> dict:
+    """One share-partition's row from its leader's summary: lag = log end − start − delivery-complete
+    count (Kafka's formula: negative for a start past the end)."""
+    error, start, done, end, _epoch = summary
+    if error is ErrorCode.unknown_topic_or_partition:  # an index the topic does not have: no data, not an error
         return _partition(index, UNINITIALIZED)
-    key = (group_id, topic.topic_id, index)
-    deliveries = deliveries_for(node)
-    leads = node.cluster.leads(topic.name, index)
-    sp = deliveries.partitions.get(key)
-    if leads and sp is not None and deliveries.stamp(key[1:]) == node.cluster.data_stamp(topic.name, index):
-        start = sp.start
-        done = sum(1 for offset, rec in sp.offsets.items() if offset >= start and rec.state in TERMINAL)
-    else:
-        directory = partition_directory(node.settings.data_dir, topic.topic_id, index)
-        try:
-            snapshot = (await asyncio.get_running_loop().run_in_executor(None, read_latest, directory)).get(key)
-        except OSError:
-            return _partition(index, 0, error=ErrorCode.kafka_storage_error)
-        if snapshot is None:
-            return _partition(index, UNINITIALIZED)
-        _, _, start, batches = snapshot
-        done = sum(last - max(first, start) + 1 for first, last, state, _ in batches
-                   if state in TERMINAL and last >= start)
-    end = _log_end(node, topic, index, leads)
-    lag = -1 if end is None else end - start - done  # Kafka's formula: negative for a start past the end
+    if error is not ErrorCode.none:
+        return _partition(index, 0, error=error)
+    if start == UNINITIALIZED:
+        return _partition(index, UNINITIALIZED)
+    lag = -1 if end is None else end - start - max(done, 0)
     return _partition(index, start, node.cluster.leader_epoch(topic.name, index), lag)
-
-
-def _log_end(node, topic, index: int, leads: bool) -> int | None:
-    if leads:
-        bounds = log_bounds(plane_for(node), topic, index)
-        return None if isinstance(bounds, ErrorCode) else bounds[1]
-    return node.log_ends_elsewhere.get((topic.topic_id, index))

@@ -323,13 +323,14 @@ async def offset_for_time(node, plane, topic, index: int, timestamp: int, log_en
     return log_end if found is None else found[0]
 
 
-ELSEWHERE = "The share-partition is led by another worker or node, whose state groupd does not change from here yet."
+ELSEWHERE = "The share-partition is led by another worker or node now."
 
 
 async def reset_share_partition(node, deliveries: ShareDeliveries, group: str, topic, index: int,
                                 start: int | None) -> tuple[ErrorCode, str | None]:
     """AlterShareGroupOffsets / DeleteShareGroupOffsets of one share-partition, at this node as its
-    data partition's leader: (error, message). Led elsewhere: NOT_LEADER_OR_FOLLOWER (not yet)."""
+    data partition's leader: (error, message). Led elsewhere (moved meanwhile): NOT_LEADER_OR_FOLLOWER,
+    which the coordinator's share_state_at_leaders.py retries at the new leader."""
     if not 0 <= index < topic.partitions:
         return ErrorCode.unknown_topic_or_partition, None
     error = await held_here(node, deliveries, topic, index)

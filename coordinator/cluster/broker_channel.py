@@ -1,8 +1,10 @@
-"""The broker-to-broker requests of the transaction coordinator (Kafka's
-TransactionMarkerChannelManager and AddPartitionsToTxnManager): WriteTxnMarkers (v1) to the leader of
-partitions another worker or node leads, and AddPartitionsToTxn (v4, verify only) to the coordinator of
-a transactional id another worker or node coordinates, over the Kafka protocol on the brokers' own
-listeners, one connection per broker, requests of a connection one at a time.
+"""The broker-to-broker requests (Kafka's TransactionMarkerChannelManager, AddPartitionsToTxnManager and
+the share groups' Persister): WriteTxnMarkers (v1) to the leader of partitions another worker or node
+leads, AddPartitionsToTxn (v4, verify only) to the coordinator of a transactional id another worker or
+node coordinates, and the share-state requests (InitializeShareGroupState, DeleteShareGroupState,
+ReadShareGroupStateSummary, with ListOffsets for the log end) to the leader of a data partition, which
+keeps its share-partitions' state; over the Kafka protocol on the brokers' own listeners, one connection
+per broker, requests of a connection one at a time.
 
 The listener: `inter.broker.listener.name` (Kafka's setting); unset, the first PLAINTEXT listener, else
 the first listener. On an SSL or SASL_SSL listener the connection is TLS, verifying the
@@ -22,7 +24,9 @@ import asyncio
 import logging
 import ssl
 import struct
+import uuid
 from itertools import count
+from typing import Any
 
 from groupd.coordinator.security.scram import ScramClient, ScramError
 from groupd.protocol import ErrorCode
@@ -35,6 +39,10 @@ log = logging.getLogger("groupd")
 
 WRITE_TXN_MARKERS_V = 1
 VERIFY_V = 4  # AddPartitionsToTxn's broker form (KIP-890)
+SHARE_STATE_V = {ApiKey.INITIALIZE_SHARE_GROUP_STATE: 0, ApiKey.DELETE_SHARE_GROUP_STATE: 0,
+                 ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: 1}  # v1: the delivery-complete count (lag)
+LIST_OFFSETS_V = 6
+LATEST = -1
 TIMEOUT_S = 10.0
 CLIENT_ID = "groupd-broker"
 
@@ -96,6 +104,7 @@ class BrokerChannel:
         self.user = broker_user(settings) if self.sasl else None
         self.mechanism = settings.sasl_mechanism_inter_broker_protocol
         self._connections: dict[int, _Connection] = {}
+        self._connecting: dict[int, asyncio.Lock] = {}  # requests at once to a broker not yet connected wait
         self._warned: set[str] = set()
 
     async def _connect(self, at: tuple[str, int]) -> _Connection:
@@ -162,13 +171,16 @@ class BrokerChannel:
                     self._warn("no-user", "broker request impossible: listener %s is SASL and no super.users "
                                "entry has a sasl.users password to authenticate the brokers with", self.listener)
                     return None
-                conn = self._connections[broker_id] = await asyncio.wait_for(self._connect(at), TIMEOUT_S)
+                async with self._connecting.setdefault(broker_id, asyncio.Lock()):  # one connection per broker
+                    conn = self._connections.get(broker_id)
+                    if conn is None:
+                        conn = self._connections[broker_id] = await asyncio.wait_for(self._connect(at), TIMEOUT_S)
             return await asyncio.wait_for(conn.request(api_key, version, values), TIMEOUT_S)
         except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError,
                 ssl.SSLError) as e:
-            dropped = self._connections.pop(broker_id, None)
-            if dropped is not None:
-                dropped.close()
+            if conn is not None and self._connections.get(broker_id) is conn:  # not one opened since by another
+                del self._connections[broker_id]
+                conn.close()
             log.info("broker request failed broker=%d api=%s: %r", broker_id, ApiKey(api_key).name, e)
             return None
 
@@ -217,6 +229,41 @@ class BrokerChannel:
                 for p in t.results_by_partition:
                     errors[(t.name, p.partition_index)] = ErrorCode(p.partition_error_code)
         return errors
+
+    async def share_state(self, broker_id: int, api_key: ApiKey, group_id: str,
+                          partitions: dict[tuple[uuid.UUID, int], dict]) -> dict[tuple[uuid.UUID, int], Any]:
+        """Each (topic id, partition)'s PartitionResult from the broker's share-state request
+        (`partitions`: the request's fields of each beyond its index), None for every one when the
+        broker could not be asked."""
+        topics: dict[uuid.UUID, list[dict]] = {}
+        for (topic_id, index), fields in partitions.items():
+            topics.setdefault(topic_id, []).append({"partition": index, **fields})
+        body = await self._request(broker_id, api_key, SHARE_STATE_V[api_key], {
+            "group_id": group_id, "topics": [{"topic_id": t, "partitions": ps} for t, ps in topics.items()]})
+        out: dict[tuple[uuid.UUID, int], Any] = dict.fromkeys(partitions)
+        if body is not None:
+            for result in body.results:
+                for p in result.partitions:
+                    if (result.topic_id, p.partition) in out:
+                        out[(result.topic_id, p.partition)] = p
+        return out
+
+    async def log_ends(self, broker_id: int, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
+        """Each partition's high watermark at the broker (ListOffsets, latest), None where it did not say."""
+        topics: dict[str, list[dict]] = {}
+        for topic, index in partitions:
+            topics.setdefault(topic, []).append({"partition_index": index, "current_leader_epoch": -1,
+                                                 "timestamp": LATEST})
+        body = await self._request(broker_id, ApiKey.LIST_OFFSETS, LIST_OFFSETS_V, {
+            "replica_id": -1, "isolation_level": 0,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+        out: dict[tuple[str, int], int | None] = dict.fromkeys(partitions)
+        if body is not None:
+            for t in body.topics:
+                for p in t.partitions:
+                    if p.error_code == ErrorCode.none and (t.name, p.partition_index) in out:
+                        out[(t.name, p.partition_index)] = p.offset
+        return out
 
     def close(self) -> None:
         for conn in self._connections.values():

@@ -154,25 +154,34 @@ class ShareDeliveries:
         for store, snapshots in by_log.items():
             await loop.run_in_executor(self._writer, store.write, snapshots, wall_ms())
 
-    async def forget_groups(self, groups: Iterable[str], held: Iterable[tuple[DataKey, int]] = ()) -> None:
-        """Deleted groups (DeleteGroups): their share-partitions' state goes from the data partitions
-        this node leads (`held`: each with its stamp, taken over first), tombstoned in their logs, so
-        that a group of the same id starts again from `share.auto.offset.reset` (Kafka deletes it too)."""
+    async def forget_groups(self, groups: Iterable[str], held: Iterable[tuple[DataKey, int]] = ()) -> set[str]:
+        """Groups being deleted (DeleteGroups): their share-partitions' state goes from the data
+        partitions this node leads (`held`: each with its stamp, taken over first), tombstoned in their
+        logs, so that a group of the same id starts again from `share.auto.offset.reset` (Kafka deletes
+        it too). Returns the groups whose state may remain (a log that could not be read or written:
+        what this node held of them is kept as it was)."""
         groups = set(groups)
+        failed: set[str] = set()
         for data, stamp in held:
-            await self.hold(*data, stamp)
+            if await self.hold(*data, stamp) is ErrorCode.kafka_storage_error:
+                failed |= groups  # its state could not be read: any of them may have some there
         for data, (_stamp, store) in list(self._held.items()):
             keys = [k for k in {*self.partitions, *self._stored} if k[0] in groups and k[1:] == data]
-            for key in keys:
-                self.partitions.pop(key, None)
-                self._stored.pop(key, None)
-                self._snapshot_epochs.pop(key, None)
+            saved = [(k, self.partitions.pop(k, None), self._stored.pop(k, None), self._snapshot_epochs.pop(k, None))
+                     for k in keys]
             if keys and store is not None:
                 try:
                     await asyncio.get_running_loop().run_in_executor(
                         self._writer, store.write, [(k, None) for k in keys], wall_ms())
-                except OSError as e:  # the group is gone either way; its old state would load again at a restart
+                except OSError as e:
                     log.error("share state not deleted groups=%s: %s", ",".join(sorted(groups)), e)
+                    for key, sp, stored, epoch in saved:
+                        for target, value in ((self.partitions, sp), (self._stored, stored),
+                                              (self._snapshot_epochs, epoch)):
+                            if value is not None:
+                                target[key] = value
+                    failed.update(k[0] for k in keys)
+        return failed
 
     async def reset(self, key: Key, start: int | None) -> None:
         """AlterShareGroupOffsets (`start`) or DeleteShareGroupOffsets (None) at the data partition's

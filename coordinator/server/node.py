@@ -67,6 +67,8 @@ class Node:
         # the transaction coordinator (coordinator/runtime/transactions.py) of the `__transaction_state`
         # partitions riding on this node's offsets partitions, set by the server; None before
         self.transactions: Any = None
+        # requests to other workers or nodes (coordinator/cluster/broker_channel.py); None for a lone node
+        self.broker_channel: Any = None
         if settings.records_plane == records_plane.DISK:  # the memory plane is made on first use
             plane = DiskPlane(settings, self.cluster.leads, lambda: list(self.catalog), self.cluster.data_stamp,
                               lambda topic: self.catalog.topic_config(topic))  # its own configs over log.*

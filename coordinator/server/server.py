@@ -90,6 +90,7 @@ class Server:
         # partitions; markers and verifications for other workers or nodes go over the wire
         channel = None if self.cluster is None and self.worker is None else BrokerChannel(self.settings,
                                                                                           self.node.cluster)
+        self.node.broker_channel = channel  # also the share-state requests to data partitions' leaders
         self.node.transactions = TransactionCoordinator(self.settings, self.node,
                                                         producer_ids_for(self.node).allocate, channel)
         await self.node.transactions.start()  # loaded before the node serves (small: one record per id)

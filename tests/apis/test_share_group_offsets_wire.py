@@ -7,6 +7,7 @@ answers, as Kafka's. `groupd groups describe` shows them."""
 from __future__ import annotations
 
 import json
+import uuid
 
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
@@ -127,3 +128,40 @@ def test_alter_creates_a_missing_group(server):
         assert rows(describe(c, "made")) == [("two", 1, 2, -2, ErrorCode.none)]  # past the (empty) log: Kafka's formula
         listed = c.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["share"]}).groups
         assert [(g.group_id, g.group_state) for g in listed if g.group_id == "made"] == [("made", "Empty")]
+
+
+def state_request(c: WireClient, api: ApiKey, version: int, group: str, topics: dict) -> dict:
+    """A share-state request (what a group's coordinator sends a data partition's leader); topics:
+    topic id → partition → its fields. Answer: (topic id, partition) → the partition's result."""
+    r = c.request(api, version, {"group_id": group, "topics": [
+        {"topic_id": t, "partitions": [{"partition": p, **fields} for p, fields in ps.items()]}
+        for t, ps in topics.items()]})
+    return {(t.topic_id, p.partition): p for t in r.results for p in t.partitions}
+
+
+def test_the_share_state_requests_a_leader_answers(server):
+    """InitializeShareGroupState, ReadShareGroupStateSummary (v0, v1) and DeleteShareGroupState at the
+    data partitions' leader (a lone node leads them all); broker-to-broker, so not advertised."""
+    nope = uuid.uuid4()
+    with WireClient(server.bootstrap) as c:
+        tid = topic_id(c, "two")
+        got = state_request(c, ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0, "ss", {
+            tid: {1: {"state_epoch": 0, "start_offset": 4}, 2: {"state_epoch": 0, "start_offset": 0}},
+            nope: {0: {"state_epoch": 0, "start_offset": 0}}})
+        assert {k: r.error_code for k, r in got.items()} == {
+            (tid, 1): ErrorCode.none, (tid, 2): ErrorCode.unknown_topic_or_partition,
+            (nope, 0): ErrorCode.unknown_topic_or_partition}
+        summary = {tid: {0: {"leader_epoch": -1}, 1: {"leader_epoch": -1}}}
+        got = state_request(c, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 1, "ss", summary)
+        assert [(r.error_code, r.state_epoch, r.start_offset, r.delivery_complete_count)
+                for r in got.values()] == [(ErrorCode.none, 0, -1, -1), (ErrorCode.none, 1, 4, 0)]
+        got = state_request(c, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0, "ss", summary)
+        assert [r.start_offset for r in got.values()] == [-1, 4]
+        got = state_request(c, ApiKey.DELETE_SHARE_GROUP_STATE, 0, "ss", {tid: {1: {}}})
+        assert got[(tid, 1)].error_code is ErrorCode.none
+        got = state_request(c, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 1, "ss", summary)
+        assert [r.start_offset for r in got.values()] == [-1, -1]
+        advertised = {k.api_key for k in c.request(ApiKey.API_VERSIONS, 3, {
+            "client_software_name": "t", "client_software_version": "1"}).api_keys}
+    assert not advertised & {ApiKey.INITIALIZE_SHARE_GROUP_STATE, ApiKey.DELETE_SHARE_GROUP_STATE,
+                             ApiKey.READ_SHARE_GROUP_STATE_SUMMARY}

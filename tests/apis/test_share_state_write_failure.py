@@ -103,3 +103,27 @@ def test_a_write_that_ends_after_the_leadership_moved_answers_not_leader(tmp_pat
         assert again == {(TOPIC, 0): ErrorCode.not_leader_or_follower}
 
     asyncio.run(run())
+
+
+def test_a_group_whose_state_tombstone_fails_keeps_its_state(tmp_path):
+    """DeleteGroups deletes a share group's state first (Kafka's order): a failed tombstone write
+    names the group (it is then not deleted) and leaves its share-partitions here as they were."""
+    _node, deliveries, _request = fixture(tmp_path)
+    store = FailingLog(partition_directory(str(tmp_path), TOPIC, 0), 7)
+    deliveries.open_log = lambda *_: store
+
+    async def run():
+        assert await deliveries.hold(TOPIC, 0, 7) is None
+        kept = deliveries.partition(("g", TOPIC, 0), 0, 4, earliest=True)
+        deliveries.partition(("other", TOPIC, 0), 0, 4, earliest=True)
+        await deliveries.persist([("g", TOPIC, 0)])
+        store.fail = True
+        assert await deliveries.forget_groups(["g"]) == {"g"}
+        assert deliveries.partitions[("g", TOPIC, 0)] is kept
+        assert ("g", TOPIC, 0) in ShareStateLog(store.directory, 7).load()
+        store.fail = False
+        assert await deliveries.forget_groups(["g"]) == set()
+        assert ("g", TOPIC, 0) not in deliveries.partitions and ("other", TOPIC, 0) in deliveries.partitions
+        assert ShareStateLog(store.directory, 7).load() == {}
+
+    asyncio.run(run())

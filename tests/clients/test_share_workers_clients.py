@@ -3,7 +3,9 @@ coordinated by the worker that owns its offsets partition, each data partition's
 acquired and acknowledged at its leader (partition p at worker p mod 2), which keeps that
 share-partition's state; a `kill -9` of worker 1 while a consumer holds records of its partition
 hands them out again once the worker is back, and records accepted before the kill never come
-again. DescribeShareGroupOffsets at the group's coordinator reads the other worker's share state."""
+again. DescribeShareGroupOffsets at the group's coordinator reads the other worker's share state, and
+the group's offsets altered, deleted and the group deleted there change it at both workers; a worker
+that cannot be asked fails only its own partitions."""
 
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from tests.cluster.test_workers import at, group_on, start_workers, worker_pid
 from tests.support.harness import wait_until
-from tests.support.process import WireClient
+from tests.support.process import GroupdProcess, WireClient, free_ports
+from tests.support.share_admin import administer_across_leaders, alter
 
 pytestmark = pytest.mark.clients
 
@@ -136,3 +139,39 @@ def test_a_killed_leader_worker_delivers_what_was_in_flight_again_and_never_what
     assert accepted == {o: 1 for o in range(5)} and set(held) <= set(range(5, 10))
     assert after == {o: 1 for o in range(5, 15)}  # what was accepted before the kill: never again
     assert re.search(r"groupd\[1\].* share state loaded topic_id=\S+ partition=1 stamp=0 ", server.log())
+
+
+def test_offsets_altered_described_and_deleted_at_the_coordinator_reach_both_workers(server):
+    """The group is coordinated by worker 1; partition 0 is led by worker 0, which keeps its state:
+    AlterShareGroupOffsets, DescribeShareGroupOffsets (with lag), DeleteShareGroupOffsets and
+    DeleteGroups at worker 1 reach it (share_admin.py), and a consumer resumes from the altered offsets."""
+    administer_across_leaders(server.bootstrap, at(server, 1), TOPIC, group_on(1, "share-admin"),
+                              leaders={0: at(server, 0), 1: at(server, 1)}, elsewhere={0: at(server, 1)})
+
+
+def test_a_leader_that_cannot_be_asked_fails_only_its_partitions(tmp_path):
+    """Only a SASL listener and no super user with a password: the workers cannot authenticate to each
+    other (one warning). AlterShareGroupOffsets and DescribeShareGroupOffsets at the coordinator (worker
+    1) answer COORDINATOR_NOT_AVAILABLE for partition 0, led by worker 0, once its retries run out,
+    while the coordinator's own partition 1 is altered and described."""
+    port = free_ports(2)
+    s = GroupdProcess(str(tmp_path), "workers=2", f"topics={TOPIC}:2", f"listeners=SASL_PLAINTEXT://127.0.0.1:{port}",
+                      "sasl.enabled.mechanisms=PLAIN", "sasl.users=admin:admin-secret",
+                      port=port, ready="workers ready").start(timeout=60)
+    try:
+        group = group_on(1, "share-cut")
+        with WireClient(at(s, 1), timeout=60) as c:
+            assert c.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code is ErrorCode.none
+            assert c.request(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\0admin\0admin-secret"}).error_code \
+                is ErrorCode.none
+            r = alter(c, group, TOPIC, {0: 3, 1: 3})
+            assert r.error_code is ErrorCode.none
+            assert [(p.partition_index, p.error_code) for p in r.responses[0].partitions] == [
+                (0, ErrorCode.coordinator_not_available), (1, ErrorCode.none)]
+            r = c.request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1, {"groups": [
+                {"group_id": group, "topics": [{"topic_name": TOPIC, "partitions": [0, 1]}]}]})
+            assert [(p.partition_index, p.error_code, p.start_offset) for p in r.groups[0].topics[0].partitions] \
+                == [(0, ErrorCode.coordinator_not_available, 0), (1, ErrorCode.none, 3)]
+        assert s.log().count("broker request impossible: listener") == 1, s.log()
+    finally:
+        assert s.stop() == 0, s.log()

@@ -1,5 +1,5 @@
-"""The transaction coordinator's broker-to-broker connection (coordinator/cluster/broker_channel.py):
-which listener it uses and whom it logs in as."""
+"""The broker-to-broker connection (coordinator/cluster/broker_channel.py) of the transaction and share-group
+coordinators: which listener it uses, whom it logs in as, one connection per broker."""
 
 import pytest
 
@@ -43,3 +43,55 @@ def test_the_inter_broker_mechanism_must_be_offered_where_brokers_talk_over_sasl
     assert chosen.sasl_mechanism_inter_broker_protocol == "SCRAM-SHA-512"
     with pytest.raises(ConfigError, match="GSSAPI"):
         settings("sasl.mechanism.inter.broker.protocol=GSSAPI")
+
+
+def test_requests_at_once_to_a_broker_share_one_connection():
+    """Share-state round trips to several leaders run side by side: two requests to a broker not yet
+    connected open one connection (the second waits for it), and each gets its own answer."""
+    import asyncio
+    import struct
+    import types
+    import uuid
+
+    from groupd.coordinator.cluster.broker_channel import BrokerChannel
+    from groupd.coordinator.cluster.view import Broker
+    from groupd.protocol import ErrorCode
+    from groupd.protocol.apis import ApiKey
+    from groupd.protocol.codec import build_response, encode_response
+
+    tid = uuid.UUID(int=5)
+
+    async def run():
+        connections = []
+
+        async def serve(reader, writer):
+            connections.append(writer)
+            while True:
+                try:
+                    (size,) = struct.unpack(">i", await reader.readexactly(4))
+                    frame = await reader.readexactly(size)
+                except asyncio.IncompleteReadError:
+                    return
+                _key, _version, cid = struct.unpack_from(">hhi", frame)
+                answer = build_response(ApiKey.DELETE_SHARE_GROUP_STATE, 0, {"results": [
+                    {"topic_id": tid, "partitions": [{"partition": cid, "error_code": ErrorCode.none, "error_message": None}]}]})
+                writer.write(encode_response(ApiKey.DELETE_SHARE_GROUP_STATE, cid, answer))
+                await writer.drain()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        view = types.SimpleNamespace(brokers=lambda: [Broker(2, {"EXTERNAL": ("127.0.0.1", port)})])
+        channel = BrokerChannel(settings(), view)
+        try:
+            first, second = await asyncio.gather(*(
+                channel.share_state(2, ApiKey.DELETE_SHARE_GROUP_STATE, "g", {(tid, p): {}}) for p in (1, 2)))
+        finally:
+            channel.close()
+            server.close()
+        return len(connections), first, second
+
+    opened, first, second = asyncio.run(run())
+    assert opened == 1
+    # the fake broker answers the partition its correlation id names: each request got its own answer
+    assert {k for k, v in first.items() if v is not None} == {(tid, 1)}
+    assert {k for k, v in second.items() if v is not None} == {(tid, 2)}

@@ -3,7 +3,8 @@ confluent-kafka's ShareConsumer: a share-partition's state lives with its data p
 and when that leader is killed -9 the survivor takes the data partition and its share state over:
 records accepted before the kill are never delivered again, records acquired and not acknowledged
 are delivered again, and the group (coordinated by the survivor) carries on. A clean hand-over (a
-node joining takes partitions over) moves the state too."""
+node joining takes partitions over) moves the state too. The group's offsets altered, described and
+deleted, and the group deleted, at its coordinator reach the state at both nodes."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from tests.cluster.test_cluster_etcd import SETTINGS, etcd, two_nodes  # noqa: F
 from tests.cluster.test_cluster_records import agreed_leaders
 from tests.support.etcd_server import cluster_node, coordinators
 from tests.support.harness import wait_until
+from tests.support.share_admin import administer_across_leaders
 
 pytestmark = pytest.mark.clients
 
@@ -155,3 +157,17 @@ def test_partitions_moving_to_a_joining_node_keep_their_share_state(tmp_path, et
         for node in (second, first):
             if node is not None and node.alive():
                 assert node.stop() == 0, node.log()
+
+
+def test_offsets_administered_at_the_coordinator_reach_both_nodes_share_state(nodes):
+    """Topic t's partitions are led by both nodes, each keeping its partitions' share state:
+    AlterShareGroupOffsets, DescribeShareGroupOffsets (lag from the leader's high watermark),
+    DeleteShareGroupOffsets and DeleteGroups at the group's coordinator reach the other node over the
+    broker channel (share_admin.py), and a consumer resumes from the altered offsets."""
+    lead = agreed_leaders(nodes, {1, 2}, exactly=True)
+    group = "share-admin"
+    coordinator = wait_until(lambda: coordinators(nodes[0].bootstrap, [group]).get(group), 30, "a coordinator")
+    other = next(p for p, n in lead.items() if n != coordinator)  # a partition the coordinator does not lead
+    administer_across_leaders(f"{nodes[0].bootstrap},{nodes[1].bootstrap}", nodes[coordinator - 1].bootstrap, "t",
+                              group, leaders={p: nodes[n - 1].bootstrap for p, n in lead.items()},
+                              elsewhere={other: nodes[coordinator - 1].bootstrap})

@@ -299,6 +299,15 @@ def test_share_group_offset_apis_check_the_group_then_every_topic(server):
         assert r.error_code is E.group_authorization_failed  # Describe only
         r = c.request(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, {"group_id": "share-y", "topics": [{"topic_name": "t"}]})
         assert r.error_code is E.group_authorization_failed
+        # what a group's coordinator sends a share-partition's leader: brokers only (CLUSTER_ACTION)
+        tid = uuid.uuid4()
+        for api, version, fields in ((ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0, {"state_epoch": 0, "start_offset": 0}),
+                                     (ApiKey.DELETE_SHARE_GROUP_STATE, 0, {}),
+                                     (ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 1, {"leader_epoch": -1})):
+            r = c.request(api, version, {"group_id": "share-y", "topics": [
+                {"topic_id": tid, "partitions": [{"partition": 0, **fields}]}]})
+            assert [(x.topic_id, [p.error_code for p in x.partitions]) for x in r.results] == [
+                (tid, [E.cluster_authorization_failed])], api
 
 
 def test_a_regex_resolves_to_the_topics_the_member_may_describe(server):
