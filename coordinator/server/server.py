@@ -21,8 +21,13 @@ from groupd.coordinator.security.sasl import Users
 from groupd.coordinator.security.tls_transport import TlsTransport
 from groupd.coordinator.settings import Settings
 from groupd.coordinator.system_clock import wall_ms
-from groupd.storage.records_plane import (plane_for, producer_ids_for, register_producer_ids, residue_ids_floor,
-                                          save_log_ends)
+from groupd.storage.records_plane import (
+    plane_for,
+    producer_ids_for,
+    register_producer_ids,
+    residue_ids_floor,
+    save_log_ends,
+)
 
 from . import metrics_http
 from .admin_http import AdminEndpoint

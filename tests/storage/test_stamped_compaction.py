@@ -7,9 +7,9 @@ of a later stamp is touched."""
 import os
 import time
 
+from groupd.storage.scanner import scan
 from groupd.storage.stamped_compaction import compact_stamped, counted_inputs
 from groupd.storage.transaction_log import StampedTransactionLog, TransactionPartitionLog, encode
-from groupd.storage.scanner import scan
 from groupd.storage.transaction_records import TxnState, TxnValue
 
 NOW = 10_000_000

@@ -13,6 +13,7 @@ from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
+
 from .harness import wait_until
 from .kafka import java_command
 from .process import WireClient
