@@ -22,7 +22,8 @@ VERSIONS = (0, 0)
 
 def _read_topics(described: dict) -> set[str]:
     topology = described.get("topology") or {}
-    return {t for s in topology.get("subtopologies") or () for t in s["source_topics"]}
+    return {t for s in topology.get("subtopologies") or ()
+            for t in (*s["source_topics"], *(r["name"] for r in s["repartition_source_topics"]))}
 
 
 def handle(node, request: Request):

@@ -22,12 +22,13 @@ DEADLINE_S = 20
 
 
 def topology(app: str, epoch: int = 0) -> dict:
-    """Word count's shape: 0 reads `words` and writes the repartition topic; 1 reads it into a store."""
+    """Word count's shape: 0 reads `words` and writes the repartition topic; 1 reads it into a store
+    (Kafka Streams lists it among subtopology 1's repartition sources only, not its source topics)."""
     return {"epoch": epoch, "subtopologies": [
         {"subtopology_id": "0", "source_topics": ["words"], "source_topic_regex": [], "state_changelog_topics": [],
          "repartition_sink_topics": [f"{app}-repartition"], "repartition_source_topics": [],
          "copartition_groups": []},
-        {"subtopology_id": "1", "source_topics": [f"{app}-repartition"], "source_topic_regex": [],
+        {"subtopology_id": "1", "source_topics": [], "source_topic_regex": [],
          "state_changelog_topics": [{"name": f"{app}-store-changelog", "partitions": 0, "replication_factor": 0,
                                      "topic_configs": [{"key": "cleanup.policy", "value": "compact"}]}],
          "repartition_sink_topics": [],
@@ -98,6 +99,8 @@ def test_join_creates_the_internal_topics_then_assigns_every_task(server):
     assert g.topology.epoch == 0
     subs = {s.subtopology_id: s for s in g.topology.subtopologies}
     assert [(t.name, t.partitions) for t in subs["1"].state_changelog_topics] == [("wc-store-changelog", 2)]
+    assert (subs["0"].source_topics, subs["1"].source_topics) == (("words",), ())  # as the member sent them
+    assert [(t.name, t.partitions) for t in subs["1"].repartition_source_topics] == [("wc-repartition", 2)]
     [m] = g.members
     assert (m.member_id, m.process_id, m.client_id, m.is_classic) == ("m-1", "p1", "wire-test", False)
     assert {t.subtopology_id: sorted(t.partitions) for t in m.assignment.active_tasks} == {"0": [0, 1], "1": [0, 1]}
@@ -148,8 +151,8 @@ def test_errors_as_kafka(server):
                                                  "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
         r = heartbeat(c, "classic-g", "m", 0, join_topology=topology("cg"))
         assert r.error_code == ErrorCode.none  # an empty classic group becomes a streams group (Kafka 4.3)
-        [d] = describe(c, "sg-none")
-        assert (d.error_code, d.error_message) == (ErrorCode.group_id_not_found, "Streams group sg-none not found.")
+        [d] = describe(c, "sg-none")  # Kafka's describe says "Group", its heartbeat "Streams group"
+        assert (d.error_code, d.error_message) == (ErrorCode.group_id_not_found, "Group sg-none not found.")
         heartbeat(c, "sg-cons", "m", 0, join_topology=topology("cons"))
         cons = c.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, {
             "group_id": "sg-cons", "member_id": "", "member_epoch": 0, "instance_id": None, "rack_id": None,

@@ -28,10 +28,11 @@ SESSION_MS = 45_000
 INPUT, OTHER = uuid.UUID(int=1), uuid.UUID(int=2)
 REPART, CHANGELOG = uuid.UUID(int=3), uuid.UUID(int=4)
 COMPACT = (TopicConfig("cleanup.policy", "compact"),)
-# word count: 0 reads `input` and writes app-repartition; 1 reads it and keeps a store
+# word count: 0 reads `input` and writes app-repartition; 1 reads it and keeps a store (Kafka Streams
+# names a repartition topic a subtopology reads among its repartition sources only, not its sources)
 TOPOLOGY = StreamsGroupTopologyValue(0, (
     Subtopology("0", ("input",), (), (), ("app-repartition",), (), ()),
-    Subtopology("1", ("app-repartition",), (), (StreamsTopicInfo("app-store-changelog", 0, 0, COMPACT),), (),
+    Subtopology("1", (), (), (StreamsTopicInfo("app-store-changelog", 0, 0, COMPACT),), (),
                 (StreamsTopicInfo("app-repartition", 0, 0, ()),), ()),
 ))
 

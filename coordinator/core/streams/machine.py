@@ -451,9 +451,10 @@ class StreamsMachine:
 
     def describe(self, group_id: str, topics: TopicsImage) -> dict:
         group = self._streams_group(group_id)
-        if group is None:
+        if group is None:  # Kafka's describe says "Group g not found." where its heartbeat names streams
             e = self._not_found(group_id)
-            return {"error_code": e.error, "error_message": e.message, "group_id": group_id, "group_state": "",
+            message = e.message if group_id in self.groups else f"Group {group_id} not found."
+            return {"error_code": e.error, "error_message": message, "group_id": group_id, "group_state": "",
                     "group_epoch": 0, "assignment_epoch": 0, "topology": None, "members": []}
         if group.topology is not None and (group.configured is None
                                            or group.configured.metadata_hash != _metadata_hash(group.topology, topics)):
@@ -596,7 +597,9 @@ def _described_topology(group: StreamsGroup) -> dict | None:
                      "replication_factor": t.replication_factor,
                      "topic_configs": [{"key": c.key, "value": c.value} for c in t.topic_configs]} for t in infos]
 
-        subtopologies = [{"subtopology_id": s, "source_topics": list(c.source_topics),
+        # the source topics as the member sent them (Kafka echoes them): the repartition ones a
+        # subtopology reads are listed apart, so kafka-streams-groups.sh's input topics leave them out
+        subtopologies = [{"subtopology_id": s, "source_topics": list(by_id[s].source_topics),
                           "repartition_sink_topics": list(c.repartition_sink_topics),
                           "state_changelog_topics": infos(by_id[s].state_changelog_topics, c.changelogs),
                           "repartition_source_topics": infos(by_id[s].repartition_source_topics, c.repartition_sources)}
