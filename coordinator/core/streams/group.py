@@ -109,6 +109,15 @@ class StreamsGroup(ModernGroup):
         return sum(1 for m in self.members.values()
                    if m.member_epoch != self.assignment_epoch or m.state != MemberState.STABLE)
 
+    def tasks_assigned(self) -> dict[str, int]:
+        """The tasks members hold now (their current assignment), by kind: the tasks-assigned gauge."""
+        out = {"active": 0, "standby": 0, "warmup": 0}
+        for m in self.members.values():
+            for kind, tasks in (("active", m.assigned.active), ("standby", m.assigned.standby),
+                                ("warmup", m.assigned.warmup)):
+                out[kind] += sum(len(ps) for ps in tasks.values())
+        return out
+
     def partition_owners(self) -> list[tuple[Any, int, str, str, str]]:
         """The source partitions of each member's active tasks (a task reads partition p of every
         source topic of its subtopology)."""
