@@ -231,7 +231,7 @@ def test_api_versions_lists_the_streams_apis(server):
         keys = {k.api_key: (k.min_version, k.max_version)
                 for k in c.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
                                                             "client_software_version": "1"}).api_keys}
-    assert keys[88] == keys[89] == (0, 0)
+    assert keys[88] == keys[89] == (0, 1)  # v1: Kafka 4.4 (protocol/newer_versions.py)
 
 
 @pytest.fixture
@@ -280,3 +280,39 @@ def test_under_workers_each_worker_gets_its_groups_internal_topics_created(tmp_p
         assert len(seen) == 2  # both workers coordinated some of them
     finally:
         assert s.stop() == 0, s.log()
+
+
+def test_v1_heartbeat_and_describe_answer_as_kafka_4_4_without_a_topology_description_plugin(server):
+    """Kafka 4.4's v1 (KIP-1331): no description is stored (groupd has no plugin), so none is asked of
+    the member and a describe that wants it says NOT_STORED; the recovery lag is an int64."""
+    with WireClient(server.bootstrap) as c:
+        ready = ready_member(c, "sg-v1", "m-1", "v1")
+        r = c.request(ApiKey.STREAMS_GROUP_HEARTBEAT, 1, _heartbeat_values("sg-v1", "m-1", ready.member_epoch))
+        assert (r.error_code, r.acceptable_recovery_lag, r.topology_description_required) == (ErrorCode.none, 10000,
+                                                                                               False)
+        offsets = {"task_offsets": [{"subtopology_id": "1", "partition": 0, "offset": 5}], "task_end_offsets": []}
+        r = c.request(ApiKey.STREAMS_GROUP_HEARTBEAT, 1, {**_heartbeat_values("sg-v1", "m-1", r.member_epoch),
+                                                          **offsets})
+        assert r.error_code == ErrorCode.none  # Kafka Streams 4.4 reports them over v1; taken, not used
+        r0 = c.request(ApiKey.STREAMS_GROUP_HEARTBEAT, 0, {**_heartbeat_values("sg-v1", "m-1", r.member_epoch),
+                                                           **offsets})
+        assert (r0.error_code, r0.error_message) == (ErrorCode.invalid_request, "TaskOffsets are not supported yet.")
+        fenced = c.request(ApiKey.STREAMS_GROUP_HEARTBEAT, 1, _heartbeat_values("sg-v1", "m-1", 99))
+        assert (fenced.error_code, fenced.acceptable_recovery_lag) == (ErrorCode.fenced_member_epoch, -1)
+        for include, status in ((True, 1), (False, 0)):
+            found, missing = c.request(ApiKey.STREAMS_GROUP_DESCRIBE, 1, {
+                "group_ids": ["sg-v1", "sg-v1-none"], "include_authorized_operations": False,
+                "include_topology_description": include}).groups
+            assert (found.error_code, found.topology_description, found.topology_description_status,
+                    found.assignor_name) == (ErrorCode.none, None, status, "sticky")
+            assert (missing.error_code, missing.topology_description_status, missing.assignor_name) == (
+                ErrorCode.group_id_not_found, 0, None)
+        assert found.topology.epoch == 0 and len(found.members) == 1
+
+
+def _heartbeat_values(group: str, member: str, epoch: int) -> dict:
+    return {"group_id": group, "member_id": member, "member_epoch": epoch, "endpoint_information_epoch": 0,
+            "instance_id": None, "rack_id": None, "rebalance_timeout": datetime.timedelta(milliseconds=-1),
+            "topology": None, "active_tasks": None, "standby_tasks": None, "warmup_tasks": None, "process_id": None,
+            "user_endpoint": None, "client_tags": None, "task_offsets": None, "task_end_offsets": None,
+            "shutdown_application": False}
