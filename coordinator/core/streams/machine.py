@@ -533,14 +533,17 @@ def _sorted(topology: StreamsGroupTopologyValue) -> StreamsGroupTopologyValue:
 def _assignment(member: StreamsMember) -> Assignment:
     if member.current is None:
         return NEW_MEMBER
-    return Assignment(member.member_epoch, member.previous_member_epoch, member.state, member.assigned, member.pending)
+    return Assignment(member.member_epoch, member.previous_member_epoch, member.state, member.assigned, member.pending,
+                      member.active_epochs())
 
 
 def _current_value(a: Assignment) -> StreamsGroupCurrentMemberAssignmentValue:
+    """The record; active tasks (assigned and pending revocation) with their AssignmentEpochs."""
     return StreamsGroupCurrentMemberAssignmentValue(
         a.member_epoch, a.previous_member_epoch, int(a.state),
-        task_ids(a.assigned.active, True), task_ids(a.assigned.standby, True), task_ids(a.assigned.warmup, True),
-        task_ids(a.pending.active, True), task_ids(a.pending.standby, True), task_ids(a.pending.warmup, True))
+        task_ids(a.assigned.active, True, a.epochs), task_ids(a.assigned.standby, True),
+        task_ids(a.assigned.warmup, True), task_ids(a.pending.active, True, a.epochs),
+        task_ids(a.pending.standby, True), task_ids(a.pending.warmup, True))
 
 
 def _updated_metadata(old: StreamsGroupMemberMetadataValue | None,
