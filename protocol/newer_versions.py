@@ -14,6 +14,7 @@ import dataclasses
 import json
 import os
 import re
+import sys
 from functools import cache
 from typing import Any
 
@@ -60,7 +61,6 @@ def _load(filename: str) -> dict:
 
 def _kio_classes(base: type) -> dict[str, type]:
     """Every entity class of kio's module for the base version, by name."""
-    import sys
     module = sys.modules[base.__module__]
     return {k: v for k, v in vars(module).items() if isinstance(v, type) and dataclasses.is_dataclass(v)}
 
