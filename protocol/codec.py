@@ -20,6 +20,7 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from . import newer_versions
 from .apis import ApiKey
 from .bounds import BadBody, body_checker
 
@@ -96,11 +97,15 @@ def _skip_tags(buf: bytes, offset: int) -> int:
 
 @cache
 def request_class(api_key: int, version: int) -> type:
+    if (api_key, version) in newer_versions.NEWER:  # a version kio 0.6.5 lacks
+        return newer_versions.request_class(api_key, version)
     return load_request_schema(api_key, version)
 
 
 @cache
 def response_class(api_key: int, version: int) -> type:
+    if (api_key, version) in newer_versions.NEWER:
+        return newer_versions.response_class(api_key, version)
     return load_response_schema(api_key, version)
 
 

@@ -1,9 +1,15 @@
-"""StreamsGroupHeartbeat (88), v0: streams-group membership (KIP-1071), as Kafka 4.3 serves it.
+"""StreamsGroupHeartbeat (88), v0–v1: streams-group membership (KIP-1071), as Kafka 4.3 serves it.
 
 The member id is the client's own; epoch 0 joins (with the topology and RebalanceTimeoutMs), -1
 leaves; static membership (-2, InstanceId), TaskOffsets/TaskEndOffsets, warm-up tasks and source
-topic regexes are refused as Kafka 4.3 refuses them (INVALID_REQUEST). v1 (Kafka 4.4, KIP-1331) is
-not served: kio has no codec for it. Served only when group.coordinator.rebalance.protocols includes
+topic regexes are refused as Kafka 4.3 refuses them (INVALID_REQUEST).
+v1 (Kafka 4.4, KIP-1331; codec from protocol/newer_versions.py): the same request; the answer's
+AcceptableRecoveryLag is an int64 (-1, its default, on an error), and TopologyDescriptionRequired is
+false, as Kafka 4.4 answers without a topology-description plugin (groupd stores no descriptions, so
+a client never sends StreamsGroupTopologyDescriptionUpdate). MISSING_CLIENT_TAGS, which v1 allows,
+never comes: groupd places standbys without client tags. TaskOffsets and TaskEndOffsets, which
+Kafka Streams 4.4 sends over v1 (every TaskOffsetIntervalMs) and Kafka 4.4 takes for its warm-up
+tasks, are accepted and not used: groupd assigns no warm-ups (v0 still refuses them as Kafka 4.3). Served only when group.coordinator.rebalance.protocols includes
 `streams`. ACLs as Kafka's: Read on the group, then Describe on every topic the topology names; the
 internal topics the answer names as missing are created here (streams_topics.py).
 """
@@ -31,7 +37,7 @@ from .request import Request, ms, respond
 from .streams_topics import create_internal_topics
 
 KEY = ApiKey.STREAMS_GROUP_HEARTBEAT
-VERSIONS = (0, 0)
+VERSIONS = (0, 1)
 
 
 def handle(node, request: Request):
@@ -59,7 +65,9 @@ def handle(node, request: Request):
         owned_warmup_given=bool(body.warmup_tasks), process_id=body.process_id,
         user_endpoint=(endpoint.host, int(endpoint.port)) if endpoint is not None else None,
         client_tags=tuple((kv.key, kv.value) for kv in body.client_tags) if body.client_tags is not None else None,
-        task_offsets_given=body.task_offsets is not None, task_end_offsets_given=body.task_end_offsets is not None,
+        # v1's TaskOffsets/TaskEndOffsets (Kafka Streams 4.4 reports them) are taken and not used
+        task_offsets_given=version == 0 and body.task_offsets is not None,
+        task_end_offsets_given=version == 0 and body.task_end_offsets is not None,
         regex_given=body.topology is not None and any(s.source_topic_regex for s in body.topology.subtopologies),
         shutdown_application=body.shutdown_application,
         client_id=request.header.client_id or "", client_host=request.client_host)
@@ -101,6 +109,8 @@ def _topic_names(topology: StreamsGroupTopologyValue) -> set[str]:
 
 
 def _response(version: int, reply: dict):
+    if version >= 1 and reply["error_code"] != ErrorCode.none:
+        reply = {**reply, "acceptable_recovery_lag": -1}  # v1's default: Kafka sets it only on success
     return build_response(KEY, version, {
         **reply, "heartbeat_interval": datetime.timedelta(milliseconds=reply["heartbeat_interval_ms"]),
         "task_offset_interval": datetime.timedelta(milliseconds=reply["task_offset_interval_ms"])})

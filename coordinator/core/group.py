@@ -4,6 +4,7 @@ type's machine; and the one its machine offers the partition (`GroupMachine`), r
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, Protocol
 
 from groupd.protocol import ErrorCode
@@ -31,11 +32,12 @@ class Group(Protocol):
         """Kafka's name of its state (DescribeGroups, ListGroups, metrics)."""
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
-                               version: int) -> ErrorCode | None:
+                               version: int, partitions: Collection[tuple[str, int]] = ()) -> ErrorCode | None:
         """The error of an OffsetCommit (of that API version) by this member at this generation
-        (or member epoch)."""
+        (or member epoch) of these (topic, partition)s (one error for them all, as Kafka's)."""
 
-    def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> ErrorCode | None:
+    def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
+                                   partitions: Collection[tuple[str, int]] = ()) -> ErrorCode | None:
         """The error of a TxnOffsetCommit by this member at this generation (KIP-447)."""
 
     def offset_committed_by(self, member_id: str, now_mono: int) -> None:

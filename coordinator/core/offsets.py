@@ -58,7 +58,8 @@ class OffsetsStore:
         if group is None:  # a commit without a generation creates a simple group (its first record does)
             error = None if req.generation < 0 else E.group_id_not_found if req.version >= 9 else E.illegal_generation
         else:
-            error = group.validate_offset_commit(req.member_id, req.group_instance_id, req.generation, req.version)
+            error = group.validate_offset_commit(req.member_id, req.group_instance_id, req.generation, req.version,
+                                                 [(t, p) for t, p, *_ in req.offsets])
         if error is not None:
             out.reply = {(t, p): error for t, p, *_ in req.offsets}
             return out
@@ -99,7 +100,8 @@ class OffsetsStore:
         if group is None:
             error = None if req.generation < 0 else E.illegal_generation
         else:
-            error = group.validate_txn_offset_commit(req.member_id, req.group_instance_id, req.generation)
+            error = group.validate_txn_offset_commit(req.member_id, req.group_instance_id, req.generation,
+                                                     [(t, p) for t, p, *_ in req.offsets])
         if error is not None:
             out.reply = {(t, p): error for t, p, *_ in req.offsets}
             return out

@@ -48,6 +48,8 @@ class CoordinatorCollector:
         members = GaugeMetricFamily("groupd_members", "Members of groups of every type")
         unreconciled = GaugeMetricFamily("groupd_consumer_members_unreconciled",
                                          "Consumer-group members whose current assignment differs from their target")
+        tasks = GaugeMetricFamily("groupd_streams_tasks_assigned", "Tasks streams-group members hold now, by kind "
+                                  "(active, standby, warmup)", labels=["kind"])
         offsets = GaugeMetricFamily("groupd_offsets", "Committed offsets stored")
         partition_state = GaugeMetricFamily("groupd_partition_state", "1 for the state each offsets partition is in",
                                             labels=["offsets_partition", "state"])
@@ -57,6 +59,7 @@ class CoordinatorCollector:
                                          labels=["offsets_partition"])
         counts: dict[tuple[str, str, str], int] = {}
         n_members = n_offsets = n_unreconciled = 0
+        n_tasks = {"active": 0, "standby": 0, "warmup": 0}
         for p, shard in enumerate(groups.shards):
             state = groups.states[p].value
             if state == "unowned":  # another node's (a worker's): it reports the partition, and merged
@@ -75,13 +78,18 @@ class CoordinatorCollector:
                 counts[key] = counts.get(key, 0) + 1
                 n_members += len(group.members)
                 n_unreconciled += group.unreconciled()
+                if group.type == "streams":
+                    for kind, n in group.tasks_assigned().items():
+                        n_tasks[kind] += n
             n_offsets += sum(len(values) for values in list(shard.offsets.values()))
         for (group_type, state, protocol_type), n in counts.items():
             by_state.add_metric([group_type, state, protocol_type], n)
         members.add_metric([], n_members)
         unreconciled.add_metric([], n_unreconciled)
         offsets.add_metric([], n_offsets)
-        yield from (by_state, members, unreconciled, offsets, partition_state, log_bytes, log_segments)
+        for kind, n in n_tasks.items():
+            tasks.add_metric([kind], n)
+        yield from (by_state, members, unreconciled, tasks, offsets, partition_state, log_bytes, log_segments)
 
     def _collect_groups(self, groups, generations: bool, per_offset: bool, max_groups: int,
                         records: RecordsView | None, time_lag: TimeLag):

@@ -136,6 +136,9 @@ STATIC_FENCED = Counter("groupd_static_member_fencings_total", "Requests answere
 OFFSETS_REMOVED = Counter("groupd_offsets_removed_total", "Committed offsets removed, by reason", ["reason"])
 CONSUMER_EPOCH_BUMPS = Counter("groupd_consumer_group_epoch_bumps_total",
                                "Consumer group (KIP-848) epoch bumps, by reason", ["reason"])
+# Kafka's streams-group-rebalance-count: its sensor records every streams group epoch bump
+STREAMS_REBALANCES = Counter("groupd_streams_group_rebalances_total",
+                             "Streams group (KIP-1071) epoch bumps, by reason", ["reason"])
 TARGET_ASSIGNMENT_SECONDS = Histogram("groupd_consumer_target_assignment_seconds",
                                       "Time to compute a consumer group's target assignment",
                                       buckets=(.00001, .00005, .0001, .0005, .001, .005, .01, .05, .1, .5, 1))

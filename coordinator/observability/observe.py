@@ -149,6 +149,7 @@ def _share_member_fenced(e: ev.ShareMemberFenced) -> None:
 
 
 def _streams_epoch_bumped(e: ev.StreamsGroupEpochBumped) -> None:
+    m.STREAMS_REBALANCES.labels(e.reason).inc()
     log.info("group epoch bumped group=%s type=streams epoch=%d reason=%s", e.group_id, e.epoch, e.reason)
 
 

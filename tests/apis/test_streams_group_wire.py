@@ -22,12 +22,13 @@ DEADLINE_S = 20
 
 
 def topology(app: str, epoch: int = 0) -> dict:
-    """Word count's shape: 0 reads `words` and writes the repartition topic; 1 reads it into a store."""
+    """Word count's shape: 0 reads `words` and writes the repartition topic; 1 reads it into a store
+    (Kafka Streams lists it among subtopology 1's repartition sources only, not its source topics)."""
     return {"epoch": epoch, "subtopologies": [
         {"subtopology_id": "0", "source_topics": ["words"], "source_topic_regex": [], "state_changelog_topics": [],
          "repartition_sink_topics": [f"{app}-repartition"], "repartition_source_topics": [],
          "copartition_groups": []},
-        {"subtopology_id": "1", "source_topics": [f"{app}-repartition"], "source_topic_regex": [],
+        {"subtopology_id": "1", "source_topics": [], "source_topic_regex": [],
          "state_changelog_topics": [{"name": f"{app}-store-changelog", "partitions": 0, "replication_factor": 0,
                                      "topic_configs": [{"key": "cleanup.policy", "value": "compact"}]}],
          "repartition_sink_topics": [],
@@ -98,6 +99,8 @@ def test_join_creates_the_internal_topics_then_assigns_every_task(server):
     assert g.topology.epoch == 0
     subs = {s.subtopology_id: s for s in g.topology.subtopologies}
     assert [(t.name, t.partitions) for t in subs["1"].state_changelog_topics] == [("wc-store-changelog", 2)]
+    assert (subs["0"].source_topics, subs["1"].source_topics) == (("words",), ())  # as the member sent them
+    assert [(t.name, t.partitions) for t in subs["1"].repartition_source_topics] == [("wc-repartition", 2)]
     [m] = g.members
     assert (m.member_id, m.process_id, m.client_id, m.is_classic) == ("m-1", "p1", "wire-test", False)
     assert {t.subtopology_id: sorted(t.partitions) for t in m.assignment.active_tasks} == {"0": [0, 1], "1": [0, 1]}
@@ -148,8 +151,8 @@ def test_errors_as_kafka(server):
                                                  "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
         r = heartbeat(c, "classic-g", "m", 0, join_topology=topology("cg"))
         assert r.error_code == ErrorCode.none  # an empty classic group becomes a streams group (Kafka 4.3)
-        [d] = describe(c, "sg-none")
-        assert (d.error_code, d.error_message) == (ErrorCode.group_id_not_found, "Streams group sg-none not found.")
+        [d] = describe(c, "sg-none")  # Kafka's describe says "Group", its heartbeat "Streams group"
+        assert (d.error_code, d.error_message) == (ErrorCode.group_id_not_found, "Group sg-none not found.")
         heartbeat(c, "sg-cons", "m", 0, join_topology=topology("cons"))
         cons = c.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, {
             "group_id": "sg-cons", "member_id": "", "member_epoch": 0, "instance_id": None, "rack_id": None,
@@ -228,7 +231,7 @@ def test_api_versions_lists_the_streams_apis(server):
         keys = {k.api_key: (k.min_version, k.max_version)
                 for k in c.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
                                                             "client_software_version": "1"}).api_keys}
-    assert keys[88] == keys[89] == (0, 0)
+    assert keys[88] == keys[89] == (0, 1)  # v1: Kafka 4.4 (protocol/newer_versions.py)
 
 
 @pytest.fixture
@@ -277,3 +280,39 @@ def test_under_workers_each_worker_gets_its_groups_internal_topics_created(tmp_p
         assert len(seen) == 2  # both workers coordinated some of them
     finally:
         assert s.stop() == 0, s.log()
+
+
+def test_v1_heartbeat_and_describe_answer_as_kafka_4_4_without_a_topology_description_plugin(server):
+    """Kafka 4.4's v1 (KIP-1331): no description is stored (groupd has no plugin), so none is asked of
+    the member and a describe that wants it says NOT_STORED; the recovery lag is an int64."""
+    with WireClient(server.bootstrap) as c:
+        ready = ready_member(c, "sg-v1", "m-1", "v1")
+        r = c.request(ApiKey.STREAMS_GROUP_HEARTBEAT, 1, _heartbeat_values("sg-v1", "m-1", ready.member_epoch))
+        assert (r.error_code, r.acceptable_recovery_lag, r.topology_description_required) == (ErrorCode.none, 10000,
+                                                                                               False)
+        offsets = {"task_offsets": [{"subtopology_id": "1", "partition": 0, "offset": 5}], "task_end_offsets": []}
+        r = c.request(ApiKey.STREAMS_GROUP_HEARTBEAT, 1, {**_heartbeat_values("sg-v1", "m-1", r.member_epoch),
+                                                          **offsets})
+        assert r.error_code == ErrorCode.none  # Kafka Streams 4.4 reports them over v1; taken, not used
+        r0 = c.request(ApiKey.STREAMS_GROUP_HEARTBEAT, 0, {**_heartbeat_values("sg-v1", "m-1", r.member_epoch),
+                                                           **offsets})
+        assert (r0.error_code, r0.error_message) == (ErrorCode.invalid_request, "TaskOffsets are not supported yet.")
+        fenced = c.request(ApiKey.STREAMS_GROUP_HEARTBEAT, 1, _heartbeat_values("sg-v1", "m-1", 99))
+        assert (fenced.error_code, fenced.acceptable_recovery_lag) == (ErrorCode.fenced_member_epoch, -1)
+        for include, status in ((True, 1), (False, 0)):
+            found, missing = c.request(ApiKey.STREAMS_GROUP_DESCRIBE, 1, {
+                "group_ids": ["sg-v1", "sg-v1-none"], "include_authorized_operations": False,
+                "include_topology_description": include}).groups
+            assert (found.error_code, found.topology_description, found.topology_description_status,
+                    found.assignor_name) == (ErrorCode.none, None, status, "sticky")
+            assert (missing.error_code, missing.topology_description_status, missing.assignor_name) == (
+                ErrorCode.group_id_not_found, 0, None)
+        assert found.topology.epoch == 0 and len(found.members) == 1
+
+
+def _heartbeat_values(group: str, member: str, epoch: int) -> dict:
+    return {"group_id": group, "member_id": member, "member_epoch": epoch, "endpoint_information_epoch": 0,
+            "instance_id": None, "rack_id": None, "rebalance_timeout": datetime.timedelta(milliseconds=-1),
+            "topology": None, "active_tasks": None, "standby_tasks": None, "warmup_tasks": None, "process_id": None,
+            "user_endpoint": None, "client_tags": None, "task_offsets": None, "task_end_offsets": None,
+            "shutdown_application": False}

@@ -11,9 +11,12 @@ rebalance delay is Kafka's default (3 s), so both instances join before the firs
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from groupd.protocol.apis import ApiKey
+from tests.support.kafka import java_command
 from tests.support.process import GroupdProcess, WireClient
 from tests.support.streams import StreamsApp, create_topics, last_values, produce, read_topic, wait_until
 
@@ -103,5 +106,28 @@ def test_a_stream_table_join_with_copartitioned_topics(server, tmp_path):
             return out
         wait_until(lambda: joined() == {"c1": ["o1@ada", "o4@ada"], "c2": ["o2@bob"]}, TIMEOUT,
                    lambda: f"joined {joined()}", [app])
+    finally:
+        app.stop()
+
+
+def test_kafka_streams_4_4_over_heartbeat_v1(server, tmp_path):
+    """Kafka Streams 4.4.0 speaks StreamsGroupHeartbeat v1 (Kafka's client takes the highest version
+    both sides know; groupd advertises 0–1) and runs; Kafka 4.4.0's kafka-streams-groups.sh describes
+    the group over StreamsGroupDescribe v1."""
+    b = server.bootstrap
+    create_topics(b, {"wc-input": 2, "wc-output": 2})
+    app = StreamsApp(str(tmp_path), b, "wc-streams-44", group_protocol="streams", version="4.4.0").start()
+    try:
+        app.wait_for("STATE RUNNING", TIMEOUT)
+        wait_until(lambda: app.tasks()[0] == {"0_0", "0_1", "1_0", "1_1"}, TIMEOUT, "every task", [app])
+        produce(b, "wc-input", [(None, "a b"), (None, "b")])
+        wait_until(lambda: counts(b) == {"a": "1", "b": "2"}, TIMEOUT, lambda: f"counts {counts(b)}", [app])
+        out = subprocess.run(java_command("org.apache.kafka.tools.streams.StreamsGroupCommand", "--bootstrap-server",
+                                          b, "--describe", "--group", "wc-streams-44", "--members", version="4.4.0"),
+                             capture_output=True, text=True, timeout=180)
+        assert out.returncode == 0, out.stderr
+        [header, row] = [line.split() for line in out.stdout.splitlines() if line.strip()]
+        assert header[:2] == ["GROUP", "MEMBER"] and row[0] == "wc-streams-44"
+        assert row[-2:] == ["0:[0,1];", "1:[0,1];"]
     finally:
         app.stop()

@@ -28,10 +28,11 @@ SESSION_MS = 45_000
 INPUT, OTHER = uuid.UUID(int=1), uuid.UUID(int=2)
 REPART, CHANGELOG = uuid.UUID(int=3), uuid.UUID(int=4)
 COMPACT = (TopicConfig("cleanup.policy", "compact"),)
-# word count: 0 reads `input` and writes app-repartition; 1 reads it and keeps a store
+# word count: 0 reads `input` and writes app-repartition; 1 reads it and keeps a store (Kafka Streams
+# names a repartition topic a subtopology reads among its repartition sources only, not its sources)
 TOPOLOGY = StreamsGroupTopologyValue(0, (
     Subtopology("0", ("input",), (), (), ("app-repartition",), (), ()),
-    Subtopology("1", ("app-repartition",), (), (StreamsTopicInfo("app-store-changelog", 0, 0, COMPACT),), (),
+    Subtopology("1", (), (), (StreamsTopicInfo("app-store-changelog", 0, 0, COMPACT),), (),
                 (StreamsTopicInfo("app-repartition", 0, 0, ()),), ()),
 ))
 
@@ -341,3 +342,39 @@ def test_offsets_replayed_before_the_streams_records_do_not_hide_the_group(d):
         fresh.apply(record)
     assert fresh.groups["g"].type == "streams" and set(fresh.groups["g"].members) == {"a"}
     assert [o.offset for _t, _p, o in fresh.fetch_offsets("g", [("input", [0])])] == [7]
+
+
+def test_offset_commits_are_checked_against_each_tasks_assignment_epoch(d):
+    """Kafka 4.3's per-task assignment epochs (KIP-1251): a task keeps the epoch it was assigned at
+    while the member keeps it; a commit at an older member epoch passes only for tasks the member has
+    held since that epoch (as TxnOffsetCommit, whose refusal is ILLEGAL_GENERATION)."""
+    from groupd.storage.streams_records import StreamsGroupCurrentMemberAssignmentKey
+    topic = {"0": "input", "1": "app-repartition"}  # the topic each subtopology's tasks read
+    d.streams_heartbeat(join("a", "p1"), READY)
+    d.streams_heartbeat(join("b", "p2"), READY)
+    keep = tasks(d.streams_heartbeat(hb("a", 1), READY))
+    assert d.streams_heartbeat(hb("a", 1, owned=owned(keep)), READY)["member_epoch"] == 2
+    given = tasks(d.streams_heartbeat(hb("b", 2), READY))
+    assert len(keep) == len(given) == 3
+    [a_record] = [r.value for r in d.written if isinstance(r.key, StreamsGroupCurrentMemberAssignmentKey)
+                  and r.key.member_id == "a"][-1:]
+    assert {(t.subtopology_id, p, e) for t in a_record.active_tasks for p, e in zip(t.partitions,
+                                                                                  t.assignment_epochs)} == {
+        (s, p, 1) for s, p in keep}  # kept from epoch 1
+    assert all(t.assignment_epochs == () for t in a_record.standby_tasks)  # only active tasks carry them
+    kept, lost = sorted(keep)[0], sorted(given)[0]
+    at = {"kept": (topic[kept[0]], kept[1], 10), "lost": (topic[lost[0]], lost[1], 10)}
+
+    def commit(member, epoch, *which):
+        return set(d.commit("g", [at[w] for w in which], generation=epoch, member_id=member).values())
+
+    assert commit("a", 2, "kept", "lost") == {E.none}  # the current epoch: no per-task check (as Kafka)
+    assert commit("a", 1, "kept") == {E.none}  # a's answer at epoch 2 may not have reached it yet
+    assert commit("a", 1, "kept", "lost") == {E.stale_member_epoch}  # one task it no longer holds: all refused
+    assert commit("a", 3, "kept") == {E.stale_member_epoch}  # newer than the member's
+    assert commit("b", 1, "lost") == {E.stale_member_epoch}  # b holds it since epoch 2
+    assert commit("a", 1, "kept") == {E.none}
+    txn = d.txn_commit("g", [at["lost"]], generation=1, member_id="a")
+    assert set(txn.values()) == {E.illegal_generation}
+    assert set(d.txn_commit("g", [at["kept"]], generation=1, member_id="a").values()) == {E.none}
+    assert_replay_matches(d)

@@ -183,3 +183,24 @@ def test_records_in_and_out_are_counted_per_topic(start_groupd, plane):
     assert samples['groupd_records_in_total{topic="t6"}'] == 5
     assert samples['groupd_records_bytes_out_total{topic="t6"}'] == len(fetched) == len(batch(3))
     assert not any('topic="nope"' in k for k in samples)
+
+
+def test_a_streams_group_is_counted_by_state_with_its_rebalances_and_tasks(start_groupd):
+    """Kafka's streams-group-count (by state) is groupd_groups{type="streams"}, its
+    streams-group-rebalance-count groupd_streams_group_rebalances_total (one per group epoch bump); the
+    tasks members hold are groupd_streams_tasks_assigned."""
+    from tests.apis.test_streams_group_wire import heartbeat, ready_member
+    server = start_metered(start_groupd, "topics=words:2", "group.streams.initial.rebalance.delay.ms=0")
+    with WireClient(server.bootstrap) as c:
+        ready_member(c, "sg-metered", "m-1", "metered")  # joined (epoch 1), internal topics created (epoch 2)
+        m = scrape(server.metrics_url)
+        assert m['groupd_groups{protocol_type="streams",state="Stable",type="streams"}'] == 1
+        assert m['groupd_streams_tasks_assigned{kind="active"}'] == 4  # two subtopologies of two partitions
+        assert m['groupd_streams_tasks_assigned{kind="standby"}'] == 0
+        bumps = {k: v for k, v in m.items() if k.startswith("groupd_streams_group_rebalances_total{")}
+        assert sum(bumps.values()) == 2, bumps
+        assert heartbeat(c, "sg-metered", "m-1", -1).member_epoch == -1  # leaves: Empty, no tasks, one more bump
+    m = scrape(server.metrics_url)
+    assert m['groupd_groups{protocol_type="streams",state="Empty",type="streams"}'] == 1
+    assert m['groupd_streams_tasks_assigned{kind="active"}'] == 0
+    assert sum(v for k, v in m.items() if k.startswith("groupd_streams_group_rebalances_total{")) == 3

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections import Counter
+from collections.abc import Collection
 from typing import Any
 
 from groupd.coordinator.core.group import static_member_error
@@ -260,7 +261,7 @@ class ClassicGroup:
         return None
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
-                               version: int = 9) -> ErrorCode | None:
+                               version: int = 9, partitions: Collection[tuple[str, int]] = ()) -> ErrorCode | None:
         if generation < 0 and self.state is EMPTY:
             return None  # admin tools and consumers without group management
         if generation >= 0 or member_id or instance_id is not None:
@@ -275,7 +276,8 @@ class ClassicGroup:
             return E.rebalance_in_progress
         return None
 
-    def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> ErrorCode | None:
+    def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
+                                   partitions: Collection[tuple[str, int]] = ()) -> ErrorCode | None:
         """KIP-447 (Kafka's validateOffsetCommit with isTransactional): the member checks of an
         OffsetCommit, but a commit without membership is accepted in any state (TxnOffsetCommit
         v0–2 carry none) and CompletingRebalance is no error."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from groupd.protocol import ErrorCode
@@ -159,7 +159,7 @@ class ConsumerGroup(ModernGroup):
         return out
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
-                               version: int = 9) -> ErrorCode | None:
+                               version: int = 9, partitions: Collection[tuple[str, int]] = ()) -> ErrorCode | None:
         """Spec §7.1 (Kafka's ConsumerGroup.validateOffsetCommit)."""
         if generation < 0 and not self.members:
             return None  # admin tools and manual assignment
@@ -174,7 +174,8 @@ class ConsumerGroup(ModernGroup):
             return E.stale_member_epoch
         return None
 
-    def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> ErrorCode | None:
+    def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
+                                   partitions: Collection[tuple[str, int]] = ()) -> ErrorCode | None:
         """KIP-447 in a consumer group (Kafka's validateOffsetCommit with isTransactional): any API
         version; the generation is the member epoch, and a stale one is ILLEGAL_GENERATION
         (TxnOffsetCommit ≤ v5 has no STALE_MEMBER_EPOCH)."""

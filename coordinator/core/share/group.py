@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from groupd.protocol import ErrorCode
@@ -91,10 +91,11 @@ class ShareGroup(ModernGroup):
         return out
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
-                               version: int = 9) -> ErrorCode | None:
+                               version: int = 9, partitions: Collection[tuple[str, int]] = ()) -> ErrorCode | None:
         return E.group_id_not_found  # share groups commit no offsets (spec §1.10)
 
-    def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> ErrorCode | None:
+    def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
+                                   partitions: Collection[tuple[str, int]] = ()) -> ErrorCode | None:
         return E.group_id_not_found  # nor in a transaction (Kafka checks both with validateOffsetCommit)
 
     def offset_expiry_base(self, topic: str, commit_timestamp: int) -> int | None:

@@ -7,7 +7,7 @@ topics), the endpoint-information epoch, a requested application shutdown. Sans-
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from groupd.protocol import ErrorCode
@@ -69,6 +69,11 @@ class StreamsMember:
     def process_id(self) -> str:
         return self.metadata.process_id if self.metadata is not None else ""
 
+    def active_epochs(self) -> dict[tuple[str, int], int]:
+        """The epoch each active task (assigned or pending revocation) was assigned to the member at,
+        from the record's AssignmentEpochs; the member epoch where a record has none."""
+        return active_epochs(self.current)
+
     @property
     def topology_epoch(self) -> int:
         return self.metadata.topology_epoch if self.metadata is not None else -1
@@ -109,6 +114,15 @@ class StreamsGroup(ModernGroup):
         return sum(1 for m in self.members.values()
                    if m.member_epoch != self.assignment_epoch or m.state != MemberState.STABLE)
 
+    def tasks_assigned(self) -> dict[str, int]:
+        """The tasks members hold now (their current assignment), by kind: the tasks-assigned gauge."""
+        out = {"active": 0, "standby": 0, "warmup": 0}
+        for m in self.members.values():
+            for kind, tasks in (("active", m.assigned.active), ("standby", m.assigned.standby),
+                                ("warmup", m.assigned.warmup)):
+                out[kind] += sum(len(ps) for ps in tasks.values())
+        return out
+
     def partition_owners(self) -> list[tuple[Any, int, str, str, str]]:
         """The source partitions of each member's active tasks (a task reads partition p of every
         source topic of its subtopology)."""
@@ -122,9 +136,11 @@ class StreamsGroup(ModernGroup):
         return out
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
-                               version: int = 9) -> ErrorCode | None:
-        """Kafka's StreamsGroup.validateOffsetCommit (without per-task assignment epochs: the member's
-        epoch must be the current one)."""
+                               version: int = 9, partitions: Collection[tuple[str, int]] = ()) -> ErrorCode | None:
+        """Kafka 4.3's StreamsGroup.validateOffsetCommit: the member's current epoch, or an older one
+        when every committed partition's task was assigned to the member at that epoch or before
+        (per-task assignment epochs: a member that has not heard of its new epoch yet still commits
+        what it kept; a zombie's commit of a task it lost is fenced)."""
         if generation < 0 and not self.members:
             return None  # admin tools (kafka-streams-application-reset)
         member = self.members.get(member_id)
@@ -132,17 +148,32 @@ class StreamsGroup(ModernGroup):
             return E.unknown_member_id
         if version < 9:
             return E.unsupported_version
-        if generation != member.member_epoch:
-            return E.stale_member_epoch
-        return None
+        return None if self._epoch_covers(member, generation, partitions) else E.stale_member_epoch
 
-    def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> ErrorCode | None:
+    def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
+                                   partitions: Collection[tuple[str, int]] = ()) -> ErrorCode | None:
         if generation < 0 and not self.members:
             return None
         member = self.members.get(member_id)
         if member is None:
             return E.unknown_member_id
-        return E.illegal_generation if generation != member.member_epoch else None
+        return None if self._epoch_covers(member, generation, partitions) else E.illegal_generation
+
+    def _epoch_covers(self, member: StreamsMember, epoch: int, partitions: Collection[tuple[str, int]]) -> bool:
+        """Kafka's createAssignmentEpochValidator: each partition's subtopology (the one that reads its
+        topic), its task assigned (or pending revocation) to the member at `epoch` or before."""
+        if epoch == member.member_epoch:
+            return True
+        if epoch > member.member_epoch or self.topology is None:
+            return False
+        reads = {t: s.subtopology_id for s in self.topology.subtopologies
+                 for t in (*s.source_topics, *(r.name for r in s.repartition_source_topics))}
+        epochs = member.active_epochs()
+        for topic, partition in partitions:
+            assigned_at = epochs.get((reads.get(topic), partition))
+            if assigned_at is None or epoch < assigned_at:
+                return False
+        return True
 
     def offset_expiry_base(self, topic: str, commit_timestamp: int) -> int | None:
         return None if self.is_subscribed_to(topic) else commit_timestamp
@@ -173,6 +204,19 @@ class StreamsGroup(ModernGroup):
             out.append(Record(StreamsGroupTopologyKey(g), None))
         out.append(Record(StreamsGroupMetadataKey(g), None))
         return out
+
+
+def active_epochs(current: StreamsGroupCurrentMemberAssignmentValue | None) -> dict[tuple[str, int], int]:
+    out: dict[tuple[str, int], int] = {}
+    if current is None:
+        return out
+    for entries in (current.active_tasks, current.active_tasks_pending_revocation):
+        for t in entries or ():
+            epochs = t.assignment_epochs or ()
+            if len(epochs) != len(t.partitions):  # absent (an older record) or malformed: Kafka's default
+                epochs = (current.member_epoch,) * len(t.partitions)
+            out.update(((t.subtopology_id, p), e) for p, e in zip(t.partitions, epochs))
+    return out
 
 
 def member_tombstones(group_id: str, member_id: str) -> list[Record]:

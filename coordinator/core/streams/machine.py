@@ -451,9 +451,10 @@ class StreamsMachine:
 
     def describe(self, group_id: str, topics: TopicsImage) -> dict:
         group = self._streams_group(group_id)
-        if group is None:
+        if group is None:  # Kafka's describe says "Group g not found." where its heartbeat names streams
             e = self._not_found(group_id)
-            return {"error_code": e.error, "error_message": e.message, "group_id": group_id, "group_state": "",
+            message = e.message if group_id in self.groups else f"Group {group_id} not found."
+            return {"error_code": e.error, "error_message": message, "group_id": group_id, "group_state": "",
                     "group_epoch": 0, "assignment_epoch": 0, "topology": None, "members": []}
         if group.topology is not None and (group.configured is None
                                            or group.configured.metadata_hash != _metadata_hash(group.topology, topics)):
@@ -532,14 +533,17 @@ def _sorted(topology: StreamsGroupTopologyValue) -> StreamsGroupTopologyValue:
 def _assignment(member: StreamsMember) -> Assignment:
     if member.current is None:
         return NEW_MEMBER
-    return Assignment(member.member_epoch, member.previous_member_epoch, member.state, member.assigned, member.pending)
+    return Assignment(member.member_epoch, member.previous_member_epoch, member.state, member.assigned, member.pending,
+                      member.active_epochs())
 
 
 def _current_value(a: Assignment) -> StreamsGroupCurrentMemberAssignmentValue:
+    """The record; active tasks (assigned and pending revocation) with their AssignmentEpochs."""
     return StreamsGroupCurrentMemberAssignmentValue(
         a.member_epoch, a.previous_member_epoch, int(a.state),
-        task_ids(a.assigned.active, True), task_ids(a.assigned.standby, True), task_ids(a.assigned.warmup, True),
-        task_ids(a.pending.active, True), task_ids(a.pending.standby, True), task_ids(a.pending.warmup, True))
+        task_ids(a.assigned.active, True, a.epochs), task_ids(a.assigned.standby, True),
+        task_ids(a.assigned.warmup, True), task_ids(a.pending.active, True, a.epochs),
+        task_ids(a.pending.standby, True), task_ids(a.pending.warmup, True))
 
 
 def _updated_metadata(old: StreamsGroupMemberMetadataValue | None,
@@ -596,7 +600,9 @@ def _described_topology(group: StreamsGroup) -> dict | None:
                      "replication_factor": t.replication_factor,
                      "topic_configs": [{"key": c.key, "value": c.value} for c in t.topic_configs]} for t in infos]
 
-        subtopologies = [{"subtopology_id": s, "source_topics": list(c.source_topics),
+        # the source topics as the member sent them (Kafka echoes them): the repartition ones a
+        # subtopology reads are listed apart, so kafka-streams-groups.sh's input topics leave them out
+        subtopologies = [{"subtopology_id": s, "source_topics": list(by_id[s].source_topics),
                           "repartition_sink_topics": list(c.repartition_sink_topics),
                           "state_changelog_topics": infos(by_id[s].state_changelog_topics, c.changelogs),
                           "repartition_source_topics": infos(by_id[s].repartition_source_topics, c.repartition_sources)}

@@ -5,13 +5,15 @@ As in KIP-848, revocation comes before assignment: a member that must give tasks
 standby or warm-up) keeps its epoch in UNREVOKED_TASKS, holding only what it keeps, until a heartbeat
 shows it no longer owns them; an active task moves to a member only once no other process holds it
 (assigned or pending revocation), and a standby never joins the process that still runs it as
-active. What it cannot take yet leaves it in UNRELEASED_TASKS at the new epoch.
+active. What it cannot take yet leaves it in UNRELEASED_TASKS at the new epoch. Each active task
+carries the epoch it was assigned at (KIP-1251's assignment epochs, which offset commits are checked
+against): a task the member keeps keeps its epoch, a task it takes gets the new member epoch.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from .group import MemberState
 from .tasks import EMPTY, Tasks, of_set
@@ -30,6 +32,7 @@ class Assignment:
     state: MemberState
     assigned: Tasks
     pending: Tasks
+    epochs: Mapping[Task, int] = dataclasses.field(default_factory=dict)  # active task → assigned at
 
 
 NEW_MEMBER = Assignment(0, -1, MemberState.STABLE, EMPTY, EMPTY)
@@ -80,12 +83,13 @@ def _next(current: Assignment, target_epoch: int, target: Tasks, active_elsewher
         keep = Tasks(of_set(held_active & want_active), of_set(held_standby & want_standby),
                      of_set(held_warmup & want_warmup))
         return Assignment(current.member_epoch, current.previous_member_epoch, MemberState.UNREVOKED_TASKS, keep,
-                          Tasks(*(of_set(r) for r in revoke)))
+                          Tasks(*(of_set(r) for r in revoke)), current.epochs)
     active = {t for t in want_active if t in held_active or not active_elsewhere(t)}
     standby = {t for t in want_standby if t in held_standby or not active_on_process(t)}
     warmup = {t for t in want_warmup if t in held_warmup or not active_on_process(t)}
     unreleased = (want_active - active) or (want_standby - standby) or (want_warmup - warmup)
     state = MemberState.UNRELEASED_TASKS if unreleased else MemberState.STABLE
+    epochs = {t: current.epochs.get(t, target_epoch) if t in held_active else target_epoch for t in active}
     return Assignment(target_epoch, current.member_epoch if target_epoch != current.member_epoch
                       else current.previous_member_epoch, state,
-                      Tasks(of_set(active), of_set(standby), of_set(warmup)), EMPTY)
+                      Tasks(of_set(active), of_set(standby), of_set(warmup)), EMPTY, epochs)

@@ -19,9 +19,17 @@ def task_map(entries: Iterable | None) -> dict[str, frozenset[int]]:
     return {s: frozenset(ps) for s, ps in out.items() if ps}
 
 
-def task_ids(tasks: TaskMap, current: bool = False) -> tuple:
-    cls = CurrentTaskIds if current else TaskIds
-    return tuple(cls(s, tuple(sorted(ps))) for s, ps in sorted(tasks.items()) if ps)
+def task_ids(tasks: TaskMap, current: bool = False, epochs: Mapping[tuple[str, int], int] | None = None) -> tuple:
+    """The records' TaskIds; `current`: the current assignment's, with `epochs` (active tasks only:
+    the epoch each was assigned at) as their AssignmentEpochs."""
+    if not current:
+        return tuple(TaskIds(s, tuple(sorted(ps))) for s, ps in sorted(tasks.items()) if ps)
+    out = []
+    for s, ps in sorted(tasks.items()):
+        if ps:
+            parts = tuple(sorted(ps))
+            out.append(CurrentTaskIds(s, parts, () if epochs is None else tuple(epochs[(s, p)] for p in parts)))
+    return tuple(out)
 
 
 def as_set(tasks: TaskMap) -> set[tuple[str, int]]:
