@@ -89,12 +89,12 @@ def server_times(log_text, group, generation):
 HELD: dict[str, tuple[int, int, str]] = {}
 
 
-def hold_kafka(tmp: str):
-    """Start the reference broker (JVM defaults, groupd's bench settings) for the `kafka` target, pinned like
-    any server under test; returns (broker, seconds to ready, idle RSS MB). The caller stops it."""
+def hold_kafka(tmp: str, settings: dict[str, str] | None = None):
+    """Start the reference broker (JVM defaults, groupd's bench settings + `settings`) for the `kafka` target,
+    pinned like any server under test; returns (broker, seconds to ready, idle RSS MB). The caller stops it."""
     from kafka_reference import bench_broker, rss_mb
 
-    broker, ready_s = bench_broker(tmp)
+    broker, ready_s = bench_broker(tmp, settings)
     pinning.pin_server(broker.proc.pid)
     HELD["kafka"] = (broker.port, broker.proc.pid, broker.log_path)
     return broker, ready_s, rss_mb(broker.proc.pid)
