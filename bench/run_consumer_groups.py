@@ -114,8 +114,8 @@ def run_legs(args, targets) -> None:
           f"{args.interval_ms} ms, assignor uniform (both servers' default): converged = every member at one epoch with its assignment "
           "acknowledged, every partition owned once (checked with ConsumerGroupDescribe)")
     rows = []
-    for label, r in ((label, r) for label in ("consumer", "kafka consumer") if label in results
-                     for r in results[label][1]):
+    for label, r in ((leg, r) for leg in ("consumer", "kafka consumer") if leg in results
+                     for r in results[leg][1]):
         rows.append((label, fmt(r.get("join_ms")), r.get("join_epoch"), r.get("leave_ms"), r.get("leavers"),
                      r.get("leave_epoch"), r.get("leave_errors"),
                      " ".join(f"{k}:{v}" for k, v in sorted(r.get("join_replies", {}).items())),

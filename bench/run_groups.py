@@ -127,7 +127,7 @@ def _drive(name, mode, port, pid, log_path, extra, timeout, script, tls) -> dict
     sampler = threading.Thread(target=_sample_rss, args=(pid, stop, peak), daemon=True)
     sampler.start()
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        out = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout)
         if out.returncode != 0:
             raise RuntimeError(out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed")
         r = json.loads(out.stdout.strip().splitlines()[-1])

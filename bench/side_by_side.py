@@ -390,7 +390,7 @@ def main() -> int:
 
 
 def java_version() -> str:
-    out = subprocess.run(["java", "-version"], capture_output=True, text=True)
+    out = subprocess.run(["java", "-version"], check=False, capture_output=True, text=True)
     return (out.stderr.splitlines() or ["java"])[0]
 
 
