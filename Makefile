@@ -7,7 +7,7 @@ PY      := $(VENV)/bin/python
 ARGS    ?=
 PYTEST_ARGS ?=
 
-.PHONY: serve test install install-test clients kafka connect streams bench bench-kafka fuzz clean conformance conformance-full cluster-crash-loop crash-loop differential
+.PHONY: serve test install install-test clients kafka connect streams bench bench-kafka bench-side fuzz clean conformance conformance-full cluster-crash-loop crash-loop differential
 
 serve: install
 	$(VENV)/bin/groupd serve $(ARGS)
@@ -70,6 +70,10 @@ bench: install
 # Apache Kafka as a benchmark target (bench/kafka_reference.py): ready time and idle RSS, --hold keeps it up
 bench-kafka: install kafka
 	$(PY) bench/kafka_reference.py $(ARGS)
+
+# Issue 26's table: groupd, Apache Kafka and the echo server side by side in one run (~10 min, bench/README.md)
+bench-side: install kafka
+	$(PY) bench/side_by_side.py $(ARGS)
 
 # The long fuzz run: 1 M mutated requests against a real server (FRAMES=, SEED= to change)
 FRAMES ?= 1000000

@@ -8,8 +8,9 @@ any other load generator to aim at.
     .venv/bin/python bench/kafka_reference.py --hold --port 29092
     KAFKA_REF_VERSION=4.4.0 make bench-kafka       # another release (.ci/install-kafka first)
 
-Needs the jars of .ci/install-kafka (`make kafka`). Side-by-side tables (heartbeats/s, commits/s, group
-formation against groupd and the echo server) are issue 26's next step; this is their Kafka leg.
+Needs the jars of .ci/install-kafka (`make kafka`). `bench_broker()` is the Kafka leg of issue 26's
+side-by-side table (bench/side_by_side.py): one broker for the whole run, with the settings groupd runs
+with in the load benches (BENCH_SETTINGS) and the JVM's defaults.
 """
 
 from __future__ import annotations
@@ -25,15 +26,73 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from groupd.protocol.apis import ApiKey  # noqa: E402
 from tests.support.kafka import TEST_JVM, VERSION, KafkaBroker  # noqa: E402
+from tests.support.process import WireClient  # noqa: E402
+
+# groupd's settings in the load benches, where Kafka has the same key: 50 offsets partitions (groupd's
+# default, so 100 committing groups spread alike), no initial rebalance delay (run_groups.py forms groups
+# with 0), short sessions allowed, and the consumer-group heartbeat interval of run_consumer_groups.py.
+# Kafka's own default minimum interval is 5 s; both servers get 250 ms, which paces only the join.
+CONSUMER_INTERVAL_MS = 250
+BENCH_SETTINGS = {
+    "offsets.topic.num.partitions": "50",
+    "group.initial.rebalance.delay.ms": "0",
+    "group.min.session.timeout.ms": "1000",
+    "group.consumer.heartbeat.interval.ms": str(CONSUMER_INTERVAL_MS),
+    "group.consumer.min.heartbeat.interval.ms": str(CONSUMER_INTERVAL_MS),
+}
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """Resident memory of `pid` in MB (`field` VmHWM: its peak so far)."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def bench_broker(data_dir: str, settings: dict[str, str] | None = None) -> tuple[KafkaBroker, float]:
+    """A started broker with BENCH_SETTINGS (+ `settings`) and the JVM's defaults, and the seconds from
+    format to ready (every offsets partition loaded, tests/support/kafka.py)."""
+    broker = KafkaBroker(data_dir, settings={**BENCH_SETTINGS, **(settings or {})}, jvm=[])
+    started = time.monotonic()
+    broker.start()
+    return broker, time.monotonic() - started
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    """Topic `name` with `partitions` partitions, each with a leader, before returning (bounded: 60 s)."""
+    import datetime
+
+    with WireClient(bootstrap, timeout=60) as c:
+        r = c.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+            {"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [], "configs": []}],
+            "timeout": datetime.timedelta(seconds=60), "validate_only": False})
+        assert r.topics[0].error_code == 0, r.topics[0]
+        deadline = time.monotonic() + 60
+        while True:  # CreateTopics answers before every partition has its leader
+            meta = c.request(ApiKey.METADATA, 12, {"topics": [{"topic_id": None, "name": name}],
+                                                  "allow_auto_topic_creation": False,
+                                                  "include_topic_authorized_operations": False})
+            parts = meta.topics[0].partitions
+            if meta.topics[0].error_code == 0 and len(parts) == partitions and all(
+                    p.error_code == 0 and p.leader_id >= 0 for p in parts):
+                return
+            assert time.monotonic() < deadline, f"{name}: not every partition has a leader"
+            time.sleep(0.05)
+
+
+def set_offsets_flush(bootstrap: str, messages: int | None) -> None:
+    """`flush.messages` of __consumer_offsets (None: back to the broker's default, no fsync of its own):
+    with 1 every append to it is fsynced before it is acknowledged, as groupd's log.flush.interval.ms=0."""
+    op = {"name": "flush.messages", "config_operation": 0 if messages else 1,
+          "value": str(messages) if messages else None}
+    with WireClient(bootstrap, timeout=60) as c:
+        r = c.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+            {"resource_type": 2, "resource_name": "__consumer_offsets", "configs": [op]}], "validate_only": False})
+        assert r.responses[0].error_code == 0, r.responses[0]
 
 
 def main() -> int:

@@ -287,7 +287,7 @@ async def closed_loop(links, frames, check, args):
 
 
 async def run_heartbeat(args):
-    groups = [f"bench-hb-{i % args.groups}" for i in range(args.members)]
+    groups = [f"{args.group_prefix}-{i % args.groups}" for i in range(args.members)]
     # `groupd serve --workers N`: each member at the worker that coordinates its group (port + index)
     ports = [args.port + partition_for(g, 50) % args.workers for g in groups]
     links = await connect(args.members, ports, cafile=args.tls)
@@ -383,6 +383,8 @@ def main():
     ap.add_argument("--seconds", type=float, default=5.0, help="heartbeat: measured window")
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--raw", action="store_true", help="heartbeat: skip join/sync, do not check replies")
+    ap.add_argument("--group-prefix", default="bench-hb",
+                    help="heartbeat: group names (a server that outlives the run needs new ones each run)")
     ap.add_argument("--setup-timeout", type=float, default=120.0, help="joining until Stable, s")
     ap.add_argument("--heartbeat-ms", type=float, default=100.0, help="form: heartbeat interval once synced")
     ap.add_argument("--server-pid", help="the server's pid (workers: each worker's, comma-separated), for its CPU use")

@@ -44,6 +44,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from bench.pinning import pin_server  # noqa: E402
 from tests.support.process import GroupdProcess, free_port  # noqa: E402
 
 TOPIC, PARTITIONS = "bench", 4
@@ -230,6 +231,7 @@ class EchoServer:
         if self.proc.stdout.readline().strip() != "ready":
             self.proc.kill()
             raise RuntimeError("the echo server did not start")
+        pin_server(self.proc.pid)
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -239,16 +241,17 @@ class EchoServer:
 # -- Apache Kafka, started once per run (JVM defaults, as Kafka ships) --------------------------------
 
 class KafkaTarget:
-    """The reference broker (tests/support/kafka.py; jars from `make kafka`): one per run, a fresh
-    4-partition topic per row. It never fsyncs (Kafka's default flush policy leaves that to the OS) and
-    advances a single replica's high watermark at the append: compare with groupd's acks=1 rows for the
-    same durability, acks=all for fsynced ones."""
+    """The reference broker (tests/support/kafka.py; jars from `make kafka`): one per run (or `broker`, one
+    already running, which stop() leaves alone), a fresh 4-partition topic per row. It never fsyncs (Kafka's
+    default flush policy leaves that to the OS) and advances a single replica's high watermark at the append:
+    compare with groupd's acks=1 rows for the same durability, acks=all for fsynced ones."""
 
-    def __init__(self) -> None:
+    def __init__(self, broker=None) -> None:
         from tests.support.kafka import KafkaBroker
 
-        self.data = tempfile.mkdtemp(prefix="records-bench-kafka-")
-        self.broker = KafkaBroker(self.data, jvm=[]).start()
+        self.owned = broker is None
+        self.data = tempfile.mkdtemp(prefix="records-bench-kafka-") if self.owned else None
+        self.broker = KafkaBroker(self.data, jvm=[]).start() if self.owned else broker
         self.rows = 0
 
     def topic(self) -> str:
@@ -258,7 +261,7 @@ class KafkaTarget:
         from tests.support.process import WireClient
 
         self.rows += 1
-        name = f"{TOPIC}-{self.rows}"
+        name = f"{TOPIC}-{self.rows}-{os.getpid()}"
         with WireClient(self.broker.bootstrap, timeout=60) as c:
             r = c.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
                 {"name": name, "num_partitions": PARTITIONS, "replication_factor": 1, "assignments": [],
@@ -272,8 +275,9 @@ class KafkaTarget:
         return name
 
     def stop(self) -> None:
-        self.broker.stop()
-        shutil.rmtree(self.data, ignore_errors=True)
+        if self.owned:
+            self.broker.stop()
+            shutil.rmtree(self.data, ignore_errors=True)
 
 
 def _list_offsets_error(c, topic: str, partition: int) -> int:
@@ -316,6 +320,7 @@ def run(plane: str, acks: str, size: int, total_mb: float, producers: int, batch
                            "records.retention.bytes=2147483647", "records.memory.max.bytes=4294967296").start()
     try:
         pid = server.proc.pid
+        pin_server(pid)
         cpu0 = _cpu(pid)
         if client == "raw":
             r = produce_raw(server.port, -1 if acks == "all" else int(acks), size, total_mb, producers, batch_kb)

