@@ -19,6 +19,7 @@ HERE = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("GROUPD_CONFORMANCE_CACHE", "~/.cache/groupd-conformance")).expanduser()
 LOGS_ROOT = CACHE / "logs"
 KEEP_RUNS = 5
+STALE_AFTER = 6 * 3600  # seconds; no run lasts that long
 FINDINGS = HERE / "FINDINGS.md"
 STATUSES = ("PASS", "FAIL", "SKIP")
 TIERS = ("ci", "full")
@@ -65,17 +66,26 @@ _run_logs: Path | None = None
 
 def logs_dir(suite: str) -> Path:
     """This process's log directory for `suite`: one directory per run (runs may overlap), the
-    oldest beyond KEEP_RUNS removed."""
+    oldest beyond KEEP_RUNS removed once nothing has been written to them for STALE_AFTER seconds
+    (a run still under way in another process keeps its directory)."""
     global _run_logs
     if _run_logs is None:
         LOGS_ROOT.mkdir(parents=True, exist_ok=True)
         runs = sorted(p for p in LOGS_ROOT.iterdir() if p.is_dir())
         for old in runs[:-KEEP_RUNS]:
-            shutil.rmtree(old, ignore_errors=True)
+            if time.time() - _last_write(old) > STALE_AFTER:
+                shutil.rmtree(old, ignore_errors=True)
         _run_logs = LOGS_ROOT / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     path = _run_logs / suite
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def _last_write(path: Path) -> float:
+    try:
+        return max((p.stat().st_mtime for p in path.rglob("*")), default=path.stat().st_mtime)
+    except OSError:  # removed meanwhile by another run's clean-up
+        return 0.0
 
 
 def read_allowlist(suite: str) -> list[Entry]:
