@@ -7,7 +7,7 @@ PY      := $(VENV)/bin/python
 ARGS    ?=
 PYTEST_ARGS ?=
 
-.PHONY: serve test install install-test clients kafka connect streams bench bench-kafka bench-side fuzz clean conformance conformance-full cluster-crash-loop crash-loop differential
+.PHONY: serve test install install-test clients kafka connect streams bench bench-kafka bench-side fuzz clean conformance conformance-full conformance-sarama conformance-java cluster-crash-loop crash-loop differential
 
 serve: install
 	$(VENV)/bin/groupd serve $(ARGS)
@@ -54,8 +54,8 @@ streams: install-test kafka
 differential: install-test kafka
 	$(PY) -m pytest tests/differential $(PYTEST_ARGS)
 
-# External suites (librdkafka's test-runner, kafka-python's integration tests, franz-go's kgo tests)
-# against groupd:
+# External suites (librdkafka's test-runner, kafka-python's integration tests, franz-go's kgo tests,
+# Sarama's functional tests, the Java client through Kafka's verifiable producer/consumer) against groupd:
 # a table test -> PASS/FAIL with totals. `make test` runs the same CI tier through pytest
 # (tests/conformance/test_suites.py); conformance-full adds the longer local-only tier.
 conformance: install-test
@@ -63,6 +63,14 @@ conformance: install-test
 
 conformance-full: install-test
 	$(PY) -m tests.conformance.report --tier full $(ARGS)
+
+# One suite's full tier: Sarama's functional tests (Go module proxy) and the Java verifiable clients
+# (Kafka's jars from Maven Central, the `kafka` target)
+conformance-sarama: install-test
+	$(PY) -m tests.conformance.report --tier full --suite sarama $(ARGS)
+
+conformance-java: install-test kafka
+	$(PY) -m tests.conformance.report --tier full --suite java-verifiable $(ARGS)
 
 bench: install
 	$(PY) bench/run_apiversions.py

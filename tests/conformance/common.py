@@ -39,7 +39,8 @@ GROUPD_SETTINGS = (
 
 @dataclasses.dataclass(frozen=True)
 class Entry:
-    suite: str  # "librdkafka", "librdkafka-consumer" (its KIP-848 run), "kafka-python", "franz-go", "kafka-streams"
+    suite: str  # "librdkafka", "librdkafka-consumer" (its KIP-848 run), "kafka-python", "franz-go", "sarama",
+               # "java-verifiable", "kafka-streams"
     id: str
     target: str  # librdkafka: the TESTS value; kafka-python: the pytest node id; franz-go: the Go test
     subtests: str | None  # librdkafka: the SUBTESTS value; franz-go: the subtest part of -test.run
@@ -114,8 +115,8 @@ def select(entries: list[Entry], tier: str, only: list[str] | None = None) -> li
     return [e for e in entries if e.tier in keep and (not only or any(o in e.id for o in only))]
 
 
-_FINDING = re.compile(r"^### (?P<suite>librdkafka-consumer|librdkafka|kafka-python|franz-go|kafka-streams) "
-                      r"(?P<ids>.+?)\s*$")
+_FINDING = re.compile(r"^### (?P<suite>librdkafka-consumer|librdkafka|kafka-python|franz-go|sarama|java-verifiable|"
+                      r"kafka-streams) (?P<ids>.+?)\s*$")
 
 
 def read_findings() -> dict[tuple[str, str], dict[str, str]]:
@@ -157,9 +158,9 @@ def finding_problem(entry: Entry, findings: dict) -> str | None:
     return None
 
 
-def start_groupd(extra: tuple[str, ...] = ()) -> tuple[GroupdProcess, str]:
+def start_groupd(extra: tuple[str, ...] = (), port: int | None = None) -> tuple[GroupdProcess, str]:
     data_dir = tempfile.mkdtemp(prefix="groupd-conformance-")
-    server = GroupdProcess(data_dir, *GROUPD_SETTINGS, *extra)
+    server = GroupdProcess(data_dir, *GROUPD_SETTINGS, *extra, port=port)
     server.start()
     return server, data_dir
 

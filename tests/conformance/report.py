@@ -5,6 +5,8 @@
     python -m tests.conformance.report --suite librdkafka --only 0113_t 0102
     python -m tests.conformance.report --suite librdkafka-consumer   # the KIP-848 run
     python -m tests.conformance.report --suite franz-go --only TestGroupETL
+    python -m tests.conformance.report --suite sarama --only ConsumerGroup
+    python -m tests.conformance.report --suite java-verifiable
     python -m tests.conformance.report --suite kafka-streams --tier full   # Kafka Streams' system tests
 
 Builds and caches the suites on first use (~/.cache/groupd-conformance). Logs of every test and
@@ -19,20 +21,22 @@ import json
 import sys
 import time
 
-from . import franz_go, kafka_python, kafka_streams, librdkafka
+from . import franz_go, java_verifiable, kafka_python, kafka_streams, librdkafka, sarama
 from .common import CACHE, Result, finding_problem, read_allowlist, read_findings, select
 
-SUITES = ("librdkafka", "librdkafka-consumer", "kafka-python", "franz-go", "kafka-streams")
-# the suites that run one test per invocation (kafka-python runs its tests in one pytest run)
-RUNNERS = {"franz-go": franz_go, "kafka-streams": kafka_streams, **{s: librdkafka for s in librdkafka.GROUP_PROTOCOL}}
+SUITES = ("librdkafka", "librdkafka-consumer", "kafka-python", "franz-go", "sarama", "java-verifiable",
+          "kafka-streams")
+# the suites run one test (one process) per allowlist entry
+ONE_BY_ONE = {"librdkafka": librdkafka, "librdkafka-consumer": librdkafka, "franz-go": franz_go,
+              "sarama": sarama, "java-verifiable": java_verifiable, "kafka-streams": kafka_streams}
 
 
 def run(suite: str, tier: str, only: list[str] | None, say=print) -> tuple[list[Result], float]:
     entries = select(read_allowlist(suite), tier, only)
     if not entries:
         return [], 0.0
-    if suite in RUNNERS:
-        runner = RUNNERS[suite]
+    if suite in ONE_BY_ONE:
+        runner = ONE_BY_ONE[suite]
         _, setup = runner.ensure_built(say)
         results = []
         for e in entries:

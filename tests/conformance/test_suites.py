@@ -1,5 +1,6 @@
 """The CI part of the conformance suites: librdkafka's test-runner (in the classic and in the
-KIP-848 consumer group protocol), kafka-python's integration tests, franz-go's kgo tests and Kafka
+KIP-848 consumer group protocol), kafka-python's integration tests, franz-go's kgo tests, Sarama's
+functional tests, the Java client through Kafka's verifiable producer and consumer, and Kafka
 Streams' system tests (the `ci` tier of tests/conformance/*.allowlist) against groupd.
 
 Every test must give exactly the result its allowlist line expects: a PASS that starts failing
@@ -9,7 +10,8 @@ chose not to copy or which groupd gap it hits. No xfail: these are real clients.
 
 The first run builds librdkafka (≈ 2 min on 2 cores) and the kafka-python venv (≈ 15 s) into
 ~/.cache/groupd-conformance, and franz-go's test binary (≈ 3 min, .ci/install-franz-go) into
-~/.cache/groupd-clients; later runs reuse them. `make conformance-full` runs the full tier.
+~/.cache/groupd-clients, as Sarama's (≈ 1 min, .ci/install-sarama); the Java suite uses the Kafka
+jars .ci/install-kafka installs. Later runs reuse them. `make conformance-full` runs the full tier.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import os
 
 import pytest
 
-from . import franz_go, kafka_python, kafka_streams, librdkafka
+from . import franz_go, java_verifiable, kafka_python, kafka_streams, librdkafka, sarama
 from .common import finding_problem, read_allowlist, read_findings, select, tail
 from .report import SUITES
 
@@ -31,6 +33,8 @@ LIBRDKAFKA_WIDTH = int(os.environ.get("CONFORMANCE_WIDTH", "2"))
 LIBRDKAFKA = [e for suite in librdkafka.GROUP_PROTOCOL for e in select(read_allowlist(suite), "ci")]
 KAFKA_PYTHON = select(read_allowlist("kafka-python"), "ci")
 FRANZ_GO = select(read_allowlist("franz-go"), "ci")
+SARAMA = select(read_allowlist("sarama"), "ci")
+JAVA_VERIFIABLE = select(read_allowlist("java-verifiable"), "ci")
 KAFKA_STREAMS = select(read_allowlist("kafka-streams"), "ci")
 # Kafka Streams' runs at a time: each is a driver and one processor JVM at a time, mostly waiting on the
 # driver's 90 s of production
@@ -123,6 +127,41 @@ def test_franz_go(entry, franz_go_binary):
     assert result.status == entry.expect, (
         f"franz-go {entry.id}: {result.status} ({result.detail}), allowlist expects {entry.expect}; "
         f"log {result.log}\n{tail(result.log)}")
+
+
+@pytest.fixture(scope="module")
+def sarama_binary():
+    try:
+        binary, _ = sarama.ensure_built()
+    except Exception as e:  # noqa: BLE001  (Go or the module proxy missing: say so, precisely)
+        pytest.fail(f"cannot build Sarama's functional tests: {e}")
+    return binary
+
+
+@pytest.mark.timeout(900)  # the first test also waits for the build
+@pytest.mark.parametrize("entry", SARAMA, ids=[e.id for e in SARAMA])
+def test_sarama(entry, sarama_binary):
+    result = sarama.run_entry(entry)
+    assert result.status == entry.expect, (
+        f"sarama {entry.id}: {result.status} ({result.detail}), allowlist expects {entry.expect}; "
+        f"log {result.log}\n{tail(result.log)}")
+
+
+@pytest.fixture(scope="module")
+def kafka_jars():
+    try:
+        java_verifiable.ensure_built()
+    except Exception as e:  # noqa: BLE001  (Maven Central or Java missing: say so, precisely)
+        pytest.fail(f"cannot install Apache Kafka's jars: {e}")
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("entry", JAVA_VERIFIABLE, ids=[e.id for e in JAVA_VERIFIABLE])
+def test_java_verifiable(entry, kafka_jars):
+    result = java_verifiable.run_entry(entry)
+    assert result.status == entry.expect, (
+        f"java-verifiable {entry.id}: {result.status} ({result.detail}), allowlist expects {entry.expect}; "
+        f"logs {result.log}")
 
 
 @pytest.fixture(scope="module")
