@@ -27,7 +27,6 @@ from . import franz_go
 from .common import HERE, Entry, Result, logs_dir, run_bounded, safe_name, start_groupd, stop_groupd
 from .toxiproxy_standin import FIRST_PORT, PROXIES, ToxiproxyStandIn
 
-
 _TESTIFY = re.compile(r"^\s+Error:\s+(.+(?:\n\s{10,}\S.*)*)", re.M)
 
 
