@@ -118,7 +118,9 @@ def run_entries(entries: list[Entry], run_dir: Path | None = None) -> list[Resul
     run_dir.mkdir(parents=True, exist_ok=True)
     log, xml = run_dir / "pytest.log", run_dir / "junit.xml"
     xml.unlink(missing_ok=True)
-    server, data_dir = start_groupd(("node.id=0",))
+    # the authorizer settings of the suite's own broker (test/integration/fixtures.py, Kafka 4.x)
+    server, data_dir = start_groupd(("node.id=0", "authorizer.class.name=org.apache.kafka.metadata.authorizer."
+                                     "StandardAuthorizer", "allow.everyone.if.no.acl.found=true"))
     try:
         env = {**os.environ, "KAFKA_URI": f"tcp://{server.bootstrap}", "KAFKA_VERSION": KAFKA_VERSION,
                "KAFKA_ROOT": str(home() / "run" / "kafka-root")}
