@@ -217,6 +217,7 @@ async def _acquire_all(node, plane, request: Request, deliveries, keys, entries)
         entry["acquired_records"] = [{"first_offset": a, "last_offset": b, "delivery_count": c} for a, b, c in ranges]
         n = sum(b - a + 1 for a, b, _ in ranges)
         metrics.SHARE_ACQUIRED.inc(n)
+        metrics.SHARE_REDELIVERED.inc(sum(b - a + 1 for a, b, count in ranges if count > 1))
         budget -= n
         acquired += n
         bytes_left -= len(records)

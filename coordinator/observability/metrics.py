@@ -130,6 +130,12 @@ SHARE_ACQUIRED = Counter("groupd_share_records_acquired_total",
 SHARE_ACKNOWLEDGED = Counter("groupd_share_records_acknowledged_total",
                              "Share-group records acknowledged, by type (accept, release, reject, gap, renew)",
                              ["type"])
+SHARE_REDELIVERED = Counter("groupd_share_records_redelivered_total",
+                            "Share-group records acquired again (delivery count above 1)")
+SHARE_LOCK_TIMEOUTS = Counter("groupd_share_record_lock_timeouts_total",
+                              "Share-group records whose acquisition lock ran out before an acknowledgement")
+SHARE_DELIVERY_LIMIT = Counter("groupd_share_records_archived_at_delivery_limit_total",
+                               "Share-group records archived at the delivery-count limit, never delivered again")
 MEMBERS_EXPIRED = Counter("groupd_members_expired_total", "Members removed by a timer", ["reason"])
 STATIC_REPLACED = Counter("groupd_static_member_replacements_total", "Static members replaced by a new member id")
 STATIC_FENCED = Counter("groupd_static_member_fencings_total", "Requests answered FENCED_INSTANCE_ID")

@@ -24,6 +24,7 @@ from typing import Any
 
 from groupd.coordinator.core.share.delivery import Limits, SharePartition
 from groupd.coordinator.core.share.sessions import ShareSessions
+from groupd.coordinator.observability import metrics
 from groupd.coordinator.system_clock import wall_ms
 from groupd.protocol import ErrorCode
 from groupd.storage.share_state import Deposed, ShareStateLog, Snapshot, partition_directory, take_over
@@ -34,6 +35,16 @@ DataKey = tuple[uuid.UUID, int]  # topic id, partition
 
 _nodes: weakref.WeakKeyDictionary[Any, ShareDeliveries] = weakref.WeakKeyDictionary()
 
+
+
+def _counted(sp: SharePartition) -> SharePartition:
+    """`sp`, its lock expiries and delivery-limit archivings counted in the metrics."""
+    sp.observe = _count
+    return sp
+
+
+def _count(event: str, n: int) -> None:
+    (metrics.SHARE_LOCK_TIMEOUTS if event == "lock_timeout" else metrics.SHARE_DELIVERY_LIMIT).inc(n)
 
 class ShareDeliveries:
     def __init__(self, limits: Limits, data_dir: str | None = None) -> None:
@@ -122,14 +133,14 @@ class ShareDeliveries:
             stored = self._stored.pop(key, None)
             if stored is not None:
                 _, state_epoch, spso, batches = stored
-                sp = self.partitions[key] = SharePartition.restore(state_epoch, spso, batches, limits)
+                sp = self.partitions[key] = _counted(SharePartition.restore(state_epoch, spso, batches, limits))
                 if spso > log_end:  # the log restarted below what the state knows (memory plane)
-                    sp = self.partitions[key] = SharePartition(log_end, limits, state_epoch + 1)
+                    sp = self.partitions[key] = _counted(SharePartition(log_end, limits, state_epoch + 1))
             else:
                 if start is None:
                     start = log_start if earliest else log_end
                 start = min(max(start, log_start), log_end)
-                sp = self.partitions[key] = SharePartition(start, limits)
+                sp = self.partitions[key] = _counted(SharePartition(start, limits))
                 log.info("share partition initialized group=%s topic_id=%s partition=%d start_offset=%d",
                          *key, start)
         if log_start > sp.start:
@@ -202,7 +213,7 @@ class ShareDeliveries:
                     await asyncio.get_running_loop().run_in_executor(self._writer, held[1].write, [(key, None)],
                                                                      wall_ms())
             else:
-                self.partitions[key] = SharePartition(start, self.limits, state_epoch)
+                self.partitions[key] = _counted(SharePartition(start, self.limits, state_epoch))
                 await self.persist([key])
         except OSError:
             for target, value in zip((self.partitions, self._stored, self._snapshot_epochs), before):

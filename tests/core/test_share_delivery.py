@@ -106,6 +106,23 @@ def test_the_last_delivery_is_made_and_a_timeout_then_archives():
     assert p.start == 1 and not p.offsets
 
 
+def test_lock_timeouts_and_archiving_at_the_limit_are_told_to_the_observer():
+    """What no acknowledgement reports (the runtime counts them in its metrics): each offset whose lock
+    ran out, and each offset archived at the delivery limit, whether by a release or a timeout."""
+    p, seen = sp(), []
+    p.observe = lambda event, n: seen.append((event, n))
+    p.acquire("a", 0, 2, 10, now=0)
+    p.expire(now=999)
+    assert seen == []
+    p.expire(now=1000)
+    assert seen == [("lock_timeout", 3)]
+    for n in (2, 3):
+        p.acquire("a", 0, 0, 1, now=n * 2000)
+        p.acknowledge("a", [(0, 0, (RELEASE,))], now=n * 2000 + 1)
+    assert seen[-1] == ("delivery_limit", 1) and p.start == 1
+    assert p.copy().observe is p.observe
+
+
 def test_acknowledging_another_members_or_an_unacquired_offset_changes_nothing():
     p = sp()
     p.acquire("a", 0, 3, 10, now=0)

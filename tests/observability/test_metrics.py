@@ -204,3 +204,26 @@ def test_a_streams_group_is_counted_by_state_with_its_rebalances_and_tasks(start
     assert m['groupd_groups{protocol_type="streams",state="Empty",type="streams"}'] == 1
     assert m['groupd_streams_tasks_assigned{kind="active"}'] == 0
     assert sum(v for k, v in m.items() if k.startswith("groupd_streams_group_rebalances_total{")) == 3
+
+
+def test_share_records_redelivered_after_a_lock_timeout_and_archived_at_the_delivery_limit(start_groupd):
+    """What acknowledgements do not show: a lock that runs out (groupd_share_record_lock_timeouts_total),
+    the record acquired again (groupd_share_records_redelivered_total), and, released at the delivery
+    limit of 2, archived for good (groupd_share_records_archived_at_delivery_limit_total)."""
+    from tests.apis.test_share_fetch_wire import acquired, produce, share_ack, share_fetch, topic_id
+    server = start_metered(start_groupd, "topics=one:1", "records.plane=memory", "group.share.delivery.count.limit=2",
+                           "group.share.min.record.lock.duration.ms=1000", "group.share.record.lock.duration.ms=1000")
+    with WireClient(server.bootstrap, timeout=90) as c:
+        tid = topic_id(c, "one")
+        share_fetch(c, "sm", "holder", 0, tid)
+        share_fetch(c, "sm", "taker", 0, tid)
+        produce(server.bootstrap, "one", 1)
+        assert acquired(share_fetch(c, "sm", "holder", 1, wait_ms=5000))[0] == [(0, 0, 1)]
+        # the holder stays silent: its lock runs out and the taker's waiting fetch gets the record again
+        assert acquired(share_fetch(c, "sm", "taker", 1, wait_ms=60000))[0] == [(0, 0, 2)]
+        assert share_ack(c, "sm", "taker", 2, tid, [(0, 0, 2)]).error_code == 0  # RELEASE at the limit
+    m = scrape(server.metrics_url)
+    assert m["groupd_share_records_acquired_total"] == 2
+    assert m["groupd_share_records_redelivered_total"] == 1
+    assert m["groupd_share_record_lock_timeouts_total"] == 1
+    assert m["groupd_share_records_archived_at_delivery_limit_total"] == 1

@@ -46,6 +46,10 @@ class Limits:
         return Limits(self.lock_ms, int(delivery), int(locks))
 
 
+def _ignore(event: str, count: int) -> None:
+    pass
+
+
 class SharePartition:
     def __init__(self, start_offset: int, limits: Limits = Limits(), state_epoch: int = 0) -> None:
         self.start = start_offset  # SPSO
@@ -53,6 +57,9 @@ class SharePartition:
         self.limits = limits
         self.state_epoch = state_epoch
         self.offsets: dict[int, InFlight] = {}
+        # told of what the records' owners do not see: ("lock_timeout", n) offsets whose lock ran out,
+        # ("delivery_limit", n) offsets archived at the delivery-count limit (the runtime counts them)
+        self.observe = _ignore
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -154,14 +161,15 @@ class SharePartition:
 
     def expire(self, now: int) -> bool:
         """Locks past their deadline: the offsets return to AVAILABLE (ARCHIVED at the limit)."""
-        changed = False
+        expired = 0
         for rec in self.offsets.values():
             if rec.state == ACQUIRED and rec.deadline <= now:
                 self._settle(rec, AVAILABLE)
-                changed = True
-        if changed:
+                expired += 1
+        if expired:
+            self.observe("lock_timeout", expired)
             self._advance()
-        return changed
+        return expired > 0
 
     def next_deadline(self) -> int | None:
         deadlines = [r.deadline for r in self.offsets.values() if r.state == ACQUIRED]
@@ -181,6 +189,7 @@ class SharePartition:
     def _settle(self, rec: InFlight, target: int) -> None:
         if target == AVAILABLE and rec.delivery_count >= self.limits.delivery_limit:
             target = ARCHIVED
+            self.observe("delivery_limit", 1)
         rec.state, rec.member, rec.deadline = target, None, 0
 
     def _advance(self) -> None:
@@ -197,7 +206,7 @@ class SharePartition:
     def copy(self) -> SharePartition:
         """An independent copy (to put back when the state write of a change fails)."""
         other = SharePartition(self.start, self.limits, self.state_epoch)
-        other.end = self.end
+        other.end, other.observe = self.end, self.observe
         other.offsets = {o: dataclasses.replace(r) for o, r in self.offsets.items()}
         return other
 
