@@ -183,8 +183,9 @@ def test_markers_and_verification_authenticate_on_a_sasl_listener_under_acls(tmp
 
 def test_the_other_worker_verifies_a_transactional_write_with_the_coordinator(server):
     """Produce at worker 1 of a transactional batch whose id worker 0 coordinates: refused while the
-    partition is not in the transaction (AddPartitionsToTxn v4 verify-only answers INVALID_TXN_STATE), and
-    with another epoch than the producer's (PRODUCER_FENCED), accepted once added."""
+    partition is not in the transaction (AddPartitionsToTxn v4 verify-only answers TRANSACTION_ABORTABLE,
+    INVALID_TXN_STATE to a Produce before v11), and with another epoch than the producer's
+    (PRODUCER_FENCED, handed to the producer as INVALID_PRODUCER_EPOCH as Kafka does), accepted once added."""
     txn_id = on_worker(0, "tx-verify")
     with WireClient(server.bootstrap) as coordinator, WireClient(f"127.0.0.1:{server.port + 1}") as leader:
         r = coordinator.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": txn_id,
@@ -200,7 +201,7 @@ def test_the_other_worker_verifies_a_transactional_write_with_the_coordinator(se
         assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code is ErrorCode.none
         other = produce(leader, "wt", 1, batch(1, pid=pid, epoch=epoch + 5, seq=0, transactional=True),
                         transactional_id=txn_id)
-        assert other.error_code is ErrorCode.producer_fenced
+        assert other.error_code is ErrorCode.invalid_producer_epoch
         written = produce(leader, "wt", 1, batch(1, pid=pid, epoch=epoch, seq=0, transactional=True),
                           transactional_id=txn_id)
         assert written.error_code is ErrorCode.none

@@ -338,12 +338,15 @@ class TransactionCore:
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                partition: tuple[str, int]) -> ErrorCode:
         """Whether a transactional write for `partition` is part of the live transaction (Kafka's
-        AddPartitionsToTxn verifyOnly answers)."""
+        handleVerifyPartitionsInTransaction: TRANSACTION_ABORTABLE for a partition not in it, which
+        the broker hands older clients as INVALID_TXN_STATE)."""
         meta = self.txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             return ErrorCode.invalid_producer_id_mapping
         if meta.producer_epoch != producer_epoch:
             return ErrorCode.producer_fenced
-        if meta.state != TxnState.ONGOING or partition not in meta.partitions:
-            return ErrorCode.invalid_txn_state
+        if meta.state in PREPARE:
+            return ErrorCode.concurrent_transactions
+        if partition not in meta.partitions:  # (none outside Ongoing) the client's cue to abort
+            return ErrorCode.transaction_abortable
         return ErrorCode.none
