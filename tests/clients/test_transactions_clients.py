@@ -172,7 +172,7 @@ def java_copy(server, *mode: str) -> dict:
                           "java-ctp", "tx-java", str(len(inputs)), *mode], capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, (run.stdout, run.stderr[-3000:])
     result = json.loads(run.stdout.strip().splitlines()[-1])
-    assert (result["copied"], result["fenced"]) == (len(inputs), True)
+    assert (result["copied"], result["fenced"]) == (len(inputs), True), run.stderr[-3000:]
     assert read(server.bootstrap, "java-out", "JAVA-11") == [v.upper() for v in inputs]
     check = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "java-ctp"})
     try:

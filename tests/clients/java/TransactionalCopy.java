@@ -3,7 +3,8 @@
 // reads IN (read_committed, group GROUP, earliest), and for each poll writes the values upper-cased to OUT
 // partition 0 and sends the consumed positions with sendOffsetsToTransaction(offsets, groupMetadata())
 // in one transaction of producer TXN_ID, until COUNT records are copied; then a second producer with
-// the same TXN_ID fences the first, whose next commit must fail with ProducerFencedException.
+// the same TXN_ID fences the first, whose next commit (or, under transactions v2, where its send is refused
+// first, its abort) must fail with ProducerFencedException.
 // With "abort", each poll's records are first written and their offsets sent in a transaction that is
 // aborted, then the same records again in one that commits.
 // Prints one JSON line {"copied": N, "fenced": true|false, "ended": transactions committed or aborted};
@@ -13,6 +14,7 @@ import java.util.*;
 import org.apache.kafka.clients.consumer.*;
 import org.apache.kafka.clients.producer.*;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.InvalidProducerEpochException;
 import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.serialization.*;
 
@@ -75,7 +77,20 @@ public class TransactionalCopy {
             } catch (ProducerFencedException e) {
                 fenced = true;
             } catch (org.apache.kafka.common.KafkaException e) {
+                System.err.println("zombie's commit: " + e + " caused by " + e.getCause());
                 fenced = e.getCause() instanceof ProducerFencedException;
+                if (e instanceof InvalidProducerEpochException || e.getCause() instanceof InvalidProducerEpochException) {
+                    // transactions v2: the send itself was refused (the broker hands the coordinator's
+                    // PRODUCER_FENCED on as INVALID_PRODUCER_EPOCH, abortable); the abort is fenced
+                    try {
+                        producer.abortTransaction();
+                    } catch (ProducerFencedException f) {
+                        fenced = true;
+                    } catch (org.apache.kafka.common.KafkaException f) {
+                        System.err.println("zombie's abort: " + f + " caused by " + f.getCause());
+                        fenced = f.getCause() instanceof ProducerFencedException;
+                    }
+                }
             }
         } finally {
             producer.close(Duration.ofSeconds(5));
