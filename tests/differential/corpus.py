@@ -1079,6 +1079,30 @@ def transaction_v2_life(s: Side) -> None:
     s.call("last-stable-offset", ApiKey.LIST_OFFSETS, 7, {**list_offsets(topic, 0, -1), "isolation_level": 1})
 
 
+@scenario
+def transaction_v2_timed_out(s: Side) -> None:
+    """A transactions-v2 transaction past its timeout is aborted by the coordinator (its scan, at most
+    `transaction.abort.timed.out.transaction.cleanup.interval.ms` later, 10 s on both) under a fencing
+    bump: then the producer's EndTxn v5 with its epoch, either result, and its InitProducerId naming it."""
+    topic, t = f"{s.scenario}-t", s.group("txn")
+    s.call("create", ApiKey.CREATE_TOPICS, 4, {"topics": [
+        {"name": topic, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+        "timeout": 30_000 * MS, "validate_only": False})
+    ready(s, topic, 1)
+    txn_ready(s, t)
+    r = s.call("init", ApiKey.INIT_PRODUCER_ID, 5, init_pid(t, timeout=1000))
+    pid, epoch = r.producer_id, r.producer_epoch
+    s.call("produce-v12", ApiKey.PRODUCE, 12, {"transactional_id": t, "acks": -1, "timeout": 5000 * MS,
+                                               "topic_data": [{"name": topic, "partition_data": [
+                                                   {"index": 0, "records": transactional_batch(1, TS, pid, epoch, 0)}]}]})
+    wait_txn_state(s, pid, "CompleteAbort", timeout=60)
+    state = s.client().request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [t]}).transaction_states[0]
+    s.record("after-the-timeout", {"state": state.transaction_state, "producer_epoch": state.producer_epoch})
+    s.call("end-commit-fenced", ApiKey.END_TXN, 5, end_txn(t, pid, epoch, True))
+    s.call("end-abort-fenced", ApiKey.END_TXN, 5, end_txn(t, pid, epoch, False))
+    s.call("init-naming-the-old-epoch", ApiKey.INIT_PRODUCER_ID, 5, init_pid(t, 1000, pid, epoch))
+
+
 def records_as_offsets(response: Any) -> Any:
     """A ShareFetch answer with each partition's record bytes replaced by the offsets they hold (a
     batch's bytes carry its server's leader epoch)."""
