@@ -420,6 +420,9 @@ KEYS: tuple[Key, ...] = (
         "partitions of the offsets log; never change it once data exists"),
     Key("offsets.topic.segment.bytes", 104857600, _int(14, 2**31 - 1), "segment size of the offsets log"),
     Key("transaction.max.timeout.ms", 900000, _int(1), "longest transaction timeout a producer may ask for"),
+    Key("transaction.version", 2, _int(0, 2),
+        "the finalized transaction.version feature ApiVersions advertises (Kafka finalizes it through the "
+        "controller; 2 is Kafka 4.x's default): Java clients 4.x use transactions v2 (KIP-890) at 2"),
     Key("transaction.state.log.num.partitions", 50, _int(1, 10_000),
         "partitions of the __transaction_state log; never change it once data exists"),
     Key("transaction.state.log.segment.bytes", 104857600, _int(14, 2**31 - 1),
@@ -615,6 +618,7 @@ class Settings:
     offsets_topic_num_partitions: int
     offsets_topic_segment_bytes: int
     transaction_max_timeout_ms: int
+    transaction_version: int
     transaction_state_log_num_partitions: int
     transaction_state_log_segment_bytes: int
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int

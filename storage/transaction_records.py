@@ -1,6 +1,8 @@
 """The records of `__transaction_state`, byte-compatible with Kafka's TransactionLogKey (v0) and
-TransactionLogValue (v0, what a transactions-v1 coordinator writes; v1 is read too): one record per
-transactional id, the last one wins, a null value (tombstone) when the id expires.
+TransactionLogValue: v0 for a transaction a transactions-v1 client runs, v1 (flexible, with the tagged
+PreviousProducerId, NextProducerId and ClientTransactionVersion) once a transactions-v2 client ends one,
+as Kafka's TransactionLog.valueToBytes chooses: one record per transactional id, the last one wins, a
+null value (tombstone) when the id expires.
 
 Pure encoding (no I/O): the transaction coordinator's core builds these, storage/transaction_log.py
 writes and loads them.
@@ -53,6 +55,8 @@ class TxnValue:
     last_update_ms: int
     start_ms: int  # -1 until a transaction starts
     previous_producer_id: int = -1  # v1 only (tagged)
+    next_producer_id: int = -1  # v1 only (tagged): the id a TV2 end rotates to (its epoch exhausted)
+    client_transaction_version: int = 0  # v1 only (tagged): 2 once a TV2 client drives the transaction
 
 
 def encode_key(transactional_id: str) -> bytes:
@@ -75,9 +79,12 @@ def _by_topic(partitions: frozenset[tuple[str, int]]) -> list[tuple[str, tuple[i
 
 
 def encode_value(value: TxnValue | None) -> bytes | None:
-    """Version 0, as Kafka writes for transactions v1; Empty stores null partitions (as Kafka)."""
+    """Version 1 when a TV2 client drives the transaction, else version 0 (Kafka's choice); Empty stores
+    null partitions in v0 (as Kafka)."""
     if value is None:
         return None
+    if value.client_transaction_version >= 2:
+        return encode_value_v1(value)
     out = [struct.pack(">h", 0), _HEAD_V0.pack(value.producer_id, value.producer_epoch, value.timeout_ms,
                                                 int(value.state))]
     if value.state == TxnState.EMPTY:
@@ -91,11 +98,16 @@ def encode_value(value: TxnValue | None) -> bytes | None:
 
 
 def encode_value_v1(value: TxnValue) -> bytes:
-    """Version 1 (flexible), what a transactions-v2 coordinator writes; here for tests and reading."""
+    """Version 1 (flexible), what Kafka writes for a transactions-v2 client (tagged fields at their
+    defaults are left out, as Kafka's generated writer does)."""
     topics = _by_topic(value.partitions)
     parts = b"\x00" if value.state == TxnState.EMPTY else uvarint(len(topics) + 1) + b"".join(
         cstr(t) + cint32s(ps) + b"\x00" for t, ps in topics)
     tags = [(0, struct.pack(">q", value.previous_producer_id))] if value.previous_producer_id != -1 else []
+    if value.next_producer_id != -1:
+        tags.append((1, struct.pack(">q", value.next_producer_id)))
+    if value.client_transaction_version != 0:
+        tags.append((2, struct.pack(">h", value.client_transaction_version)))
     return (struct.pack(">h", 1) + _HEAD_V0.pack(value.producer_id, value.producer_epoch, value.timeout_ms,
                                                  int(value.state)) + parts
             + _TIMES.pack(value.last_update_ms, value.start_ms) + tagged(tags))
@@ -126,10 +138,15 @@ def decode_value(data: bytes | None) -> TxnValue | None:
             ids = r.int32s(r.count32())
         partitions.update((topic, p) for p in ids)
     last_update_ms, start_ms = r.unpack(_TIMES)
-    previous = -1
+    previous = next_id = -1
+    client_version = 0
     if flexible:
         for tag, field in r.tags():
             if tag == 0:
                 previous = field.i64()
+            elif tag == 1:
+                next_id = field.i64()
+            elif tag == 2:
+                client_version = field.i16()
     return TxnValue(producer_id, epoch, timeout_ms, state, frozenset(partitions), last_update_ms, start_ms,
-                    previous)
+                    previous, next_id, client_version)

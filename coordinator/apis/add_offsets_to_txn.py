@@ -1,7 +1,9 @@
 """AddOffsetsToTxn (25), v0–v3.
 
 v1 changes only throttling; v2 answers PRODUCER_FENCED where v0–v1 answer INVALID_PRODUCER_EPOCH;
-v3 is flexible. (v4, KIP-890, is for transactions v2, which groupd does not offer yet.)
+v3 is flexible. v4 (KIP-890 part 2, which Kafka 4.3 advertises) is not: a transactions-v2 client sends
+no AddOffsetsToTxn (its TxnOffsetCommit v5 adds the group), and v4 only lets a v1 client be told
+TRANSACTION_ABORTABLE.
 
 Adds the group's `__consumer_offsets` partition to the transaction, so that the group's
 TxnOffsetCommit is accepted and the EndTxn's marker reaches that partition. Needs WRITE on the

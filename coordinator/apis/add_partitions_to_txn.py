@@ -1,10 +1,12 @@
-"""AddPartitionsToTxn (24), v0–v4.
+"""AddPartitionsToTxn (24), v0–v5.
 
 v1 changes only throttling; v2 answers PRODUCER_FENCED where v0–v1 answer INVALID_PRODUCER_EPOCH;
 v3 is flexible. v4 (KIP-890: batches of transactions, the verify-only form) is broker-to-broker,
 taken but not advertised (Kafka hides it from clients, KAFKA-15757), and needs CLUSTER_ACTION: a worker or node that
 takes a transactional write for an id another one coordinates asks that one to verify it
-(coordinator/cluster/broker_channel.py). v5 (transactions v2) is not advertised.
+(coordinator/cluster/broker_channel.py). v5 (transactions v2) is v4 that a broker sends for Produce v12
+and TxnOffsetCommit v5 (not verify-only): the partitions join the transaction of a TV2 client; broker
+only as well.
 
 Every partition gets the same answer from the transaction coordinator; a partition the principal may
 not write (TOPIC_AUTHORIZATION_FAILED) or that does not exist (UNKNOWN_TOPIC_OR_PARTITION) fails the
@@ -25,7 +27,7 @@ from .request import Request
 
 KEY = ApiKey.ADD_PARTITIONS_TO_TXN
 VERSIONS = (0, 3)  # advertised: what clients may send
-BROKER_VERSIONS = (0, 4)  # taken: v4 from other workers and nodes only, not advertised (as Kafka)
+BROKER_VERSIONS = (0, 5)  # taken: v4–v5 from other workers and nodes only, not advertised (as Kafka)
 
 
 def _answer(request: Request, errors: dict[tuple[str, int], ErrorCode]):
@@ -89,8 +91,9 @@ def _batch_answer(request: Request, error: ErrorCode, results: list[tuple[str, d
 
 
 def _brokers(node, request: Request):
-    """v4: a broker's batch. Verify-only transactions get the coordinator's verdict per partition
-    (nothing changes); others are added as v3 adds them."""
+    """v4–v5: a broker's batch. Verify-only transactions get the coordinator's verdict per partition
+    (nothing changes); others are added as v3 adds them (v5: for a transactions-v2 client, Kafka's
+    clientTransactionVersion from the request version)."""
     if not authorized(node, request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
         return _batch_answer(request, ErrorCode.cluster_authorization_failed, [])
     transactions = getattr(node, "transactions", None)
@@ -105,7 +108,7 @@ def _brokers(node, request: Request):
             verdicts = transactions.verify(txn.transactional_id, txn.producer_id, txn.producer_epoch, partitions)
             return txn.transactional_id, verdicts if isinstance(verdicts, dict) else await verdicts
         error = await transactions.add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch,
-                                                  partitions)
+                                                  partitions, 2 if request.version >= 5 else 0)
         return txn.transactional_id, dict.fromkeys(partitions, error)
 
     async def run():

@@ -1,8 +1,10 @@
-"""EndTxn (26), v0–v4.
+"""EndTxn (26), v0–v5.
 
 v1 changes only throttling; v2 answers PRODUCER_FENCED where v0–v1 answer INVALID_PRODUCER_EPOCH;
-v3 is flexible; v4 adds TRANSACTION_ABORTABLE to what a client may get. (v5, KIP-890, bumps the
-epoch on every end and returns it: transactions v2, not offered yet.) librdkafka sends at most v1.
+v3 is flexible; v4 adds TRANSACTION_ABORTABLE to what a client may get. v5 (KIP-890 part 2) is a
+transactions-v2 client's: every end bumps the epoch (a new producer id once it is exhausted), the
+answer carries the id and epoch to go on with, and a retry is recognised by the epoch it bumped from
+(core/transactions/machine.py `_end_txn_v2`). librdkafka sends at most v1.
 
 Ongoing → PrepareCommit/PrepareAbort, answered once that is durable; the coordinator then writes
 the markers and Complete* (coordinator/runtime/transactions.py). A retry of a finished end answers
@@ -23,11 +25,12 @@ from groupd.protocol.codec import build_response
 from .request import Request
 
 KEY = ApiKey.END_TXN
-VERSIONS = (0, 4)
+VERSIONS = (0, 5)
 
 
-def _answer(request: Request, error: ErrorCode):
-    return build_response(KEY, request.version, {"error_code": error, "producer_id": -1, "producer_epoch": -1})
+def _answer(request: Request, error: ErrorCode, producer_id: int = -1, producer_epoch: int = -1):
+    return build_response(KEY, request.version, {"error_code": error, "producer_id": producer_id,
+                                                 "producer_epoch": producer_epoch})
 
 
 def handle(node, request: Request):
@@ -42,7 +45,11 @@ def handle(node, request: Request):
 
 async def _end(transactions, request: Request):
     body = request.body
-    error = await transactions.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, body.committed)
+    error, producer_id, epoch = await transactions.end_txn(body.transactional_id, body.producer_id,
+                                                           body.producer_epoch, body.committed,
+                                                           2 if request.version >= 5 else 0)
     if error == ErrorCode.producer_fenced and request.version < 2:
         error = ErrorCode.invalid_producer_epoch
-    return _answer(request, error)
+    if request.version < 5:  # v0–v4 answer -1, -1 (Kafka's TV1 path)
+        producer_id = epoch = -1
+    return _answer(request, error, producer_id, epoch)

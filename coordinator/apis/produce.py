@@ -1,6 +1,11 @@
-"""Produce (0), v3–v8.
+"""Produce (0), v3–v12.
 
-v5 adds the log start offset; v7 allows zstd; v8 per-batch record errors and an error message.
+v5 adds the log start offset; v7 allows zstd; v8 per-batch record errors and an error message; v9 is
+flexible; v10 adds the current leader and node endpoints to a NOT_LEADER_OR_FOLLOWER answer (KIP-951:
+left at their defaults here, so clients refresh metadata); v11 changes nothing on the wire; v12 (KIP-890
+part 2) is a transactions-v2 producer's: a transactional batch for a partition not yet in its
+transaction adds it (AddPartitionsToTxn v5 to the transaction coordinator) instead of failing
+verification. (v13, topic ids instead of names, is not offered.)
 
 With `records.plane: none` groupd is a pure coordinator and stores no records. Produce stays
 advertised because librdkafka enables its modern fetcher when both Produce (≥3) and Fetch (≥4)
@@ -26,7 +31,8 @@ OUT_OF_ORDER_SEQUENCE_NUMBER; acks other than 0, 1, -1 get INVALID_REQUIRED_ACKS
 Transactions (issue 23): transactional batches need the request's transactional id (else every
 partition of the request is TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as KafkaApis answers); a producer
 without an open transaction on the partition is verified with the transaction coordinator first when
-the node has one (`node.transactions.verify_partition`, KIP-890: its error is the partition's); the first
+the node has one (`node.transactions.verify_partition`, KIP-890: its error is the partition's; from v12
+the partition is added instead, `_verify_first`); the first
 transactional batch opens the producer's transaction on the partition (the last stable offset stays
 at its first offset until the marker: coordinator/runtime/txn_data.py), and a non-transactional batch
 while one is open gets INVALID_TXN_STATE (storage/records_plane/producers.py, transactions.py).
@@ -54,7 +60,7 @@ from groupd.storage.records_plane.batches import first_transactional, has_transa
 from .request import Request
 
 KEY = ApiKey.PRODUCE
-VERSIONS = (3, 8)
+VERSIONS = (3, 12)
 
 log = logging.getLogger("groupd")
 
@@ -99,7 +105,7 @@ def handle(node, request: Request, verdicts: dict | None = None):
     if plane is None:
         return _refuse(request, denied)
     body = request.body
-    if verdicts is None and (verifying := _verify_elsewhere(node, request, denied)) is not None:
+    if verdicts is None and (verifying := _verify_first(node, request, denied)) is not None:
         return verifying
     if body.acks not in (-1, 0, 1):
         responses = [{"name": t.name, "partition_responses": [
@@ -129,7 +135,7 @@ def handle(node, request: Request, verdicts: dict | None = None):
             elif disk:
                 r, done = plane.append(topic, p.index, p.records, request.version, now, body.acks,
                                        body.transactional_id,
-                                       _verifier(node, body.transactional_id, t.name, p.index, verdicts))
+                                       _verifier(node, body.transactional_id, t.name, p.index, request.version, verdicts))
                 entry = _partition(p.index, r.error, r.base_offset, r.log_start_offset, r.message, r.record_errors,
                                    r.log_append_time)
                 partitions.append(entry)
@@ -138,7 +144,7 @@ def handle(node, request: Request, verdicts: dict | None = None):
             else:
                 r = plane.append((topic.topic_id, p.index), p.records, request.version, now, live_ids,
                                  f"{t.name}-{p.index}", node.catalog.topic_config(t.name), body.transactional_id,
-                                 _verifier(node, body.transactional_id, t.name, p.index, verdicts))
+                                 _verifier(node, body.transactional_id, t.name, p.index, request.version, verdicts))
                 partitions.append(_partition(p.index, r.error, r.base_offset, r.log_start_offset, r.message,
                                              r.record_errors, r.log_append_time))
             if r is not None and r.error is ErrorCode.none:
@@ -154,29 +160,44 @@ def handle(node, request: Request, verdicts: dict | None = None):
     return build_response(ApiKey.PRODUCE, request.version, {"responses": responses})
 
 
-def _verifier(node, transactional_id: str | None, topic: str, partition: int, verdicts: dict | None = None):
+def _verifier(node, transactional_id: str | None, topic: str, partition: int, version: int,
+              verdicts: dict | None = None):
     """The transaction coordinator's check of this partition for a producer (contract seam 3), or None
     without a coordinator (then transactional batches are accepted, as before verification). `verdicts`:
-    those the coordinator of another worker or node gave for this request (`_verify_elsewhere`)."""
+    those the coordinator gave for this request first (`_verify_first`)."""
     transactions = getattr(node, "transactions", None)
     if transactions is None or transactional_id is None:
         return None
     if verdicts is not None:
-        return lambda producer_id, epoch: verification_error(
+        return lambda producer_id, epoch: _for_producer(verification_error(
             # not asked (its transaction was open here) but closed meanwhile: retried, then verified
-            verdicts.get((topic, partition), ErrorCode.not_enough_replicas))
-    return lambda producer_id, epoch: transactions.verify_partition(transactional_id, producer_id, epoch, topic,
-                                                                    partition)
+            verdicts.get((topic, partition), ErrorCode.not_enough_replicas)), version)
+    return lambda producer_id, epoch: _for_producer(transactions.verify_partition(
+        transactional_id, producer_id, epoch, topic, partition), version)
 
 
-def _verify_elsewhere(node, request: Request, denied: dict):
-    """A transactional produce whose transactional id another worker or node coordinates: its
-    partitions where the producer has no open transaction yet are verified there first
-    (AddPartitionsToTxn v4 verify-only, Kafka's AddPartitionsToTxnManager), then the request runs with
-    those verdicts. None when not needed."""
+def _for_producer(error: ErrorCode, version: int) -> ErrorCode:
+    """A verdict as Kafka's AddPartitionsToTxnManager hands it to a producer: PRODUCER_FENCED as
+    INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE only from v11 (INVALID_TXN_STATE before)."""
+    if error == ErrorCode.producer_fenced:
+        return ErrorCode.invalid_producer_epoch
+    if error == ErrorCode.transaction_abortable and version < 11:
+        return ErrorCode.invalid_txn_state
+    return error
+
+
+def _verify_first(node, request: Request, denied: dict):
+    """A transactional produce whose partitions (those where the producer has no transaction open at
+    its epoch) go to the transaction coordinator before the append, then the request runs with its
+    verdicts: from v12 (transactions v2) to be added (AddPartitionsToTxn v5), in process or over the
+    wire; before v12 to be verified (v4 verify-only) when another worker or node coordinates the
+    transactional id (in process the plane asks during the append). Kafka's AddPartitionsToTxnManager.
+    None when not needed."""
     body = request.body
     transactions = getattr(node, "transactions", None)
-    if transactions is None or body.transactional_id is None or transactions.verifies_here(body.transactional_id):
+    add = request.version >= 12
+    if transactions is None or body.transactional_id is None or (
+            not add and transactions.verifies_here(body.transactional_id)):
         return None
     partitions, producer = [], None
     plane = plane_for(node)
@@ -189,16 +210,17 @@ def _verify_elsewhere(node, request: Request, denied: dict):
             if found is None or not node.cluster.leads(t.name, p.index):
                 continue
             held = plane.peek((topic.topic_id, p.index))
-            if held is not None and found[0] in held.producers.txns.open:
-                continue  # verified when its transaction began here (the plane checks the epoch), as Kafka
+            if held is not None and held.producers.in_transaction(found[0], found[1]):
+                continue  # verified when its transaction began here, as Kafka
             partitions.append((t.name, p.index))
             producer = found
     if producer is None:
         return None
-    pending = transactions.verify(body.transactional_id, producer[0], producer[1], partitions)
+    pending = transactions.verify(body.transactional_id, producer[0], producer[1], partitions, add)
 
     async def verified():
-        reply = handle(node, request, await pending)
+        verdicts = pending if isinstance(pending, dict) else await pending
+        reply = handle(node, request, verdicts)
         return await reply if isinstance(reply, asyncio.Future) else reply
 
     return asyncio.ensure_future(verified())

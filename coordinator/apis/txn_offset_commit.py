@@ -1,10 +1,12 @@
-"""TxnOffsetCommit (28), v0–v4: offsets committed inside a producer's transaction (KIP-98), held
+"""TxnOffsetCommit (28), v0–v5: offsets committed inside a producer's transaction (KIP-98), held
 pending until the transaction's marker (coordinator/core/txn_offsets.py).
 
 v1 changes nothing on the wire; v2 adds the committed leader epoch; v3 (KIP-447) the member id,
 generation and group instance id, checked as the group's membership; v3 is flexible; v4 (KIP-890
-part 1) may answer TRANSACTION_ABORTABLE (older versions get INVALID_TXN_STATE instead). v5 (TV2,
-the group added implicitly) is not advertised: groupd does not finalize `transaction.version` 2.
+part 1) may answer TRANSACTION_ABORTABLE (older versions get INVALID_TXN_STATE instead). v5 (KIP-890
+part 2, a transactions-v2 client, which sends no AddOffsetsToTxn) adds the group's offsets partition
+to the transaction instead of verifying it is there (AddPartitionsToTxn v5 to the transaction
+coordinator, in process or over the wire).
 
 Errors are per partition only (the response has no top-level error), in Kafka's order: WRITE on
 the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group
@@ -32,7 +34,7 @@ from .offset_commit import checked_offsets
 from .request import Request, respond
 
 KEY = ApiKey.TXN_OFFSET_COMMIT
-VERSIONS = (0, 4)
+VERSIONS = (0, 5)
 
 E = ErrorCode
 
@@ -71,7 +73,7 @@ def handle(node, request: Request):
     if transactions is None:  # no transaction coordinator on this node: accepted, as before verification
         return commit(E.none)
     verdict = transactions.verify_offsets(body.transactional_id, body.producer_id, body.producer_epoch,
-                                          body.group_id)
+                                          body.group_id, add=version >= 5)
     if not inspect.isawaitable(verdict):
         return commit(verdict)
 
@@ -84,9 +86,13 @@ def handle(node, request: Request):
 
 def _verdict_error(error: ErrorCode, version: int) -> ErrorCode:
     """As Kafka's verification hands the errors back (AddPartitionsToTxnManager): PRODUCER_FENCED
-    as INVALID_PRODUCER_EPOCH, and TRANSACTION_ABORTABLE only to v4+ (INVALID_TXN_STATE before)."""
+    as INVALID_PRODUCER_EPOCH, and TRANSACTION_ABORTABLE only to v4+ (INVALID_TXN_STATE before); a
+    coordinator that could not be asked (NOT_ENOUGH_REPLICAS) becomes COORDINATOR_NOT_AVAILABLE, as the
+    group coordinator normalises it (clients look the coordinator up again and retry)."""
     if error == E.producer_fenced:
         return E.invalid_producer_epoch
+    if error == E.not_enough_replicas:
+        return E.coordinator_not_available
     if error == E.transaction_abortable and version < 4:
         return E.invalid_txn_state
     return error

@@ -39,6 +39,7 @@ log = logging.getLogger("groupd")
 
 WRITE_TXN_MARKERS_V = 1
 VERIFY_V = 4  # AddPartitionsToTxn's broker form (KIP-890)
+ADD_V = 5  # its transactions-v2 form: the coordinator adds the partitions (Produce v12, TxnOffsetCommit v5)
 SHARE_STATE_V = {ApiKey.INITIALIZE_SHARE_GROUP_STATE: 0, ApiKey.DELETE_SHARE_GROUP_STATE: 0,
                  ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: 1}  # v1: the delivery-complete count (lag)
 LIST_OFFSETS_V = 6
@@ -211,14 +212,17 @@ class BrokerChannel:
         return errors
 
     async def verify(self, broker_id: int, transactional_id: str, producer_id: int, producer_epoch: int,
-                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
-        """The coordinator's verdict per partition (AddPartitionsToTxn v4 with verify_only)."""
+                     partitions: list[tuple[str, int]], add: bool = False) -> dict[tuple[str, int], ErrorCode]:
+        """The coordinator's verdict per partition: AddPartitionsToTxn v4 with verify_only, or with
+        `add` (transactions v2: Produce v12, TxnOffsetCommit v5) v5 adding them, as Kafka's
+        AddPartitionsToTxnManager sends."""
         topics: dict[str, list[int]] = {}
         for topic, p in partitions:
             topics.setdefault(topic, []).append(p)
-        body = await self._request(broker_id, ApiKey.ADD_PARTITIONS_TO_TXN, VERIFY_V, {"transactions": [{
-            "transactional_id": transactional_id, "producer_id": producer_id, "producer_epoch": producer_epoch,
-            "verify_only": True, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]})
+        body = await self._request(broker_id, ApiKey.ADD_PARTITIONS_TO_TXN, ADD_V if add else VERIFY_V, {
+            "transactions": [{
+                "transactional_id": transactional_id, "producer_id": producer_id, "producer_epoch": producer_epoch,
+                "verify_only": not add, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]})
         errors = dict.fromkeys(partitions, ErrorCode.coordinator_not_available)
         if body is None:
             return errors

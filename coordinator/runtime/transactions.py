@@ -343,16 +343,24 @@ class TransactionCoordinator:
         return error, meta.producer_id, meta.producer_epoch
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                             partitions: list[tuple[str, int]]) -> ErrorCode:
+                             partitions: list[tuple[str, int]], client_version: int = 0) -> ErrorCode:
         if (error := self.unavailable(transactional_id)) is not None:
             return error
         return await self.run(self.core.add_partitions(transactional_id, producer_id, producer_epoch, partitions,
-                                                       wall_ms()))
+                                                       wall_ms(), client_version))
 
-    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                      client_version: int = 0) -> tuple[ErrorCode, int, int]:
+        """The error and, for a TV2 client (EndTxn v5), the producer id and epoch it goes on with
+        (-1, -1 with an error, as Kafka answers)."""
         if (error := self.unavailable(transactional_id)) is not None:
-            return error
-        return await self.run(self.core.end_txn(transactional_id, producer_id, producer_epoch, commit, wall_ms()))
+            return error, -1, -1
+        error = await self.run(self.core.end_txn(transactional_id, producer_id, producer_epoch, commit, wall_ms(),
+                                                 client_version, self.new_producer_id))
+        meta = self.core.txns.get(transactional_id)
+        if error != ErrorCode.none or meta is None:
+            return error, -1, -1
+        return error, *meta.end_identity()
 
     # -- markers -----------------------------------------------------------------------------------
 
@@ -519,17 +527,24 @@ class TransactionCoordinator:
     # -- verification (contract seam 3) --------------------------------------------------------------
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-               partitions: list[tuple[str, int]]):
+               partitions: list[tuple[str, int]], add: bool = False):
         """Each partition's verdict (Kafka's AddPartitionsToTxn verifyOnly): from this node's state when it
-        coordinates the id, else asked of its coordinator over the wire (a future of the verdicts)."""
+        coordinates the id, else asked of its coordinator over the wire (a future of the verdicts).
+        `add` (transactions v2): the partitions are added to the transaction instead (AddPartitionsToTxn
+        v5), always a future."""
         owner = self.coordinator_of(transactional_id)
         if owner is not None and owner != self.view.node_id and self.channel is not None:
             return asyncio.ensure_future(self.channel.verify(owner, transactional_id, producer_id, producer_epoch,
-                                                             partitions))
+                                                             partitions, add))
         if owner is None:
             return dict.fromkeys(partitions, ErrorCode.coordinator_not_available)
         if (error := self.unavailable(transactional_id)) is not None:
             return dict.fromkeys(partitions, error)
+        if add:
+            async def added() -> dict[tuple[str, int], ErrorCode]:
+                error = await self.add_partitions(transactional_id, producer_id, producer_epoch, partitions, 2)
+                return dict.fromkeys(partitions, error)
+            return asyncio.ensure_future(added())
         return {tp: self.core.verify(transactional_id, producer_id, producer_epoch, tp) for tp in partitions}
 
     def verifies_here(self, transactional_id: str) -> bool:
@@ -544,10 +559,12 @@ class TransactionCoordinator:
         verdicts = self.verify(transactional_id, producer_id, producer_epoch, [(topic, partition)])
         return verification_error(verdicts[(topic, partition)])
 
-    def verify_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str):
-        """The verdict on the group's offsets partition: an error, or a future of one."""
+    def verify_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
+                       add: bool = False):
+        """The verdict on the group's offsets partition: an error, or a future of one. `add`
+        (TxnOffsetCommit v5): the partition joins the transaction instead (no AddOffsetsToTxn)."""
         tp = (OFFSETS_TOPIC, partition_for(group_id, self.settings.offsets_topic_num_partitions))
-        verdicts = self.verify(transactional_id, producer_id, producer_epoch, [tp])
+        verdicts = self.verify(transactional_id, producer_id, producer_epoch, [tp], add)
         if isinstance(verdicts, dict):
             return verification_error(verdicts[tp])
 
@@ -571,10 +588,12 @@ def _records_on_disk(data_dir: str) -> bool:
 
 
 def verification_error(error: ErrorCode) -> ErrorCode:
-    """What a write that could not be verified answers when the coordinator could not be asked or was
-    moving (Kafka's AddPartitionsToTxnManager: NOT_ENOUGH_REPLICAS, which producers retry)."""
+    """What a write that could not be verified answers when the coordinator could not be asked, was
+    moving or was mid-transition (CONCURRENT_TRANSACTIONS: a TV2 producer's next transaction while the
+    last one's markers are written): Kafka's AddPartitionsToTxnManager answers NOT_ENOUGH_REPLICAS,
+    which producers retry."""
     if error in (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
-                 ErrorCode.coordinator_load_in_progress):
+                 ErrorCode.coordinator_load_in_progress, ErrorCode.concurrent_transactions):
         return ErrorCode.not_enough_replicas
     return error
 

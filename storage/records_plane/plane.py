@@ -57,11 +57,10 @@ def transaction_refusal(batches, transactional_id: str | None, producers,
             continue
         if transactional_id is None:
             return Appended(ErrorCode.transactional_id_authorization_failed, message=NO_TRANSACTIONAL_ID)
-        if verify is not None and batch.producer_id not in producers.txns.open:
+        if verify is not None and not producers.in_transaction(batch.producer_id, batch.producer_epoch):
             error = verify(batch.producer_id, batch.producer_epoch)
             if error is not ErrorCode.none:
-                return Appended(error, message="The transaction coordinator did not verify this partition "
-                                f"for producer {batch.producer_id}")
+                return Appended(error)  # no message, as Kafka answers
         return None
     return None
 

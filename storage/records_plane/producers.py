@@ -72,6 +72,13 @@ class Producers:
                                  "sequence number)")
         return None
 
+    def in_transaction(self, producer_id: int, epoch: int) -> bool:
+        """Whether the producer has a transaction open here at `epoch` (Kafka's hasOngoingTransaction:
+        under transactions v2 an end bumps the epoch, so an open one of an older epoch is the last
+        transaction, its marker still to come, and a batch of the next needs the coordinator first)."""
+        state = self._producers.get(producer_id)
+        return producer_id in self.txns.open and state is not None and state.epoch == epoch
+
     def record(self, producer_id: int, epoch: int, base_sequence: int, count: int, base: int, now_ms: int,
                transactional: bool = False, max_timestamp: int = -1) -> None:
         """An appended batch of producer `producer_id` (≥ 0) at offset `base`."""

@@ -30,7 +30,7 @@ class Transactions:
     def __init__(self, verdict: ErrorCode, awaitable: bool) -> None:
         self.verdict, self.awaitable, self.calls = verdict, awaitable, []
 
-    def verify_offsets(self, transactional_id, producer_id, producer_epoch, group_id):
+    def verify_offsets(self, transactional_id, producer_id, producer_epoch, group_id, add=False):
         self.calls.append((transactional_id, producer_id, producer_epoch, group_id))
         if not self.awaitable:
             return self.verdict

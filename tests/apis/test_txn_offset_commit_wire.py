@@ -58,11 +58,11 @@ def fetch(c: WireClient, group: str, partitions, require_stable: bool) -> dict[i
             for t in reply.topics for p in t.partitions}
 
 
-def test_api_versions_advertises_txn_offset_commit_0_to_4(server):
+def test_api_versions_advertises_txn_offset_commit_0_to_5(server):
     with WireClient(server.bootstrap) as c:
         keys = {k.api_key: (k.min_version, k.max_version) for k in c.request(ApiKey.API_VERSIONS, 3, {
             "client_software_name": "t", "client_software_version": "1"}).api_keys}
-    assert keys[ApiKey.TXN_OFFSET_COMMIT] == (0, 4)
+    assert keys[ApiKey.TXN_OFFSET_COMMIT] == (0, 5)  # v5: transactions v2
 
 
 def test_pending_offsets_answer_unstable_to_require_stable_fetches(server):

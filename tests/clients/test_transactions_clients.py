@@ -10,9 +10,11 @@ producer against groupd's transaction coordinator, records plane and group coord
   -9 once, every input in the read_committed output exactly once (tests/clients/python/eos_worker.py);
 - kafka-python's and aiokafka's transactional producers commit and abort too (aiokafka: every
   transaction API at v0, offsets by group id without KIP-447 metadata);
-- the Java client (kafka-clients 4.3, transactions v1 since groupd advertises no `transaction.version`):
-  a consume-transform-produce loop with sendOffsetsToTransaction(offsets, consumer.groupMetadata()),
-  then fenced by a second producer with its transactional.id (tests/clients/java/TransactionalCopy.java).
+- the Java client (kafka-clients 4.3): a consume-transform-produce loop with
+  sendOffsetsToTransaction(offsets, consumer.groupMetadata()), then fenced by a second producer with
+  its transactional.id (tests/clients/java/TransactionalCopy.java); with `transaction.version` finalized
+  at 2 (the default: transactions v2, KIP-890, every end bumping the epoch) and at 1 (transactions
+  v1), each poll's records first written in an aborted transaction, then in a committed one.
 """
 
 from __future__ import annotations
@@ -157,7 +159,9 @@ def test_kafka_python_transactional_producer(server):
     assert read(server.bootstrap, "kp", "kp-committed") == ["kp-committed"]
 
 
-def test_java_consume_transform_produce_and_fencing(server):
+def java_copy(server, *mode: str) -> dict:
+    """TransactionalCopy.java over java-in → java-out (12 records), its JSON line once it succeeded;
+    the read_committed output and the group's offsets checked."""
     source = Producer({"bootstrap.servers": server.bootstrap})
     inputs = [f"java-{i}" for i in range(12)]
     for v in inputs:
@@ -165,9 +169,10 @@ def test_java_consume_transform_produce_and_fencing(server):
     source.flush(30)
     run = subprocess.run(["java", "-cp", os.path.join(CLIENTS_DIR, "java", "lib", "*"),
                           os.path.join(HERE, "java", "TransactionalCopy.java"), server.bootstrap, "java-in", "java-out",
-                          "java-ctp", "tx-java", str(len(inputs))], capture_output=True, text=True, timeout=180)
+                          "java-ctp", "tx-java", str(len(inputs)), *mode], capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, (run.stdout, run.stderr[-3000:])
-    assert json.loads(run.stdout.strip().splitlines()[-1]) == {"copied": len(inputs), "fenced": True}
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert (result["copied"], result["fenced"]) == (len(inputs), True), run.stderr[-3000:]
     assert read(server.bootstrap, "java-out", "JAVA-11") == [v.upper() for v in inputs]
     check = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "java-ctp"})
     try:
@@ -175,6 +180,32 @@ def test_java_consume_transform_produce_and_fencing(server):
     finally:
         check.close()
     assert committed.offset == len(inputs)
+    return result
+
+
+def java_producer_epoch(server) -> int:
+    """tx-java's producer epoch now (kafka-transactions.sh describe)."""
+    run = kafka_transactions(server, "describe", "--transactional-id", "tx-java")
+    assert run.returncode == 0, run.stderr
+    return int(table(run.stdout)[0]["ProducerEpoch"])
+
+
+def test_java_consume_transform_produce_and_fencing(server):
+    """transaction.version 2 (the default): the Java client runs transactions v2, so every commit and
+    abort bumped the producer epoch (v1 keeps it: only InitProducerId and fencing bump it)."""
+    result = java_copy(server, "abort")
+    assert result["ended"] >= 2
+    assert java_producer_epoch(server) >= result["ended"]
+
+
+def test_java_consume_transform_produce_with_transactions_v1(tmp_path):
+    s = GroupdProcess(str(tmp_path), *SETTINGS, "transaction.version=1", ready=READY).start()
+    try:
+        result = java_copy(s, "abort")
+        assert result["ended"] >= 2
+        assert java_producer_epoch(s) <= 2  # the successor's InitProducerId and its fence of the first
+    finally:
+        assert s.stop() == 0, s.log()
 
 
 def test_aiokafka_transactional_producer(server):

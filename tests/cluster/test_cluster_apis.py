@@ -60,15 +60,20 @@ def test_api_versions_v3_refuses_invalid_software_name(groupd):
     assert r.error_code is E.invalid_request
 
 
-def test_api_versions_v3_response_has_no_tagged_fields(groupd):
+def test_api_versions_v3_response_carries_the_features_as_tagged_fields(groupd):
+    """Header v0 (correlation id only) whatever the version (KIP-511); the body's tagged fields carry
+    the finalized transaction.version feature (Kafka sends its features to every client; librdkafka
+    2.0.2, kcat's, skips them: tests/clients/test_groups_clients.py)."""
     with WireClient(groupd.bootstrap) as c:
         cid, frame = c.frame(ApiKey.API_VERSIONS, 3, {"client_software_name": "x",
                                                       "client_software_version": "1"})
         c.send_raw(frame)
         raw = c.read_frame()
-    # header v0 (correlation id only), body ends with throttle time then an empty tag buffer
+        r = c.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "x", "client_software_version": "1"})
     assert raw[:4] == cid.to_bytes(4, "big")
-    assert raw.endswith(b"\x00\x00\x00\x00\x00")
+    assert not raw.endswith(b"\x00\x00\x00\x00\x00")  # no longer an empty tag buffer after the throttle time
+    assert [(f.name, f.max_version_level) for f in r.finalized_features] == [("transaction.version", 2)]
+    assert r.finalized_features_epoch >= 0 and r.supported_features == ()  # v3 leaves out minimum-0 features
 
 
 # --- Metadata ------------------------------------------------------------------------------------

@@ -201,8 +201,9 @@ def test_markers_and_verification_authenticate_with_scram(tmp_path, mechanism):
 
 def test_the_other_worker_verifies_a_transactional_write_with_the_coordinator(server):
     """Produce at worker 1 of a transactional batch whose id worker 0 coordinates: refused while the
-    partition is not in the transaction (AddPartitionsToTxn v4 verify-only answers INVALID_TXN_STATE), and
-    with another epoch than the producer's (PRODUCER_FENCED), accepted once added."""
+    partition is not in the transaction (AddPartitionsToTxn v4 verify-only answers TRANSACTION_ABORTABLE,
+    INVALID_TXN_STATE to a Produce before v11), and with another epoch than the producer's
+    (PRODUCER_FENCED, handed to the producer as INVALID_PRODUCER_EPOCH as Kafka does), accepted once added."""
     txn_id = on_worker(0, "tx-verify")
     with WireClient(server.bootstrap) as coordinator, WireClient(f"127.0.0.1:{server.port + 1}") as leader:
         r = coordinator.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": txn_id,
@@ -218,13 +219,44 @@ def test_the_other_worker_verifies_a_transactional_write_with_the_coordinator(se
         assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code is ErrorCode.none
         other = produce(leader, "wt", 1, batch(1, pid=pid, epoch=epoch + 5, seq=0, transactional=True),
                         transactional_id=txn_id)
-        assert other.error_code is ErrorCode.producer_fenced
+        assert other.error_code is ErrorCode.invalid_producer_epoch
         written = produce(leader, "wt", 1, batch(1, pid=pid, epoch=epoch, seq=0, transactional=True),
                           transactional_id=txn_id)
         assert written.error_code is ErrorCode.none
         ended = coordinator.request(ApiKey.END_TXN, 3, {"transactional_id": txn_id, "producer_id": pid,
                                                         "producer_epoch": epoch, "committed": False})
         assert ended.error_code is ErrorCode.none
+
+
+def test_transactions_v2_add_through_the_coordinator_worker(server):
+    """Transactions v2 across workers: Produce v12 at worker 1 of a batch whose transactional id worker 0
+    coordinates adds its partition there (AddPartitionsToTxn v5 over the wire), TxnOffsetCommit v5 at
+    worker 1 for a group it coordinates adds the group's offsets partition the same way, and EndTxn v5
+    bumps the epoch, its markers reaching worker 1's partitions."""
+    txn_id, group = on_worker(0, "tx-v2-"), on_worker(1, "g-v2-")
+    with WireClient(server.bootstrap) as coordinator, WireClient(f"127.0.0.1:{server.port + 1}") as other:
+        r = coordinator.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": txn_id,
+                                                             "transaction_timeout": datetime.timedelta(minutes=1),
+                                                             "producer_id": -1, "producer_epoch": -1})
+        pid, epoch = r.producer_id, r.producer_epoch
+        written = produce(other, "wt", 1, batch(1, pid=pid, epoch=epoch, seq=0, transactional=True), version=12,
+                          transactional_id=txn_id)
+        assert written.error_code is ErrorCode.none
+        committed = other.request(ApiKey.TXN_OFFSET_COMMIT, 5, {
+            "transactional_id": txn_id, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
+            "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [{"name": "wt", "partitions": [
+                {"partition_index": 1, "committed_offset": 1, "committed_leader_epoch": -1,
+                 "committed_metadata": ""}]}]})
+        assert committed.topics[0].partitions[0].error_code is ErrorCode.none
+        state = describe(server.bootstrap, txn_id)
+        assert state.transaction_state == "Ongoing"
+        assert {(t.topic, p) for t in state.topics for p in t.partitions} == {
+            ("wt", 1), ("__consumer_offsets", partition_for(group, PARTITIONS))}
+        ended = coordinator.request(ApiKey.END_TXN, 5, {"transactional_id": txn_id, "producer_id": pid,
+                                                        "producer_epoch": epoch, "committed": True})
+        assert (ended.error_code, ended.producer_id, ended.producer_epoch) == (ErrorCode.none, pid, epoch + 1)
+        wait_until(lambda: describe(server.bootstrap, txn_id).transaction_state == "CompleteCommit", 30,
+                   "the commit's markers on worker 1")
 
 
 def test_markers_go_over_tls_on_an_ssl_listener(tmp_path):

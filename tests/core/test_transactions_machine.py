@@ -207,10 +207,10 @@ def test_idle_ids_expire_with_a_tombstone(core, clock):
 def test_verify_answers_from_the_transaction(core, clock):
     init(core, clock)
     m = core.txns["t"]
-    assert core.verify("t", m.producer_id, 0, ("a", 0)) == E.invalid_txn_state
+    assert core.verify("t", m.producer_id, 0, ("a", 0)) == E.transaction_abortable  # not in it
     begin(core, clock)
     assert core.verify("t", m.producer_id, 0, ("a", 0)) == E.none
-    assert core.verify("t", m.producer_id, 0, ("a", 1)) == E.invalid_txn_state
+    assert core.verify("t", m.producer_id, 0, ("a", 1)) == E.transaction_abortable
     assert core.verify("t", m.producer_id, 1, ("a", 0)) == E.producer_fenced
     assert core.verify("x", m.producer_id, 0, ("a", 0)) == E.invalid_producer_id_mapping
 

@@ -1016,6 +1016,93 @@ def ack_batches(batches: list[tuple[int, int, int]]) -> list[dict]:
     return [{"first_offset": a, "last_offset": b, "acknowledge_types": [t]} for a, b, t in batches]
 
 
+def transactional_batch(n: int, ts: int, pid: int, epoch: int, seq: int) -> bytes:
+    """A transactional v2 batch of `n` records, as a transactional producer sends it (base offset 0)."""
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=1, producer_id=pid,
+                                  producer_epoch=epoch, base_sequence=seq, batch_size=1 << 20)
+    for i in range(n):
+        b.append(i, timestamp=ts + i, key=None, value=b"v", headers=[])
+    data = b.build()
+    struct.pack_into(">q", data, 0, 0)
+    return bytes(data)
+
+
+@scenario
+def transaction_v2_life(s: Side) -> None:
+    """Transactions v2 (KIP-890 part 2), with `transaction.version` finalized at 2 on both servers: the
+    feature in ApiVersions, Produce v11 to a partition never added (verified only), Produce v12 adding
+    it implicitly, TxnOffsetCommit v5 adding the group implicitly (no AddOffsetsToTxn), EndTxn v5
+    bumping the epoch and answering it, its retry with the epoch bumped from, the opposite result, the
+    same epoch (the next end: nothing to commit), an abort with no partition; then the committed
+    offsets and the topic's last stable offset."""
+    r = s.client().request(ApiKey.API_VERSIONS, 4, {"client_software_name": "groupd-differential",
+                                                    "client_software_version": "1"})
+    s.record("transaction-version-feature", {
+        "supported": [(f.min_version, f.max_version) for f in r.supported_features if f.name == "transaction.version"],
+        "finalized": [(f.min_version_level, f.max_version_level) for f in r.finalized_features
+                      if f.name == "transaction.version"]})
+    topic, t, g = f"{s.scenario}-t", s.group("txn"), s.group()
+    s.call("create", ApiKey.CREATE_TOPICS, 4, {"topics": [
+        {"name": topic, "num_partitions": 2, "replication_factor": 1, "assignments": [], "configs": []}],
+        "timeout": 30_000 * MS, "validate_only": False})
+    ready(s, topic, 2)
+    txn_ready(s, t)
+    r = s.call("init", ApiKey.INIT_PRODUCER_ID, 5, init_pid(t))
+    pid, epoch = r.producer_id, r.producer_epoch
+
+    def produce(label: str, version: int, partition: int, n: int, seq: int, at_epoch: int) -> None:
+        s.call(label, ApiKey.PRODUCE, version, {"transactional_id": t, "acks": -1, "timeout": 5000 * MS,
+                                                "topic_data": [{"name": topic, "partition_data": [
+                                                    {"index": partition,
+                                                     "records": transactional_batch(n, TS, pid, at_epoch, seq)}]}]})
+
+    produce("produce-v11-not-added", 11, 1, 1, 0, epoch)
+    produce("produce-v12-implicit-add", 12, 0, 2, 0, epoch)
+    s.call("list-ongoing", ApiKey.LIST_TRANSACTIONS, 0, {"state_filters": ["Ongoing"], "producer_id_filters": [pid]})
+    s.call("txn-offset-commit-v5", ApiKey.TXN_OFFSET_COMMIT, 5, txn_commit(t, g, pid, epoch, {topic: {0: 5}}))
+    s.call("fetch-unstable", ApiKey.OFFSET_FETCH, 8, stable_fetch(g, {topic: [0]}))
+    s.call("end-commit-v5", ApiKey.END_TXN, 5, end_txn(t, pid, epoch, True))
+    wait_txn_state(s, pid, "CompleteCommit")
+    s.call("end-commit-retry", ApiKey.END_TXN, 5, end_txn(t, pid, epoch, True))
+    s.call("end-abort-retry", ApiKey.END_TXN, 5, end_txn(t, pid, epoch, False))
+    s.call("end-commit-bumped-epoch", ApiKey.END_TXN, 5, end_txn(t, pid, epoch + 1, True))
+    s.call("end-commit-stale-epoch", ApiKey.END_TXN, 5, end_txn(t, pid, epoch + 3, True))
+    s.call("fetch-committed", ApiKey.OFFSET_FETCH, 8, stable_fetch(g, {topic: [0]}))
+    s.call("produce-v12-next-epoch", ApiKey.PRODUCE, 12, {
+        "transactional_id": t, "acks": -1, "timeout": 5000 * MS, "topic_data": [{"name": topic, "partition_data": [
+            {"index": 0, "records": transactional_batch(1, TS, pid, epoch + 1, 0)}]}]})
+    s.call("end-abort-v5", ApiKey.END_TXN, 5, end_txn(t, pid, epoch + 1, False))
+    wait_txn_state(s, pid, "CompleteAbort")
+    s.call("end-abort-nothing-added", ApiKey.END_TXN, 5, end_txn(t, pid, epoch + 2, False))
+    wait_txn_state(s, pid, "CompleteAbort")
+    s.call("end-commit-nothing-added", ApiKey.END_TXN, 5, end_txn(t, pid, epoch + 3, True))
+    s.call("last-stable-offset", ApiKey.LIST_OFFSETS, 7, {**list_offsets(topic, 0, -1), "isolation_level": 1})
+
+
+@scenario
+def transaction_v2_timed_out(s: Side) -> None:
+    """A transactions-v2 transaction past its timeout is aborted by the coordinator (its scan, at most
+    `transaction.abort.timed.out.transaction.cleanup.interval.ms` later, 10 s on both) under a fencing
+    bump: then the producer's EndTxn v5 with its epoch, either result, and its InitProducerId naming it."""
+    topic, t = f"{s.scenario}-t", s.group("txn")
+    s.call("create", ApiKey.CREATE_TOPICS, 4, {"topics": [
+        {"name": topic, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+        "timeout": 30_000 * MS, "validate_only": False})
+    ready(s, topic, 1)
+    txn_ready(s, t)
+    r = s.call("init", ApiKey.INIT_PRODUCER_ID, 5, init_pid(t, timeout=1000))
+    pid, epoch = r.producer_id, r.producer_epoch
+    s.call("produce-v12", ApiKey.PRODUCE, 12, {"transactional_id": t, "acks": -1, "timeout": 5000 * MS,
+                                               "topic_data": [{"name": topic, "partition_data": [
+                                                   {"index": 0, "records": transactional_batch(1, TS, pid, epoch, 0)}]}]})
+    wait_txn_state(s, pid, "CompleteAbort", timeout=60)
+    state = s.client().request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [t]}).transaction_states[0]
+    s.record("after-the-timeout", {"state": state.transaction_state, "producer_epoch": state.producer_epoch})
+    s.call("end-commit-fenced", ApiKey.END_TXN, 5, end_txn(t, pid, epoch, True))
+    s.call("end-abort-fenced", ApiKey.END_TXN, 5, end_txn(t, pid, epoch, False))
+    s.call("init-naming-the-old-epoch", ApiKey.INIT_PRODUCER_ID, 5, init_pid(t, 1000, pid, epoch))
+
+
 def records_as_offsets(response: Any) -> Any:
     """A ShareFetch answer with each partition's record bytes replaced by the offsets they hold (a
     batch's bytes carry its server's leader epoch)."""

@@ -67,7 +67,7 @@ def test_markers_are_retried_until_written_then_the_transaction_completes(tmp_pa
         assert (error, pid, epoch) == (ErrorCode.none, 7, 0)
         parts = [("t", 0), ("t", 1), ("__consumer_offsets", 4)]
         assert await tc.add_partitions("tx", pid, 0, parts) == ErrorCode.none
-        assert await tc.end_txn("tx", pid, 0, True) == ErrorCode.none
+        assert (await tc.end_txn("tx", pid, 0, True))[0] == ErrorCode.none
         await until(lambda: tc.core.txns["tx"].state == TxnState.COMPLETE_COMMIT)
         assert marks.count(("t", 1, 7, 0, True)) == 3
         assert sample("groupd_transactions_completed_total", result="commit") == commits + 1
@@ -92,7 +92,7 @@ def test_a_prepared_commit_found_at_load_is_completed(tmp_path):
         await tc.start()
         _, pid, _ = await tc.init_producer_id("tx", 60_000, -1, -1)
         await tc.add_partitions("tx", pid, 0, [("t", 0)])
-        assert await tc.end_txn("tx", pid, 0, True) == ErrorCode.none
+        assert (await tc.end_txn("tx", pid, 0, True))[0] == ErrorCode.none
         await tc.close()
 
     async def second():
@@ -179,7 +179,7 @@ def test_markers_for_another_brokers_partitions_go_in_one_request_and_follow_a_m
         await tc.start()
         _, pid, _ = await tc.init_producer_id("tx", 60_000, -1, -1)
         await tc.add_partitions("tx", pid, 0, [("t", 0), ("t", 1), ("__consumer_offsets", 4)])
-        assert await tc.end_txn("tx", pid, 0, True) == ErrorCode.none
+        assert (await tc.end_txn("tx", pid, 0, True))[0] == ErrorCode.none
         await until(lambda: tc.core.txns["tx"].state == TxnState.COMPLETE_COMMIT)
         # broker 2's partitions in one WriteTxnMarkers; t-1, moved here meanwhile, then marked here
         assert channel.sent == [(2, [("__consumer_offsets", 4), ("t", 1)])]
