@@ -34,6 +34,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="runs per target (median shown)")
     ap.add_argument("--driver", choices=("python", "go"), default="python",
                     help="the classic and echo legs' closed loop (the consumer leg's is Python)")
+    ap.add_argument("--legs", default="echo,classic,consumer", help="which legs to run (e.g. consumer alone, "
+                    "to profile it with bench/profile_server.py)")
     pinning.add_argument(ap)
     args = ap.parse_args()
     pinning.use(args.pin)
@@ -49,6 +51,7 @@ def main() -> None:
         "classic": lambda: one_run("groupd", "heartbeat", classic, 300),
         "consumer": lambda: one_run("groupd", None, consumer, 600, script="consumers.py", settings=settings),
     }
+    legs = {label: leg for label, leg in legs.items() if label in args.legs.split(",")}
     all_runs: dict[str, list] = {label: [] for label in legs}
     for _ in range(args.repeat):  # the legs in turn, so a change in the machine's load hits them alike
         for label, leg in legs.items():
@@ -68,6 +71,8 @@ def main() -> None:
     rows = []
     for label, what in (("echo", "raw request/reply"), ("classic", f"Heartbeat v3, {args.classic_groups} group(s)"),
                         ("consumer", "ConsumerGroupHeartbeat v1, 1 group")):
+        if label not in results:
+            continue
         r = results[label][0]
         rows.append((label, what, r.get("hb_per_s"), r.get("range"), r.get("p50_us"), r.get("p99_us"),
                      r.get("errors"), r.get("client_cpu_pct"), r.get("server_cpu_pct"), server_us(results[label][1]),
@@ -80,7 +85,7 @@ def main() -> None:
           f"{args.interval_ms} ms, assignor uniform: converged = every member at one epoch with its assignment "
           "acknowledged, every partition owned once (checked with ConsumerGroupDescribe)")
     rows = []
-    for r in results["consumer"][1]:
+    for r in results.get("consumer", (None, []))[1]:
         rows.append((fmt(r.get("join_ms")), r.get("join_epoch"), r.get("leave_ms"), r.get("leavers"),
                      r.get("leave_epoch"), r.get("leave_errors"),
                      " ".join(f"{k}:{v}" for k, v in sorted(r.get("join_replies", {}).items())),
