@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import threading
+
+_completing = threading.Lock()  # two threads asking at once: one runs the real __init__, once
 
 
 def _complete(name: str):
     """Module `__getattr__` of the not yet initialised package: initialise it, then answer."""
     package = sys.modules["aiokafka"]
-    del package.__getattr__  # the real __init__ defines every public name; no second run
-    package.__spec__.loader.exec_module(package)
+    with _completing:
+        if vars(package).pop("__getattr__", None) is not None:  # the real __init__ defines every public name
+            package.__spec__.loader.exec_module(package)
     return getattr(package, name)
 
 
