@@ -39,6 +39,8 @@ def main() -> None:
     ap.add_argument("--driver", choices=("python", "go"), default="python",
                     help="the classic and echo legs' closed loop (the consumer leg's is Python)")
     ap.add_argument("--targets", default="groupd,echo", help="of groupd, echo, kafka (Apache Kafka: `make kafka`)")
+    ap.add_argument("--legs", default="echo,classic,consumer", help="which legs to run of each target (e.g. consumer alone, "
+                    "to profile it with bench/profile_server.py)")
     pinning.add_argument(ap)
     args = ap.parse_args()
     pinning.use(args.pin)
@@ -77,7 +79,8 @@ def legs_for(args, targets) -> dict:
         "kafka consumer": lambda: one_run("kafka", None, consumer, 600, script="consumers.py"),
     }
     return {label: leg for label, leg in legs.items()
-            if {"classic": "groupd", "consumer": "groupd"}.get(label, label.split()[0]) in targets}
+            if {"classic": "groupd", "consumer": "groupd"}.get(label, label.split()[0]) in targets
+            and label.split()[-1] in args.legs.split(",")}
 
 
 def run_legs(args, targets) -> None:

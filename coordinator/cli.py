@@ -9,18 +9,13 @@ import os
 import signal
 import sys
 
-from groupd.coordinator.cluster.workers import worker_settings
-from groupd.coordinator.server.supervisor_link import SupervisorLink
 from groupd.storage.files import DataDirError
-from groupd.storage.log import partition_dir
-from groupd.storage.transaction_log import TOPIC as TXN_TOPIC
 
 from . import __version__
 from .settings import ConfigError, Settings, add_config_arguments
-from .tools import acls as admin_acls
-from .tools import chaos_cli
-from .tools import commands as admin
-from .tools import transactions as admin_transactions
+
+# `serve` builds only its own parser and imports none of the other commands' modules (the admin
+# client, the chaos CLI, the log tools), nor the worker plumbing unless it is a worker: start-up time.
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,16 +25,30 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _top_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
     p = _Parser(prog="groupd", description="A standalone Kafka group coordinator.")
     p.add_argument("--version", action="version", version=f"groupd {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-
     serve = sub.add_parser("serve", help="run the coordinator")
     add_config_arguments(serve)
     serve.add_argument("--workers", type=int, metavar="N", help="worker processes on this host (the setting "
                        "`workers`; docs/workers-and-cluster.md)")
     serve.add_argument("--worker", help=argparse.SUPPRESS)  # INDEX:FD, given by the supervisor to each worker
+    return p, sub
+
+
+def _serve_parser() -> argparse.ArgumentParser:
+    """The parser of `groupd serve ...` alone: the same arguments, usage and errors as in the whole."""
+    return _top_parser()[0]
+
+
+def _parser() -> argparse.ArgumentParser:
+    from .tools import acls as admin_acls
+    from .tools import chaos_cli
+    from .tools import commands as admin
+    from .tools import transactions as admin_transactions
+
+    p, sub = _top_parser()
     config = sub.add_parser("config", help="configuration commands")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     show = config_sub.add_parser("show", help="the effective configuration (YAML) and where each value came from")
@@ -88,6 +97,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _log_command(args) -> int:
     from groupd.storage import inspect
+    from groupd.storage.log import partition_dir
+    from groupd.storage.transaction_log import TOPIC as TXN_TOPIC
 
     if args.data_dir is None:
         try:
@@ -150,8 +161,9 @@ def _repair(data_dir: str, partition: int | None, topic: str | None) -> int:
     return 1 if any(r.remaining for r in results) else 0
 
 
-def _worker(given: str, settings: Settings) -> SupervisorLink:
+def _worker(given: str, settings: Settings):
     """`--worker INDEX:FD`: this process is worker INDEX of the supervisor at the other end of FD."""
+    from groupd.coordinator.server.supervisor_link import SupervisorLink
     from groupd.storage.compaction import die_with_parent
 
     die_with_parent(signal.SIGTERM)  # a supervisor killed with -9 takes its workers along (each drains)
@@ -187,21 +199,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    args = _parser().parse_args(argv)
-    if args.command == "log":
-        return _log_command(args)
-    if args.command == "analytics":
-        from groupd.analytics.cli import report_command, run_command  # pyspark only when asked for
-
-        return (report_command if args.analytics_command == "report" else run_command)(args)
-    if args.command in admin.COMMANDS:
-        return admin.run(args)
-    if args.command == "acls":
-        return admin_acls.run(args)
-    if args.command == "transactions":
-        return admin_transactions.run(args)
-    if args.command == "chaos":
-        return chaos_cli.run(args)
+    given = sys.argv[1:] if argv is None else argv
+    if given[:1] == ["serve"]:
+        args = _serve_parser().parse_args(given)
+    else:
+        args = _parser().parse_args(given)
+        code = _tool_command(args)
+        if code is not None:
+            return code
     if getattr(args, "workers", None) is not None:
         args.set.append(f"workers={args.workers}")
     try:
@@ -233,7 +238,11 @@ def _main(argv: list[str] | None) -> int:
             from .server import supervisor
 
             return supervisor.run(settings, _worker_args(args))
-        run(worker_settings(settings, worker.index) if worker else settings, worker)
+        if worker is not None:
+            from groupd.coordinator.cluster.workers import worker_settings
+
+            settings = worker_settings(settings, worker.index)
+        run(settings, worker)
     except ClusterError as e:
         return _fail(str(e))
     except ConfigError as e:  # what only serving finds out: a keystore that does not load
@@ -242,3 +251,27 @@ def _main(argv: list[str] | None) -> int:
     except ListenError as e:  # names the setting, the address and what to do
         return _fail(str(e))
     return 0
+
+
+def _tool_command(args) -> int | None:
+    """Run every command but `serve` and `config show`; None for those two."""
+    from .tools import acls as admin_acls
+    from .tools import chaos_cli
+    from .tools import commands as admin
+    from .tools import transactions as admin_transactions
+
+    if args.command == "log":
+        return _log_command(args)
+    if args.command == "analytics":
+        from groupd.analytics.cli import report_command, run_command  # pyspark only when asked for
+
+        return (report_command if args.analytics_command == "report" else run_command)(args)
+    if args.command in admin.COMMANDS:
+        return admin.run(args)
+    if args.command == "acls":
+        return admin_acls.run(args)
+    if args.command == "transactions":
+        return admin_transactions.run(args)
+    if args.command == "chaos":
+        return chaos_cli.run(args)
+    return None

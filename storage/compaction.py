@@ -20,8 +20,7 @@ import dataclasses
 import os
 import signal
 
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
-
+from .aiokafka_record_code import DefaultRecordBatchBuilder
 from .files import fsync_dir
 from .log import CLEANED_SUFFIX, list_segments
 from .scanner import scan

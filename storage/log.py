@@ -22,8 +22,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
-
+from .aiokafka_record_code import DefaultRecordBatch, DefaultRecordBatchBuilder
 from .batch_crc import set_crc
 from .consumer_records import decode, encode_key, encode_value
 from .files import fsync_dir

@@ -17,8 +17,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from aiokafka.record.default_records import DefaultRecordBatch
-
+from .aiokafka_record_code import DefaultRecordBatch
 from .batch_crc import crc_ok
 
 BATCH_HEADER = 61  # v2 batch header size, up to and including the record count

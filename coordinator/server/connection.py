@@ -106,6 +106,7 @@ class Connection(asyncio.Protocol):
         self._idle_ms = node.settings.connections_max_idle_ms
         self._arrival_s = node.settings.socket_request_arrival_timeout_ms / 1000
         self._last_active = 0.0
+        self._loop_time = time.monotonic  # the loop's clock once connection_made has run (its first call)
         self._partial_since: float | None = None  # when the incomplete frame at the tail began
         self._idle_timer: asyncio.TimerHandle | None = None
         self._arrival_timer: asyncio.TimerHandle | None = None
@@ -125,6 +126,7 @@ class Connection(asyncio.Protocol):
         metrics.CONNECTIONS_OPENED.inc()
         metrics.CONNECTIONS_OPEN.inc()
         loop = asyncio.get_running_loop()
+        self._loop_time = loop.time  # bound once: looking the loop up was ~2 % of a heartbeat
         self._last_active = loop.time()
         self._idle_timer = loop.call_at(self._last_active + self._idle_ms / 1000, self._check_idle)
 
@@ -231,7 +233,7 @@ class Connection(asyncio.Protocol):
     # -- requests ----------------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
-        self._last_active = asyncio.get_running_loop().time()
+        self._last_active = self._loop_time()
         frames = self._frames
         if not frames.pending and not self._reading_paused and frames.whole(data):
             # The common case, one request in one read: no buffering, no turn accounting.

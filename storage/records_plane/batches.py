@@ -13,12 +13,9 @@ from __future__ import annotations
 import dataclasses
 import struct
 
-from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
-from aiokafka.record.default_records import DefaultRecordBatch
-from aiokafka.record.memory_records import MemoryRecords
-
 from groupd.protocol import ErrorCode
 
+from ..aiokafka_record_code import CorruptRecordException, DefaultRecordBatch, MemoryRecords, UnsupportedCodecError
 from ..batch_crc import crc_ok
 
 HEADER_SIZE = 61  # the v2 batch header, up to and including the record count

@@ -17,11 +17,9 @@ from __future__ import annotations
 import dataclasses
 import struct
 
-from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
-from aiokafka.record.default_records import DefaultRecordBatch
-
 from groupd.protocol import ErrorCode
 
+from ..aiokafka_record_code import CorruptRecordException, DefaultRecordBatch, UnsupportedCodecError
 from ..batch_crc import set_crc
 from ..topic_config import TopicConfig
 from .batches import CREATE_TIME, ProducedBatch

@@ -361,3 +361,17 @@ def test_partial_frames_over_queued_max_request_bytes_wait_until_the_total_drops
     finally:
         first.close()
         second.close()
+
+
+def test_connections_max_idle_ms_closes_only_the_connection_that_sent_nothing(start_groupd):
+    # every read moves the connection's last-active time (connection.py data_received): a client
+    # that keeps asking stays connected past the idle limit, one that sends nothing is closed
+    server = start_groupd("connections.max.idle.ms=2000")
+    with WireClient(server.bootstrap, timeout=30) as idle, WireClient(server.bootstrap, timeout=30) as busy:
+        assert idle.request(ApiKey.API_VERSIONS, 0, {}).error_code is ErrorCode.none
+        ends = time.monotonic() + 5  # two and a half idle limits
+        while time.monotonic() < ends:  # paces the busy client; nothing here waits for the server
+            assert busy.request(ApiKey.API_VERSIONS, 0, {}).error_code is ErrorCode.none
+            time.sleep(0.4)
+        assert idle.closed_by_server(timeout=30)
+        assert busy.request(ApiKey.API_VERSIONS, 0, {}).error_code is ErrorCode.none
