@@ -65,17 +65,31 @@ _run_logs: Path | None = None
 
 def logs_dir(suite: str) -> Path:
     """This process's log directory for `suite`: one directory per run (runs may overlap), the
-    oldest beyond KEEP_RUNS removed."""
+    oldest beyond KEEP_RUNS removed unless their process still runs (its tests still write there)."""
     global _run_logs
     if _run_logs is None:
         LOGS_ROOT.mkdir(parents=True, exist_ok=True)
         runs = sorted(p for p in LOGS_ROOT.iterdir() if p.is_dir())
         for old in runs[:-KEEP_RUNS]:
-            shutil.rmtree(old, ignore_errors=True)
+            if not _running(old.name.rsplit("-", 1)[-1]):
+                shutil.rmtree(old, ignore_errors=True)
         _run_logs = LOGS_ROOT / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     path = _run_logs / suite
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def _running(pid: str) -> bool:
+    """Whether the process that named a run directory `<time>-<pid>` is alive."""
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def read_allowlist(suite: str) -> list[Entry]:

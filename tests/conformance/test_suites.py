@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+import subprocess
+import sys
 
 import pytest
 
-from . import franz_go, kafka_python, librdkafka
+from . import common, franz_go, kafka_python, librdkafka
 from .common import finding_problem, read_allowlist, read_findings, select, tail
 from .report import SUITES
 
@@ -37,6 +39,23 @@ def test_every_expected_failure_is_explained():
     findings = read_findings()
     problems = [p for suite in SUITES for e in read_allowlist(suite) if (p := finding_problem(e, findings))]
     assert not problems, "\n".join(problems)
+
+
+def test_log_pruning_keeps_the_directories_of_runs_still_going(tmp_path, monkeypatch):
+    """Runs overlap (helpers, CI jobs): pruning the oldest must not delete a directory whose run
+    still writes its tests' logs there, or that run's verdicts fail on missing files."""
+    monkeypatch.setattr(common, "LOGS_ROOT", tmp_path)
+    monkeypatch.setattr(common, "_run_logs", None)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    live = tmp_path / f"20000101-000000-{os.getppid()}"
+    dead = tmp_path / f"20000101-000001-{gone.stdout.strip()}"
+    for d in (live, dead):
+        d.mkdir()
+    for n in range(common.KEEP_RUNS):
+        (tmp_path / f"20990101-00000{n}-1").mkdir()
+    common.logs_dir("librdkafka")
+    assert live.exists() and not dead.exists()
 
 
 class Ahead:
