@@ -38,7 +38,7 @@ GROUPD_SETTINGS = (
 
 @dataclasses.dataclass(frozen=True)
 class Entry:
-    suite: str  # "librdkafka", "librdkafka-consumer" (its KIP-848 run), "kafka-python" or "franz-go"
+    suite: str  # "librdkafka", "librdkafka-consumer" (its KIP-848 run), "librdkafka-share", "kafka-python", "franz-go"
     id: str
     target: str  # librdkafka: the TESTS value; kafka-python: the pytest node id; franz-go: the Go test
     subtests: str | None  # librdkafka: the SUBTESTS value; franz-go: the subtest part of -test.run
@@ -118,7 +118,8 @@ def select(entries: list[Entry], tier: str, only: list[str] | None = None) -> li
     return [e for e in entries if e.tier in keep and (not only or any(o in e.id for o in only))]
 
 
-_FINDING = re.compile(r"^### (?P<suite>librdkafka-consumer|librdkafka|kafka-python|franz-go) (?P<ids>.+?)\s*$")
+_FINDING = re.compile(
+    r"^### (?P<suite>librdkafka-consumer|librdkafka-share|librdkafka|kafka-python|franz-go) (?P<ids>.+?)\s*$")
 
 
 def read_findings() -> dict[tuple[str, str], dict[str, str]]:

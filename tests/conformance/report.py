@@ -4,6 +4,7 @@
     python -m tests.conformance.report --tier full      # everything (make conformance-full)
     python -m tests.conformance.report --suite librdkafka --only 0113_t 0102
     python -m tests.conformance.report --suite librdkafka-consumer   # the KIP-848 run
+    python -m tests.conformance.report --suite librdkafka-share      # the share-consumer tests
     python -m tests.conformance.report --suite franz-go --only TestGroupETL
 
 Builds and caches the suites on first use (~/.cache/groupd-conformance). Logs of every test and
@@ -21,7 +22,7 @@ import time
 from . import franz_go, kafka_python, librdkafka
 from .common import CACHE, Result, finding_problem, read_allowlist, read_findings, select
 
-SUITES = ("librdkafka", "librdkafka-consumer", "kafka-python", "franz-go")
+SUITES = ("librdkafka", "librdkafka-consumer", "librdkafka-share", "kafka-python", "franz-go")
 
 
 def run(suite: str, tier: str, only: list[str] | None, say=print) -> tuple[list[Result], float]:

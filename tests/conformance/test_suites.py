@@ -1,6 +1,6 @@
 """The CI part of the conformance suites: librdkafka's test-runner (in the classic and in the
-KIP-848 consumer group protocol), kafka-python's integration tests and franz-go's kgo tests (the
-`ci` tier of tests/conformance/*.allowlist) against groupd.
+KIP-848 consumer group protocol, and its share-consumer tests), kafka-python's integration tests
+and franz-go's kgo tests (the `ci` tier of tests/conformance/*.allowlist) against groupd.
 
 Every test must give exactly the result its allowlist line expects: a PASS that starts failing
 is a regression, and a FAIL that starts passing means the allowlist (and FINDINGS.md) must be
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.clients
 
 # how many librdkafka test-runner runs at a time (CONFORMANCE_WIDTH=1: one after the other)
 LIBRDKAFKA_WIDTH = int(os.environ.get("CONFORMANCE_WIDTH", "2"))
-# librdkafka's two runs: the classic protocol, then the consumer (KIP-848) protocol
+# librdkafka's three runs: the classic protocol, the consumer (KIP-848) protocol, the share consumer
 LIBRDKAFKA = [e for suite in librdkafka.GROUP_PROTOCOL for e in select(read_allowlist(suite), "ci")]
 KAFKA_PYTHON = select(read_allowlist("kafka-python"), "ci")
 FRANZ_GO = select(read_allowlist("franz-go"), "ci")
