@@ -19,7 +19,6 @@ HERE = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("GROUPD_CONFORMANCE_CACHE", "~/.cache/groupd-conformance")).expanduser()
 LOGS_ROOT = CACHE / "logs"
 KEEP_RUNS = 5
-STALE_AFTER = 6 * 3600  # seconds; no run lasts that long
 FINDINGS = HERE / "FINDINGS.md"
 STATUSES = ("PASS", "FAIL", "SKIP")
 TIERS = ("ci", "full")
@@ -39,8 +38,8 @@ GROUPD_SETTINGS = (
 
 @dataclasses.dataclass(frozen=True)
 class Entry:
-    suite: str  # "librdkafka", "librdkafka-consumer" (its KIP-848 run), "kafka-python", "franz-go", "sarama",
-               # "java-verifiable", "kafka-streams"
+    suite: str  # "librdkafka", "librdkafka-consumer" (its KIP-848 run), "librdkafka-share", "kafka-python",
+               # "franz-go", "sarama", "java-verifiable", "kafka-streams"
     id: str
     target: str  # librdkafka: the TESTS value; kafka-python: the pytest node id; franz-go: the Go test
     subtests: str | None  # librdkafka: the SUBTESTS value; franz-go: the subtest part of -test.run
@@ -67,14 +66,13 @@ _run_logs: Path | None = None
 
 def logs_dir(suite: str) -> Path:
     """This process's log directory for `suite`: one directory per run (runs may overlap), the
-    oldest beyond KEEP_RUNS removed once nothing has been written to them for STALE_AFTER seconds
-    (a run still under way in another process keeps its directory)."""
+    oldest beyond KEEP_RUNS removed unless their process still runs (its tests still write there)."""
     global _run_logs
     if _run_logs is None:
         LOGS_ROOT.mkdir(parents=True, exist_ok=True)
         runs = sorted(p for p in LOGS_ROOT.iterdir() if p.is_dir())
         for old in runs[:-KEEP_RUNS]:
-            if time.time() - _last_write(old) > STALE_AFTER:
+            if not _running(old.name.rsplit("-", 1)[-1]):
                 shutil.rmtree(old, ignore_errors=True)
         _run_logs = LOGS_ROOT / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     path = _run_logs / suite
@@ -82,11 +80,17 @@ def logs_dir(suite: str) -> Path:
     return path
 
 
-def _last_write(path: Path) -> float:
+def _running(pid: str) -> bool:
+    """Whether the process that named a run directory `<time>-<pid>` is alive."""
+    if not pid.isdigit():
+        return False
     try:
-        return max((p.stat().st_mtime for p in path.rglob("*")), default=path.stat().st_mtime)
-    except OSError:  # removed meanwhile by another run's clean-up
-        return 0.0
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def read_allowlist(suite: str) -> list[Entry]:
@@ -115,8 +119,8 @@ def select(entries: list[Entry], tier: str, only: list[str] | None = None) -> li
     return [e for e in entries if e.tier in keep and (not only or any(o in e.id for o in only))]
 
 
-_FINDING = re.compile(r"^### (?P<suite>librdkafka-consumer|librdkafka|kafka-python|franz-go|sarama|java-verifiable|"
-                      r"kafka-streams) (?P<ids>.+?)\s*$")
+_FINDING = re.compile(r"^### (?P<suite>librdkafka-consumer|librdkafka-share|librdkafka|kafka-python|franz-go|"
+                      r"sarama|java-verifiable|kafka-streams) (?P<ids>.+?)\s*$")
 
 
 def read_findings() -> dict[tuple[str, str], dict[str, str]]:

@@ -23,15 +23,23 @@ KJS_PACKAGE = "@confluentinc/kafka-javascript"
 KJS_VERSION = "1.10.1"  # bundles librdkafka 2.15.1
 LIBRDKAFKA_VERSION = "2.15.1"
 KEY = f"librdkafka-{LIBRDKAFKA_VERSION}-kjs{KJS_VERSION}"
-BROKER_VERSION = "3.9.0"  # TEST_KAFKA_VERSION: feature gates only; ≥ 2.4 enables every classic test
-# The same test-runner serves two allowlists: its classic-protocol run and its KIP-848 run, where
-# every consumer it creates gets group.protocol=consumer and the tests take their consumer branches.
-GROUP_PROTOCOL = {"librdkafka": "classic", "librdkafka-consumer": "consumer"}
+# TEST_KAFKA_VERSION: feature gates only; ≥ 2.4 enables every classic test, the share-consumer tests
+# (0170-0185) need ≥ 4.2, Kafka's first release with share groups on by default (groupd serves them
+# whatever group.coordinator.rebalance.protocols says, as Kafka 4.2+ with share.version=1)
+BROKER_VERSION = {"librdkafka": "3.9.0", "librdkafka-consumer": "3.9.0", "librdkafka-share": "4.2.0"}
+# The same test-runner serves three allowlists: its classic-protocol run, its KIP-848 run, where
+# every consumer it creates gets group.protocol=consumer and the tests take their consumer branches,
+# and its share-consumer tests (KIP-932; they make no plain consumer, so the protocol is moot there).
+GROUP_PROTOCOL = {"librdkafka": "classic", "librdkafka-consumer": "consumer", "librdkafka-share": "classic"}
 # The consumer-protocol run's server heartbeats members every second, as a test cluster is set up
 # (Kafka's 5 s default, with its fixed 10 s between two regex resolutions of a group, leaves the
 # regex tests' 30 s budgets a few seconds; librdkafka's own mock-cluster tests use 0.1-1 s).
 PROTOCOL_SETTINGS = {"classic": (), "consumer": ("group.consumer.min.heartbeat.interval.ms=1000",
                                                  "group.consumer.heartbeat.interval.ms=1000")}
+# The broker settings librdkafka's own CI gives Kafka ≥ 4.2 for the share tests (tests/cluster_testing.py):
+# they set share.record.lock.duration.ms on their groups down to 1 s.
+SUITE_SETTINGS = {"librdkafka": (), "librdkafka-consumer": (),
+                  "librdkafka-share": ("group.share.min.record.lock.duration.ms=1000",)}
 
 _TEST_LINE = re.compile(r"Test (\S+) (PASSED|FAILED|SKIPPED)")
 _SUBTEST_LINE = re.compile(r"\[ (.+?): (PASS|FAIL|SKIP)\b")
@@ -100,12 +108,12 @@ def run_entry(entry: Entry, run_dir: Path | None = None) -> Result:
     allowlist."""
     run_dir = run_dir or logs_dir(entry.suite)
     log = run_dir / f"{safe_name(entry.id)}.log"
-    server, data_dir = start_groupd(PROTOCOL_SETTINGS[GROUP_PROTOCOL[entry.suite]])
+    server, data_dir = start_groupd(PROTOCOL_SETTINGS[GROUP_PROTOCOL[entry.suite]] + SUITE_SETTINGS[entry.suite])
     try:
         conf = Path(data_dir) / "test.conf"
         conf.write_text(f"bootstrap.servers={server.bootstrap}\ntest.topic.random=true\n")
         env = {**os.environ, "RDKAFKA_TEST_CONF": str(conf), "LD_LIBRARY_PATH": "../src:../src-cpp",
-               "TEST_KAFKA_VERSION": BROKER_VERSION, "TESTS": entry.target,
+               "TEST_KAFKA_VERSION": BROKER_VERSION[entry.suite], "TESTS": entry.target,
                "TEST_CONSUMER_GROUP_PROTOCOL": GROUP_PROTOCOL[entry.suite]}
         env.pop("SUBTESTS", None)
         if entry.subtests:

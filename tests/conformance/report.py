@@ -4,6 +4,7 @@
     python -m tests.conformance.report --tier full      # everything (make conformance-full)
     python -m tests.conformance.report --suite librdkafka --only 0113_t 0102
     python -m tests.conformance.report --suite librdkafka-consumer   # the KIP-848 run
+    python -m tests.conformance.report --suite librdkafka-share      # the share-consumer tests
     python -m tests.conformance.report --suite franz-go --only TestGroupETL
     python -m tests.conformance.report --suite sarama --only ConsumerGroup
     python -m tests.conformance.report --suite java-verifiable
@@ -24,11 +25,12 @@ import time
 from . import franz_go, java_verifiable, kafka_python, kafka_streams, librdkafka, sarama
 from .common import CACHE, Result, finding_problem, read_allowlist, read_findings, select
 
-SUITES = ("librdkafka", "librdkafka-consumer", "kafka-python", "franz-go", "sarama", "java-verifiable",
-          "kafka-streams")
+SUITES = ("librdkafka", "librdkafka-consumer", "librdkafka-share", "kafka-python", "franz-go", "sarama",
+          "java-verifiable", "kafka-streams")
 # the suites run one test (one process) per allowlist entry
-ONE_BY_ONE = {"librdkafka": librdkafka, "librdkafka-consumer": librdkafka, "franz-go": franz_go,
-              "sarama": sarama, "java-verifiable": java_verifiable, "kafka-streams": kafka_streams}
+ONE_BY_ONE = {"librdkafka": librdkafka, "librdkafka-consumer": librdkafka, "librdkafka-share": librdkafka,
+              "franz-go": franz_go, "sarama": sarama, "java-verifiable": java_verifiable,
+              "kafka-streams": kafka_streams}
 
 
 def run(suite: str, tier: str, only: list[str] | None, say=print) -> tuple[list[Result], float]:

@@ -1,7 +1,7 @@
 """The CI part of the conformance suites: librdkafka's test-runner (in the classic and in the
-KIP-848 consumer group protocol), kafka-python's integration tests, franz-go's kgo tests, Sarama's
-functional tests, the Java client through Kafka's verifiable producer and consumer, and Kafka
-Streams' system tests (the `ci` tier of tests/conformance/*.allowlist) against groupd.
+KIP-848 consumer group protocol, and its share-consumer tests), kafka-python's integration tests,
+franz-go's kgo tests, Sarama's functional tests, the Java client through Kafka's verifiable producer
+and consumer, and Kafka Streams' system tests (the `ci` tier of tests/conformance/*.allowlist) against groupd.
 
 Every test must give exactly the result its allowlist line expects: a PASS that starts failing
 is a regression, and a FAIL that starts passing means the allowlist (and FINDINGS.md) must be
@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+import subprocess
+import sys
 
 import pytest
 
-from . import franz_go, java_verifiable, kafka_python, kafka_streams, librdkafka, sarama
+from . import common, franz_go, java_verifiable, kafka_python, kafka_streams, librdkafka, sarama
 from .common import finding_problem, read_allowlist, read_findings, select, tail
 from .report import SUITES
 
@@ -29,7 +31,7 @@ pytestmark = pytest.mark.clients
 
 # how many librdkafka test-runner runs at a time (CONFORMANCE_WIDTH=1: one after the other)
 LIBRDKAFKA_WIDTH = int(os.environ.get("CONFORMANCE_WIDTH", "2"))
-# librdkafka's two runs: the classic protocol, then the consumer (KIP-848) protocol
+# librdkafka's three runs: the classic protocol, the consumer (KIP-848) protocol, the share consumer
 LIBRDKAFKA = [e for suite in librdkafka.GROUP_PROTOCOL for e in select(read_allowlist(suite), "ci")]
 KAFKA_PYTHON = select(read_allowlist("kafka-python"), "ci")
 FRANZ_GO = select(read_allowlist("franz-go"), "ci")
@@ -45,6 +47,23 @@ def test_every_expected_failure_is_explained():
     findings = read_findings()
     problems = [p for suite in SUITES for e in read_allowlist(suite) if (p := finding_problem(e, findings))]
     assert not problems, "\n".join(problems)
+
+
+def test_log_pruning_keeps_the_directories_of_runs_still_going(tmp_path, monkeypatch):
+    """Runs overlap (helpers, CI jobs): pruning the oldest must not delete a directory whose run
+    still writes its tests' logs there, or that run's verdicts fail on missing files."""
+    monkeypatch.setattr(common, "LOGS_ROOT", tmp_path)
+    monkeypatch.setattr(common, "_run_logs", None)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    live = tmp_path / f"20000101-000000-{os.getppid()}"
+    dead = tmp_path / f"20000101-000001-{gone.stdout.strip()}"
+    for d in (live, dead):
+        d.mkdir()
+    for n in range(common.KEEP_RUNS):
+        (tmp_path / f"20990101-00000{n}-1").mkdir()
+    common.logs_dir("librdkafka")
+    assert live.exists() and not dead.exists()
 
 
 class Ahead:
