@@ -66,6 +66,22 @@ def test_log_pruning_keeps_the_directories_of_runs_still_going(tmp_path, monkeyp
     assert live.exists() and not dead.exists()
 
 
+def expect(entry, result) -> None:
+    """The run's result is the one its allowlist line expects (the log's tail says why not)."""
+    assert result.status == entry.expect, (
+        f"{entry.suite} {entry.id}: {result.status} ({result.detail}), allowlist expects {entry.expect}; "
+        f"log {result.log}\n{tail(result.log)}")
+
+
+def installed(runner, what: str):
+    """`runner.ensure_built()`'s result, or the test fails saying what could not be set up and why (a
+    toolchain or a registry missing)."""
+    try:
+        return runner.ensure_built()
+    except Exception as e:  # noqa: BLE001
+        pytest.fail(f"cannot set up {what}: {e}")
+
+
 class Ahead:
     """Runs the entries of the tests selected in this session `width` at a time, in their order, from the
     first test on: the test of one entry waits for its own result while the next ones already run. Each
@@ -92,10 +108,7 @@ def selected(request, test) -> list:
 
 @pytest.fixture(scope="module")
 def librdkafka_runs(request):
-    try:
-        librdkafka.ensure_built()
-    except Exception as e:  # noqa: BLE001  (npm or the compiler missing: say so, precisely)
-        pytest.fail(f"cannot build librdkafka's test-runner: {e}")
+    installed(librdkafka, "librdkafka's test-runner")
     for suite in librdkafka.GROUP_PROTOCOL:
         librdkafka.logs_dir(suite)  # created before the runs' threads start
     runs = Ahead(selected(request, test_librdkafka), librdkafka.run_entry, LIBRDKAFKA_WIDTH)
@@ -107,9 +120,7 @@ def librdkafka_runs(request):
 @pytest.mark.parametrize("entry", LIBRDKAFKA, ids=[f"{e.suite}:{e.id}" for e in LIBRDKAFKA])
 def test_librdkafka(entry, librdkafka_runs):
     result = librdkafka_runs.result(entry)
-    assert result.status == entry.expect, (
-        f"{entry.suite} {entry.id}: {result.status} ({result.detail}), allowlist expects {entry.expect}; "
-        f"log {result.log}\n{tail(result.log)}")
+    expect(entry, result)
 
 
 @pytest.fixture(scope="module")
@@ -125,70 +136,48 @@ def kafka_python_results():
 @pytest.mark.parametrize("entry", KAFKA_PYTHON, ids=[e.id for e in KAFKA_PYTHON])
 def test_kafka_python(entry, kafka_python_results):
     result = kafka_python_results[entry.id]
-    assert result.status == entry.expect, (
-        f"kafka-python {entry.id}: {result.status} ({result.detail}), allowlist expects {entry.expect}; "
-        f"log {result.log}\n{tail(result.log)}")
+    expect(entry, result)
 
 
 @pytest.fixture(scope="module")
 def franz_go_binary():
-    try:
-        binary, _ = franz_go.ensure_built()
-    except Exception as e:  # noqa: BLE001  (Go or the module proxy missing: say so, precisely)
-        pytest.fail(f"cannot build franz-go's kgo tests: {e}")
-    return binary
+    return installed(franz_go, "franz-go's kgo tests")[0]
 
 
 @pytest.mark.timeout(900)  # the first test also waits for the build
 @pytest.mark.parametrize("entry", FRANZ_GO, ids=[e.id for e in FRANZ_GO])
 def test_franz_go(entry, franz_go_binary):
     result = franz_go.run_entry(entry)
-    assert result.status == entry.expect, (
-        f"franz-go {entry.id}: {result.status} ({result.detail}), allowlist expects {entry.expect}; "
-        f"log {result.log}\n{tail(result.log)}")
+    expect(entry, result)
 
 
 @pytest.fixture(scope="module")
 def sarama_binary():
-    try:
-        binary, _ = sarama.ensure_built()
-    except Exception as e:  # noqa: BLE001  (Go or the module proxy missing: say so, precisely)
-        pytest.fail(f"cannot build Sarama's functional tests: {e}")
-    return binary
+    return installed(sarama, "Sarama's functional tests")[0]
 
 
 @pytest.mark.timeout(900)  # the first test also waits for the build
 @pytest.mark.parametrize("entry", SARAMA, ids=[e.id for e in SARAMA])
 def test_sarama(entry, sarama_binary):
     result = sarama.run_entry(entry)
-    assert result.status == entry.expect, (
-        f"sarama {entry.id}: {result.status} ({result.detail}), allowlist expects {entry.expect}; "
-        f"log {result.log}\n{tail(result.log)}")
+    expect(entry, result)
 
 
 @pytest.fixture(scope="module")
 def kafka_jars():
-    try:
-        java_verifiable.ensure_built()
-    except Exception as e:  # noqa: BLE001  (Maven Central or Java missing: say so, precisely)
-        pytest.fail(f"cannot install Apache Kafka's jars: {e}")
+    installed(java_verifiable, "Apache Kafka's jars")
 
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("entry", JAVA_VERIFIABLE, ids=[e.id for e in JAVA_VERIFIABLE])
 def test_java_verifiable(entry, kafka_jars):
     result = java_verifiable.run_entry(entry)
-    assert result.status == entry.expect, (
-        f"java-verifiable {entry.id}: {result.status} ({result.detail}), allowlist expects {entry.expect}; "
-        f"logs {result.log}")
+    expect(entry, result)
 
 
 @pytest.fixture(scope="module")
 def kafka_streams_runs(request):
-    try:
-        kafka_streams.ensure_built()
-    except Exception as e:  # noqa: BLE001  (Maven or the registry missing: say so, precisely)
-        pytest.fail(f"cannot install Kafka Streams' test jars: {e}")
+    installed(kafka_streams, "Kafka Streams' test jars")
     runs = Ahead(selected(request, test_kafka_streams), kafka_streams.run_entry, KAFKA_STREAMS_WIDTH)
     yield runs
     runs.close()
@@ -198,6 +187,4 @@ def kafka_streams_runs(request):
 @pytest.mark.parametrize("entry", KAFKA_STREAMS, ids=[e.id for e in KAFKA_STREAMS])
 def test_kafka_streams(entry, kafka_streams_runs):
     result = kafka_streams_runs.result(entry)
-    assert result.status == entry.expect, (
-        f"kafka-streams {entry.id}: {result.status} ({result.detail}), allowlist expects {entry.expect}; "
-        f"log {result.log}")
+    expect(entry, result)
