@@ -30,8 +30,10 @@ after a rolling topology upgrade; no generation bump over three rolling bounces 
 ACTIVE_TASKS/STANDBY_TASKS lines after each of eleven starts and stops, all 300,000 records in both sinks, and
 checkpoint offsets that never decrease (with 4.3's stores, which keep their own offsets, the legacy checkpoint
 lines that check reads are no longer logged, so that last part finds nothing to check, on Kafka as here).
-Subtests name the group protocol where the client reads it from its properties. streams_optimized_test.py,
-the broker bounce/down and EOS tests are not wired (FINDINGS.md).
+`optimized` (streams_optimized_test.py) runs three instances unoptimized (4 repartition topics), resets the
+application with Kafka 4.3.1's StreamsResetter, and runs them with topology.optimization=all (1).
+Subtests name the group protocol where the client reads it from its properties. The broker bounce/down and
+EOS tests are not wired (FINDINGS.md).
 
 The waits are on the lines the ducktape tests wait for, in stdout or (for what the clients log through
 slf4j, which ducktape reads from its log4j file) stderr.
@@ -54,6 +56,7 @@ from .common import Entry, Result, logs_dir, safe_name, start_groupd, stop_group
 from .streams_services import SMOKE_CLASS, Java, smoke_properties
 from .streams_system_tests import (
     run_named_repartition,
+    run_optimized,
     run_relational,
     run_shutdown_deadlock,
     run_standby,
@@ -177,6 +180,8 @@ def run_entry(entry: Entry, run_dir: Path | None = None) -> Result:
             status, detail = run_static_membership(server.bootstrap, run_dir, classpath)
         elif entry.target == "standby":
             status, detail = run_standby(server.bootstrap, run_dir, classpath, entry.subtests or "")
+        elif entry.target == "optimized":
+            status, detail = run_optimized(server.bootstrap, run_dir, classpath, entry.subtests or "")
         elif entry.target == "relational":
             status, detail = run_relational(server.bootstrap, run_dir, classpath, entry.subtests or "")
         else:

@@ -279,3 +279,74 @@ def run_standby(bootstrap: str, run_dir: Path, classpath: str, protocol: str) ->
     if errors:
         return "FAIL", "; ".join(errors[:3])
     return "PASS", "every rebalance as expected on every instance, all records in both sinks, checkpoints monotonic"
+
+
+OPTIMIZED_CLASS = "org.apache.kafka.streams.tests.StreamsOptimizedTest"
+RESETTER_CLASS = "org.apache.kafka.tools.StreamsResetter"
+
+
+def run_optimized(bootstrap: str, run_dir: Path, classpath: str, protocol: str) -> tuple[str, str]:
+    """streams_optimized_test.py: an application run unoptimized (4 repartition topics), stopped, reset with
+    Kafka's application reset tool, and run again with topology.optimization=all (1 repartition topic)."""
+    from tests.support.kafka import classpath as kafka_classpath
+    from tests.support.streams import create_topics
+    create_topics(bootstrap, {t: 6 for t in ("inputTopic", "aggregationTopic", "reduceTopic", "joinTopic")})
+    optimization = {"value": "none"}
+
+    def service(n: int) -> Service:
+        def args() -> list[str]:
+            props = props_file(run_dir / f"processor{n}.properties", {
+                "state.dir": run_dir / f"state{n}", "bootstrap.servers": bootstrap,
+                "topology.optimization": optimization["value"], "input.topic": "inputTopic",
+                "aggregation.topic": "aggregationTopic", "reduce.topic": "reduceTopic", "join.topic": "joinTopic",
+                "acceptable.recovery.lag": 9223372036854775807, "session.timeout.ms": 10000,
+                "group.protocol": protocol})
+            return [OPTIMIZED_CLASS, str(props)]
+        return Service(classpath, run_dir, f"processor{n}", args)
+
+    def running_with(processor: Service, repartition_topics: int) -> None:
+        since = processor.mark()
+        processor.start()
+        processor.wait_for(f"REBALANCING -> RUNNING with REPARTITION TOPIC COUNT={repartition_topics}", 120, since)
+
+    def processed(processor: Service, pattern: str) -> None:
+        """`grep --max-count 1 pattern stdout` succeeds within 60 s"""
+        deadline = time.monotonic() + 60
+        while processor.count(pattern) == 0:
+            assert time.monotonic() < deadline, f"{processor.name} printed no {pattern!r} within 60 s"
+            time.sleep(0.2)
+
+    processors = [service(n) for n in (1, 2, 3)]
+    producer = Producer(bootstrap, "inputTopic", throughput=1000, acks="1")
+    stopped = "OPTIMIZE_TEST Streams Stopped"
+    try:
+        producer.start()
+        for processor in processors:
+            running_with(processor, 4)
+        for processor in processors:
+            processed(processor, "AGGREGATED|REDUCED|JOINED")
+        for processor in processors:
+            verify_stopped(processor, stopped)
+        resetter = Java(kafka_classpath(), run_dir, "resetter", RESETTER_CLASS, "--bootstrap-server", bootstrap,
+                        "--force", "--application-id", "StreamsOptimizedTest", "--input-topics", "inputTopic")
+        try:
+            resetter.wait_for("Done.", 60)
+        finally:
+            resetter.stop()
+        for processor in processors:  # ducktape moves each instance's files aside (.1) before the second run
+            for suffix in ("stdout", "stderr"):
+                path = run_dir / f"{processor.name}.{suffix}"
+                path.rename(path.with_name(path.name + ".1"))
+        optimization["value"] = "all"
+        for processor in processors:
+            running_with(processor, 1)
+        for processor in processors:
+            for operation in ("AGGREGATED", "REDUCED", "JOINED"):
+                processed(processor, operation)
+        for processor in processors:
+            verify_stopped(processor, stopped)
+    finally:
+        producer.stop()
+        for processor in processors:
+            processor.stop(clean=False)
+    return "PASS", "4 repartition topics unoptimized, reset, 1 optimized; every operation processed on every instance"
