@@ -32,8 +32,11 @@ checkpoint offsets that never decrease (with 4.3's stores, which keep their own 
 lines that check reads are no longer logged, so that last part finds nothing to check, on Kafka as here).
 `optimized` (streams_optimized_test.py) runs three instances unoptimized (4 repartition topics), resets the
 application with Kafka 4.3.1's StreamsResetter, and runs them with topology.optimization=all (1).
-Subtests name the group protocol where the client reads it from its properties. The broker bounce/down and
-EOS tests are not wired (FINDINGS.md).
+`broker_down` is streams_broker_down_resilience_test.py's first test: five records through the application,
+groupd killed -9 for 70 s and restarted on its data dir and port, the application finds its coordinator again
+and five more records go through.
+Subtests name the group protocol where the client reads it from its properties. The broker bounce test, the
+other broker-down tests and the EOS test are not wired (FINDINGS.md).
 
 The waits are on the lines the ducktape tests wait for, in stdout or (for what the clients log through
 slf4j, which ducktape reads from its log4j file) stderr.
@@ -55,6 +58,7 @@ from tests.support.streams import VERSION, lib_dir
 from .common import Entry, Result, logs_dir, safe_name, start_groupd, stop_groupd, tail
 from .streams_services import SMOKE_CLASS, Java, smoke_properties
 from .streams_system_tests import (
+    run_broker_down,
     run_named_repartition,
     run_optimized,
     run_relational,
@@ -180,6 +184,8 @@ def run_entry(entry: Entry, run_dir: Path | None = None) -> Result:
             status, detail = run_static_membership(server.bootstrap, run_dir, classpath)
         elif entry.target == "standby":
             status, detail = run_standby(server.bootstrap, run_dir, classpath, entry.subtests or "")
+        elif entry.target == "broker_down":
+            status, detail = run_broker_down(server, run_dir, classpath, entry.subtests or "")
         elif entry.target == "optimized":
             status, detail = run_optimized(server.bootstrap, run_dir, classpath, entry.subtests or "")
         elif entry.target == "relational":

@@ -350,3 +350,70 @@ def run_optimized(bootstrap: str, run_dir: Path, classpath: str, protocol: str) 
         for processor in processors:
             processor.stop(clean=False)
     return "PASS", "4 repartition topics unoptimized, reset, 1 optimized; every operation processed on every instance"
+
+
+RESILIENCE_CLASS = "org.apache.kafka.streams.tests.StreamsBrokerDownResilienceTest"
+# BaseStreamsTest.get_configs: the producer gives up within (retries + 1) * request timeout = 45 s
+RESILIENCE_CONFIGS = ("consumer.max.poll.interval.ms=50000,producer.retries=2,producer.request.timeout.ms=15000,"
+                      "producer.max.block.ms=30000")
+BROKER_DOWN_SECONDS = 70  # the test's downtime: over twice the clients' retries × timeout
+
+
+def produce_consume(bootstrap: str, source: str, sink: str, what: str, timeout: float, n: int = 5) -> None:
+    """BaseStreamsTest.assert_produce_consume: `n` records into `source` acknowledged, then `n` records read
+    from `sink` by a consumer of the verifier's group (VerifiableConsumer: committing what it reads)."""
+    from confluent_kafka import Consumer
+    producer = Producer(bootstrap, source, throughput=1000, acks="all", max_messages=n)
+    producer.start()
+    deadline = time.monotonic() + timeout
+    while producer.acked < n:
+        assert time.monotonic() < deadline, f"At {what} failed to send messages ({producer.acked} of {n})"
+        time.sleep(0.2)
+    producer.stop()
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test_group_id",
+                         "client.id": "streams-broker-resilience-verify-consumer",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([sink])
+        consumed, deadline = 0, time.monotonic() + timeout
+        while consumed < n:
+            assert time.monotonic() < deadline, \
+                f"At {what} streams did not process messages in {timeout:.0f} seconds ({consumed} of {n})"
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                consumed += 1
+                consumer.commit(msg, asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def run_broker_down(server, run_dir: Path, classpath: str, protocol: str) -> tuple[str, str]:
+    """streams_broker_down_resilience_test.py test_streams_resilient_to_broker_down: records flow, the broker
+    goes down for 70 s (here: groupd killed -9, restarted on its data dir and port), the application finds
+    its group coordinator again and records flow again."""
+    from tests.support.streams import create_topics
+    source, sink = "streamsResilienceSource", "streamsResilienceSink"
+    create_topics(server.bootstrap, {source: 3, sink: 1})
+
+    def args() -> list[str]:
+        props = props_file(run_dir / "processor.properties",
+                           {"state.dir": run_dir / "state", "bootstrap.servers": server.bootstrap})
+        return [RESILIENCE_CLASS, str(props), f"{RESILIENCE_CONFIGS},group.protocol={protocol}"]
+
+    processor = Service(classpath, run_dir, "processor", args)
+    try:
+        processor.start()
+        produce_consume(server.bootstrap, source, sink, "before_broker_stop", 60)
+        server.kill()
+        time.sleep(BROKER_DOWN_SECONDS)  # the scenario's downtime, not a wait for a client
+        log = run_dir / "processor.stderr"
+        since = len(log.read_text(errors="replace"))
+        server.start()
+        deadline = time.monotonic() + 120
+        while "Discovered group coordinator" not in log.read_text(errors="replace")[since:]:
+            assert time.monotonic() < deadline, "Never saw output 'Discovered group coordinator'"
+            time.sleep(0.2)
+        produce_consume(server.bootstrap, source, sink, "after_broker_stop", 120)
+    finally:
+        processor.stop(clean=False)
+    return "PASS", f"records flowed before and after {BROKER_DOWN_SECONDS} s with groupd down (killed -9, restarted)"
