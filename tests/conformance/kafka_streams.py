@@ -12,6 +12,35 @@ state. The verdict is the driver's: SUCCESS (with at_least_once and a crash, dup
 PROCESSED-MORE-THAN-GENERATED). An entry's subtests name the variation: `<guarantee>/<crash|clean>/
 <classic|streams>` (the group protocol the processors use; with `streams` groupd assigns the tasks).
 
+`shutdown_deadlock` is streams_shutdown_deadlock_test.py: StreamsSmokeTest's `close-deadlock-test` starts an
+application on a one-partition `source` topic whose uncaught-exception handler closes the instance from a
+stream thread; the process must exit within 60 s (it takes its own properties: classic group protocol only).
+
+`relational` is streams_relational_smoke_test.py: RelationalSmokeTest's driver produces articles and comments
+for one minute and then reads the joined output for up to ten minutes; two applications start, the first is
+stopped (or killed -9 with `crash`) once the driver has read augmented output, a third starts, the second is
+stopped too. The verdict is the driver's `Smoke test complete: passed`. Subtests:
+`<guarantee>/<crash|clean>/<classic|streams>[/patient]` (Kafka 4 has only exactly_once_v2 of the test's
+guarantees; `patient`: see run_relational).
+
+`named_repartition` (streams_named_repartition_topic_test.py), `static_membership`
+(streams_static_membership_test.py) and `standby` (streams_standby_replica_test.py) run three instances of
+their client against a producer at the ducktape rate and check what those tests check: aggregation before and
+after a rolling topology upgrade; no generation bump over three rolling bounces of static members; the exact
+ACTIVE_TASKS/STANDBY_TASKS lines after each of eleven starts and stops, all 300,000 records in both sinks, and
+checkpoint offsets that never decrease (with 4.3's stores, which keep their own offsets, the legacy checkpoint
+lines that check reads are no longer logged, so that last part finds nothing to check, on Kafka as here).
+`optimized` (streams_optimized_test.py) runs three instances unoptimized (4 repartition topics), resets the
+application with Kafka 4.3.1's StreamsResetter, and runs them with topology.optimization=all (1).
+`broker_down` is streams_broker_down_resilience_test.py's first test: five records through the application,
+groupd killed -9 for 70 s and restarted on its data dir and port, the application finds its coordinator again
+and five more records go through.
+Subtests name the group protocol where the client reads it from its properties. The broker bounce test, the
+other broker-down tests and the EOS test are not wired (FINDINGS.md).
+
+The waits are on the lines the ducktape tests wait for, in stdout or (for what the clients log through
+slf4j, which ducktape reads from its log4j file) stderr.
+
 Timers as in Kafka's services: session.timeout.ms 10 s for classic members; for streams groups the same
 10 s through groupd's group.streams.session.timeout.ms (Kafka's default minimum, 45 s, would only make a
 crash variation wait longer).
@@ -20,15 +49,23 @@ crash variation wait longer).
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 from pathlib import Path
 
-from tests.support.kafka import TEST_JVM
 from tests.support.streams import VERSION, lib_dir
 
 from .common import Entry, Result, logs_dir, safe_name, start_groupd, stop_groupd, tail
+from .streams_services import SMOKE_CLASS, Java, smoke_properties
+from .streams_system_tests import (
+    run_broker_down,
+    run_named_repartition,
+    run_optimized,
+    run_relational,
+    run_shutdown_deadlock,
+    run_standby,
+    run_static_membership,
+)
 
 SETTINGS = (
     "records.plane=disk",
@@ -40,7 +77,6 @@ SETTINGS = (
 # the topics the 4.3 driver and processors name (5 partitions each, as streams_smoke_test.py creates them)
 SMOKE_TOPICS = ("echo", "data", "min", "min-suppressed", "min-raw", "max", "sum", "sws-raw", "sws-suppressed", "dif",
                 "cnt", "avg", "tagg", "uwin-cnt", "uwin-max", "uwin-min", "win-sum", "fk")
-SMOKE_CLASS = "org.apache.kafka.streams.tests.StreamsSmokeTest"
 
 
 def ensure_built(say=print) -> tuple[str, float]:
@@ -52,56 +88,11 @@ def ensure_built(say=print) -> tuple[str, float]:
     if not needed.exists():
         say(f"kafka-streams: installing Kafka Streams {VERSION} with its test jar into {lib}")
         script = Path(__file__).resolve().parents[2] / ".ci" / "install-streams"
-        out = subprocess.run([str(script)], env={**os.environ, "STREAMS_VERSION": VERSION}, capture_output=True,
+        out = subprocess.run([str(script)], env={**os.environ, "STREAMS_VERSION": VERSION}, capture_output=True, check=False,
                              text=True, stdin=subprocess.DEVNULL)
         if out.returncode != 0 or not needed.exists():
             raise RuntimeError(f"install-streams failed ({out.returncode}):\n{out.stderr[-4000:]}")
     return os.pathsep.join(sorted(str(p) for p in lib.glob("*.jar"))), time.monotonic() - started
-
-
-class Java:
-    """One of the test's JVMs, its stdout (the events the ducktape test watches) in a file of its own."""
-
-    def __init__(self, classpath: str, run_dir: Path, name: str, *args: str) -> None:
-        self.name = name
-        self.out = run_dir / f"{name}.stdout"
-        self.err = run_dir / f"{name}.stderr"
-        cmd = ["java", "-Xmx512m", *TEST_JVM[1:], "-cp", classpath, *args]
-        with open(self.out, "wb") as out, open(self.err, "wb") as err:
-            self.proc = subprocess.Popen(cmd, cwd=run_dir, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
-
-    def text(self) -> str:
-        return self.out.read_text(errors="replace")
-
-    def wait_for(self, needle: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while needle not in self.text():
-            if self.proc.poll() is not None:
-                raise AssertionError(f"{self.name} exited ({self.proc.returncode}) before printing {needle!r}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{self.name} did not print {needle!r} within {timeout:.0f} s")
-            time.sleep(0.2)
-
-    def stop(self, crash: bool = False, timeout: float = 120.0) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL if crash else signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-
-
-def smoke_properties(bootstrap: str, guarantee: str, protocol: str, state_dir: Path) -> str:
-    """streams.py's StreamsSmokeTestBaseService.prop_file, with one broker's replication factor."""
-    props = {"bootstrap.servers": bootstrap, "processing.guarantee": guarantee, "num.stream.threads": 3,
-             "replication.factor": 1, "num.standby.replicas": 2, "buffered.records.per.partition": 100,
-             "commit.interval.ms": 1000, "auto.offset.reset": "earliest", "acks": "all",
-             "acceptable.recovery.lag": 9223372036854775807, "session.timeout.ms": 10000,
-             "state.dir": state_dir, "group.protocol": protocol}
-    return "".join(f"{k}={v}\n" for k, v in props.items())
-
 
 def run_smoke(bootstrap: str, run_dir: Path, classpath: str, variation: str) -> tuple[str, str]:
     guarantee, crash_word, protocol = variation.split("/")
@@ -144,21 +135,67 @@ def run_smoke(bootstrap: str, run_dir: Path, classpath: str, variation: str) -> 
     failed = [line for line in out.splitlines() if "FAIL" in line or "LESS" in line or "EXCEPTION" in line]
     return "FAIL", "; ".join(failed[:3]) or f"the driver printed no SUCCESS (rc {driver.proc.returncode})"
 
+# GROUPD_STREAMS_BROKER=kafka runs an entry against Apache Kafka 4.3.1 (tests/support/kafka.py) instead, to
+# tell a groupd difference from a test's own limits; its log is kept as groupd.log all the same.
+KAFKA_STREAMS_SETTINGS = {"group.coordinator.rebalance.protocols": "classic,consumer,streams",
+                          "group.streams.min.session.timeout.ms": "2000", "group.streams.session.timeout.ms": "10000",
+                          "group.streams.initial.rebalance.delay.ms": "0"}
+
+
+# streams_standby_replica_test.py wants one standby replica of each task; a streams group takes that number
+# from the broker (a group config), never from the client's num.standby.replicas, and both default to 0
+TARGET_SETTINGS = {"standby": {"group.streams.num.standby.replicas": "1"}}
+
+
+def start_broker(target: str):
+    extra = TARGET_SETTINGS.get(target, {})
+    if os.environ.get("GROUPD_STREAMS_BROKER") != "kafka":
+        return start_groupd((*SETTINGS, *(f"{k}={v}" for k, v in extra.items())))
+    import tempfile
+
+    from tests.support.kafka import KafkaBroker
+    data_dir = tempfile.mkdtemp(prefix="kafka-conformance-")
+    return KafkaBroker(data_dir, {**KAFKA_STREAMS_SETTINGS, **extra}).start(), data_dir
+
+
+def stop_broker(server, data_dir: str, keep_log: Path) -> None:
+    if os.environ.get("GROUPD_STREAMS_BROKER") != "kafka":
+        return stop_groupd(server, data_dir, keep_log=keep_log)
+    import shutil
+    server.stop()
+    shutil.copy(server.log_path, keep_log)
+    shutil.rmtree(data_dir, ignore_errors=True)
+
 
 def run_entry(entry: Entry, run_dir: Path | None = None) -> Result:
     run_dir = (run_dir or logs_dir(entry.suite)) / safe_name(entry.id)
     run_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    server, data_dir = start_groupd(SETTINGS)
+    server, data_dir = start_broker(entry.target)
     try:
         classpath, _ = ensure_built()
-        if entry.target != "smoke":
+        if entry.target == "smoke":
+            status, detail = run_smoke(server.bootstrap, run_dir, classpath, entry.subtests or "")
+        elif entry.target == "shutdown_deadlock":
+            status, detail = run_shutdown_deadlock(server.bootstrap, run_dir, classpath)
+        elif entry.target == "named_repartition":
+            status, detail = run_named_repartition(server.bootstrap, run_dir, classpath, entry.subtests or "")
+        elif entry.target == "static_membership":
+            status, detail = run_static_membership(server.bootstrap, run_dir, classpath)
+        elif entry.target == "standby":
+            status, detail = run_standby(server.bootstrap, run_dir, classpath, entry.subtests or "")
+        elif entry.target == "broker_down":
+            status, detail = run_broker_down(server, run_dir, classpath, entry.subtests or "")
+        elif entry.target == "optimized":
+            status, detail = run_optimized(server.bootstrap, run_dir, classpath, entry.subtests or "")
+        elif entry.target == "relational":
+            status, detail = run_relational(server.bootstrap, run_dir, classpath, entry.subtests or "")
+        else:
             raise ValueError(f"unknown Kafka Streams system test {entry.target!r}")
-        status, detail = run_smoke(server.bootstrap, run_dir, classpath, entry.subtests or "")
     except AssertionError as e:
         status, detail = "FAIL", str(e)
     finally:
-        stop_groupd(server, data_dir, keep_log=run_dir / "groupd.log")
+        stop_broker(server, data_dir, keep_log=run_dir / "groupd.log")
     log = run_dir / "driver.stdout"
     if status == "FAIL":
         detail += "\n" + "\n".join(f"--- {p.name}\n{tail(p, 1500)}" for p in sorted(run_dir.glob("*.stdout")))

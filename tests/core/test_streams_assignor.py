@@ -79,3 +79,15 @@ def test_each_subtopology_spreads_over_the_members():
     for m in ("a", "b"):
         assert {s for s, _ in as_set(out[m].active)} == {"0", "1"}
         assert {s for s, _ in as_set(out[m].standby)} == {"0", "1"}
+
+
+def test_a_previous_standby_stays_only_while_its_member_is_below_the_quota():
+    # streams_standby_replica_test.py's third instance: 6 tasks, 1 standby each; a and b held 3 active and the
+    # other 3 as standbys. Kafka keeps a standby on its previous holder only while the holder's active plus
+    # standby count is below ceil(12 / 3) = 4, so c, new, gets standbys too: 2 active and 2 standbys each.
+    first = {"a": Tasks({"0": frozenset({0, 1, 2})}, {"0": frozenset({3, 4, 5})}),
+             "b": Tasks({"0": frozenset({3, 4, 5})}, {"0": frozenset({0, 1, 2})})}
+    out = assign({"a": MemberSpec("p1", first["a"]), "b": MemberSpec("p2", first["b"]),
+                  "c": MemberSpec("p3", EMPTY)}, {"0": 6}, 1)
+    assert {m: (len(as_set(t.active)), len(as_set(t.standby))) for m, t in out.items()} == \
+        {"a": (2, 2), "b": (2, 2), "c": (2, 2)}

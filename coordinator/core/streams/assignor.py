@@ -8,7 +8,8 @@ grouped into processes (a process is one Kafka Streams instance with one member 
   one with the fewest tasks of that subtopology (each member's share mixes subtopologies, so the
   stateful ones spread out);
 - each task gets `num_standby` standbys, never on the process of its active nor twice on one
-  process, preferring the processes that already held it as a standby, then the least loaded; when
+  process, preferring a member that held it as active, then one that held it as a standby, while that
+  member is below its share of all tasks (active and standby), then the least loaded; when
   there are too few processes the remaining standbys are not assigned (Kafka logs the same).
 
 Deterministic: ties break on member id. Pure and sans-IO.
@@ -88,17 +89,44 @@ def assign(members: Mapping[str, MemberSpec], tasks_per_subtopology: Mapping[str
         for m in ids:
             by_process.setdefault(members[m].process_id, []).append(m)
         load = {m: len(active[m]) for m in ids}
+        had_active = {m: as_set(members[m].previous.active) for m in ids}
         had_standby = {m: as_set(members[m].previous.standby) for m in ids}
-        for task in all_tasks:
-            taken = {members[owner[task]].process_id}
-            for _ in range(num_standby):
-                candidates = [m for p, ms in by_process.items() if p not in taken for m in ms]
+        # a previous holder keeps a standby only below this many tasks (active + standby), as Kafka's
+        # hasUnfulfilledTaskQuota: else a new member would get no standby while the old ones keep theirs
+        placeable = len(all_tasks) * (1 + min(num_standby, len(by_process) - 1))
+        quota = -(-placeable // len(ids))
+
+        def rank(m: str, task: Task) -> int:
+            if load[m] >= quota:
+                return 2
+            return 0 if task in had_active[m] else 1 if task in had_standby[m] else 2
+
+        def place(m: str, task: Task, taken: set[str]) -> None:
+            standby[m].add(task)
+            load[m] += 1
+            taken.add(members[m].process_id)
+
+        def open_to(taken: set[str]) -> list[str]:
+            return [m for p, ms in by_process.items() if p not in taken for m in ms]
+
+        # as Kafka's assignStandby: a pass for the previous holders, from the highest partition down, then one
+        # giving what is left to the least loaded
+        taken_by: dict[Task, set[str]] = {}
+        left: list[tuple[Task, int]] = []
+        for task in reversed(all_tasks):
+            taken = taken_by[task] = {members[owner[task]].process_id}
+            for placed in range(num_standby):
+                sticky = [m for m in open_to(taken) if rank(m, task) < 2]
+                if not sticky:
+                    left.append((task, num_standby - placed))
+                    break
+                place(min(sticky, key=lambda m: (rank(m, task), load[m], m)), task, taken)
+        for task, missing in left:
+            for _ in range(missing):
+                candidates = open_to(taken_by[task])
                 if not candidates:
                     break  # too few processes for the requested standbys
-                best = min(candidates, key=lambda m: (task not in had_standby[m], load[m], m))
-                standby[best].add(task)
-                load[best] += 1
-                taken.add(members[best].process_id)
+                place(min(candidates, key=lambda m: (load[m], m)), task, taken_by[task])
     return {m: Tasks(of_set(active[m]), of_set(standby[m]), {}) for m in ids}
 
 
