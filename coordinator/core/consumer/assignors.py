@@ -54,8 +54,8 @@ def is_homogeneous(members: Mapping[str, MemberSubscription]) -> bool:
 def _partition_counts(members: Mapping[str, MemberSubscription],
                       topics: Mapping[uuid.UUID, TopicMetadata]) -> dict[uuid.UUID, int]:
     counts: dict[uuid.UUID, int] = {}
-    for member in members.values():
-        for topic_id in member.subscribed_topic_ids:
+    for subscribed in {m.subscribed_topic_ids for m in members.values()}:  # members mostly share one
+        for topic_id in subscribed:
             if topic_id not in counts:
                 metadata = topics.get(topic_id)
                 if metadata is None:
@@ -115,40 +115,89 @@ def _uniform_homogeneous(order: list[str], members: Mapping[str, MemberSubscript
     """UniformHomogeneousAssignmentBuilder: quota = total // members, the first `total % members`
     quotas one larger. Unlike Kafka (whose extra slots go to whichever members its map yields first)
     the larger quotas go to members that already hold more than the minimum, so no member loses a
-    partition it could have kept."""
+    partition it could have kept.
+
+    This runs on every group epoch bump (each of 1,000 joins), so partitions are numbered once, in
+    (topic id, partition) order, and the loops below work on those ints rather than hashing UUIDs;
+    a member whose target stays as it is gets its current target object back (callers compare by
+    identity first)."""
     if not counts:
         return {m: {} for m in order}
-    kept = _sticky_inputs(order, members, counts)
-    held = {m: sum(len(ps) for ps in kept[m].values()) for m in order}
-    minimum, extra = divmod(sum(counts.values()), len(order))
-    by_claim = [m for m in order if held[m] > minimum] + [m for m in order if held[m] <= minimum]
-    larger = set(by_claim[:extra])
-
-    owned = {(t, p) for m in order for t, ps in kept[m].items() for p in ps}
-    unassigned = [(t, p) for t in sorted(counts) for p in range(counts[t]) if (t, p) not in owned]
-    result: dict[str, dict[uuid.UUID, list[int]]] = {}
-    unfilled: list[tuple[str, int]] = []
+    base: dict[uuid.UUID, int] = {}
+    span: dict[int, tuple[int, int]] = {}  # topic id as an int (UUID.__hash__ is Python code) -> first, count
+    topic_of: list[uuid.UUID] = []
+    total = 0
+    for topic_id in sorted(counts):
+        n = counts[topic_id]
+        base[topic_id] = total
+        span[topic_id.int] = (total, n)
+        topic_of += [topic_id] * n
+        total += n
+    claimed = bytearray(total)
+    kept: list[list[int]] = []  # per member (in `order`): the partitions it may keep, ascending
+    intact: list[bool] = []  # ... and whether that is exactly its current target, as stored
+    # homogeneous: every member subscribes to every topic of `counts`
     for member_id in order:
-        quota = minimum + (member_id in larger)
-        mine: dict[uuid.UUID, list[int]] = {}
-        for topic_id, partitions in kept[member_id].items():
-            keep = partitions[:quota]
-            quota -= len(keep)
-            mine[topic_id] = keep
-            unassigned.extend((topic_id, p) for p in partitions[len(keep):])
-        result[member_id] = mine
-        if quota > 0:
-            unfilled.append((member_id, quota))
+        target = members[member_id].target
+        mine: list[int] = []
+        whole = True
+        for topic_id in sorted(target) if len(target) > 1 else target:
+            partitions = target[topic_id]
+            if type(partitions) is not frozenset or not partitions:
+                whole = False
+            first_n = span.get(topic_id.int)
+            if first_n is None:
+                whole = False
+                continue
+            first, n = first_n
+            for p in sorted(partitions) if len(partitions) > 1 else partitions:
+                if 0 <= p < n and not claimed[first + p]:
+                    claimed[first + p] = 1
+                    mine.append(first + p)
+                else:
+                    whole = False
+        kept.append(mine)
+        intact.append(whole)
 
+    minimum, extra = divmod(total, len(order))
+    held = [len(mine) for mine in kept]
+    larger = bytearray(len(order))
+    for i in [i for i, h in enumerate(held) if h > minimum][:extra]:
+        larger[i] = 1
+    extra -= sum(larger)
+    for i, h in enumerate(held):
+        if extra <= 0:
+            break
+        if h <= minimum:
+            larger[i] = 1
+            extra -= 1
+
+    unassigned = [g for g in range(total) if not claimed[g]]
+    quotas = [minimum + larger[i] for i in range(len(order))]
+    for i, mine in enumerate(kept):
+        if held[i] > quotas[i]:
+            unassigned += mine[quotas[i]:]
+            del mine[quotas[i]:]
     cursor = 0
-    for member_id, remaining in unfilled:
-        mine = result[member_id]
-        for topic_id, p in unassigned[cursor:cursor + remaining]:
-            mine.setdefault(topic_id, []).append(p)
-        cursor += remaining
+    for i, mine in enumerate(kept):
+        remaining = quotas[i] - len(mine)
+        if remaining > 0:
+            mine += unassigned[cursor:cursor + remaining]
+            cursor += remaining
     if cursor != len(unassigned):
         raise PartitionAssignorError("partitions were left unassigned")
-    return {m: _freeze(result[m]) for m in order}
+
+    result: GroupAssignment = {}
+    for i, member_id in enumerate(order):
+        if intact[i] and held[i] == quotas[i]:
+            result[member_id] = members[member_id].target  # unchanged: the same object
+            continue
+        grouped: dict[uuid.UUID, list[int]] = {}
+        for g in kept[i]:
+            topic_id = topic_of[g]
+            grouped.setdefault(topic_id, []).append(g - base[topic_id])
+        result[member_id] = _freeze(grouped)
+    return result
 
 
 def _uniform_heterogeneous(order: list[str], members: Mapping[str, MemberSubscription],
