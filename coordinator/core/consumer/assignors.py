@@ -123,22 +123,23 @@ def _uniform_homogeneous(order: list[str], members: Mapping[str, MemberSubscript
     identity first)."""
     if not counts:
         return {m: {} for m in order}
-    base: dict[uuid.UUID, int] = {}
+    topic_ids = sorted(counts)
     span: dict[int, tuple[int, int]] = {}  # topic id as an int (UUID.__hash__ is Python code) -> first, count
-    topic_of: list[uuid.UUID] = []
+    topic_of: list[int] = []  # partition number -> (index in topic_ids, partition)
+    partition_of: list[int] = []
     total = 0
-    for topic_id in sorted(counts):
+    for i, topic_id in enumerate(topic_ids):
         n = counts[topic_id]
-        base[topic_id] = total
         span[topic_id.int] = (total, n)
-        topic_of += [topic_id] * n
+        topic_of += [i] * n
+        partition_of += range(n)
         total += n
     claimed = bytearray(total)
     kept: list[list[int]] = []  # per member (in `order`): the partitions it may keep, ascending
     intact: list[bool] = []  # ... and whether that is exactly its current target, as stored
+    targets = [members[m].target for m in order]
     # homogeneous: every member subscribes to every topic of `counts`
-    for member_id in order:
-        target = members[member_id].target
+    for target in targets:
         mine: list[int] = []
         whole = True
         for topic_id in sorted(target) if len(target) > 1 else target:
@@ -172,15 +173,15 @@ def _uniform_homogeneous(order: list[str], members: Mapping[str, MemberSubscript
             larger[i] = 1
             extra -= 1
 
-    unassigned = [g for g in range(total) if not claimed[g]]
-    quotas = [minimum + larger[i] for i in range(len(order))]
-    for i, mine in enumerate(kept):
-        if held[i] > quotas[i]:
-            unassigned += mine[quotas[i]:]
-            del mine[quotas[i]:]
+    unassigned = [g for g, taken in enumerate(claimed) if not taken]
+    quotas = [minimum + big for big in larger]
+    for mine, h, quota in zip(kept, held, quotas):
+        if h > quota:
+            unassigned += mine[quota:]
+            del mine[quota:]
     cursor = 0
-    for i, mine in enumerate(kept):
-        remaining = quotas[i] - len(mine)
+    for mine, quota in zip(kept, quotas):
+        remaining = quota - len(mine)
         if remaining > 0:
             mine += unassigned[cursor:cursor + remaining]
             cursor += remaining
@@ -188,15 +189,17 @@ def _uniform_homogeneous(order: list[str], members: Mapping[str, MemberSubscript
         raise PartitionAssignorError("partitions were left unassigned")
 
     result: GroupAssignment = {}
-    for i, member_id in enumerate(order):
-        if intact[i] and held[i] == quotas[i]:
-            result[member_id] = members[member_id].target  # unchanged: the same object
+    for member_id, target, mine, whole, h, quota in zip(order, targets, kept, intact, held, quotas):
+        if whole and h == quota:
+            result[member_id] = target  # unchanged: the same object
             continue
-        grouped: dict[uuid.UUID, list[int]] = {}
-        for g in kept[i]:
-            topic_id = topic_of[g]
-            grouped.setdefault(topic_id, []).append(g - base[topic_id])
-        result[member_id] = _freeze(grouped)
+        if len(topic_ids) == 1:
+            result[member_id] = {topic_ids[0]: frozenset(mine)} if mine else {}
+            continue
+        grouped: dict[int, list[int]] = {}
+        for g in mine:
+            grouped.setdefault(topic_of[g], []).append(partition_of[g])
+        result[member_id] = {topic_ids[i]: frozenset(ps) for i, ps in sorted(grouped.items())}
     return result
 
 
