@@ -16,6 +16,8 @@ The server must have topic `t` with --partitions partitions. One run, three phas
   leave: --leave-pct of the members leave (epoch -1) at once while the others heartbeat on, their
     next heartbeats spread over one interval as in a running group; measured: first leave sent ->
     the others converged as above (and checked the same way).
+With --server-pid each phase also reports the server's CPU seconds (join_server_cpu_s,
+leave_server_cpu_s): on a shared machine the figure that compares across runs.
 """
 
 import argparse
@@ -27,6 +29,7 @@ import time
 import uuid
 
 from kafka_requests import request_type
+from loadgen import _proc_cpu_s
 from members import closed_loop, connect, run_main  # members also puts the repo root on sys.path
 
 from groupd.protocol.codec import RequestHeader, build_request, encode_request
@@ -174,8 +177,9 @@ async def run(args):
     links = await connect(args.members, args.port)
     group = f"bench-848-{uuid.uuid4().hex[:8]}"
     members = [Consumer(group, link) for link in links]
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _server_cpu(args)
     join_s = await settle(members, args.partitions, t0, args.setup_timeout)
+    join_cpu = _cpu_since(args, cpu0)
     join_epoch = await check_describe(links[0], members, args.partitions)
     join_replies = dict(TALLY)
     TALLY.clear()
@@ -185,18 +189,31 @@ async def run(args):
     TALLY.clear()
     leavers = members[:args.members * args.leave_pct // 100]
     stay = members[len(leavers):]
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _server_cpu(args)
     staying = asyncio.create_task(settle(stay, args.partitions, t0, args.setup_timeout, running=True))
     left = await asyncio.gather(*(m.link.call(HEARTBEAT, 1, heartbeat_values(group, m.member_id, -1), 30)
                                   for m in leavers))
     leave_errors = sum(int(r.error_code) != 0 for r, _ in left)
     leave_s = await staying
+    leave_cpu = _cpu_since(args, cpu0)
     leave_epoch = await check_describe(links[-1], stay, args.partitions)
     for link in links:
         link.transport.close()
     return {"members": args.members, "partitions": args.partitions, "join_ms": round(1000 * join_s, 1),
-            "join_epoch": join_epoch, "join_replies": join_replies, **steady, "leavers": len(leavers), "leave_errors": leave_errors,
-            "leave_ms": round(1000 * leave_s, 1), "leave_epoch": leave_epoch, "leave_replies": dict(TALLY)}
+            "join_epoch": join_epoch, "join_replies": join_replies, "join_server_cpu_s": join_cpu, **steady, "leavers": len(leavers), "leave_errors": leave_errors,
+            "leave_ms": round(1000 * leave_s, 1), "leave_epoch": leave_epoch, "leave_replies": dict(TALLY),
+            "leave_server_cpu_s": leave_cpu}
+
+
+def _server_cpu(args):
+    return _proc_cpu_s(args.server_pid) if args.server_pid else None
+
+
+def _cpu_since(args, before):
+    """The server's CPU seconds since `before` (a phase ends once its members stopped: up to one
+    interval after convergence); None without --server-pid."""
+    after = _server_cpu(args)
+    return None if before is None or after is None else round(after - before, 2)
 
 
 def main():

@@ -41,6 +41,10 @@ def main() -> None:
     ap.add_argument("--targets", default="groupd,echo", help="of groupd, echo, kafka (Apache Kafka: `make kafka`)")
     ap.add_argument("--legs", default="echo,classic,consumer", help="which legs to run of each target (e.g. consumer alone, "
                     "to profile it with bench/profile_server.py)")
+    ap.add_argument("--consumer-only", action="store_true",
+                    help="only the KIP-848 legs (join and leave convergence, then their heartbeats): --legs consumer")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a groupd setting for the consumer leg (repeatable), e.g. log.flush.interval.ms=1000")
     pinning.add_argument(ap)
     args = ap.parse_args()
     pinning.use(args.pin)
@@ -70,7 +74,7 @@ def legs_for(args, targets) -> dict:
     consumer = ["--members", str(args.members), "--partitions", str(args.partitions),
                 "--leave-pct", str(args.leave_pct), *window]
     settings = [f"topics=t:{args.partitions}", f"group.consumer.heartbeat.interval.ms={args.interval_ms}",
-                f"group.consumer.min.heartbeat.interval.ms={args.interval_ms}"]
+                f"group.consumer.min.heartbeat.interval.ms={args.interval_ms}", *args.set]
     legs = {
         "echo": lambda: one_run("echo", "heartbeat", classic + ["--raw"], 300),
         "classic": lambda: one_run("groupd", "heartbeat", classic, 300),
@@ -80,7 +84,8 @@ def legs_for(args, targets) -> dict:
     }
     return {label: leg for label, leg in legs.items()
             if {"classic": "groupd", "consumer": "groupd"}.get(label, label.split()[0]) in targets
-            and label.split()[-1] in args.legs.split(",")}
+            and label.split()[-1] in args.legs.split(",")
+            and (not args.consumer_only or label.endswith("consumer"))}
 
 
 def run_legs(args, targets) -> None:
@@ -119,11 +124,12 @@ def run_legs(args, targets) -> None:
     rows = []
     for label, r in ((leg, r) for leg in ("consumer", "kafka consumer") if leg in results
                      for r in results[leg][1]):
-        rows.append((label, fmt(r.get("join_ms")), r.get("join_epoch"), r.get("leave_ms"), r.get("leavers"),
-                     r.get("leave_epoch"), r.get("leave_errors"),
+        rows.append((label, fmt(r.get("join_ms")), r.get("join_server_cpu_s"), r.get("join_epoch"), r.get("leave_ms"),
+                     r.get("leave_server_cpu_s"), r.get("leavers"), r.get("leave_epoch"), r.get("leave_errors"),
                      " ".join(f"{k}:{v}" for k, v in sorted(r.get("join_replies", {}).items())),
                      " ".join(f"{k}:{v}" for k, v in sorted(r.get("leave_replies", {}).items())), r.get("failed", "")))
-    table(("target", "join -> stable ms", "epoch", f"{args.leave_pct} % leave -> stable ms", "left", "epoch", "leave errors",
+    table(("target", "join -> stable ms", "server cpu s", "epoch", f"{args.leave_pct} % leave -> stable ms",
+           "server cpu s", "left", "epoch", "leave errors",
            "join replies (error:n)", "leave replies (error:n)", "note"), rows)
 
 

@@ -121,3 +121,27 @@ def test_a_tie_goes_to_the_assignor_configured_first():
     members = {"a": member(assignor="range"), "b": member(assignor="uniform")}
     assert preferred_assignor(members, ["uniform", "range"]) == "uniform"
     assert preferred_assignor(members, ["range", "uniform"]) == "range"
+
+
+def test_members_joining_one_by_one_stay_balanced_and_sticky_and_only_changed_targets_are_written():
+    # the 1,000-member join of bench/consumers.py in small: one epoch bump per join, targets applied
+    # from the records as the runtime does; the assignor hands unchanged targets back as they were
+    members: dict = {}
+    targets: dict = {}
+    for epoch in range(1, 16):
+        joining = f"m{epoch:02d}"
+        out = build_target_assignment("g", epoch, uniform, members, targets, TOPICS,
+                                      updated_members={joining: member("foo", "bar")})
+        members[joining] = member("foo", "bar")
+        new = out.target_assignment
+        owned = [(t, p) for a in new.values() for t, ps in a.items() for p in ps]
+        assert sorted(owned) == sorted((t, p) for t in (FOO, BAR) for p in range(TOPICS[t].num_partitions))
+        sizes = [sum(map(len, a.values())) for a in new.values()]
+        assert max(sizes) - min(sizes) <= 1
+        for m, before in targets.items():
+            had = {(t, p) for t, ps in before.items() for p in ps}
+            has = {(t, p) for t, ps in new[m].items() for p in ps}
+            assert len(had & has) == min(len(had), len(has))  # partitions move only as the quota shrinks
+            assert (m in out.changed) == (had != has)
+        assert out.records[-1] == epoch_record(epoch) and len(out.records) == len(out.changed) + 1
+        targets.update({m: new[m] for m in out.changed})

@@ -54,8 +54,8 @@ def is_homogeneous(members: Mapping[str, MemberSubscription]) -> bool:
 def _partition_counts(members: Mapping[str, MemberSubscription],
                       topics: Mapping[uuid.UUID, TopicMetadata]) -> dict[uuid.UUID, int]:
     counts: dict[uuid.UUID, int] = {}
-    for member in members.values():
-        for topic_id in member.subscribed_topic_ids:
+    for subscribed in {m.subscribed_topic_ids for m in members.values()}:  # members mostly share one
+        for topic_id in subscribed:
             if topic_id not in counts:
                 metadata = topics.get(topic_id)
                 if metadata is None:
@@ -115,40 +115,92 @@ def _uniform_homogeneous(order: list[str], members: Mapping[str, MemberSubscript
     """UniformHomogeneousAssignmentBuilder: quota = total // members, the first `total % members`
     quotas one larger. Unlike Kafka (whose extra slots go to whichever members its map yields first)
     the larger quotas go to members that already hold more than the minimum, so no member loses a
-    partition it could have kept."""
+    partition it could have kept.
+
+    This runs on every group epoch bump (each of 1,000 joins), so partitions are numbered once, in
+    (topic id, partition) order, and the loops below work on those ints rather than hashing UUIDs;
+    a member whose target stays as it is gets its current target object back (callers compare by
+    identity first)."""
     if not counts:
         return {m: {} for m in order}
-    kept = _sticky_inputs(order, members, counts)
-    held = {m: sum(len(ps) for ps in kept[m].values()) for m in order}
-    minimum, extra = divmod(sum(counts.values()), len(order))
-    by_claim = [m for m in order if held[m] > minimum] + [m for m in order if held[m] <= minimum]
-    larger = set(by_claim[:extra])
+    topic_ids = sorted(counts)
+    span: dict[int, tuple[int, int]] = {}  # topic id as an int (UUID.__hash__ is Python code) -> first, count
+    topic_of: list[int] = []  # partition number -> (index in topic_ids, partition)
+    partition_of: list[int] = []
+    total = 0
+    for i, topic_id in enumerate(topic_ids):
+        n = counts[topic_id]
+        span[topic_id.int] = (total, n)
+        topic_of += [i] * n
+        partition_of += range(n)
+        total += n
+    claimed = bytearray(total)
+    kept: list[list[int]] = []  # per member (in `order`): the partitions it may keep, ascending
+    intact: list[bool] = []  # ... and whether that is exactly its current target, as stored
+    targets = [members[m].target for m in order]
+    # homogeneous: every member subscribes to every topic of `counts`
+    for target in targets:
+        mine: list[int] = []
+        whole = True
+        for topic_id in sorted(target) if len(target) > 1 else target:
+            partitions = target[topic_id]
+            if type(partitions) is not frozenset or not partitions:
+                whole = False
+            first_n = span.get(topic_id.int)
+            if first_n is None:
+                whole = False
+                continue
+            first, n = first_n
+            for p in sorted(partitions) if len(partitions) > 1 else partitions:
+                if 0 <= p < n and not claimed[first + p]:
+                    claimed[first + p] = 1
+                    mine.append(first + p)
+                else:
+                    whole = False
+        kept.append(mine)
+        intact.append(whole)
 
-    owned = {(t, p) for m in order for t, ps in kept[m].items() for p in ps}
-    unassigned = [(t, p) for t in sorted(counts) for p in range(counts[t]) if (t, p) not in owned]
-    result: dict[str, dict[uuid.UUID, list[int]]] = {}
-    unfilled: list[tuple[str, int]] = []
-    for member_id in order:
-        quota = minimum + (member_id in larger)
-        mine: dict[uuid.UUID, list[int]] = {}
-        for topic_id, partitions in kept[member_id].items():
-            keep = partitions[:quota]
-            quota -= len(keep)
-            mine[topic_id] = keep
-            unassigned.extend((topic_id, p) for p in partitions[len(keep):])
-        result[member_id] = mine
-        if quota > 0:
-            unfilled.append((member_id, quota))
+    minimum, extra = divmod(total, len(order))
+    held = [len(mine) for mine in kept]
+    larger = bytearray(len(order))
+    for i in [i for i, h in enumerate(held) if h > minimum][:extra]:
+        larger[i] = 1
+    extra -= sum(larger)
+    for i, h in enumerate(held):
+        if extra <= 0:
+            break
+        if h <= minimum:
+            larger[i] = 1
+            extra -= 1
 
+    unassigned = [g for g, taken in enumerate(claimed) if not taken]
+    quotas = [minimum + big for big in larger]
+    for mine, h, quota in zip(kept, held, quotas):
+        if h > quota:
+            unassigned += mine[quota:]
+            del mine[quota:]
     cursor = 0
-    for member_id, remaining in unfilled:
-        mine = result[member_id]
-        for topic_id, p in unassigned[cursor:cursor + remaining]:
-            mine.setdefault(topic_id, []).append(p)
-        cursor += remaining
+    for mine, quota in zip(kept, quotas):
+        remaining = quota - len(mine)
+        if remaining > 0:
+            mine += unassigned[cursor:cursor + remaining]
+            cursor += remaining
     if cursor != len(unassigned):
         raise PartitionAssignorError("partitions were left unassigned")
-    return {m: _freeze(result[m]) for m in order}
+
+    result: GroupAssignment = {}
+    for member_id, target, mine, whole, h, quota in zip(order, targets, kept, intact, held, quotas):
+        if whole and h == quota:
+            result[member_id] = target  # unchanged: the same object
+            continue
+        if len(topic_ids) == 1:
+            result[member_id] = {topic_ids[0]: frozenset(mine)} if mine else {}
+            continue
+        grouped: dict[int, list[int]] = {}
+        for g in mine:
+            grouped.setdefault(topic_of[g], []).append(partition_of[g])
+        result[member_id] = {topic_ids[i]: frozenset(ps) for i, ps in sorted(grouped.items())}
+    return result
 
 
 def _uniform_heterogeneous(order: list[str], members: Mapping[str, MemberSubscription],

@@ -54,6 +54,8 @@ class ConsumerMember:
     metadata: ConsumerGroupMemberMetadataValue | None = None  # the last member-metadata record applied
     current: ConsumerGroupCurrentMemberAssignmentValue | None = None  # the last current-assignment record
     assignment: MemberAssignment = NEW_MEMBER  # `current`, decoded for reconciliation
+    # (metadata, its TargetMember): every epoch bump reads every member's, and metadata rarely changes
+    _target: tuple | None = dataclasses.field(default=None, repr=False)
 
     @property
     def instance_id(self) -> str | None:
@@ -77,7 +79,11 @@ class ConsumerMember:
         return self.metadata.subscribed_topic_regex if self.metadata is not None else None
 
     def target_member(self) -> TargetMember:
-        return target_member_of(self.metadata) if self.metadata is not None else TargetMember(frozenset())
+        cached = self._target
+        if cached is None or cached[0] is not self.metadata:
+            member = target_member_of(self.metadata) if self.metadata is not None else TargetMember(frozenset())
+            cached = self._target = (self.metadata, member)
+        return cached[1]
 
 
 def target_member_of(m: ConsumerGroupMemberMetadataValue) -> TargetMember:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping
 
 from groupd.coordinator.core import events as ev
@@ -425,8 +426,10 @@ class ConsumerMachine:
     def _regexes_in_use(group: ConsumerGroup, member_id: str,
                         metadata: ConsumerGroupMemberMetadataValue | None) -> set[str]:
         """Every regex some member subscribes to, with `member_id`'s subscription as `metadata`."""
-        in_use = {m.subscribed_topic_regex for m in group.members.values()
-                  if m.member_id != member_id and m.subscribed_topic_regex}
+        # from the group's subscriber counts (not a walk over every member: this runs on every join)
+        member = group.members.get(member_id)
+        own = member.subscribed_topic_regex if member is not None else None
+        in_use = {r for r, n in group.subscribed_regexes.items() if n > (r == own)}
         if metadata is not None and metadata.subscribed_topic_regex:
             in_use.add(metadata.subscribed_topic_regex)
         return in_use
@@ -448,10 +451,10 @@ class ConsumerMachine:
                           regexes: set[str], resolved: Mapping[str, frozenset[str]]) -> set[str]:
         """The topic names the group subscribes to, by name or through a regex, with `member_id`'s
         subscription as `metadata`."""
-        names = set(metadata.subscribed_topic_names)
-        for m in group.members.values():
-            if m.member_id != member_id:
-                names.update(m.subscribed_topic_names)
+        member = group.members.get(member_id)
+        own = Counter(member.subscribed_topic_names) if member is not None else Counter()
+        names = {n for n, count in group.subscribed_names.items() if count > own[n]}  # the others' (counts)
+        names.update(metadata.subscribed_topic_names)
         for r in regexes:
             names.update(resolved.get(r, ()))
         return names

@@ -89,6 +89,8 @@ def build_target_assignment(
     effective = {**members, **updated_members}
     topic_ids_by_name = {t.name: t.topic_id for t in topics.values()}
     specs: dict[str, MemberSubscription] = {}
+    # members mostly share one subscription: resolve each distinct one once, and share its frozenset
+    ids_of: dict[tuple[frozenset[str], str | None], frozenset[uuid.UUID]] = {}
     for member_id, member in effective.items():
         if member is None:
             continue
@@ -97,8 +99,11 @@ def build_target_assignment(
             previous_id = static_members.get(member.instance_id)
             if previous_id is not None and previous_id != member_id:
                 current = target_assignment.get(previous_id, {})
-        specs[member_id] = MemberSubscription(subscribed_topic_ids(member, topic_ids_by_name, resolved_regexes),
-                                              current, member.instance_id, member.rack_id)
+        subscription = (member.subscribed_topic_names, member.subscribed_topic_regex)
+        topic_ids = ids_of.get(subscription)
+        if topic_ids is None:
+            topic_ids = ids_of[subscription] = subscribed_topic_ids(member, topic_ids_by_name, resolved_regexes)
+        specs[member_id] = MemberSubscription(topic_ids, current, member.instance_id, member.rack_id)
 
     new_assignment = assignor(specs, topics)
 
@@ -106,7 +111,8 @@ def build_target_assignment(
     changed = []
     for member_id in sorted(specs):
         new = new_assignment.get(member_id, {})
-        if _normalized(target_assignment.get(member_id)) != new:
+        old = target_assignment.get(member_id)
+        if new is not old and _normalized(old) != new:  # `is`: the assignor hands back an unchanged target
             changed.append(member_id)
             records.append(Record(ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
                                   ConsumerGroupTargetAssignmentMemberValue(topic_partitions(new))))
