@@ -395,6 +395,14 @@ KEYS: tuple[Key, ...] = (
         "how long a new streams group waits for more members before its first assignment"),
     Key("group.streams.max.standby.replicas", 2, _int(0), "highest group.streams.num.standby.replicas and a "
         "group's streams.num.standby.replicas"),
+    Key("group.streams.assignment.interval.ms", 1000, _int(0),
+        "least time between two target assignments of a streams group (joins in between are batched; 0: every change)"),
+    Key("group.streams.min.assignment.interval.ms", 0, _int(0), "lowest group.streams.assignment.interval.ms and a "
+        "group's streams.assignment.interval.ms"),
+    Key("group.streams.max.assignment.interval.ms", 15000, _int(0), "highest group.streams.assignment.interval.ms "
+        "and a group's streams.assignment.interval.ms"),
+    Key("group.streams.assignor.offload.enable", True, _bool, "accepted for Kafka's name; Kafka 4.3.1 reads it "
+        "nowhere, and groupd always assigns on the partition's loop"),
     Key("group.share.record.lock.duration.ms", 30000, _int(1000, 3600000),
         "how long a share consumer holds the records it acquired before they are delivered again"),
     Key("group.share.min.record.lock.duration.ms", 15000, _int(1000, 30000),
@@ -604,6 +612,10 @@ class Settings:
     group_streams_num_standby_replicas: int
     group_streams_initial_rebalance_delay_ms: int
     group_streams_max_standby_replicas: int
+    group_streams_assignment_interval_ms: int
+    group_streams_min_assignment_interval_ms: int
+    group_streams_max_assignment_interval_ms: int
+    group_streams_assignor_offload_enable: bool
     group_share_min_record_lock_duration_ms: int
     group_share_max_record_lock_duration_ms: int
     group_share_delivery_count_limit: int
@@ -769,6 +781,11 @@ class Settings:
             if self.value(f"group.{kind}.heartbeat.interval.ms") >= self.value(f"group.{kind}.session.timeout.ms"):
                 raise ConfigError(f"group.{kind}.heartbeat.interval.ms must be less than "
                                   f"group.{kind}.session.timeout.ms")
+        lo, value, hi = (self.value(f"group.streams.{bound}assignment.interval.ms") for bound in ("min.", "", "max."))
+        if not lo <= value <= hi:  # Kafka's GroupCoordinatorConfig requires min <= interval <= max
+            raise ConfigError(f"group.streams.assignment.interval.ms={value} must lie within "
+                              f"group.streams.min.assignment.interval.ms={lo} and "
+                              f"group.streams.max.assignment.interval.ms={hi}")
         if self.group_streams_num_standby_replicas > self.group_streams_max_standby_replicas:
             raise ConfigError("group.streams.num.standby.replicas must not exceed group.streams.max.standby.replicas")
         if not 1 <= self.group_share_max_size <= 1000:

@@ -28,6 +28,7 @@ from groupd.coordinator.core.group_config import (
     SHARE_ISOLATION_LEVEL,
     SHARE_PARTITION_MAX_RECORD_LOCKS,
     SHARE_RECORD_LOCK_DURATION_MS,
+    STREAMS_ASSIGNMENT_INTERVAL_MS,
     STREAMS_HEARTBEAT_INTERVAL_MS,
     STREAMS_INITIAL_REBALANCE_DELAY_MS,
     STREAMS_NUM_STANDBY_REPLICAS,
@@ -68,6 +69,7 @@ DOCUMENTATION = {
     STREAMS_NUM_STANDBY_REPLICAS: "The number of standby replicas for each task.",
     STREAMS_INITIAL_REBALANCE_DELAY_MS: "The amount of time the group coordinator will wait for more streams "
                                         "clients to join a new group before performing the first rebalance.",
+    STREAMS_ASSIGNMENT_INTERVAL_MS: "The interval between assignment updates for a streams group.",
 }
 
 

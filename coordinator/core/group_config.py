@@ -2,9 +2,9 @@
 IncrementalAlterConfigs change a group's overrides, and the check against the broker's bounds, with
 Kafka's messages. Pure: the overrides are kept by storage/group_configs.py and read by the consumer
 and streams machines (the next heartbeat's interval and session timeout; a streams group's standby
-replicas and initial rebalance delay) and by the share deliveries (`share.auto.offset.reset`, where a
-share-partition starts; `share.isolation.level`; Kafka 4.3's `share.delivery.count.limit` and
-`share.partition.max.record.locks`)."""
+replicas, initial rebalance delay and assignment interval) and by the share deliveries
+(`share.auto.offset.reset`, where a share-partition starts; `share.isolation.level`; Kafka 4.3's
+`share.delivery.count.limit` and `share.partition.max.record.locks`)."""
 
 from __future__ import annotations
 
@@ -24,12 +24,13 @@ STREAMS_SESSION_TIMEOUT_MS = "streams.session.timeout.ms"
 STREAMS_HEARTBEAT_INTERVAL_MS = "streams.heartbeat.interval.ms"
 STREAMS_NUM_STANDBY_REPLICAS = "streams.num.standby.replicas"
 STREAMS_INITIAL_REBALANCE_DELAY_MS = "streams.initial.rebalance.delay.ms"
+STREAMS_ASSIGNMENT_INTERVAL_MS = "streams.assignment.interval.ms"  # Kafka 4.3
 NAMES = (CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS, SHARE_AUTO_OFFSET_RESET,
          SHARE_DELIVERY_COUNT_LIMIT, SHARE_ISOLATION_LEVEL, SHARE_PARTITION_MAX_RECORD_LOCKS,
          SHARE_RECORD_LOCK_DURATION_MS, STREAMS_HEARTBEAT_INTERVAL_MS, STREAMS_SESSION_TIMEOUT_MS,
-         STREAMS_NUM_STANDBY_REPLICAS, STREAMS_INITIAL_REBALANCE_DELAY_MS)
+         STREAMS_NUM_STANDBY_REPLICAS, STREAMS_INITIAL_REBALANCE_DELAY_MS, STREAMS_ASSIGNMENT_INTERVAL_MS)
 STRINGS = (SHARE_AUTO_OFFSET_RESET, SHARE_ISOLATION_LEVEL)  # every other group config is an INT
-_MAY_BE_ZERO = (STREAMS_NUM_STANDBY_REPLICAS, STREAMS_INITIAL_REBALANCE_DELAY_MS)
+_MAY_BE_ZERO = (STREAMS_NUM_STANDBY_REPLICAS, STREAMS_INITIAL_REBALANCE_DELAY_MS, STREAMS_ASSIGNMENT_INTERVAL_MS)
 # the ConfigDef lower bounds that are not 1 (Kafka's GroupConfig: atLeast(2), atLeast(100))
 _AT_LEAST = {SHARE_DELIVERY_COUNT_LIMIT: 2, SHARE_PARTITION_MAX_RECORD_LOCKS: 100}
 # group configs with no broker setting behind them: their defaults (Kafka's GroupConfig)
@@ -67,7 +68,8 @@ def defaults(settings) -> dict[str, int]:
             STREAMS_HEARTBEAT_INTERVAL_MS: settings.group_streams_heartbeat_interval_ms,
             STREAMS_SESSION_TIMEOUT_MS: settings.group_streams_session_timeout_ms,
             STREAMS_NUM_STANDBY_REPLICAS: settings.group_streams_num_standby_replicas,
-            STREAMS_INITIAL_REBALANCE_DELAY_MS: settings.group_streams_initial_rebalance_delay_ms}
+            STREAMS_INITIAL_REBALANCE_DELAY_MS: settings.group_streams_initial_rebalance_delay_ms,
+            STREAMS_ASSIGNMENT_INTERVAL_MS: settings.group_streams_assignment_interval_ms}
 
 
 def _parse(name: str, value: str | None) -> int | str:
@@ -174,7 +176,9 @@ def validate(overrides: Mapping[str, int | str], settings) -> None:
             (STREAMS_HEARTBEAT_INTERVAL_MS, "group.streams.min.heartbeat.interval.ms",
              "group.streams.max.heartbeat.interval.ms"),
             (STREAMS_SESSION_TIMEOUT_MS, "group.streams.min.session.timeout.ms",
-             "group.streams.max.session.timeout.ms")):
+             "group.streams.max.session.timeout.ms"),
+            (STREAMS_ASSIGNMENT_INTERVAL_MS, "group.streams.min.assignment.interval.ms",
+             "group.streams.max.assignment.interval.ms")):
         if merged[name] < getattr(settings, low.replace(".", "_")):
             raise _invalid(f"{name} must be greater than or equal to {low}")
         if merged[name] > getattr(settings, high.replace(".", "_")):

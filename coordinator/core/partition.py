@@ -68,7 +68,8 @@ class GroupSettings:
                               s.group_share_max_size, consumer.group_configs)
         streams = StreamsSettings(s.group_streams_heartbeat_interval_ms, s.group_streams_session_timeout_ms,
                                   s.group_streams_max_size, s.group_streams_num_standby_replicas,
-                                  s.group_streams_initial_rebalance_delay_ms, consumer.group_configs)
+                                  s.group_streams_initial_rebalance_delay_ms, s.group_streams_assignment_interval_ms,
+                                  consumer.group_configs)
         return cls(s.group_min_session_timeout_ms, s.group_max_session_timeout_ms,
                    s.group_initial_rebalance_delay_ms, s.group_max_size, s.offset_metadata_max_bytes, consumer, share,
                    streams)

@@ -16,7 +16,9 @@ from groupd.protocol.apis import ApiKey
 from tests.support.harness import wait_until
 from tests.support.process import GroupdProcess, WireClient, free_ports, groupd_cli_output, groupd_fixture
 
-SETTINGS = ("topics=words:2", "group.streams.initial.rebalance.delay.ms=0")
+# no assignment interval: these tests walk reconciliation one heartbeat at a time and expect each
+# change assigned at once (the interval's batching is tested in tests/core and below)
+SETTINGS = ("topics=words:2", "group.streams.initial.rebalance.delay.ms=0", "group.streams.assignment.interval.ms=0")
 server = groupd_fixture(*SETTINGS)
 DEADLINE_S = 20
 
@@ -316,3 +318,33 @@ def _heartbeat_values(group: str, member: str, epoch: int) -> dict:
             "topology": None, "active_tasks": None, "standby_tasks": None, "warmup_tasks": None, "process_id": None,
             "user_endpoint": None, "client_tags": None, "task_offsets": None, "task_end_offsets": None,
             "shutdown_application": False}
+
+
+def test_a_groups_assignment_interval_batches_a_join_until_it_is_lifted(server):
+    """streams.assignment.interval.ms (Kafka 4.3) over the wire: within the group's interval a join is
+    answered ASSIGNMENT_DELAYED at the old assignment epoch; with the config deleted (the broker's 0
+    here) the next heartbeat computes the target."""
+    def set_interval(c: WireClient, operation: int, value: str | None):
+        r = c.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+            {"resource_type": 32, "resource_name": "sg-interval", "configs": [
+                {"name": "streams.assignment.interval.ms", "config_operation": operation, "value": value}]}],
+            "validate_only": False}).responses[0]
+        assert r.error_code == ErrorCode.none, r
+
+    with WireClient(server.bootstrap) as c:
+        set_interval(c, 0, "15000")
+        described = c.request(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
+            {"resource_type": 32, "resource_name": "sg-interval", "configuration_keys": [
+                "streams.assignment.interval.ms"]}], "include_synonyms": False,
+            "include_documentation": False}).results[0].configs
+        assert [(e.name, e.value) for e in described] == [("streams.assignment.interval.ms", "15000")]
+        a = ready_member(c, "sg-interval", "a", "iv")  # a new group's first target is never held
+        b = heartbeat(c, "sg-interval", "b", 0, join_topology=topology("iv"), process="p2")
+        assert (b.error_code, b.member_epoch, tasks(b)) == (ErrorCode.none, a.member_epoch, {})
+        assert [(s.status_code, s.status_detail) for s in b.status] == [
+            (5, "Assignment delayed due to the configured assignment interval.")]
+        [g] = describe(c, "sg-interval")
+        assert (g.group_state, g.group_epoch, g.assignment_epoch) == ("Assigning", a.member_epoch + 1, a.member_epoch)
+        set_interval(c, 1, None)
+        r = heartbeat(c, "sg-interval", "a", a.member_epoch, owned=tasks(a))
+        assert r.status == () and describe(c, "sg-interval")[0].assignment_epoch == a.member_epoch + 1

@@ -76,8 +76,10 @@ def statuses(reply):
 
 @pytest.fixture
 def d():
+    """No initial delay and no assignment interval: these scenarios follow reconciliation one step at
+    a time, each change assigned at once (the batching has its own tests)."""
     from .driver import Driver
-    return Driver(GroupSettings(streams=StreamsSettings(initial_rebalance_delay_ms=0)))
+    return Driver(GroupSettings(streams=StreamsSettings(initial_rebalance_delay_ms=0, assignment_interval_ms=0)))
 
 
 def group(d) -> StreamsGroup:
@@ -200,7 +202,8 @@ def _held(d, m):
 
 def test_standbys_never_share_the_active_process():
     from .driver import Driver
-    d = Driver(GroupSettings(streams=StreamsSettings(initial_rebalance_delay_ms=0, num_standby_replicas=1)))
+    d = Driver(GroupSettings(streams=StreamsSettings(initial_rebalance_delay_ms=0, assignment_interval_ms=0,
+                                                     num_standby_replicas=1)))
     for m, p in (("a", "p1"), ("b", "p2")):
         d.streams_heartbeat(join(m, p), READY)
     g = group(d)

@@ -198,7 +198,8 @@ READ_ELSEWHERE = {
     "group.share.min.session.timeout.ms": "validated here: bounds group.share.session.timeout.ms",
     "group.share.max.session.timeout.ms": "validated here: bounds group.share.session.timeout.ms",
     **{f"group.streams.{b}.{n}": f"validated here and in group_config: bounds group.streams.{n}"
-       for b in ("min", "max") for n in ("heartbeat.interval.ms", "session.timeout.ms")},
+       for b in ("min", "max") for n in ("heartbeat.interval.ms", "session.timeout.ms", "assignment.interval.ms")},
+    "group.streams.assignor.offload.enable": "accepted for Kafka's name: Kafka 4.3.1 defines it and reads it nowhere",
     **{name: "read by name: the topics' config defaults (coordinator/core/topic_configs.py SETTINGS)"
        for name in TOPIC_DEFAULTS},
 }

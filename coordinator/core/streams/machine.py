@@ -23,6 +23,7 @@ from groupd.coordinator.core import events as ev
 from groupd.coordinator.core.clock import Now
 from groupd.coordinator.core.consumer.machine import TopicsImage
 from groupd.coordinator.core.group_config import (
+    STREAMS_ASSIGNMENT_INTERVAL_MS,
     STREAMS_HEARTBEAT_INTERVAL_MS,
     STREAMS_INITIAL_REBALANCE_DELAY_MS,
     STREAMS_NUM_STANDBY_REPLICAS,
@@ -68,6 +69,7 @@ class StreamsSettings:
     max_size: int = 2147483647  # group.streams.max.size
     num_standby_replicas: int = 0  # group.streams.num.standby.replicas
     initial_rebalance_delay_ms: int = 3000  # group.streams.initial.rebalance.delay.ms
+    assignment_interval_ms: int = 1000  # group.streams.assignment.interval.ms (Kafka 4.3)
     group_configs: Mapping[str, Mapping[str, int]] = dataclasses.field(default_factory=dict)
 
 
@@ -230,6 +232,11 @@ class StreamsMachine:
             if now.mono < self.assign_not_before.get(g, 0):
                 statuses.append((topo.ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial "
                                                           "rebalance delay."))
+            elif not self._interval_passed(group, now):
+                # Kafka 4.3 batches the changes of one interval into one target: meanwhile the member
+                # reconciles towards the last one (a new member: no tasks, at the assignment epoch)
+                statuses.append((topo.ASSIGNMENT_DELAYED, "Assignment delayed due to the configured assignment "
+                                                          "interval."))
             else:
                 specs = {m.member_id: assignor.MemberSpec(m.process_id, group.targets.get(m.member_id, EMPTY))
                          for m in group.members.values() if m.member_id != member.member_id}
@@ -394,6 +401,18 @@ class StreamsMachine:
 
     def initial_rebalance_delay_ms(self, group_id: str) -> int:
         return self._config(group_id, STREAMS_INITIAL_REBALANCE_DELAY_MS, self.settings.initial_rebalance_delay_ms)
+
+    def assignment_interval_ms(self, group_id: str) -> int:
+        return self._config(group_id, STREAMS_ASSIGNMENT_INTERVAL_MS, self.settings.assignment_interval_ms)
+
+    def _interval_passed(self, group: StreamsGroup, now: Now) -> bool:
+        """Kafka's canComputeNextTargetAssignment: no target yet, no interval, or the interval has
+        passed since the last target's timestamp (wall clock: it is the record's, and survives a
+        load). A wall clock stepped back before that timestamp does not hold assignments until it
+        catches up (Kafka's would)."""
+        last = group.target_epoch.assignment_timestamp if group.target_epoch is not None else 0
+        interval = self.assignment_interval_ms(group.group_id)
+        return last == 0 or interval == 0 or not last <= now.wall < last + interval
 
     def arm_session(self, out: Outcome, group_id: str, member_id: str, now: Now) -> None:
         """Only the deadline moves: an armed timer that fires early re-arms itself."""
