@@ -52,7 +52,6 @@ def settle(c: WireClient, group: str, epochs: dict[str, int]) -> dict[str, int]:
 
 def test_two_members_share_the_one_partition_and_describe_shows_them(server):
     with WireClient(server.bootstrap) as c:
-        one = topic_id(c, "one")
         a = heartbeat(c, "sg-two", "9c1d6f3e-1111-4c4c-9d9d-000000000001", 0, ["one"])
         b = heartbeat(c, "sg-two", "b/+", 0, ["one"])  # any client-chosen id up to 36 chars
         assert (a.error_code, a.member_id, a.member_epoch) == (ErrorCode.none, a.member_id, 1)

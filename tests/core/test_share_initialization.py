@@ -138,3 +138,13 @@ def test_a_topic_deleted_while_initializing_is_dropped(d):
     assert initializing(group(d)) == {FOO: frozenset(range(4))}
     d.run_effects()
     assert group(d).initialized() == {FOO: frozenset(range(4))}
+
+
+def test_altering_offsets_of_an_empty_group_initializes_what_was_initializing(d):
+    d.share_heartbeat(join("a", topics=("foo", "bar")), TOPICS)
+    d.effects.clear()  # the initialization has not completed when the member leaves
+    d.share_heartbeat(ShareHeartbeatRequest("g", "a", -1, None, None, "client", "/127.0.0.1"), TOPICS)
+    d._op(None, lambda t: d.shard.share_set_initialized("g", {FOO: [0, 1]}, [BAR], TOPICS, d.clock.read(), False))
+    assert group(d).initialized() == {FOO: frozenset({0, 1})}
+    assert initializing(group(d)) == {FOO: frozenset({2, 3})}  # bar's state was deleted: nothing to initialize
+    assert_replay_matches(d)

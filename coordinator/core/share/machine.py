@@ -176,7 +176,8 @@ class ShareMachine:
         if group_epoch == group.group_epoch <= group.assignment_epoch \
                 and _initialized_unassigned(group, subscriptions(), topics):
             group_epoch += 1
-            out.records.append(Record(ShareGroupMetadataKey(g), ShareGroupMetadataValue(group_epoch, group.metadata_hash)))
+            out.records.append(Record(ShareGroupMetadataKey(g),
+                                      ShareGroupMetadataValue(group_epoch, group.metadata_hash)))
             self.events.append(ev.ShareGroupEpochBumped(g, group_epoch, "initialized"))
 
         # -- the target assignment (step 6)
@@ -323,7 +324,8 @@ class ShareMachine:
             out.records.append(Record(ShareGroupMetadataKey(group_id), ShareGroupMetadataValue(0, 0)))
         known = {t.topic_id: t for t in group.state_partitions.initialized_topics} \
             if group is not None and group.state_partitions else {}
-        for t in remove:
+        removed = set(remove)
+        for t in removed:
             known.pop(t, None)
         for t, ps in add.items():
             if t not in topics.by_id:
@@ -333,8 +335,12 @@ class ShareMachine:
             known[t] = TopicPartitionsInfo(t, topics.by_id[t].name, tuple(merged),
                                            before.create_timestamp if before else now.wall)
         state = group.state_partitions if group is not None and group.state_partitions else None
-        initializing = tuple(t for t in state.initializing_topics if t.topic_id not in set(remove)) if state else ()
-        value = ShareGroupStatePartitionMetadataValue(initializing, tuple(known[t] for t in sorted(known)), ())
+        initializing = []  # what is initializing stays so, but for the partitions now initialized or removed
+        for info in state.initializing_topics if state else ():
+            rest = tuple(p for p in info.partitions if p not in set(add.get(info.topic_id, ())))
+            if rest and info.topic_id not in removed:
+                initializing.append(dataclasses.replace(info, partitions=rest))
+        value = ShareGroupStatePartitionMetadataValue(tuple(initializing), tuple(known[t] for t in sorted(known)), ())
         out.records.append(Record(ShareGroupStatePartitionMetadataKey(group_id), value))
         reply_when_written(out, E.none, lambda error: error)
         return out
@@ -465,7 +471,6 @@ def _initialize_at_leaders() -> None:
     leader creates a share-partition's state at its first ShareFetch, resolving
     share.auto.offset.reset, as Kafka's leader resolves the UNINITIALIZED start offset the group
     coordinator initializes it with; the completion still comes back on a later turn, as Kafka's."""
-    return None
 
 
 def _initialized_unassigned(group: ShareGroup, subscriptions: Mapping[str, tuple[str, ...]],
