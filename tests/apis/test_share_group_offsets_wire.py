@@ -12,6 +12,7 @@ import uuid
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from tests.apis.test_share_fetch_wire import acquired, produce, share_ack, share_fetch, topic_id
+from tests.support.harness import wait_until
 from tests.support.process import WireClient, groupd_cli_output, groupd_fixture
 
 server = groupd_fixture("topics=one:1,two:2", "records.plane=memory")
@@ -31,10 +32,21 @@ def rows(group) -> list[tuple]:
 
 
 def join(c: WireClient, group: str, member: str, topics: list[str]) -> None:
-    r = c.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {
-        "group_id": group, "member_id": member, "member_epoch": 0, "rack_id": None,
-        "subscribed_topic_names": topics})
-    assert r.error_code is ErrorCode.none
+    """Join, then heartbeat until the member holds partitions: a share-partition is assigned once
+    its share state is initialized, at an epoch after the join's (as Kafka's)."""
+    epoch = 0
+
+    def heartbeat(names) -> bool:
+        nonlocal epoch
+        r = c.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {
+            "group_id": group, "member_id": member, "member_epoch": epoch, "rack_id": None,
+            "subscribed_topic_names": names})
+        assert r.error_code is ErrorCode.none
+        epoch = r.member_epoch
+        return r.assignment is not None and bool(r.assignment.topic_partitions)
+
+    if not heartbeat(topics):
+        wait_until(lambda: heartbeat(None), 30, f"member {member} of {group} assigned")
 
 
 def test_start_offset_and_lag_follow_acknowledgements(server):

@@ -37,9 +37,14 @@ GROUP_PROTOCOL = {"librdkafka": "classic", "librdkafka-consumer": "consumer", "l
 PROTOCOL_SETTINGS = {"classic": (), "consumer": ("group.consumer.min.heartbeat.interval.ms=1000",
                                                  "group.consumer.heartbeat.interval.ms=1000")}
 # The broker settings librdkafka's own CI gives Kafka ≥ 4.2 for the share tests (tests/cluster_testing.py):
-# they set share.record.lock.duration.ms on their groups down to 1 s.
+# they set share.record.lock.duration.ms on their groups down to 1 s. And share-group members heartbeat
+# every second, as the consumer-protocol run's: a new group's partitions are assigned once their share
+# state is initialized, at the next heartbeat (as Kafka's), and at the default 5 s tests that make a new
+# group per subtest (0175, 0178) outrun their 30-60 s budgets.
 SUITE_SETTINGS = {"librdkafka": (), "librdkafka-consumer": (),
-                  "librdkafka-share": ("group.share.min.record.lock.duration.ms=1000",)}
+                  "librdkafka-share": ("group.share.min.record.lock.duration.ms=1000",
+                                       "group.share.min.heartbeat.interval.ms=1000",
+                                       "group.share.heartbeat.interval.ms=1000")}
 
 _TEST_LINE = re.compile(r"Test (\S+) (PASSED|FAILED|SKIPPED)")
 _SUBTEST_LINE = re.compile(r"\[ (.+?): (PASS|FAIL|SKIP)\b")

@@ -60,24 +60,28 @@ def assert_replay_matches(d):
     assert {gid: durable(g) for gid, g in fresh.groups.items() if isinstance(g, ShareGroup)} == live
 
 
-def test_first_member_joins_with_its_own_id_and_gets_every_partition_at_once(d):
+def test_first_member_joins_with_its_own_id_and_gets_its_partitions_once_initialized(d):
     reply = d.share_heartbeat(join("m-1"), TOPICS)
     assert reply["error_code"] == E.none
     assert reply["member_id"] == "m-1"  # the client's id, kept
     assert reply["member_epoch"] == 1 == group(d).group_epoch == group(d).assignment_epoch
     assert reply["heartbeat_interval_ms"] == 5000
-    assert assigned(reply) == {FOO: {0, 1}}
-    assert group(d).state_name == "Stable"
+    assert assigned(reply) == {}  # nothing is initialized yet
+    assert d.run_effects() == 1
     assert group(d).initialized() == {FOO: frozenset({0, 1})}
+    reply = d.share_heartbeat(hb("m-1", 1), TOPICS)
+    assert reply["member_epoch"] == 2 and assigned(reply) == {FOO: {0, 1}}
+    assert group(d).state_name == "Stable"
     assert_replay_matches(d)
 
 
 def test_more_members_than_partitions_share_them(d):
     replies = [d.share_heartbeat(join(m), TOPICS) for m in ("a", "b", "c")]
     assert [r["member_epoch"] for r in replies] == [1, 2, 3]
-    # the earlier members pick up the latest target on their next heartbeat
+    d.run_effects()
+    # every member picks up the target of the epoch the initialization bumped on its next heartbeat
     latest = {m: d.share_heartbeat(hb(m, r["member_epoch"]), TOPICS) for m, r in zip("abc", replies)}
-    assert all(r["member_epoch"] == 3 for r in latest.values())
+    assert all(r["member_epoch"] == 4 for r in latest.values())
     held = {m: group(d).members[m].assigned.get(FOO, frozenset()) for m in "abc"}
     assert all(held.values())  # everyone gets work
     counts = [sum(p in ps for ps in held.values()) for p in (0, 1)]
@@ -142,12 +146,13 @@ def test_group_max_size(d):
 def test_leave_echoes_minus_one_and_bumps_the_group_epoch(d):
     d.share_heartbeat(join("a"), TOPICS)
     d.share_heartbeat(join("b"), TOPICS)
+    d.run_effects()
     assert len(assigned(d.share_heartbeat(hb("a", 1), TOPICS))[FOO]) == 1  # a shares with b: one partition each
     reply = d.share_heartbeat(hb("b", -1), TOPICS)
     assert (reply["error_code"], reply["member_id"], reply["member_epoch"]) == (E.none, "b", -1)
-    assert list(group(d).members) == ["a"] and group(d).group_epoch == 3
-    again = d.share_heartbeat(hb("a", 2), TOPICS)  # a gets the new target: everything
-    assert again["member_epoch"] == 3 and assigned(again) == {FOO: {0, 1}}
+    assert list(group(d).members) == ["a"] and group(d).group_epoch == 4
+    again = d.share_heartbeat(hb("a", 3), TOPICS)  # a gets the new target: everything
+    assert again["member_epoch"] == 4 and assigned(again) == {FOO: {0, 1}}
     assert_replay_matches(d)
 
 
@@ -175,10 +180,14 @@ def test_session_expiry_fences_the_member(d):
 
 def test_subscription_change_bumps_the_epoch_and_reassigns(d):
     d.share_heartbeat(join("a"), TOPICS)
+    d.run_effects()
     reply = d.share_heartbeat(hb("a", 1, topics=("foo", "bar")), TOPICS)
-    assert reply["member_epoch"] == 2 and assigned(reply) == {FOO: {0, 1}, BAR: {0, 1, 2}}
-    reply = d.share_heartbeat(hb("a", 2, topics=("bar",)), TOPICS)
-    assert reply["member_epoch"] == 3 and assigned(reply) == {BAR: {0, 1, 2}}
+    assert reply["member_epoch"] == 2 and assigned(reply) == {FOO: {0, 1}}  # bar is initializing
+    d.run_effects()
+    reply = d.share_heartbeat(hb("a", 2), TOPICS)
+    assert reply["member_epoch"] == 3 and assigned(reply) == {FOO: {0, 1}, BAR: {0, 1, 2}}
+    reply = d.share_heartbeat(hb("a", 3, topics=("bar",)), TOPICS)
+    assert reply["member_epoch"] == 4 and assigned(reply) == {BAR: {0, 1, 2}}
     assert_replay_matches(d)
 
 
@@ -188,7 +197,10 @@ def test_a_topic_created_later_is_assigned_after_a_new_epoch(d):
     later = uuid.UUID(int=9)
     grown = TopicsImage.of(2, [Topic("foo", 2, FOO), Topic("later", 1, later)])
     reply = d.share_heartbeat(hb("a", 1), grown)
-    assert reply["member_epoch"] == 2 and assigned(reply) == {later: {0}}
+    assert reply["member_epoch"] == 2 and reply["assignment"] is None  # `later` is initializing
+    d.run_effects()
+    reply = d.share_heartbeat(hb("a", 2), grown)
+    assert reply["member_epoch"] == 3 and assigned(reply) == {later: {0}}
 
 
 def test_restart_keeps_the_group_and_restarts_the_sessions(d):
@@ -246,16 +258,23 @@ def test_other_group_types_and_share_ids_stay_apart(d):
 
 def test_a_subscribed_topic_growing_bumps_the_epoch_and_assigns_the_new_partitions(d):
     d.share_heartbeat(join("a"), TOPICS)
-    assert d.share_heartbeat(hb("a", 1), TopicsImage.of(2, [Topic("foo", 2, FOO)]))["assignment"] is None
+    d.run_effects()
+    assert assigned(d.share_heartbeat(hb("a", 1), TOPICS)) == {FOO: {0, 1}}
+    assert d.share_heartbeat(hb("a", 2), TopicsImage.of(2, [Topic("foo", 2, FOO)]))["assignment"] is None
     grown = TopicsImage.of(3, [Topic("foo", 4, FOO), Topic("bar", 3, BAR)])
-    reply = d.share_heartbeat(hb("a", 1), grown)
-    assert reply["member_epoch"] == 2 and assigned(reply) == {FOO: {0, 1, 2, 3}}
+    reply = d.share_heartbeat(hb("a", 2), grown)
+    assert reply["member_epoch"] == 3 and reply["assignment"] is None  # 2 and 3 are initializing
+    d.run_effects()
+    reply = d.share_heartbeat(hb("a", 3), grown)
+    assert reply["member_epoch"] == 4 and assigned(reply) == {FOO: {0, 1, 2, 3}}
     assert group(d).initialized()[FOO] == frozenset(range(4))
     assert_replay_matches(d)
 
 
 def test_a_deleted_topic_leaves_the_assignment_at_the_next_epoch(d):
     d.share_heartbeat(join("a", topics=("foo", "bar")), TOPICS)
-    reply = d.share_heartbeat(hb("a", 1), TopicsImage.of(2, [Topic("bar", 3, BAR)]))
-    assert reply["member_epoch"] == 2 and assigned(reply) == {BAR: {0, 1, 2}}
+    d.run_effects()
+    assert assigned(d.share_heartbeat(hb("a", 1), TOPICS)) == {FOO: {0, 1}, BAR: {0, 1, 2}}
+    reply = d.share_heartbeat(hb("a", 2), TopicsImage.of(2, [Topic("bar", 3, BAR)]))
+    assert reply["member_epoch"] == 3 and assigned(reply) == {BAR: {0, 1, 2}}
     assert_replay_matches(d)

@@ -17,18 +17,20 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 Assignment = dict[uuid.UUID, set[int]]  # topic id → partitions
 NAME = "simple"
 
 
-def assign(subscriptions: Mapping[str, frozenset[uuid.UUID]], partitions: Mapping[uuid.UUID, int],
+def assign(subscriptions: Mapping[str, frozenset[uuid.UUID]], partitions: Mapping[uuid.UUID, int | Iterable[int]],
            previous: Mapping[str, Mapping[uuid.UUID, frozenset[int]]]) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
     """The target of every member: `subscriptions` member id → subscribed topic ids that exist,
-    `partitions` topic id → its number of (assignable) partitions, `previous` the current target."""
+    `partitions` topic id → its assignable partitions (a number n: 0..n-1; share groups assign only
+    initialized ones), `previous` the current target."""
     if not subscriptions:
         return {}
+    partitions = {t: tuple(range(ps)) if isinstance(ps, int) else tuple(sorted(ps)) for t, ps in partitions.items()}
     member_ids = sorted(subscriptions)
     old = {i: {t: set(ps) for t, ps in previous.get(m, {}).items()} for i, m in enumerate(member_ids)}
     subs = [subscriptions[m] for m in member_ids]
@@ -85,11 +87,11 @@ def _hand_out(by_partition: dict, by_member: dict[int, set], unfilled: set[int],
 
 
 class _Homogeneous:
-    def __init__(self, topics: frozenset[uuid.UUID], partitions: Mapping[uuid.UUID, int],
+    def __init__(self, topics: frozenset[uuid.UUID], partitions: Mapping[uuid.UUID, tuple[int, ...]],
                  old: dict[int, Assignment]) -> None:
         self.topics = topics
         self.old = old
-        self.targets = [(t, p) for t in sorted(topics) for p in range(partitions.get(t, 0))]
+        self.targets = [(t, p) for t in sorted(topics) for p in partitions.get(t, ())]
         self.sharing = _sharing(len(old), len(self.targets))
         self.desired = _quotas(self.sharing, len(self.targets), len(old))
         self.new: dict[int, Assignment] = {}
@@ -160,13 +162,14 @@ class _Homogeneous:
                     break
 
 
-def _heterogeneous(subs: list[frozenset[uuid.UUID]], partitions: Mapping[uuid.UUID, int],
+def _heterogeneous(subs: list[frozenset[uuid.UUID]], partitions: Mapping[uuid.UUID, tuple[int, ...]],
                    old: dict[int, Assignment]) -> dict[int, Assignment]:
     """Kafka's SimpleHeterogeneousAssignmentBuilder: each topic balanced on its own over its subscribers."""
     new: dict[int, Assignment] = {}
     for topic in sorted(set().union(*subs)):
         subscribers = [i for i, s in enumerate(subs) if topic in s]
-        num = partitions.get(topic, 0)
+        assignable = partitions.get(topic, ())
+        num = len(assignable)
         sharing = _sharing(len(subscribers), num)
         desired = [0] * len(subs)
         for k, q in enumerate(_quotas(sharing, num, len(subscribers))):
@@ -199,7 +202,7 @@ def _heterogeneous(subs: list[frozenset[uuid.UUID]], partitions: Mapping[uuid.UU
                     by_member[i].discard(key)
                 if count <= sharing:
                     break
-        for p in range(num):
+        for p in assignable:
             by_partition.setdefault((topic, p), set())
         unfilled = {i for i in subscribers if len(by_member.get(i, ())) < desired[i]}
         _hand_out(by_partition, by_member, unfilled, sharing, desired, new, old)

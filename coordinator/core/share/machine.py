@@ -7,9 +7,13 @@ once (share groups share partitions, so nothing is revoked first). Sans-IO: each
 the request, a snapshot of topic metadata and `now`, and returns an `Outcome` whose records the
 partition applies when the runner appends them (group.py).
 
-Share-partitions are initialized synchronously (spec §5): the partitions of subscribed topics are
-recorded as initialized in ShareGroupStatePartitionMetadata when the target is computed, so the
-first heartbeat already gets its assignment (Kafka answers it empty and assigns one heartbeat later).
+Only share-partitions whose state is initialized are assigned, as Kafka 4.x's: a heartbeat records
+the subscribed partitions not yet initialized (nor initializing since less than the retry interval)
+as initializing in ShareGroupStatePartitionMetadata, last in its batch; once that is durable the
+runtime carries out the `("share-initialize", group)` effect and its completion moves them to
+initialized (or, on failure, out of initializing so a later heartbeat retries). The next heartbeat
+sees initialized partitions no target holds and bumps the group epoch (Kafka's
+initializedAssignmentPending), so a new group's members join with nothing and get their shares then.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from groupd.coordinator.core import events as ev
 from groupd.coordinator.core.clock import Now
 from groupd.coordinator.core.consumer.machine import TopicsImage
-from groupd.coordinator.core.outcome import Outcome, reply_when_written
+from groupd.coordinator.core.outcome import Effect, Outcome, reply_when_written
 from groupd.protocol import ErrorCode
 from groupd.storage.consumer_records import topic_partitions
 from groupd.storage.records import Record
@@ -50,6 +54,9 @@ LEAVE_GROUP_MEMBER_EPOCH = -1
 MAX_MEMBER_ID_LENGTH = 36  # Kafka's KafkaApis.isMemberIdValid
 SHARE_SESSION_TIMEOUT_MS = "share.session.timeout.ms"  # the group-config names (Kafka's GroupConfig)
 SHARE_HEARTBEAT_INTERVAL_MS = "share.heartbeat.interval.ms"
+# group.share.initialize.retry.interval.ms: an initialization not completed by then (a restart lost it)
+# is started again by the next heartbeat
+INITIALIZE_RETRY_INTERVAL_MS = 30000
 
 
 @dataclasses.dataclass(slots=True)
@@ -165,6 +172,13 @@ class ShareMachine:
                                           ShareGroupMetadataValue(group_epoch, metadata_hash)))
                 self.events.append(ev.ShareGroupEpochBumped(
                     g, group_epoch, "subscription-changed" if subscription_changed else "metadata-changed"))
+        # share state newly initialized and a current target without it: a new epoch assigns it
+        if group_epoch == group.group_epoch <= group.assignment_epoch \
+                and _initialized_unassigned(group, subscriptions(), topics):
+            group_epoch += 1
+            out.records.append(Record(ShareGroupMetadataKey(g),
+                                      ShareGroupMetadataValue(group_epoch, group.metadata_hash)))
+            self.events.append(ev.ShareGroupEpochBumped(g, group_epoch, "initialized"))
 
         # -- the target assignment (step 6)
         target_epoch = group.assignment_epoch
@@ -188,6 +202,7 @@ class ShareMachine:
         else:
             member_epoch = member.member_epoch
 
+        self._maybe_initialize(out, group, subscriptions(), topics, now)
         if joined:
             self.events.append(ev.ShareMemberJoined(g, member.member_id, group_epoch))
         self.arm_session(out, g, member.member_id, now)
@@ -202,13 +217,14 @@ class ShareMachine:
 
     def _target(self, out: Outcome, group: ShareGroup, subscriptions: Mapping[str, tuple[str, ...]],
                 topics: TopicsImage, epoch: int, now: Now) -> dict[str, Partitions]:
-        """A new target at `epoch` over the existing subscribed topics; records for the members whose
-        target changed, the partitions newly initialized, and the target epoch."""
+        """A new target at `epoch` over the initialized partitions of the existing subscribed topics;
+        records for the members whose target changed, and the target epoch."""
         g = group.group_id
         by_member = {m: frozenset(topics.by_name[n].topic_id for n in names if n in topics.by_name)
                      for m, names in subscriptions.items()}
-        partitions = {t: topics.by_id[t].num_partitions for ids in by_member.values() for t in ids}
-        self._initialize(out, group, partitions, topics, now)
+        initialized = group.initialized()
+        partitions = {t: initialized.get(t, frozenset()) & frozenset(range(topics.by_id[t].num_partitions))
+                      for ids in by_member.values() for t in ids}
         previous = {m: group.targets.get(m, {}) for m in by_member}
         targets = assignor.assign(by_member, partitions, previous)
         for member_id, target in targets.items():
@@ -218,21 +234,78 @@ class ShareMachine:
         out.records.append(Record(ShareGroupTargetAssignmentMetadataKey(g), ShareGroupTargetAssignmentMetadataValue(epoch)))
         return targets
 
-    @staticmethod
-    def _initialize(out: Outcome, group: ShareGroup, partitions: Mapping[uuid.UUID, int], topics: TopicsImage,
-                    now: Now) -> None:
-        """Record the subscribed share-partitions not yet initialized as initialized (spec §5: at once)."""
-        have = group.initialized()
-        if all(have.get(t, frozenset()) >= frozenset(range(n)) for t, n in partitions.items()):
+    def _maybe_initialize(self, out: Outcome, group: ShareGroup, subscriptions: Mapping[str, tuple[str, ...]],
+                          topics: TopicsImage, now: Now) -> None:
+        """Kafka's maybeCreateInitializeShareGroupStateRequest: the subscribed partitions neither
+        initialized nor initializing (an initialization older than the retry interval counts as
+        lost) become initializing, and their initialization starts once that record is durable."""
+        state = group.state_partitions or ShareGroupStatePartitionMetadataValue()
+        initializing = {t.topic_id: t for t in state.initializing_topics if t.topic_id in topics.by_id}
+        have = {t: set(ps) for t, ps in group.initialized().items()}
+        for t, info in initializing.items():
+            if now.wall - info.create_timestamp < INITIALIZE_RETRY_INTERVAL_MS:
+                have.setdefault(t, set()).update(info.partitions)
+        wanted: dict[uuid.UUID, frozenset[int]] = {}
+        for name in sorted({n for ns in subscriptions.values() for n in ns if n in topics.by_name}):
+            topic = topics.by_name[name]
+            missing = frozenset(range(topic.num_partitions)) - have.get(topic.topic_id, set())
+            if missing:
+                wanted[topic.topic_id] = missing
+        if not wanted:
             return
-        known = {t.topic_id: t for t in group.state_partitions.initialized_topics} if group.state_partitions else {}
-        for t, n in partitions.items():
-            before = known.get(t)
-            ps = sorted(set(range(n)) | set(before.partitions if before else ()))
-            known[t] = TopicPartitionsInfo(t, topics.by_id[t].name, tuple(ps),
-                                           before.create_timestamp if before else now.wall)
-        value = ShareGroupStatePartitionMetadataValue((), tuple(known[t] for t in sorted(known)), ())
+        for t, ps in wanted.items():
+            before = initializing.get(t)
+            merged = sorted(ps | set(before.partitions if before else ()))
+            initializing[t] = TopicPartitionsInfo(t, topics.by_id[t].name, tuple(merged), now.wall)
+        value = ShareGroupStatePartitionMetadataValue(tuple(initializing[t] for t in sorted(initializing)),
+                                                      state.initialized_topics, state.deleting_topics)
         out.records.append(Record(ShareGroupStatePartitionMetadataKey(group.group_id), value))
+        effect = Effect(("share-initialize", group.group_id), _initialize_at_leaders,
+                        lambda result, error, at: self.initialize_done(group.group_id, wanted, error, at))
+        then = out.after_write
+
+        def written(error: ErrorCode | None, at: Now) -> Outcome:
+            follow = then(error, at) if then is not None else Outcome()
+            if error is None:
+                follow.effects.append(effect)
+            return follow
+
+        out.after_write = written
+
+    def initialize_done(self, group_id: str, done: Mapping[uuid.UUID, frozenset[int]], error: BaseException | None,
+                        now: Now) -> Outcome:
+        """Kafka's initializeShareGroupState (success: initializing → initialized) and
+        uninitializeShareGroupState (failure: out of initializing, so a later heartbeat retries)."""
+        out = Outcome()
+        group = self._share_group(group_id)
+        if group is None or group.state_partitions is None:
+            return out
+        state = group.state_partitions
+        initializing = {t.topic_id: t for t in state.initializing_topics}
+        initialized = {t.topic_id: t for t in state.initialized_topics}
+        changed = False
+        for t, ps in done.items():
+            info = initializing.get(t)
+            moving = set(info.partitions) & ps if info is not None else set()
+            if not moving:
+                continue  # a failed write reverted it, or it was retried and completed since
+            changed = True
+            rest = tuple(p for p in info.partitions if p not in moving)
+            if rest:
+                initializing[t] = dataclasses.replace(info, partitions=rest)
+            else:
+                del initializing[t]
+            if error is None:
+                before = initialized.get(t)
+                merged = tuple(sorted(moving | set(before.partitions if before else ())))
+                initialized[t] = TopicPartitionsInfo(t, info.topic_name, merged,
+                                                     before.create_timestamp if before else now.wall)
+        if changed:
+            value = ShareGroupStatePartitionMetadataValue(tuple(initializing[t] for t in sorted(initializing)),
+                                                          tuple(initialized[t] for t in sorted(initialized)),
+                                                          state.deleting_topics)
+            out.records.append(Record(ShareGroupStatePartitionMetadataKey(group_id), value))
+        return out
 
     def set_initialized(self, group_id: str, add: Mapping[uuid.UUID, Iterable[int]], remove: Iterable[uuid.UUID],
                         topics: TopicsImage, now: Now, create: bool) -> Outcome:
@@ -251,7 +324,8 @@ class ShareMachine:
             out.records.append(Record(ShareGroupMetadataKey(group_id), ShareGroupMetadataValue(0, 0)))
         known = {t.topic_id: t for t in group.state_partitions.initialized_topics} \
             if group is not None and group.state_partitions else {}
-        for t in remove:
+        removed = set(remove)
+        for t in removed:
             known.pop(t, None)
         for t, ps in add.items():
             if t not in topics.by_id:
@@ -260,7 +334,13 @@ class ShareMachine:
             merged = sorted(set(ps) | set(before.partitions if before else ()))
             known[t] = TopicPartitionsInfo(t, topics.by_id[t].name, tuple(merged),
                                            before.create_timestamp if before else now.wall)
-        value = ShareGroupStatePartitionMetadataValue((), tuple(known[t] for t in sorted(known)), ())
+        state = group.state_partitions if group is not None and group.state_partitions else None
+        initializing = []  # what is initializing stays so, but for the partitions now initialized or removed
+        for info in state.initializing_topics if state else ():
+            rest = tuple(p for p in info.partitions if p not in set(add.get(info.topic_id, ())))
+            if rest and info.topic_id not in removed:
+                initializing.append(dataclasses.replace(info, partitions=rest))
+        value = ShareGroupStatePartitionMetadataValue(tuple(initializing), tuple(known[t] for t in sorted(known)), ())
         out.records.append(Record(ShareGroupStatePartitionMetadataKey(group_id), value))
         reply_when_written(out, E.none, lambda error: error)
         return out
@@ -384,6 +464,34 @@ class ShareMachine:
                              "subscribed_topic_names": list(m.subscribed_topic_names),
                              "assignment": named(m.assigned)}
                             for m in group.members.values()]}
+
+
+def _initialize_at_leaders() -> None:
+    """The share state's initialization at each partition's leader. Nothing to write there: a
+    leader creates a share-partition's state at its first ShareFetch, resolving
+    share.auto.offset.reset, as Kafka's leader resolves the UNINITIALIZED start offset the group
+    coordinator initializes it with; the completion still comes back on a later turn, as Kafka's."""
+
+
+def _initialized_unassigned(group: ShareGroup, subscriptions: Mapping[str, tuple[str, ...]],
+                            topics: TopicsImage) -> bool:
+    """Kafka's initializedAssignmentPending: an initialized partition of a subscribed topic that no
+    member's target holds."""
+    if not subscriptions:
+        return False
+    initialized = group.initialized()
+    if not initialized:
+        return False
+    held: dict[uuid.UUID, set[int]] = {}
+    for target in group.targets.values():
+        for t, ps in target.items():
+            held.setdefault(t, set()).update(ps)
+    for name in {n for ns in subscriptions.values() for n in ns if n in topics.by_name}:
+        topic = topics.by_name[name]
+        if initialized.get(topic.topic_id, frozenset()) & frozenset(range(topic.num_partitions)) \
+                - held.get(topic.topic_id, set()):
+            return True
+    return False
 
 
 def _validate(req: ShareHeartbeatRequest) -> dict | None:
