@@ -12,8 +12,9 @@ import pytest
 from confluent_kafka import AcknowledgeType, KafkaError, KafkaException, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
+from groupd.protocol.apis import ApiKey
 from tests.support.harness import wait_until
-from tests.support.process import GroupdProcess, groupd_fixture
+from tests.support.process import GroupdProcess, WireClient, groupd_fixture
 
 pytestmark = pytest.mark.clients
 
@@ -28,6 +29,14 @@ def share_consumer(bootstrap: str, group: str, **extra) -> ShareConsumer:
 def initialized(server, group: str) -> bool:
     """The share-partition exists (`latest`: it starts at the log end at the group's first ShareFetch)."""
     return re.search(rf"share partition initialized group={group} ", server.log()) is not None
+
+
+def both_hold_the_partition(bootstrap: str, group: str) -> bool:
+    with WireClient(bootstrap) as c:
+        [g] = c.request(ApiKey.SHARE_GROUP_DESCRIBE, 1, {"group_ids": [group],
+                                                        "include_authorized_operations": False}).groups
+    return len(g.members) == 2 and all(
+        [list(t.partitions) for t in m.assignment.topic_partitions] == [[0]] for m in g.members)
 
 
 def produce(bootstrap: str, topic: str, n: int) -> None:
@@ -45,8 +54,11 @@ def test_two_share_consumers_split_the_records_and_each_is_accepted_once(server)
     try:
         for c in consumers:
             c.subscribe(["q"])
-        wait_until(lambda: [c.poll(0.1) for c in consumers] and initialized(server, "sq"), 60,
-                   "the share-partition initialized by a ShareFetch")
+        # a new group gets its partitions at the heartbeat after their share state is initialized (as
+        # Kafka's), each member at its own next heartbeat: both must hold q-0 before the records come
+        wait_until(lambda: [c.poll(0.1) for c in consumers] and initialized(server, "sq")
+                   and both_hold_the_partition(server.bootstrap, "sq"), 60,
+                   "both members holding q-0 and the share-partition initialized by a ShareFetch")
         produce(server.bootstrap, "q", 200)
 
         def drained():
