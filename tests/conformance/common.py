@@ -162,6 +162,18 @@ def finding_problem(entry: Entry, findings: dict) -> str | None:
     return None
 
 
+def install_once(script: str, product: Path, env: dict[str, str], say, what: str) -> None:
+    """Run `.ci/<script>` (with `env` added) unless `product` is there: the suites' installs cache what
+    they build, so only a first run pays for it."""
+    if product.exists():
+        return
+    say(what)
+    out = subprocess.run([str(HERE.parent.parent / ".ci" / script)], env={**os.environ, **env},
+                         capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if out.returncode != 0 or not product.exists():
+        raise RuntimeError(f"{script} failed ({out.returncode}):\n{out.stderr[-4000:]}")
+
+
 def start_groupd(extra: tuple[str, ...] = (), port: int | None = None) -> tuple[GroupdProcess, str]:
     data_dir = tempfile.mkdtemp(prefix="groupd-conformance-")
     server = GroupdProcess(data_dir, *GROUPD_SETTINGS, *extra, port=port)

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import time
 from pathlib import Path
 
-from .common import HERE, Entry, Result, logs_dir, run_bounded, safe_name, start_groupd, stop_groupd
+from .common import Entry, Result, install_once, logs_dir, run_bounded, safe_name, start_groupd, stop_groupd
 
 VERSION = "v1.22.3"
 CLIENTS = Path(os.environ.get("KAFKA_TEST_CLIENTS", "~/.cache/groupd-clients")).expanduser()
@@ -41,14 +40,8 @@ def binary() -> Path:
 def ensure_built(say=print) -> tuple[Path, float]:
     """The kgo test binary, built by .ci/install-franz-go on first use (cached afterwards)."""
     started = time.monotonic()
-    if not binary().exists():
-        say(f"franz-go: building pkg/kgo's tests {VERSION} into {binary().parent}")
-        script = HERE.parent.parent / ".ci" / "install-franz-go"
-        out = subprocess.run([str(script)], env={**os.environ, "FRANZ_GO_VERSION": VERSION,
-                                                 "KAFKA_TEST_CLIENTS": str(CLIENTS)},
-                             capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        if out.returncode != 0 or not binary().exists():
-            raise RuntimeError(f"install-franz-go failed ({out.returncode}):\n{out.stderr[-4000:]}")
+    install_once("install-franz-go", binary(), {"FRANZ_GO_VERSION": VERSION, "KAFKA_TEST_CLIENTS": str(CLIENTS)},
+                 say, f"franz-go: building pkg/kgo's tests {VERSION} into {binary().parent}")
     return binary(), time.monotonic() - started
 
 

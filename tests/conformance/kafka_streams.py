@@ -49,13 +49,12 @@ crash variation wait longer).
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from pathlib import Path
 
 from tests.support.streams import VERSION, lib_dir
 
-from .common import Entry, Result, logs_dir, safe_name, start_groupd, stop_groupd, tail
+from .common import Entry, Result, install_once, logs_dir, safe_name, start_groupd, stop_groupd, tail
 from .streams_services import SMOKE_CLASS, Java, smoke_properties
 from .streams_system_tests import (
     run_broker_down,
@@ -84,15 +83,10 @@ def ensure_built(say=print) -> tuple[str, float]:
     first use, cached afterwards)."""
     started = time.monotonic()
     lib = Path(lib_dir(VERSION))
-    needed = lib / f"kafka-streams-{VERSION}-test.jar"
-    if not needed.exists():
-        say(f"kafka-streams: installing Kafka Streams {VERSION} with its test jar into {lib}")
-        script = Path(__file__).resolve().parents[2] / ".ci" / "install-streams"
-        out = subprocess.run([str(script)], env={**os.environ, "STREAMS_VERSION": VERSION}, capture_output=True, check=False,
-                             text=True, stdin=subprocess.DEVNULL)
-        if out.returncode != 0 or not needed.exists():
-            raise RuntimeError(f"install-streams failed ({out.returncode}):\n{out.stderr[-4000:]}")
+    install_once("install-streams", lib / f"kafka-streams-{VERSION}-test.jar", {"STREAMS_VERSION": VERSION}, say,
+                 f"kafka-streams: installing Kafka Streams {VERSION} with its test jar into {lib}")
     return os.pathsep.join(sorted(str(p) for p in lib.glob("*.jar"))), time.monotonic() - started
+
 
 def run_smoke(bootstrap: str, run_dir: Path, classpath: str, variation: str) -> tuple[str, str]:
     guarantee, crash_word, protocol = variation.split("/")

@@ -19,12 +19,11 @@ from __future__ import annotations
 import os
 import re
 import socket
-import subprocess
 import time
 from pathlib import Path
 
 from . import franz_go
-from .common import HERE, Entry, Result, logs_dir, run_bounded, safe_name, start_groupd, stop_groupd
+from .common import Entry, Result, install_once, logs_dir, run_bounded, safe_name, start_groupd, stop_groupd
 from .toxiproxy_standin import FIRST_PORT, PROXIES, ToxiproxyStandIn
 
 _TESTIFY = re.compile(r"^\s+Error:\s+(.+(?:\n\s{10,}\S.*)*)", re.M)
@@ -66,14 +65,8 @@ def binary() -> Path:
 def ensure_built(say=print) -> tuple[Path, float]:
     """The functional test binary, built by .ci/install-sarama on first use (cached afterwards)."""
     started = time.monotonic()
-    if not binary().exists():
-        say(f"sarama: building the functional tests {VERSION} into {binary().parent}")
-        script = HERE.parent.parent / ".ci" / "install-sarama"
-        out = subprocess.run([str(script)], env={**os.environ, "SARAMA_VERSION": VERSION,
-                                                 "KAFKA_TEST_CLIENTS": str(CLIENTS)},
-                             capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        if out.returncode != 0 or not binary().exists():
-            raise RuntimeError(f"install-sarama failed ({out.returncode}):\n{out.stderr[-4000:]}")
+    install_once("install-sarama", binary(), {"SARAMA_VERSION": VERSION, "KAFKA_TEST_CLIENTS": str(CLIENTS)},
+                 say, f"sarama: building the functional tests {VERSION} into {binary().parent}")
     return binary(), time.monotonic() - started
 
 
