@@ -37,9 +37,10 @@ _AT_LEAST = {SHARE_DELIVERY_COUNT_LIMIT: 2, SHARE_PARTITION_MAX_RECORD_LOCKS: 10
 GROUP_DEFAULTS = {SHARE_AUTO_OFFSET_RESET: "latest", SHARE_ISOLATION_LEVEL: "read_uncommitted"}
 ISOLATION_LEVELS = ("read_committed", "read_uncommitted")  # Kafka's order in its message
 BY_DURATION = "by_duration:"
-# java.time.Duration.parse's grammar (PnDTnHnMn.nS, each part signed, letters in either case)
-_ISO_DURATION = re.compile(r"([-+]?)P(?:([-+]?[0-9]+)D)?(T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?"
-                           r"(?:([-+]?[0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?", re.IGNORECASE)
+# java.time.Duration.parse's grammar (PnDTnHnMn.nS, each part signed, letters in either case); each number
+# a Java long, so at most 19 digits (which also keeps int() of a hostile value cheap and within its limit)
+_ISO_DURATION = re.compile(r"([-+]?)P(?:([-+]?[0-9]{1,19})D)?(T(?:([-+]?[0-9]{1,19})H)?(?:([-+]?[0-9]{1,19})M)?"
+                           r"(?:([-+]?[0-9]{1,19})(?:[.,]([0-9]{0,9}))?S)?)?", re.IGNORECASE)
 
 # IncrementalAlterConfigs operations
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3

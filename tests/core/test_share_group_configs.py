@@ -38,7 +38,9 @@ def test_auto_offset_reset_takes_latest_earliest_or_a_duration(value):
 # Kafka's ShareGroupAutoOffsetResetStrategyTest: the names are case-sensitive, `none` is a consumer's only
 @pytest.mark.parametrize("value", ["Earliest", "LATEST", "none", "", "by_duration", "by_duration:", "by_duration:1h",
                                    "by_duration:invalid", "by_duration:-PT1H", "by_duration:PT", "by_duration:P",
-                                   "BY_DURATION:PT1H"])
+                                   "BY_DURATION:PT1H",
+                                   # past a Java long (Duration.parse refuses it); a hostile length of digits
+                                   "by_duration:P99999999999999999999D", "by_duration:PT" + "9" * 5000 + "S"])
 def test_auto_offset_reset_refuses_what_kafka_refuses(value):
     with pytest.raises(ConfigError) as e:
         incrementally_altered({}, [(SHARE_AUTO_OFFSET_RESET, SET, value)])
