@@ -279,14 +279,16 @@ def undeliverable(data: bytes, spans: list[tuple[int, int, int, int]], txns) -> 
     aborted transaction, as Kafka's SharePartition.filterAbortedTransactionalAcquiredRecords
     archives them (a ShareFetch answer has no aborted-transactions list for a client to filter by)."""
     out = []
+    # the aborted transactions overlapping this read, looked up once (not per batch)
+    aborted = txns.aborted_spans(spans[0][0], spans[-1][1] + 1) if txns is not None and spans else ()
     for base, last, a, _ in spans:
         attributes = _ATTRIBUTES.unpack_from(data, a + 21)[0]
         if attributes & _CONTROL:
             out.append((base, last))
-        elif txns is not None and attributes & _TRANSACTIONAL:
+        elif aborted and attributes & _TRANSACTIONAL:
             producer = _PRODUCER_ID.unpack_from(data, a + 43)[0]
             # aborted: a transaction of this producer from at or before the batch to its ABORT marker
-            if any(pid == producer and first <= base for pid, first in txns.aborted_in(base, last + 1)):
+            if any(pid == producer and first <= base <= marker for pid, first, marker in aborted):
                 out.append((base, last))
     return out
 

@@ -67,8 +67,12 @@ class PartitionTxns:
     def aborted_in(self, start: int, upper: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of the aborted transactions overlapping [start, upper): Kafka's
         `collectAbortedTransactions` (last offset ≥ start, first offset < upper)."""
+        return [(pid, first) for pid, first, _ in self.aborted_spans(start, upper)]
+
+    def aborted_spans(self, start: int, upper: int) -> list[tuple[int, int, int]]:
+        """(producer id, first offset, marker offset) of the same transactions."""
         i = bisect.bisect_left(self.aborted, (start, -1 << 63, -1 << 63))
-        return [(pid, first) for last, pid, first in self.aborted[i:] if first < upper]
+        return [(pid, first, last) for last, pid, first in self.aborted[i:] if first < upper]
 
     # -- the log moving under it -------------------------------------------------------------------
 
