@@ -117,6 +117,22 @@ def test_an_exhausted_epoch_rotates_the_producer_id_at_completion(core, clock):
     assert replayed(core).txns["t"].value() == m.value()
 
 
+def test_an_end_at_the_maximum_epoch_keeps_it_and_rotates_the_id(core, clock):
+    """A fence (timeout, InitProducerId) may leave a TV2 transaction at epoch 32767: its next end must not
+    write 32768 (no such short), it keeps the epoch for the markers and takes a new producer id."""
+    init(core, clock)
+    pid = core.txns["t"].producer_id
+    core.apply("t", TxnValue(pid, MAX_EPOCH, 60_000, TxnState.ONGOING, frozenset({("a", 0)}), clock.ms,
+                             clock.ms, client_transaction_version=2))
+    m = core.txns["t"]
+    assert end_v2(core, clock, pid, MAX_EPOCH).error == E.none
+    assert m.producer_epoch == MAX_EPOCH and m.next_producer_id not in (-1, pid)
+    new_pid = m.next_producer_id
+    finish(core, clock)
+    assert (m.producer_id, m.producer_epoch) == (new_pid, 0)
+    assert replayed(core).txns["t"].value() == m.value()  # every record encodes (an epoch of 32768 does not)
+
+
 def test_tv1_end_keeps_the_epoch(core, clock):
     init(core, clock)
     m = core.txns["t"]

@@ -287,7 +287,8 @@ class TransactionCore:
         """Prepare* under a bumped epoch (prepareAbortOrCommit); an exhausted epoch also takes the
         next producer id, which Complete* switches to (epoch 0)."""
         next_id = new_producer_id() if epoch_exhausted(meta.producer_epoch) and new_producer_id else -1
-        value = replace(meta.value(), producer_epoch=meta.producer_epoch + 1,
+        # a fence may already have taken the epoch to its maximum: the markers keep it, the id rotates
+        value = replace(meta.value(), producer_epoch=min(meta.producer_epoch + 1, MAX_EPOCH),
                         state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
                         partitions=frozenset() if added_nothing else meta.partitions, last_update_ms=now_ms,
                         start_ms=now_ms if added_nothing else meta.start_ms, next_producer_id=next_id,
