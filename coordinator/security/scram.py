@@ -161,8 +161,10 @@ class ScramClient:
         nonce, salt, iterations = attrs.get("r", ""), attrs.get("s"), attrs.get("i", "")
         if not nonce.startswith(self._nonce) or nonce == self._nonce:
             raise ScramError("server nonce does not extend the client's")
-        if not iterations.isdigit() or int(iterations) < ITERATIONS or salt is None:
-            raise ScramError(f"iterations {iterations!r} below {ITERATIONS} or no salt")
+        # bounded both ways: a hostile peer's huge count would hold the event loop in pbkdf2
+        if not (iterations.isdigit() and len(iterations) <= 6 and ITERATIONS <= int(iterations) <= MAX_ITERATIONS) \
+                or salt is None:
+            raise ScramError(f"iterations {iterations[:16]!r} outside {ITERATIONS}..{MAX_ITERATIONS} or no salt")
         try:
             salt_bytes = base64.b64decode(salt, validate=True)
         except ValueError:

@@ -36,6 +36,8 @@ def test_an_exchange_with_groupds_server(mechanism):
     (b"r=someone-elses,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096", "nonce"),
     (b"r=rOprNGfwEbeRWgbNEkqO,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096", "nonce"),  # not extended
     (b"r=rOprNGfwEbeRWgbNEkqOx,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=1024", "iterations"),
+    # a count that would hold the event loop in pbkdf2 for minutes
+    (b"r=rOprNGfwEbeRWgbNEkqOx,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=1000000000", "iterations"),
     (b"r=rOprNGfwEbeRWgbNEkqOx,i=4096", "salt"),
 ])
 def test_a_server_it_cannot_trust_is_refused(server_first, why):
