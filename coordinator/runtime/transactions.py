@@ -355,8 +355,12 @@ class TransactionCoordinator:
         (-1, -1 with an error, as Kafka answers)."""
         if (error := self.unavailable(transactional_id)) is not None:
             return error, -1, -1
-        error = await self.run(self.core.end_txn(transactional_id, producer_id, producer_epoch, commit, wall_ms(),
-                                                 client_version, self.new_producer_id))
+        try:
+            step = self.core.end_txn(transactional_id, producer_id, producer_epoch, commit, wall_ms(), client_version,
+                                     self.new_producer_id)
+        except BlockPending:  # an exhausted epoch's new id, in cluster mode, waits for its block: as InitProducerId
+            return ErrorCode.coordinator_load_in_progress, -1, -1
+        error = await self.run(step)
         meta = self.core.txns.get(transactional_id)
         if error != ErrorCode.none or meta is None:
             return error, -1, -1

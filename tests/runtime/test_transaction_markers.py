@@ -187,3 +187,29 @@ def test_markers_for_another_brokers_partitions_go_in_one_request_and_follow_a_m
         await tc.close()
 
     asyncio.run(run())
+
+
+def test_an_end_that_needs_a_producer_id_block_not_yet_granted_answers_load_in_progress(tmp_path):
+    """Cluster mode's producer ids come in blocks from etcd; a TV2 end at an exhausted epoch needs a new id.
+    While the next block is asked for, the end is answered COORDINATOR_LOAD_IN_PROGRESS (retried by the
+    client) and nothing changes, as InitProducerId is answered."""
+    from groupd.coordinator.core.producer_id_blocks import BlockPending
+    from groupd.coordinator.core.transactions.machine import MAX_EPOCH
+    from groupd.storage.transaction_records import TxnValue
+
+    async def run():
+        tc, _ = make(tmp_path, itertools.count(7))
+        await tc.start()
+        _, pid, _ = await tc.init_producer_id("tx", 60_000, -1, -1)
+        before = TxnValue(pid, MAX_EPOCH - 1, 60_000, TxnState.ONGOING, frozenset({("t", 0)}), 1, 1,
+                          client_transaction_version=2)
+        tc.core.apply("tx", before)
+
+        def pending():
+            raise BlockPending()
+        tc.new_producer_id = pending
+        assert await tc.end_txn("tx", pid, MAX_EPOCH - 1, True, 2) == (ErrorCode.coordinator_load_in_progress, -1, -1)
+        assert tc.core.txns["tx"].value() == before
+        await tc.close()
+
+    asyncio.run(run())
