@@ -13,6 +13,7 @@ AssignorName is the group's assignor, `sticky` (null on an error).
 
 from __future__ import annotations
 
+from groupd.coordinator.core.streams import assignor
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import build_response
@@ -38,5 +39,5 @@ def handle(node, request: Request):
         g.setdefault("topology", None)
         ok = g["error_code"] == ErrorCode.none
         g["topology_description_status"] = NOT_STORED if wanted and ok else NOT_REQUESTED
-        g["assignor_name"] = "sticky" if ok else None
+        g["assignor_name"] = assignor.NAME if ok else None
     return build_response(KEY, request.version, {"groups": groups})
