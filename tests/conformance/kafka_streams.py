@@ -49,6 +49,7 @@ crash variation wait longer).
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -186,7 +187,7 @@ def run_entry(entry: Entry, run_dir: Path | None = None) -> Result:
             status, detail = run_relational(server.bootstrap, run_dir, classpath, entry.subtests or "")
         else:
             raise ValueError(f"unknown Kafka Streams system test {entry.target!r}")
-    except AssertionError as e:
+    except (AssertionError, subprocess.TimeoutExpired) as e:  # a verdict, or a driver that never ended
         status, detail = "FAIL", str(e)
     finally:
         stop_broker(server, data_dir, keep_log=run_dir / "groupd.log")
