@@ -50,7 +50,8 @@ def _message(api_key: int, version: int, kind: str) -> type:
     base = (load_request_schema if kind == "Request" else load_response_schema)(api_key, base_version)
     structs = {s["name"]: s["fields"] for s in schema.get("commonStructs", ())}
     known = _kio_classes(base)
-    return _Builder(version, api_key, structs, known, base).struct(schema["name"], schema["fields"], top=True)
+    return _Builder(version, api_key, structs, known, base, base_version).struct(schema["name"], schema["fields"],
+                                                                                 top=True)
 
 
 def _load(filename: str) -> dict:
@@ -79,8 +80,10 @@ def _snake(name: str) -> str:
 
 
 class _Builder:
-    def __init__(self, version: int, api_key: int, structs: dict, known: dict[str, type], base: type) -> None:
+    def __init__(self, version: int, api_key: int, structs: dict, known: dict[str, type], base: type,
+                 base_version: int) -> None:
         self.version, self.api_key, self.structs, self.known, self.base = version, api_key, structs, known, base
+        self.base_version = base_version  # the kio version whose classes `known` and `base` are
         self.built: dict[str, type] = {}
 
     def struct(self, name: str, fields: list[dict], top: bool = False) -> type:
@@ -103,7 +106,7 @@ class _Builder:
 
     def field(self, f: dict, old_fields: dict[str, dataclasses.Field]) -> tuple:
         snake = _snake(f["name"])
-        if _in(f.get("versions"), self.version - 1):  # kio has it: its name, type and metadata
+        if _in(f.get("versions"), self.base_version):  # kio has it: its name, type and metadata
             old = old_fields.get(snake) or old_fields.get(snake.removesuffix("_ms"))
             if old is None:
                 raise LookupError(f"kio has no field for {f['name']}")
