@@ -48,7 +48,10 @@ def compact_stamped(directory: str, stamp: int, active_base: int, now_ms: int,
     """Compact what owner `stamp` counts below its active segment (`counted_inputs`)."""
     suffix = f".cleaned-{stamp}"
     for name in os.listdir(directory):
-        if name.endswith(SEGMENT_SUFFIX + suffix):  # this owner's rewrite cut short by a crash
+        # a rewrite cut short by a crash, this owner's or an earlier one's (a later owner always has a higher
+        # stamp; a deposed owner still rewriting loses its file, and its rename fails and is logged)
+        left = name.rpartition(SEGMENT_SUFFIX + ".cleaned-")[2]
+        if left != name and left.isdigit() and int(left) <= stamp:
             os.remove(os.path.join(directory, name))
     inputs = counted_inputs(directory, stamp, active_base)
     result = CompactionResult()

@@ -106,3 +106,18 @@ def test_a_tombstone_older_than_the_retention_goes_with_the_values_it_deleted(tm
     owner.close()
     seen, _ = state(tmp_path, 6)
     assert "gone" not in seen and seen["kept"] == (5, 99)
+
+
+def test_rewrites_cut_short_by_a_crash_are_removed_by_the_next_owner_too(tmp_path):
+    """A kill -9 in the middle of a rewrite leaves `<segment>.log.cleaned-<stamp>`; a successor (a higher
+    stamp) removes it as well as its own, and leaves a later owner's alone."""
+    owner = StampedTransactionLog(str(tmp_path), 0, 4096, stamp=20)
+    owner.load(lambda *_: None)
+    write(owner, "a", 1, *range(40))
+    d = owner.directory
+    for name in ("00000000000000000000.log.cleaned-10", "00000000000000000000.log.cleaned-20",
+                 "00000000000000000000.log.cleaned-30"):
+        open(os.path.join(d, name), "wb").close()
+    compact_stamped(d, 20, owner.segments[-1][0], NOW, DAY)
+    owner.close()
+    assert sorted(n for n in os.listdir(d) if ".cleaned-" in n) == ["00000000000000000000.log.cleaned-30"]
