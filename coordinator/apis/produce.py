@@ -47,7 +47,7 @@ import datetime
 import logging
 
 from groupd.coordinator.runtime.offsets_topic import INVALID_APPEND
-from groupd.coordinator.runtime.transactions import verification_error
+from groupd.coordinator.runtime.transactions import client_verdict, verification_error
 from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.system_clock import wall_ms
@@ -169,21 +169,11 @@ def _verifier(node, transactional_id: str | None, topic: str, partition: int, ve
     if transactions is None or transactional_id is None:
         return None
     if verdicts is not None:
-        return lambda producer_id, epoch: _for_producer(verification_error(
+        return lambda producer_id, epoch: client_verdict(verification_error(
             # not asked (its transaction was open here) but closed meanwhile: retried, then verified
-            verdicts.get((topic, partition), ErrorCode.not_enough_replicas)), version)
-    return lambda producer_id, epoch: _for_producer(transactions.verify_partition(
-        transactional_id, producer_id, epoch, topic, partition), version)
-
-
-def _for_producer(error: ErrorCode, version: int) -> ErrorCode:
-    """A verdict as Kafka's AddPartitionsToTxnManager hands it to a producer: PRODUCER_FENCED as
-    INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE only from v11 (INVALID_TXN_STATE before)."""
-    if error == ErrorCode.producer_fenced:
-        return ErrorCode.invalid_producer_epoch
-    if error == ErrorCode.transaction_abortable and version < 11:
-        return ErrorCode.invalid_txn_state
-    return error
+            verdicts.get((topic, partition), ErrorCode.not_enough_replicas)), version >= 11)
+    return lambda producer_id, epoch: client_verdict(transactions.verify_partition(
+        transactional_id, producer_id, epoch, topic, partition), version >= 11)
 
 
 def _verify_first(node, request: Request, denied: dict):

@@ -24,6 +24,7 @@ import asyncio
 import inspect
 
 from groupd.coordinator.core.requests import TxnOffsetCommitRequest
+from groupd.coordinator.runtime.transactions import client_verdict
 from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
@@ -85,17 +86,12 @@ def handle(node, request: Request):
 
 
 def _verdict_error(error: ErrorCode, version: int) -> ErrorCode:
-    """As Kafka's verification hands the errors back (AddPartitionsToTxnManager): PRODUCER_FENCED
-    as INVALID_PRODUCER_EPOCH, and TRANSACTION_ABORTABLE only to v4+ (INVALID_TXN_STATE before); a
+    """As Kafka's verification hands the errors back (client_verdict; TRANSACTION_ABORTABLE from v4); a
     coordinator that could not be asked (NOT_ENOUGH_REPLICAS) becomes COORDINATOR_NOT_AVAILABLE, as the
     group coordinator normalises it (clients look the coordinator up again and retry)."""
-    if error == E.producer_fenced:
-        return E.invalid_producer_epoch
     if error == E.not_enough_replicas:
         return E.coordinator_not_available
-    if error == E.transaction_abortable and version < 4:
-        return E.invalid_txn_state
-    return error
+    return client_verdict(error, version >= 4)
 
 
 def _response(version: int, order, errors: dict):

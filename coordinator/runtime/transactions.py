@@ -591,6 +591,17 @@ def _records_on_disk(data_dir: str) -> bool:
     return False
 
 
+def client_verdict(error: ErrorCode, knows_abortable: bool) -> ErrorCode:
+    """A verification verdict as Kafka's AddPartitionsToTxnManager hands it to the client: PRODUCER_FENCED
+    as INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE as INVALID_TXN_STATE to a request version that
+    predates it (Produce below v11, TxnOffsetCommit below v4)."""
+    if error == ErrorCode.producer_fenced:
+        return ErrorCode.invalid_producer_epoch
+    if error == ErrorCode.transaction_abortable and not knows_abortable:
+        return ErrorCode.invalid_txn_state
+    return error
+
+
 def verification_error(error: ErrorCode) -> ErrorCode:
     """What a write that could not be verified answers when the coordinator could not be asked, was
     moving or was mid-transition (CONCURRENT_TRANSACTIONS: a TV2 producer's next transaction while the
