@@ -10,7 +10,7 @@ from __future__ import annotations
 from groupd.protocol.apis import ApiKey
 
 from .request import Request
-from .share_state_at_leaders import answer_here, delete_here
+from .share_state_at_leaders import answer_here, delete_here, error_row
 
 KEY = ApiKey.DELETE_SHARE_GROUP_STATE
 VERSIONS = (0, 0)
@@ -18,8 +18,5 @@ VERSIONS = (0, 0)
 
 def handle(node, request: Request):
     group = request.body.group_id
-    return answer_here(node, request, lambda topic, p: delete_here(node, group, topic, p.partition), _row)
+    return answer_here(node, request, lambda topic, p: delete_here(node, group, topic, p.partition), error_row)
 
-
-def _row(_topic, p, result) -> dict:
-    return {"partition": p.partition, "error_code": result[0], "error_message": result[1] if len(result) > 1 else None}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from groupd.protocol.apis import ApiKey
 
 from .request import Request
-from .share_state_at_leaders import answer_here, initialize_here
+from .share_state_at_leaders import answer_here, error_row, initialize_here
 
 KEY = ApiKey.INITIALIZE_SHARE_GROUP_STATE
 VERSIONS = (0, 0)
@@ -20,8 +20,5 @@ VERSIONS = (0, 0)
 def handle(node, request: Request):
     group = request.body.group_id
     return answer_here(node, request, lambda topic, p: initialize_here(node, group, topic, p.partition, p.start_offset),
-                       _row)
+                       error_row)
 
-
-def _row(_topic, p, result) -> dict:
-    return {"partition": p.partition, "error_code": result[0], "error_message": result[1] if len(result) > 1 else None}

@@ -120,6 +120,8 @@ async def summaries(node, group: str, partitions: list[tuple[Any, int]]) -> dict
     async def there(channel, broker: int, keys: list[Key]) -> dict[Key, Result]:
         got = await channel.share_state(broker, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, group,
                                         {k: {"leader_epoch": -1} for k in keys})
+        if all(r is None for r in got.values()):  # the broker could not be reached: do not dial it again
+            return {k: (UNREACHABLE, UNINITIALIZED, -1, None, 0) for k in keys}
         ends = await channel.log_ends(broker, [(names[t], i) for t, i in keys])  # after: one connection opened
         out = {}
         for k, r in got.items():
@@ -209,3 +211,9 @@ def answer_here(node, request, run: Callable[[Any, Any], Awaitable[Result]],
 def _results(request, by_topic: dict[uuid.UUID, list[dict]]):
     return build_response(request.header.api_key, request.version, {"results": [
         {"topic_id": t, "partitions": rows} for t, rows in by_topic.items()]})
+
+
+def error_row(_topic, p, result) -> dict:
+    """A leader's answer row for a partition of InitializeShareGroupState or DeleteShareGroupState: its
+    error and message."""
+    return {"partition": p.partition, "error_code": result[0], "error_message": result[1] if len(result) > 1 else None}
