@@ -58,7 +58,8 @@ def _response(version: int, reply: dict) -> Encoded:
     out += (INT16.pack(error), INT32.pack(reply["generation_id"]))
     if version >= 7:
         out.append(nullable_string(reply["protocol_type"], flexible))
-    out += (nullable_string(name, flexible) if version >= 7 else string(name, flexible), string(reply["leader"], flexible))
+    out.append(nullable_string(name, flexible) if version >= 7 else string(name, flexible))
+    out.append(string(reply["leader"], flexible))
     if version >= 9:
         out.append(b"\x01" if reply["skip_assignment"] else b"\x00")
     members = reply["members"]
