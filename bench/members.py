@@ -17,7 +17,10 @@ it sees REBALANCE_IN_PROGRESS, then every follower re-joins at once and every me
 as its join reply arrives. Reported: last JoinGroup sent -> last SyncGroup reply received.
 
 form: one group from scratch (server with group.initial.rebalance.delay.ms=0): every member joins
-at once; reported: first JoinGroup sent -> last SyncGroup reply of the generation all settled in.
+at once; reported: first JoinGroup sent -> last SyncGroup reply of the generation all settled in, the
+server's and this process's CPU over that window (sampled every 5 ms) and the JoinGroups it took (2 per member when
+every member made the first generation; members that joined after its join phase ended make a
+second generation, which the first one's members learn of by heartbeat).
 """
 
 import argparse
@@ -366,11 +369,29 @@ async def run_form(args):
     links = await connect(args.members, args.port, cafile=args.tls)
     group = f"bench-form-{args.members}-{os.getpid()}"
     members = [Member(group, link) for link in links]
+    samples = []  # (perf_counter, server CPU s, own CPU s) every 5 ms: CPU up to the last sync reply
+    sampler = asyncio.create_task(_sample_server_cpu(args.server_pid, samples)) if args.server_pid else None
+    await asyncio.sleep(0.02)  # a first sample before the first join
     t0 = time.perf_counter()
     await stabilize(members, args.setup_timeout, heartbeat_s=args.heartbeat_ms / 1000)
     last_sync = max(m.sync_done for m in members)
+    cpu_ms = client_ms = None
+    if sampler is not None:
+        sampler.cancel()
+        before = [s for s in samples if s[0] <= t0]
+        after = [s for s in samples if s[0] >= last_sync]
+        if before and after:  # sampled within 5 ms of either end
+            cpu_ms = round(1000 * (after[0][1] - before[-1][1]), 1)
+            client_ms = round(1000 * (after[0][2] - before[-1][2]), 1)
     return {"members": args.members, "group": group, "generation": members[0].generation,
-            "form_ms": round(1000 * (last_sync - t0), 1), "replies": tally()}
+            "form_ms": round(1000 * (last_sync - t0), 1), "server_cpu_ms": cpu_ms, "client_cpu_ms": client_ms,
+            "joins": sum(n for (api, err), n in TALLY.items() if api == "join"), "replies": tally()}
+
+
+async def _sample_server_cpu(pids, samples):
+    while True:
+        samples.append((time.perf_counter(), _server_cpu_s(pids), time.process_time()))
+        await asyncio.sleep(0.005)
 
 
 def main():

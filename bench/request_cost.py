@@ -5,6 +5,7 @@ moves with the load of other processes (the syscalls and the client are not in i
 
     python bench/request_cost.py                       # heartbeats (classic, consumer), commits (interval, fsync)
     python bench/request_cost.py --only heartbeat -n 200000
+    python bench/request_cost.py --only join --only sync -n 1000   # a 1,000-member group formed, each run
     valgrind --tool=callgrind python bench/request_cost.py --only heartbeat -n 20000   # instruction counts
 
 heartbeat: 100 members of one group (joined and synced through the same connection path), each
@@ -13,6 +14,13 @@ consumer group (joined, their assignments acknowledged until nothing changes), e
 steady ConsumerGroupHeartbeat v1 (epoch, every other field null) in turn. commit: OffsetCommit v8 of one
 partition by 100 groups in turn (generation -1), `log.flush.interval.ms` 1000 (written, no fsync)
 or 0 (each loop turn's batch fsynced): the loop turns until every reply is out, as a server does.
+join, sync: one classic group of `-n` members formed from scratch (initial rebalance delay 0), each
+member on a `Connection` of its own as in `members.py form`: every member's JoinGroup v5 with no id
+(MEMBER_ID_REQUIRED), then every re-join with its id in one loop turn (parked; the join timer
+completes the generation on a later turn and the leader's reply lists every member), then every
+SyncGroup v3 (the leader's assigns each member a partition; the GroupMetadata write is fsynced, the
+default flush policy) until each reply is out. join prints the first and the second JoinGroup's CPU
+per request, sync the SyncGroup's, each with the formation's CPU in total (ms).
 Printed: µs of process CPU (user + system, every thread) per request, median of `--repeat` runs.
 """
 
@@ -41,7 +49,7 @@ from groupd.coordinator.server.node import Node  # noqa: E402
 from groupd.coordinator.settings import Settings  # noqa: E402
 from groupd.protocol.apis import ApiKey  # noqa: E402
 from groupd.protocol.codec import RequestHeader, build_request, decode_response, encode_request  # noqa: E402
-from groupd.protocol.consumer import encode_subscription  # noqa: E402
+from groupd.protocol.consumer import encode_assignment, encode_subscription  # noqa: E402
 
 _SIZE = struct.Struct(">i")
 
@@ -49,20 +57,24 @@ _SIZE = struct.Struct(">i")
 class CountingTransport(asyncio.Transport):
     """Counts reply frames and keeps the last write (all of them while `kept` is a list); never pauses."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_replies=None) -> None:
         super().__init__()
         self.replies = 0
         self.last = b""
         self.kept: list[bytes] | None = None
+        self.on_replies = on_replies  # called with the number of reply frames of each write
 
     def write(self, data) -> None:
         self.last = data = bytes(data)
-        at = 0
+        at = count = 0
         while at < len(data):  # a write holds every reply ready at the head of the queue
-            self.replies += 1
+            count += 1
             at += 4 + _SIZE.unpack_from(data, at)[0]
+        self.replies += count
         if self.kept is not None:
             self.kept.append(self.last)
+        if self.on_replies is not None:
+            self.on_replies(count)
 
     def get_extra_info(self, name, default=None):
         return ("127.0.0.1", 40000) if name in ("peername", "sockname") else default
@@ -105,8 +117,8 @@ class Harness:
             "group.initial.rebalance.delay.ms=0", "topics=t:8", f"log.flush.interval.ms={flush_ms}", "log.level=warning"])
         self.node = Node(self.settings)
         self.transport = CountingTransport()
-        self.conn = Connection(self.node, set(), RequestMemory(self.settings.queued_max_request_bytes),
-                               endpoints(self.settings)[0])
+        self.memory = RequestMemory(self.settings.queued_max_request_bytes)
+        self.conn = Connection(self.node, set(), self.memory, endpoints(self.settings)[0])
         self.conn.connection_made(self.transport)
 
     async def start(self) -> None:
@@ -234,13 +246,71 @@ async def commit_cost(h: Harness, n: int, groups: int = 100) -> float:
     return used / sent * 1e6
 
 
-async def one(kind: str, n: int) -> float:
+async def formation_cost(h: Harness, n: int) -> dict[str, float]:
+    """CPU of one group of `n` members formed from scratch, a connection per member: per request of
+    each phase (µs) and in total (ms). The waits for parked replies (the join timer, the fsync) are
+    on a future, not a polling loop, so the CPU is the server's alone."""
+    loop = asyncio.get_running_loop()
+    wanted = {"left": 0, "done": loop.create_future()}
+
+    def on_replies(count: int) -> None:
+        wanted["left"] -= count
+        if wanted["left"] <= 0 and not wanted["done"].done():
+            wanted["done"].set_result(None)
+
+    conns = []
+    for i in range(n):
+        transport = CountingTransport(on_replies)
+        conn = Connection(h.node, set(), h.memory, endpoints(h.settings)[0])
+        conn.connection_made(transport)
+        conns.append((conn, transport))
+
+    def join_frame(i: int, member_id: str) -> bytes:
+        values = {**join_values(member_id), "group_id": "cost-form"}
+        return encode_request(RequestHeader(ApiKey.JOIN_GROUP, 5, i, "consumer-cost-form-1"),
+                              build_request(ApiKey.JOIN_GROUP, 5, values))
+
+    def replies(api_key: int, version: int) -> list:
+        return [decode_response(api_key, version, split_frames(t.last)[-1])[1] for _, t in conns]
+
+    async def send_all(frames: list[bytes], answered: int) -> float:
+        wanted["left"], wanted["done"] = len(frames), loop.create_future()
+        t0 = cpu()
+        for (conn, _), f in zip(conns, frames):
+            conn.data_received(f)
+        await asyncio.wait_for(wanted["done"], 60)
+        used = cpu() - t0
+        assert all(t.replies == answered for _, t in conns)
+        return used
+
+    first = await send_all([join_frame(i, "") for i in range(n)], 1)
+    ids = [r.member_id for r in replies(ApiKey.JOIN_GROUP, 5)]
+    assert all(r.error_code == 79 for r in replies(ApiKey.JOIN_GROUP, 5))  # MEMBER_ID_REQUIRED
+    second = await send_all([join_frame(i, m) for i, m in enumerate(ids)], 2)
+    joined = replies(ApiKey.JOIN_GROUP, 5)
+    generation, leader = joined[0].generation_id, joined[0].leader
+    assert all(r.error_code == 0 and r.generation_id == generation for r in joined), joined[:3]
+    assert len(next(r for r in joined if r.member_id == leader).members) == n
+    assignments = [{"member_id": m, "assignment": encode_assignment({"t": [i]})} for i, m in enumerate(ids)]
+    syncs = [frame(ApiKey.SYNC_GROUP, 3, i, {
+        "group_id": "cost-form", "generation_id": generation, "member_id": m, "group_instance_id": None,
+        "assignments": assignments if m == leader else []}) for i, m in enumerate(ids)]
+    third = await send_all(syncs, 3)
+    assert all(r.error_code == 0 and r.assignment for r in replies(ApiKey.SYNC_GROUP, 3))
+    for conn, _ in conns:
+        conn.connection_lost(None)
+    return {"join-new": first / n * 1e6, "join": second / n * 1e6, "sync": third / n * 1e6,
+            "formation": (first + second + third) * 1e3}
+
+
+async def one(kind: str, n: int):
     data_dir = tempfile.mkdtemp(prefix="request-cost-")
     try:
-        h = Harness(data_dir, 0 if kind == "commit-fsync" else 1000)
+        h = Harness(data_dir, 0 if kind in ("commit-fsync", "join", "sync") else 1000)
         await h.start()
         try:
-            cost = {"heartbeat": heartbeat_cost, "consumer-heartbeat": consumer_heartbeat_cost}.get(kind, commit_cost)
+            cost = {"heartbeat": heartbeat_cost, "consumer-heartbeat": consumer_heartbeat_cost,
+                    "join": formation_cost, "sync": formation_cost}.get(kind, commit_cost)
             return await cost(h, n)
         finally:
             await h.close()
@@ -248,13 +318,15 @@ async def one(kind: str, n: int) -> float:
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
-KINDS = ["heartbeat", "consumer-heartbeat", "commit", "commit-fsync"]
+KINDS = ["heartbeat", "consumer-heartbeat", "commit", "commit-fsync", "join", "sync"]
+PHASES = {"join": ("join-new", "join"), "sync": ("sync",)}  # what each formation kind prints
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", choices=KINDS, action="append")
-    ap.add_argument("-n", type=int, default=50_000, help="requests per run (commit-fsync: a tenth)")
+    ap.add_argument("-n", type=int, help="requests per run, 50,000 unless given (commit-fsync: a tenth); "
+                    "join, sync: the group's members, 1,000 unless given")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     try:
@@ -263,7 +335,16 @@ def main() -> int:
     except ImportError:
         run = asyncio.run
     for kind in args.only or KINDS:
-        n = args.n // 10 if kind == "commit-fsync" else args.n
+        n = args.n or (1000 if kind in PHASES else 50_000)
+        n = n // 10 if kind == "commit-fsync" else n
+        if kind in PHASES:
+            forms = [run(one(kind, n)) for _ in range(args.repeat)]
+            for phase in (*PHASES[kind], "formation"):
+                runs = sorted(f[phase] for f in forms)
+                unit = "CPU ms in all" if phase == "formation" else "CPU µs/request"
+                print(f"{phase:13} {statistics.median(runs):6.1f} {unit} (runs: {', '.join(f'{r:.1f}' for r in runs)}; "
+                      f"{n:,} members)", flush=True)
+            continue
         runs = sorted(run(one(kind, n)) for _ in range(args.repeat))
         print(f"{kind:13} {statistics.median(runs):6.1f} CPU µs/request (runs: {', '.join(f'{r:.1f}' for r in runs)}; "
               f"{n:,} requests each)", flush=True)

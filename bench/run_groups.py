@@ -302,7 +302,8 @@ def run_targets(args, targets, hb_extra, tls) -> None:
             print(f"  {name} form {size}: {runs[-1].get('form_ms', runs[-1].get('failed'))} ms", file=sys.stderr,
                   flush=True)
         r = median(runs, "form_ms")
-        form_rows.append((name, size, r.get("form_ms"), r.get("range"), r.get("generation"), r.get("failed", "")))
+        form_rows.append((name, size, r.get("form_ms"), r.get("range"), r.get("server_cpu_ms"), r.get("client_cpu_ms"),
+                          r.get("generation"), r.get("joins"), r.get("failed", "")))
     if args.profile:
         one_run("groupd", "heartbeat", hb_extra, 300, profile=os.path.abspath(args.profile), tls=tls)
 
@@ -326,7 +327,8 @@ def run_targets(args, targets, hb_extra, tls) -> None:
         print("\nOne group formed from scratch (group.initial.rebalance.delay.ms=0; every member joins at once, "
               "syncs on its join reply, heartbeats every 100 ms once synced): first JoinGroup sent -> last "
               "SyncGroup reply of the generation all settled in")
-        table(("target", "members", "form ms", "form ms range", "generation", "note"), form_rows)
+        table(("target", "members", "form ms", "form ms range", "server CPU ms", "client CPU ms", "generation",
+               "joins", "note"), form_rows)
     if args.profile:
         show_profile(args.profile)
 

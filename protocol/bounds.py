@@ -106,6 +106,15 @@ def _sized(name: str, flexible: bool, width: int, nullable: bool) -> Step:
         step.inline = lambda source: [
             "if pos < end and 0 < buf[pos] < 0x80 and pos + buf[pos] <= end:", "    pos += buf[pos]",
             "else:", f"    pos = {source.ref(step)}(buf, pos, end, strips)"]
+    else:  # a non-negative length whose bytes are all there (its top byte < 0x80); the step decides the rest
+        def inline(source: _Source) -> list[str]:
+            n = source.var("n")
+            length = " | ".join(f"buf[pos + {i}] << {8 * (width - 1 - i)}" for i in range(width))
+            return [f"if pos + {width} <= end and buf[pos] < 0x80:", f"    {n} = pos + {width} + ({length})",
+                    f"    if {n} <= end:", f"        pos = {n}", "    else:",
+                    f"        pos = {source.ref(step)}(buf, pos, end, strips)",
+                    "else:", f"    pos = {source.ref(step)}(buf, pos, end, strips)"]
+        step.inline = inline
     return step
 
 

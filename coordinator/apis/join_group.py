@@ -15,8 +15,9 @@ from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
-from groupd.protocol.codec import build_response
+from groupd.protocol.codec import Encoded
 
+from .direct_encoding import INT16, INT32, NO_TAGS, array_length, blob, nullable_string, string
 from .request import Request, ms, respond
 
 KEY = ApiKey.JOIN_GROUP
@@ -40,12 +41,39 @@ def handle(node, request: Request):
     return respond(node.coordinator.join(req, node.topics_image()), lambda reply: _response(version, reply))
 
 
-def _response(version: int, reply: dict):
+_THROTTLE = INT32.pack(0)
+
+
+def _response(version: int, reply: dict) -> Encoded:
+    """The response, written straight to bytes (direct_encoding.py); byte-identical to kio's
+    encoding of every version (tests/protocol/test_framing.py)."""
+    flexible = version >= 6
+    name = reply["protocol_name"]
     if version < 7:  # the name is not nullable before v7; from v7 an empty name is sent as null
-        reply = {**reply, "protocol_name": reply["protocol_name"] or ""}
-    elif reply["protocol_name"] == "":
-        reply = {**reply, "protocol_name": None}
-    return build_response(ApiKey.JOIN_GROUP, version, reply)
+        name = name or ""
+    elif name == "":
+        name = None
+    error = reply["error_code"]
+    out = [_THROTTLE] if version >= 2 else []
+    out += (INT16.pack(error), INT32.pack(reply["generation_id"]))
+    if version >= 7:
+        out.append(nullable_string(reply["protocol_type"], flexible))
+    out.append(nullable_string(name, flexible) if version >= 7 else string(name, flexible))
+    out.append(string(reply["leader"], flexible))
+    if version >= 9:
+        out.append(b"\x01" if reply["skip_assignment"] else b"\x00")
+    members = reply["members"]
+    out += (string(reply["member_id"], flexible), array_length(len(members), flexible))
+    for m in members:
+        out.append(string(m["member_id"], flexible))
+        if version >= 5:
+            out.append(nullable_string(m["group_instance_id"], flexible))
+        out.append(blob(m["metadata"], flexible))
+        if flexible:
+            out.append(NO_TAGS)
+    if flexible:
+        out.append(NO_TAGS)
+    return Encoded.of(b"".join(out), flexible, error)
 
 
 def error_response(version: int, body, error: ErrorCode):

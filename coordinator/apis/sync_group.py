@@ -16,8 +16,9 @@ from groupd.coordinator.security.acls import AclOperation, ResourceType
 from groupd.coordinator.security.authorizer import authorized
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
-from groupd.protocol.codec import build_response
+from groupd.protocol.codec import Encoded
 
+from .direct_encoding import INT16, INT32, NO_TAGS, blob, nullable_string
 from .request import Request, respond
 
 KEY = ApiKey.SYNC_GROUP
@@ -39,8 +40,22 @@ def handle(node, request: Request):
     return respond(result, lambda reply: _response(version, reply))
 
 
-def _response(version: int, reply: dict):
-    return build_response(ApiKey.SYNC_GROUP, version, reply)
+_THROTTLE = INT32.pack(0)
+
+
+def _response(version: int, reply: dict) -> Encoded:
+    """The response, written straight to bytes (direct_encoding.py); byte-identical to kio's
+    encoding of every version (tests/protocol/test_framing.py)."""
+    flexible = version >= 4
+    error = reply["error_code"]
+    out = [_THROTTLE] if version >= 1 else []
+    out.append(INT16.pack(error))
+    if version >= 5:
+        out += (nullable_string(reply["protocol_type"], flexible), nullable_string(reply["protocol_name"], flexible))
+    out.append(blob(reply["assignment"], flexible))
+    if flexible:
+        out.append(NO_TAGS)
+    return Encoded.of(b"".join(out), flexible, error)
 
 
 def error_response(version: int, body, error: ErrorCode):

@@ -93,3 +93,46 @@ def test_offset_commit_response_written_directly_is_byte_identical_to_kio(versio
     ours = _response(version, order, errors)
     assert codec.encode_response(8, 77, ours) == codec.encode_response(8, 77, kio)
     assert ours.error_code is None  # counted as the request's "none" label, as kio's response was
+
+
+def _classic_members(n: int) -> list[dict]:
+    # ids past one varint byte, non-ASCII, static and dynamic members, empty and long metadata
+    return [{"member_id": f"cønsumer-{i}-" + "x" * (i * 40), "group_instance_id": None if i % 2 else f"instance-{i}",
+             "metadata": bytes(range(i * 70 % 256)) * (i + 1)} for i in range(n)]
+
+
+@pytest.mark.parametrize("version", range(10))
+@pytest.mark.parametrize("protocol_name, protocol_type, members, skip", [
+    ("range", "consumer", 5, False), ("", None, 0, False), (None, "connect", 1, True), ("røund", "", 200, True)])
+def test_join_group_response_written_directly_is_byte_identical_to_kio(version, protocol_name, protocol_type,
+                                                                      members, skip):
+    from groupd.coordinator.apis.join_group import _response
+    from groupd.coordinator.core.classic.replies import join_reply
+    from groupd.protocol import ErrorCode
+
+    for error in (ErrorCode.none, ErrorCode.member_id_required):
+        reply = join_reply(error, "member-" + "m" * 130, 7, protocol_type, protocol_name, "léader",
+                           _classic_members(members), skip)
+        # what the handler gave kio: the name is not nullable before v7, and an empty one is null from v7
+        name = (protocol_name or "") if version < 7 else (None if protocol_name == "" else protocol_name)
+        kio = codec.build_response(11, version, {**reply, "protocol_name": name})
+        ours = _response(version, reply)
+        assert codec.encode_response(11, 77, ours) == codec.encode_response(11, 77, kio)
+        assert ours.error_code is error  # the metrics' label, as kio's response carried it
+
+
+@pytest.mark.parametrize("version", range(6))
+@pytest.mark.parametrize("protocol_type, protocol_name, assignment", [
+    ("consumer", "range", b"\x00\x01" * 100), (None, None, b""), ("", "røund", b"x")])
+def test_sync_group_response_written_directly_is_byte_identical_to_kio(version, protocol_type, protocol_name,
+                                                                      assignment):
+    from groupd.coordinator.apis.sync_group import _response
+    from groupd.coordinator.core.classic.replies import sync_reply
+    from groupd.protocol import ErrorCode
+
+    for error in (ErrorCode.none, ErrorCode.rebalance_in_progress):
+        reply = sync_reply(error, protocol_type, protocol_name, assignment)
+        ours = _response(version, reply)
+        assert codec.encode_response(14, 77, ours) == codec.encode_response(14, 77, codec.build_response(14, version,
+                                                                                                        reply))
+        assert ours.error_code is error
