@@ -28,6 +28,7 @@ from .consumer_records import decode, encode_key, encode_value
 from .files import fsync_dir
 from .records import KeyCache, OffsetCommitKey, Record
 from .scanner import Damage, record_count, scan_segments
+from .syncfs import syncfs
 from .txn_records import TxnMarkerKey, TxnOffsetKey, marker_key, marker_value, read_marker
 
 log = logging.getLogger("groupd.storage")
@@ -375,6 +376,12 @@ class PartitionLog:
         """fsync the active segment, raising on failure (a worker thread may call this while the
         loop writes on: the sync covers at least what was written before it started)."""
         os.fsync(self._active.fileno())
+
+    def sync_file_system(self) -> None:
+        """`syncfs` of the file system holding the active segment: what `fsync_active` promises, for
+        this log and for every other log written on the same file system before the call started
+        (storage/syncfs.py says where it may stand in for an fsync of each)."""
+        syncfs(self._active.fileno())
 
     def cut(self, position: int, next_offset: int) -> None:
         """Forget everything from byte `position` of the active segment on (a failed write or

@@ -38,6 +38,7 @@ from groupd.protocol import ErrorCode
 from .housekeeping import Housekeeping
 from .log_workers import LogWorkers
 from .log_writer import LogWriter
+from .sync_rounds import SyncRounds
 from .partitions import Claim, PartitionLifecycle, PartitionState, resolve
 
 log = logging.getLogger("groupd")
@@ -108,6 +109,8 @@ class GroupCoordinator(PartitionLifecycle, Housekeeping):
         # appends (write + fsync) apart from loads: one thread per partition up to LOG_WRITE_THREADS,
         # so the fsyncs of many partitions run at once and the disk's journal commits them together
         self._writes = LogWorkers(min(self.partitions, LOG_WRITE_THREADS))
+        # the fsyncs of every partition written in a loop turn: one round (one syncfs if configured)
+        self._syncs = SyncRounds(self._writes, use_syncfs=settings.log_flush_syncfs)
         # effects too big for a loop turn (regex resolution over a big catalog): one worker, apart
         # from the log's, so they never queue ahead of a write
         self._effects = ThreadPoolExecutor(max_workers=1, thread_name_prefix="groupd-effects")

@@ -26,6 +26,31 @@ class LogWorkers:
         """`work()` on a worker thread, then `done(None)` or `done(its exception)` on this loop."""
         self._jobs.put((work, done, asyncio.get_running_loop()))
 
+    def run_all(self, works: list[Callable[[], object]],
+                done: Callable[[list[BaseException | None]], None]) -> None:
+        """Each of `works` on a worker thread (at once, as threads are free), then one
+        `done([None or each one's exception, in order])` on this loop: the loop wakes once for all."""
+        loop, errors, left, lock = asyncio.get_running_loop(), [None] * len(works), [len(works)], threading.Lock()
+
+        def one(i: int, work: Callable[[], object]) -> Callable[[], None]:
+            def job() -> None:
+                try:
+                    work()
+                except BaseException as e:  # noqa: BLE001  (handed to the loop, which maps it)
+                    errors[i] = e
+                with lock:
+                    left[0] -= 1
+                    last = left[0] == 0
+                if last:
+                    try:
+                        loop.call_soon_threadsafe(done, errors)
+                    except RuntimeError:  # the loop is closed: nobody waits for the answer any more
+                        pass
+            return job
+
+        for i, work in enumerate(works):
+            self._jobs.put((one(i, work), None, loop))
+
     def _run(self) -> None:
         get = self._jobs.get
         while (job := get()) is not None:
@@ -35,6 +60,8 @@ class LogWorkers:
                 error = None
             except BaseException as e:  # noqa: BLE001  (handed to the loop, which maps it)
                 error = e
+            if done is None:  # a job of `run_all`: it answers the loop itself
+                continue
             try:
                 loop.call_soon_threadsafe(done, error)
             except RuntimeError:  # the loop is closed: nobody waits for the answer any more

@@ -2,8 +2,9 @@
 are written as one batch, and one fsync covers every batch written before it started.
 
 As Kafka appends, the batch is written on the loop (an unbuffered write to the page cache, one
-syscall); only the fsync runs on a worker thread, and batches written while it runs wait for the
-next one, so a slow disk makes batches bigger, not the loop slower. A write that has to roll the
+syscall); only the fsync runs on a worker thread, in a round with the other partitions' fsyncs of
+the loop turn (sync_rounds.py), and batches written while it runs wait for the next one, so a slow
+disk makes batches bigger, not the loop slower. A write that has to roll the
 segment (fsync the full one, create the next) runs on the worker too, and later batches wait for it.
 In interval mode (`log.flush.interval.ms` > 0) a batch is answered once written.
 
@@ -29,6 +30,7 @@ from groupd.storage.log import BatchKind, PartitionLog, batch_kind, encode
 from groupd.storage.records import Record
 
 from .log_workers import LogWorkers
+from .sync_rounds import SyncRounds
 
 # Kafka's DefaultRecordBatch.RECORD_BATCH_OVERHEAD and DefaultRecord.MAX_RECORD_OVERHEAD: a bound
 # on the batch one request's records make, checked against message.max.bytes
@@ -63,14 +65,17 @@ def _runs(appends: list[Append]) -> list[tuple[BatchKind, list]]:
 
 class LogWriter:
     def __init__(self, plog: PartitionLog, workers: LogWorkers, fsync_each_batch: bool, timeout_ms: int,
-                 on_batch=None, max_message_bytes: int = 1048588, on_error=None, encoder=encode, kind=batch_kind) -> None:
+                 on_batch=None, max_message_bytes: int = 1048588, on_error=None, encoder=encode, kind=batch_kind,
+                 syncs: SyncRounds | None = None) -> None:
         self.plog = plog
         # records -> [(key, value)] and the batch they need: the offsets log's, or __transaction_state's
         self._encode, self._kind = encoder, kind
         # the log end readers see (Fetch, ListOffsets of __consumer_offsets): past the last durable
         # batch (interval mode: the last written), never a batch a failed fsync may still cut
         self.end_offset = plog.next_offset
-        self._workers = workers
+        self._workers = workers  # a write that rolls the segment runs on one
+        # the fsyncs, in rounds shared with the other partitions of the log (a writer alone: its own)
+        self._syncs = syncs if syncs is not None else SyncRounds(workers)
         self._fsync = fsync_each_batch
         self._timeout = timeout_ms / 1000
         self._max_bytes = max_message_bytes
@@ -147,7 +152,9 @@ class LogWriter:
 
     def _sync(self) -> None:
         group, self._unsynced = self._unsynced, []
-        self._start(self.plog.fsync_active, group, rolling=False)
+        timer = asyncio.get_running_loop().call_later(self._timeout, self._timed_out, group)
+        self._job = group
+        self._syncs.sync(self.plog, lambda error: self._job_done(error, group, timer, False))
 
     def _start(self, work: Callable[[], object], group: list[Written], rolling: bool) -> None:
         timer = asyncio.get_running_loop().call_later(self._timeout, self._timed_out, group)

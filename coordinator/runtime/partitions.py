@@ -201,7 +201,7 @@ class PartitionLifecycle:
         self.writers[p] = LogWriter(plog, self._writes, self.settings.log_flush_interval_ms == 0,
                                     self.settings.offsets_commit_timeout_ms, on_batch=metrics.batch_written,
                                     max_message_bytes=self.settings.message_max_bytes,
-                                    on_error=metrics.write_failed)
+                                    on_error=metrics.write_failed, syncs=self._syncs)
         self.runners[p].log = self.writers[p]
         metrics.LOAD_SECONDS.labels(str(p)).set(seconds)
         self.states[p] = PartitionState.ACTIVE

@@ -35,6 +35,7 @@ from groupd.storage.transaction_records import TxnState
 
 from .log_workers import LogWorkers
 from .log_writer import LogWriter
+from .sync_rounds import SyncRounds
 
 log = logging.getLogger("groupd")
 
@@ -85,6 +86,8 @@ class TransactionCoordinator:
                            uuid.uuid5(TOPIC_ID_NAMESPACE, f"{getattr(node, 'cluster_id', None)}/{TOPIC}"))
         self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="groupd-txn-log")
         self._workers = LogWorkers(4, "groupd-txn-write")
+        # one sync round per loop turn's writes, as the offsets log's
+        self._syncs = SyncRounds(self._workers, use_syncfs=self.settings.log_flush_syncfs)
         self._markers: dict[str, asyncio.Task] = {}  # transactional id → its markers being written
         self._timers: list[asyncio.TimerHandle] = []
         self._compacting: asyncio.Future | None = None
@@ -198,7 +201,7 @@ class TransactionCoordinator:
         self.writers[p] = LogWriter(plog, self._workers, self.settings.log_flush_interval_ms == 0,
                                     self.settings.offsets_commit_timeout_ms,
                                     max_message_bytes=self.settings.message_max_bytes, encoder=encode,
-                                    kind=lambda _records: None)  # plain batches only
+                                    kind=lambda _records: None, syncs=self._syncs)  # plain batches only
         return result.records
 
     def _home_gained(self, home: int) -> None:
