@@ -53,10 +53,10 @@ from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.system_clock import wall_ms
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
-from groupd.protocol.codec import build_response
 from groupd.storage.records_plane import plane_for
 from groupd.storage.records_plane.batches import first_transactional, has_transactional
 
+from .produce_response import encode
 from .request import Request
 
 KEY = ApiKey.PRODUCE
@@ -111,7 +111,7 @@ def handle(node, request: Request, verdicts: dict | None = None):
         responses = [{"name": t.name, "partition_responses": [
             _partition(p.index, ErrorCode.invalid_required_acks) for p in t.partition_data]}
             for t in body.topic_data]
-        return build_response(ApiKey.PRODUCE, request.version, {"responses": responses})
+        return encode(request.version, responses)
     now = wall_ms()
     disk = getattr(plane, "DISK", False)
     waits: list[tuple[dict, asyncio.Future]] = []
@@ -157,7 +157,7 @@ def handle(node, request: Request, verdicts: dict | None = None):
         return None
     if waits:
         return _when_written(request, responses, waits)
-    return build_response(ApiKey.PRODUCE, request.version, {"responses": responses})
+    return encode(request.version, responses)
 
 
 def _verifier(node, transactional_id: str | None, topic: str, partition: int, version: int,
@@ -228,7 +228,7 @@ def _when_written(request: Request, responses: list[dict], waits: list[tuple[dic
             entry.update(error_code=error, base_offset=-1, error_message=STORAGE_ERROR)
         left[0] -= 1
         if left[0] == 0 and not out.done():
-            out.set_result(build_response(ApiKey.PRODUCE, request.version, {"responses": responses}))
+            out.set_result(encode(request.version, responses))
 
     for entry, done in waits:
         done.add_done_callback(lambda f, entry=entry: one_done(entry, f))
@@ -251,4 +251,4 @@ def _refuse(request: Request, denied: dict[str, ErrorCode]):
         _partition(p.index, denied[t.name]) if t.name in denied else
         _partition(p.index, ErrorCode.invalid_request, message=MESSAGE) for p in t.partition_data]}
         for t in body.topic_data]
-    return build_response(ApiKey.PRODUCE, request.version, {"responses": responses})
+    return encode(request.version, responses)
