@@ -13,7 +13,11 @@ consumer group (joined, their assignments acknowledged until nothing changes), e
 steady ConsumerGroupHeartbeat v1 (epoch, every other field null) in turn. commit: OffsetCommit v8 of one
 partition by 100 groups in turn (generation -1), `log.flush.interval.ms` 1000 (written, no fsync)
 or 0 (each loop turn's batch fsynced): the loop turns until every reply is out, as a server does.
-Printed: µs of process CPU (user + system, every thread) per request, median of `--repeat` runs.
+produce: Produce v9 acks=all of one batch of 16 KB of 100-byte values (as bench/records_bench.py
+sends, no producer id) to the disk records plane, 100 requests a loop turn over 4 partitions (as
+from 100 producers), `log.flush.interval.ms` 1000 or 0 (produce-fsync: acks=all waits for the fsync).
+Printed: µs of process CPU (user + system, every thread) per request, median of `--repeat` runs
+(produce: also CPU ms per MB of values).
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ class CountingTransport(asyncio.Transport):
         self.replies = 0
         self.last = b""
         self.kept: list[bytes] | None = None
+        self.waiter: tuple[int, asyncio.Future] | None = None  # (replies, set when that many are out)
 
     def write(self, data) -> None:
         self.last = data = bytes(data)
@@ -63,6 +68,14 @@ class CountingTransport(asyncio.Transport):
             at += 4 + _SIZE.unpack_from(data, at)[0]
         if self.kept is not None:
             self.kept.append(self.last)
+        if self.waiter is not None and self.replies >= self.waiter[0] and not self.waiter[1].done():
+            self.waiter[1].set_result(None)
+
+    async def replied(self, count: int, timeout: float = 30.0) -> None:
+        """Until `count` replies are out, without spinning the loop (its CPU would count as the server's)."""
+        if self.replies < count:
+            self.waiter = (count, asyncio.get_running_loop().create_future())
+            await asyncio.wait_for(self.waiter[1], timeout)
 
     def get_extra_info(self, name, default=None):
         return ("127.0.0.1", 40000) if name in ("peername", "sockname") else default
@@ -234,13 +247,52 @@ async def commit_cost(h: Harness, n: int, groups: int = 100) -> float:
     return used / sent * 1e6
 
 
+PRODUCE_PARTITIONS, PRODUCE_VALUES = 4, 16 * 1024 // 100  # 163 values of 100 bytes a request
+
+
+def produce_frames(acks: int = -1, version: int = 9) -> list[bytes]:
+    """One Produce frame per partition of topic t, each one batch of PRODUCE_VALUES 100-byte values."""
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    value, now = os.urandom(100), int(time.time() * 1000)
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    for i in range(PRODUCE_VALUES):
+        b.append(i, timestamp=now, key=None, value=value, headers=[])
+    records = bytes(b.build())
+    return [frame(ApiKey.PRODUCE, version, p, {
+        "transactional_id": None, "acks": acks, "timeout": datetime.timedelta(seconds=30), "topic_data": [
+            {"name": "t", "partition_data": [{"index": p, "records": records}]}]}) for p in range(PRODUCE_PARTITIONS)]
+
+
+async def produce_cost(h: Harness, n: int, producers: int = 100) -> float:
+    frames = produce_frames()
+    conn, transport = h.conn, h.transport
+    for f in frames:  # warm: each partition opened
+        conn.data_received(f)
+    await until(lambda: transport.replies >= len(frames))
+    before = transport.replies
+    t0 = cpu()
+    sent = 0
+    while sent < n:  # `producers` requests a loop turn, one in flight each, until every reply is out
+        for i in range(producers):
+            conn.data_received(frames[i % len(frames)])
+        sent += producers
+        await transport.replied(before + sent)
+    used = cpu() - t0
+    r = decode_response(ApiKey.PRODUCE, 9, split_frames(transport.last)[-1])[1]
+    assert all(p.error_code == 0 for t in r.responses for p in t.partition_responses), r
+    return used / sent * 1e6
+
+
 async def one(kind: str, n: int) -> float:
     data_dir = tempfile.mkdtemp(prefix="request-cost-")
     try:
-        h = Harness(data_dir, 0 if kind == "commit-fsync" else 1000)
+        h = Harness(data_dir, 0 if kind in ("commit-fsync", "produce-fsync") else 1000)
         await h.start()
         try:
-            cost = {"heartbeat": heartbeat_cost, "consumer-heartbeat": consumer_heartbeat_cost}.get(kind, commit_cost)
+            cost = {"heartbeat": heartbeat_cost, "consumer-heartbeat": consumer_heartbeat_cost,
+                    "produce": produce_cost, "produce-fsync": produce_cost}.get(kind, commit_cost)
             return await cost(h, n)
         finally:
             await h.close()
@@ -248,13 +300,14 @@ async def one(kind: str, n: int) -> float:
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
-KINDS = ["heartbeat", "consumer-heartbeat", "commit", "commit-fsync"]
+KINDS = ["heartbeat", "consumer-heartbeat", "commit", "commit-fsync", "produce", "produce-fsync"]
+SHORT = ("commit-fsync", "produce", "produce-fsync")  # -n / 10: a tenth of the requests
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", choices=KINDS, action="append")
-    ap.add_argument("-n", type=int, default=50_000, help="requests per run (commit-fsync: a tenth)")
+    ap.add_argument("-n", type=int, default=50_000, help="requests per run (commit-fsync, produce: a tenth)")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     try:
@@ -263,10 +316,12 @@ def main() -> int:
     except ImportError:
         run = asyncio.run
     for kind in args.only or KINDS:
-        n = args.n // 10 if kind == "commit-fsync" else args.n
+        n = args.n // 10 if kind in SHORT else args.n
         runs = sorted(run(one(kind, n)) for _ in range(args.repeat))
-        print(f"{kind:13} {statistics.median(runs):6.1f} CPU µs/request (runs: {', '.join(f'{r:.1f}' for r in runs)}; "
-              f"{n:,} requests each)", flush=True)
+        per_mb = f", {statistics.median(runs) * 1e-3 / (PRODUCE_VALUES * 100 / 1e6):.2f} CPU ms/MB of values" \
+            if kind.startswith("produce") else ""
+        print(f"{kind:13} {statistics.median(runs):6.1f} CPU µs/request{per_mb} (runs: "
+              f"{', '.join(f'{r:.1f}' for r in runs)}; {n:,} requests each)", flush=True)
     return 0
 
 
