@@ -21,7 +21,11 @@ completes the generation on a later turn and the leader's reply lists every memb
 SyncGroup v3 (the leader's assigns each member a partition; the GroupMetadata write is fsynced, the
 default flush policy) until each reply is out. join prints the first and the second JoinGroup's CPU
 per request, sync the SyncGroup's, each with the formation's CPU in total (ms).
-Printed: µs of process CPU (user + system, every thread) per request, median of `--repeat` runs.
+produce: Produce v9 acks=all of one batch of 16 KB of 100-byte values (as bench/records_bench.py
+sends, no producer id) to the disk records plane, 100 requests a loop turn over 4 partitions (as
+from 100 producers), `log.flush.interval.ms` 1000 or 0 (produce-fsync: acks=all waits for the fsync).
+Printed: µs of process CPU (user + system, every thread) per request, median of `--repeat` runs
+(produce: also CPU ms per MB of values).
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ class CountingTransport(asyncio.Transport):
         self.last = b""
         self.kept: list[bytes] | None = None
         self.on_replies = on_replies  # called with the number of reply frames of each write
+        self.waiter: tuple[int, asyncio.Future] | None = None  # (replies, set when that many are out)
 
     def write(self, data) -> None:
         self.last = data = bytes(data)
@@ -75,6 +80,14 @@ class CountingTransport(asyncio.Transport):
             self.kept.append(self.last)
         if self.on_replies is not None:
             self.on_replies(count)
+        if self.waiter is not None and self.replies >= self.waiter[0] and not self.waiter[1].done():
+            self.waiter[1].set_result(None)
+
+    async def replied(self, count: int, timeout: float = 30.0) -> None:
+        """Until `count` replies are out, without spinning the loop (its CPU would count as the server's)."""
+        if self.replies < count:
+            self.waiter = (count, asyncio.get_running_loop().create_future())
+            await asyncio.wait_for(self.waiter[1], timeout)
 
     def get_extra_info(self, name, default=None):
         return ("127.0.0.1", 40000) if name in ("peername", "sockname") else default
@@ -303,13 +316,52 @@ async def formation_cost(h: Harness, n: int) -> dict[str, float]:
             "formation": (first + second + third) * 1e3}
 
 
+PRODUCE_PARTITIONS, PRODUCE_VALUES = 4, 16 * 1024 // 100  # 163 values of 100 bytes a request
+
+
+def produce_frames(acks: int = -1, version: int = 9) -> list[bytes]:
+    """One Produce frame per partition of topic t, each one batch of PRODUCE_VALUES 100-byte values."""
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    value, now = os.urandom(100), int(time.time() * 1000)
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    for i in range(PRODUCE_VALUES):
+        b.append(i, timestamp=now, key=None, value=value, headers=[])
+    records = bytes(b.build())
+    return [frame(ApiKey.PRODUCE, version, p, {
+        "transactional_id": None, "acks": acks, "timeout": datetime.timedelta(seconds=30), "topic_data": [
+            {"name": "t", "partition_data": [{"index": p, "records": records}]}]}) for p in range(PRODUCE_PARTITIONS)]
+
+
+async def produce_cost(h: Harness, n: int, producers: int = 100) -> float:
+    frames = produce_frames()
+    conn, transport = h.conn, h.transport
+    for f in frames:  # warm: each partition opened
+        conn.data_received(f)
+    await until(lambda: transport.replies >= len(frames))
+    before = transport.replies
+    t0 = cpu()
+    sent = 0
+    while sent < n:  # `producers` requests a loop turn, one in flight each, until every reply is out
+        for i in range(producers):
+            conn.data_received(frames[i % len(frames)])
+        sent += producers
+        await transport.replied(before + sent)
+    used = cpu() - t0
+    r = decode_response(ApiKey.PRODUCE, 9, split_frames(transport.last)[-1])[1]
+    assert all(p.error_code == 0 for t in r.responses for p in t.partition_responses), r
+    return used / sent * 1e6
+
+
 async def one(kind: str, n: int):
     data_dir = tempfile.mkdtemp(prefix="request-cost-")
     try:
-        h = Harness(data_dir, 0 if kind in ("commit-fsync", "join", "sync") else 1000)
+        h = Harness(data_dir, 0 if kind in ("commit-fsync", "produce-fsync", "join", "sync") else 1000)
         await h.start()
         try:
             cost = {"heartbeat": heartbeat_cost, "consumer-heartbeat": consumer_heartbeat_cost,
+                    "produce": produce_cost, "produce-fsync": produce_cost,
                     "join": formation_cost, "sync": formation_cost}.get(kind, commit_cost)
             return await cost(h, n)
         finally:
@@ -318,15 +370,16 @@ async def one(kind: str, n: int):
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
-KINDS = ["heartbeat", "consumer-heartbeat", "commit", "commit-fsync", "join", "sync"]
+KINDS = ["heartbeat", "consumer-heartbeat", "commit", "commit-fsync", "produce", "produce-fsync", "join", "sync"]
+SHORT = ("commit-fsync", "produce", "produce-fsync")  # -n / 10: a tenth of the requests
 PHASES = {"join": ("join-new", "join"), "sync": ("sync",)}  # what each formation kind prints
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", choices=KINDS, action="append")
-    ap.add_argument("-n", type=int, help="requests per run, 50,000 unless given (commit-fsync: a tenth); "
-                    "join, sync: the group's members, 1,000 unless given")
+    ap.add_argument("-n", type=int, help="requests per run, 50,000 unless given (commit-fsync, produce: a "
+                    "tenth); join, sync: the group's members, 1,000 unless given")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     try:
@@ -336,7 +389,7 @@ def main() -> int:
         run = asyncio.run
     for kind in args.only or KINDS:
         n = args.n or (1000 if kind in PHASES else 50_000)
-        n = n // 10 if kind == "commit-fsync" else n
+        n = n // 10 if kind in SHORT else n
         if kind in PHASES:
             forms = [run(one(kind, n)) for _ in range(args.repeat)]
             for phase in (*PHASES[kind], "formation"):
@@ -346,8 +399,10 @@ def main() -> int:
                       f"{n:,} members)", flush=True)
             continue
         runs = sorted(run(one(kind, n)) for _ in range(args.repeat))
-        print(f"{kind:13} {statistics.median(runs):6.1f} CPU µs/request (runs: {', '.join(f'{r:.1f}' for r in runs)}; "
-              f"{n:,} requests each)", flush=True)
+        per_mb = f", {statistics.median(runs) * 1e-3 / (PRODUCE_VALUES * 100 / 1e6):.2f} CPU ms/MB of values" \
+            if kind.startswith("produce") else ""
+        print(f"{kind:13} {statistics.median(runs):6.1f} CPU µs/request{per_mb} (runs: "
+              f"{', '.join(f'{r:.1f}' for r in runs)}; {n:,} requests each)", flush=True)
     return 0
 
 

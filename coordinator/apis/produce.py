@@ -53,10 +53,10 @@ from groupd.coordinator.security.authorizer import authorized
 from groupd.coordinator.system_clock import wall_ms
 from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
-from groupd.protocol.codec import build_response
 from groupd.storage.records_plane import plane_for
 from groupd.storage.records_plane.batches import first_transactional, has_transactional
 
+from .produce_response import encode
 from .request import Request
 
 KEY = ApiKey.PRODUCE
@@ -111,10 +111,10 @@ def handle(node, request: Request, verdicts: dict | None = None):
         responses = [{"name": t.name, "partition_responses": [
             _partition(p.index, ErrorCode.invalid_required_acks) for p in t.partition_data]}
             for t in body.topic_data]
-        return build_response(ApiKey.PRODUCE, request.version, {"responses": responses})
+        return encode(request.version, responses)
     now = wall_ms()
     disk = getattr(plane, "DISK", False)
-    waits: list[tuple[dict, asyncio.Future]] = []
+    written = _Written(request.version) if disk and body.acks != 0 else None
     live_ids = lambda: (t.topic_id for t in node.catalog)  # noqa: E731
     responses = []
     for t in body.topic_data:
@@ -133,14 +133,16 @@ def handle(node, request: Request, verdicts: dict | None = None):
                 partitions.append(_partition(p.index, ErrorCode.not_leader_or_follower,
                                              message="This server is not the leader for that topic-partition."))
             elif disk:
-                r, done = plane.append(topic, p.index, p.records, request.version, now, body.acks,
-                                       body.transactional_id,
-                                       _verifier(node, body.transactional_id, t.name, p.index, request.version, verdicts))
-                entry = _partition(p.index, r.error, r.base_offset, r.log_start_offset, r.message, r.record_errors,
-                                   r.log_append_time)
+                entry = {}  # filled in below: the write may only be answered (`then`) once it is
+                then = None if written is None else written.waiter(entry)
+                r, waiting = plane.append_then(topic, p.index, p.records, request.version, now, body.acks, then,
+                                               body.transactional_id, _verifier(node, body.transactional_id, t.name,
+                                                                                p.index, request.version, verdicts))
+                entry.update(_partition(p.index, r.error, r.base_offset, r.log_start_offset, r.message,
+                                        r.record_errors, r.log_append_time))
                 partitions.append(entry)
-                if done is not None:
-                    waits.append((entry, done))
+                if waiting:
+                    written.waiting += 1
             else:
                 r = plane.append((topic.topic_id, p.index), p.records, request.version, now, live_ids,
                                  f"{t.name}-{p.index}", node.catalog.topic_config(t.name), body.transactional_id,
@@ -155,9 +157,9 @@ def handle(node, request: Request, verdicts: dict | None = None):
         responses.append({"name": t.name, "partition_responses": partitions})
     if body.acks == 0:
         return None
-    if waits:
-        return _when_written(request, responses, waits)
-    return build_response(ApiKey.PRODUCE, request.version, {"responses": responses})
+    if written is not None and written.waiting:
+        return written.answer(responses)
+    return encode(request.version, responses)
 
 
 def _verifier(node, transactional_id: str | None, topic: str, partition: int, version: int,
@@ -216,23 +218,33 @@ def _verify_first(node, request: Request, denied: dict):
     return asyncio.ensure_future(verified())
 
 
-def _when_written(request: Request, responses: list[dict], waits: list[tuple[dict, asyncio.Future]]):
+class _Written:
     """The disk plane: the answer once every partition's batches are written (acks=1) or durable
-    (acks=all); a partition whose write failed answers its error (KAFKA_STORAGE_ERROR) alone."""
-    out = asyncio.get_running_loop().create_future()
-    left = [len(waits)]
+    (acks=all); a partition whose write failed answers its error (KAFKA_STORAGE_ERROR) alone. The
+    plane calls each partition's waiter on the loop (no future per partition)."""
 
-    def one_done(entry: dict, done: asyncio.Future) -> None:
-        error = done.result()
-        if error is not None:
-            entry.update(error_code=error, base_offset=-1, error_message=STORAGE_ERROR)
-        left[0] -= 1
-        if left[0] == 0 and not out.done():
-            out.set_result(build_response(ApiKey.PRODUCE, request.version, {"responses": responses}))
+    __slots__ = ("version", "waiting", "responses", "out")
 
-    for entry, done in waits:
-        done.add_done_callback(lambda f, entry=entry: one_done(entry, f))
-    return out
+    def __init__(self, version: int) -> None:
+        self.version, self.waiting = version, 0
+        self.responses: list[dict] | None = None
+        self.out: asyncio.Future | None = None
+
+    def waiter(self, entry: dict):
+        def one_done(error: ErrorCode | None) -> None:
+            if error is not None:
+                entry.update(error_code=error, base_offset=-1, error_message=STORAGE_ERROR)
+            self.waiting -= 1
+            if self.waiting == 0 and self.out is not None and not self.out.done():
+                self.out.set_result(encode(self.version, self.responses))
+        return one_done
+
+    def answer(self, responses: list[dict]) -> asyncio.Future:
+        """The reply's future, set once the last waiter is called (never during `handle`: the plane
+        calls them from later loop callbacks)."""
+        self.responses = responses
+        self.out = asyncio.get_running_loop().create_future()
+        return self.out
 
 
 def _refuse(request: Request, denied: dict[str, ErrorCode]):
@@ -251,4 +263,4 @@ def _refuse(request: Request, denied: dict[str, ErrorCode]):
         _partition(p.index, denied[t.name]) if t.name in denied else
         _partition(p.index, ErrorCode.invalid_request, message=MESSAGE) for p in t.partition_data]}
         for t in body.topic_data]
-    return build_response(ApiKey.PRODUCE, request.version, {"responses": responses})
+    return encode(request.version, responses)

@@ -36,6 +36,7 @@ from .log_workers import LogWorkers
 log = logging.getLogger("groupd.storage")
 
 _MAX_TS = struct.Struct(">q")
+_OFFSET, _EPOCH = struct.Struct(">q"), struct.Struct(">i")
 
 Done = Callable[[ErrorCode | None], None]
 RollPolicy = Callable[[], tuple[int, int]]  # the topic's (max segment ms, segment.jitter.ms), read at each flush
@@ -44,7 +45,7 @@ RollPolicy = Callable[[], tuple[int, int]]  # the topic's (max segment ms, segme
 class _Item:
     __slots__ = ("data", "base", "count", "done", "durable")
 
-    def __init__(self, data: bytes, base: int, count: int, done: Done | None, durable: bool) -> None:
+    def __init__(self, data: bytearray, base: int, count: int, done: Done | None, durable: bool) -> None:
         self.data, self.base, self.count, self.done, self.durable = data, base, count, done, durable
 
 
@@ -83,17 +84,18 @@ class DataWriter:
         self.closed = False
         self.failed_writes = 0
 
-    def append(self, data: bytes, count: int, done: Done | None, durable: bool) -> _Item:
-        """Accept one batch (`data`, its offset bytes stamped here); `item.base` is its base offset.
+    def append(self, data: bytes | bytearray, count: int, done: Done | None, durable: bool) -> _Item:
+        """Accept one batch (`data`, its offset bytes stamped here: a bytearray in place, the caller
+        giving it up, as a Produce's batches are; bytes on a copy); `item.base` is its base offset.
         `item.done(None)` once written (durable=False) or durable (True), else `item.done(error)`;
         `done` may be set on the item until the loop turn ends."""
         base = self.next_offset
-        buf = bytearray(data)
+        buf = data if isinstance(data, bytearray) else bytearray(data)
         # the offsets and partitionLeaderEpoch: outside the CRC, as Kafka's leader stamps them
-        struct.pack_into(">q", buf, 0, base)
-        struct.pack_into(">i", buf, 12, self.dlog.leader_epoch)
+        _OFFSET.pack_into(buf, 0, base)
+        _EPOCH.pack_into(buf, 12, self.dlog.leader_epoch)
         self.next_offset = base + count
-        item = _Item(bytes(buf), base, count, done, durable)
+        item = _Item(buf, base, count, done, durable)
         self._pending.append(item)
         if not self._scheduled:
             self._scheduled = True
@@ -111,7 +113,7 @@ class DataWriter:
             self._check_idle()
             return
         items = self._pending
-        data = b"".join(i.data for i in items)
+        data = items[0].data if len(items) == 1 else b"".join([i.data for i in items])
         dlog = self.dlog
         if not dlog.fits(len(data)) or self._old_enough_to_roll(items):
             if self._job is not None:

@@ -282,6 +282,33 @@ class DiskPlane(Watchers):
         """Validate and accept one partition's batches: the answer, and (acks ≠ 0) a future for when
         it may be sent (its result: None, or the error that replaces the answer's). `transactional_id`
         and `verify`: the request's, for transactional batches (plane.py `transaction_refusal`)."""
+        answer, last = self._accept(topic, index, records, produce_version, now_ms, acks, transactional_id, verify)
+        if last is None:
+            return answer, None
+        done = asyncio.get_running_loop().create_future()
+
+        def finished(error: ErrorCode | None) -> None:
+            if not done.done():
+                done.set_result(error)
+
+        last.done = finished
+        return answer, done
+
+    def append_then(self, topic, index: int, records: bytes | None, produce_version: int, now_ms: int, acks: int,
+                    then: Callable[[ErrorCode | None], None], transactional_id: str | None = None,
+                    verify: Callable[[int, int], ErrorCode] | None = None) -> tuple[Appended, bool]:
+        """`append` for Produce's hot path: `then(None or the error)` is called on the loop when the answer
+        may be sent instead of a future being made and resolved a loop turn later; the second value
+        says whether it will be called (False: answer at once)."""
+        answer, last = self._accept(topic, index, records, produce_version, now_ms, acks, transactional_id, verify)
+        if last is None:
+            return answer, False
+        last.done = then
+        return answer, True
+
+    def _accept(self, topic, index: int, records: bytes | None, produce_version: int, now_ms: int, acks: int,
+                transactional_id: str | None, verify: Callable[[int, int], ErrorCode] | None):
+        """(the answer, the last write to wait for or None); the checks and the appends of `append`."""
         try:
             batches = split(records, produce_version, ANY_BATCH_SIZE)
         except BatchError as e:
@@ -318,16 +345,7 @@ class DiskPlane(Watchers):
         answer = Appended(ErrorCode.none, first, part.log_start, log_append_time=now_ms
                           if config.message_timestamp_type == "LogAppendTime" else -1,
                           records=sum(b.count for b in batches))
-        if acks == 0 or last_written is None:
-            return answer, None
-        done = asyncio.get_running_loop().create_future()
-
-        def finished(error: ErrorCode | None) -> None:
-            if not done.done():
-                done.set_result(error)
-
-        last_written.done = finished
-        return answer, done
+        return answer, None if acks == 0 else last_written
 
     # -- transaction markers ----------------------------------------------------------------------
 

@@ -29,6 +29,11 @@ NO_PRODUCER_ID = -1
 _EPOCH = struct.Struct(">i")  # partitionLeaderEpoch, bytes 12..16
 _ATTRIBUTES = struct.Struct(">h")  # bytes 21..23
 _TRANSACTIONAL = 0x10
+_CODEC, _LOG_APPEND_TIME, _CONTROL = 0x07, 0x08, 0x20  # the other attribute bits
+# the v2 header, read once per batch (aiokafka's DefaultRecordBatch.HEADER_STRUCT, without building a reader
+# on a copy of the batch): baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes,
+# lastOffsetDelta, firstTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, records count
+_HEADER = struct.Struct(">qiibIhiqqqhii")
 ZSTD = 4
 CREATE_TIME, LOG_APPEND_TIME = 0, 1
 
@@ -111,6 +116,7 @@ def split(records: bytes | None, produce_version: int, max_batch_bytes: int) -> 
             raise BatchError(ErrorCode.message_too_large,
                              f"The record batch of {end - pos} bytes is larger than the maximum "
                              f"allowed size of {max_batch_bytes} (records.message.max.bytes)")
+        # the one copy of the batch: the broker stamps its offsets into it in place (DataWriter.append)
         data = bytearray(view[pos:end])
         batches.append(_check(data, produce_version))
         pos = end
@@ -118,21 +124,21 @@ def split(records: bytes | None, produce_version: int, max_batch_bytes: int) -> 
 
 
 def _check(data: bytearray, produce_version: int) -> ProducedBatch:
-    reader = DefaultRecordBatch(bytes(data))
+    (_, _, _, _, _, attributes, last_offset_delta, _, max_timestamp, producer_id, producer_epoch, base_sequence,
+     count) = _HEADER.unpack_from(data)
     if not crc_ok(data):
         raise BatchError(ErrorCode.corrupt_message, "Record batch CRC-32C does not match its contents")
-    (count,) = _LENGTH.unpack_from(data, _COUNT_AT)
-    if count <= 0 or reader.last_offset_delta != count - 1:
+    if count <= 0 or last_offset_delta != count - 1:
         raise BatchError(ErrorCode.invalid_record,
-                         f"Record batch of {count} records has last offset delta {reader.last_offset_delta}")
-    if reader.is_control_batch:
+                         f"Record batch of {count} records has last offset delta {last_offset_delta}")
+    if attributes & _CONTROL:
         raise BatchError(ErrorCode.invalid_record, "Clients are not allowed to write control records")
-    if reader.compression_type == ZSTD and produce_version < 7:
+    if attributes & _CODEC == ZSTD and produce_version < 7:
         raise BatchError(ErrorCode.unsupported_compression_type,
                          f"Produce requests with version {produce_version} are not allowed to use "
                          "ZStandard compression")
-    return ProducedBatch(data, count, reader.max_timestamp, reader.timestamp_type, reader.producer_id,
-                 reader.producer_epoch, reader.base_sequence, bool(reader.is_transactional))
+    return ProducedBatch(data, count, max_timestamp, LOG_APPEND_TIME if attributes & _LOG_APPEND_TIME else CREATE_TIME,
+                         producer_id, producer_epoch, base_sequence, bool(attributes & _TRANSACTIONAL))
 
 
 def first_transactional(records: bytes | None) -> tuple[int, int] | None:
