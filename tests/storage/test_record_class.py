@@ -1,0 +1,80 @@
+"""The record classes storage/codegen.py writes out (storage/record_class.py) behave as the
+`@dataclasses.dataclass(frozen=True, slots=True)` classes they stand for (unsafe_hash=True for the
+hashable ones): each is compared with the dataclass the decorator makes of the same fields."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+
+import pytest
+
+from groupd.storage import codegen, generated_records, generated_streams_records
+
+MODULES = (generated_records, generated_streams_records)
+HASHABLE = {name for out in codegen.OUTPUTS for name in out.hashable}
+CLASSES = [cls for module in MODULES for cls in vars(module).values()
+           if isinstance(cls, type) and cls.__module__ == module.__name__]
+
+
+def reference(cls: type) -> type:
+    """The dataclass the decorator makes of `cls`'s fields."""
+    spec = [(f.name, f.type) if f.default is dataclasses.MISSING else (f.name, f.type, dataclasses.field(
+        default=f.default)) for f in dataclasses.fields(cls)]
+    frozen = cls.__name__ not in HASHABLE
+    return dataclasses.make_dataclass(cls.__name__, spec, frozen=frozen, unsafe_hash=not frozen, slots=True)
+
+
+def test_every_class_is_compared():
+    written = sum(open(module.__file__, encoding="utf-8").read().count("\nclass ") for module in MODULES)
+    assert len(CLASSES) == written > 50
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda cls: cls.__name__)
+def test_a_record_class_behaves_as_its_dataclass(cls):
+    ref = reference(cls)
+    mine = [(f.name, f.type, f.default, f.default_factory, f.init, f.repr, f.hash, f.compare, f.kw_only)
+            for f in dataclasses.fields(cls)]
+    theirs = [(f.name, f.type, f.default, f.default_factory, f.init, f.repr, f.hash, f.compare, f.kw_only)
+              for f in dataclasses.fields(ref)]
+    assert mine == theirs
+    assert dataclasses.is_dataclass(cls) and repr(cls.__dataclass_params__) == repr(ref.__dataclass_params__)
+    assert cls.__match_args__ == ref.__match_args__
+    assert cls.__slots__ == ref.__slots__
+
+    names = [f.name for f in dataclasses.fields(cls)]
+    values = {name: i + 1 for i, name in enumerate(names)}
+    a, b = cls(**values), ref(**values)
+    assert repr(a) == repr(b)
+    assert a == cls(**values) and hash(a) == hash(b) == hash(cls(**values))
+    assert a != b and (a == b) is False  # another class: NotImplemented both ways, as the dataclass's
+    assert dataclasses.asdict(a) == dataclasses.asdict(b)
+    assert dataclasses.astuple(a) == dataclasses.astuple(b)
+    assert copy.copy(a) == a and copy.deepcopy(a) == a and pickle.loads(pickle.dumps(a)) == a
+    if names:
+        first = names[0]
+        other = dataclasses.replace(a, **{first: -1})
+        assert other != a and getattr(other, first) == -1 and repr(other) == repr(dataclasses.replace(b, **{first: -1}))
+        assert hash(other) == hash(dataclasses.replace(b, **{first: -1}))
+        required = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]
+        if len(required) < len(names):  # the defaults apply as the dataclass's do
+            assert repr(cls(**{n: values[n] for n in required})) == repr(ref(**{n: values[n] for n in required}))
+    if cls.__name__ in HASHABLE:
+        if names:
+            setattr(a, names[0], 99)
+            setattr(b, names[0], 99)
+            assert repr(a) == repr(b)
+        return
+    for target, action in ((a, "assign"), (b, "assign"), (a, "delete"), (b, "delete")):
+        with pytest.raises(dataclasses.FrozenInstanceError) as raised:
+            if action == "assign":
+                setattr(target, names[0] if names else "x", 0)
+            else:
+                delattr(target, names[0] if names else "x")
+        if target is a:
+            mine_error = str(raised.value)
+        else:
+            assert mine_error == str(raised.value)
+    with pytest.raises(AttributeError):
+        object.__setattr__(a, "not_a_field", 0)  # slots: no __dict__
