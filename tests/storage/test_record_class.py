@@ -1,15 +1,19 @@
-"""The record classes storage/codegen.py writes out (storage/record_class.py) behave as the
-`@dataclasses.dataclass(frozen=True, slots=True)` classes they stand for (unsafe_hash=True for the
-hashable ones): each is compared with the dataclass the decorator makes of the same fields."""
+"""The record classes storage/codegen.py writes out and the events made on first use
+(storage/record_class.py) behave as the `@dataclasses.dataclass(frozen=True, slots=True)` classes
+they stand for (unsafe_hash=True for the hashable ones): each is compared with the dataclass the
+decorator makes of the same fields."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
 import pickle
+import subprocess
+import sys
 
 import pytest
 
+from groupd.coordinator.core import events
 from groupd.storage import codegen, generated_records, generated_streams_records
 
 MODULES = (generated_records, generated_streams_records)
@@ -26,12 +30,36 @@ def reference(cls: type) -> type:
     return dataclasses.make_dataclass(cls.__name__, spec, frozen=frozen, unsafe_hash=not frozen, slots=True)
 
 
+EVENTS = [cls for cls in vars(events).values() if isinstance(cls, type) and cls.__module__ == events.__name__]
+
+
 def test_every_class_is_compared():
-    written = sum(open(module.__file__, encoding="utf-8").read().count("\nclass ") for module in MODULES)
-    assert len(CLASSES) == written > 50
+    for found, modules in ((CLASSES, MODULES), (EVENTS, (events,))):
+        written = sum(open(module.__file__, encoding="utf-8").read().count("\nclass ") for module in modules)
+        assert len(found) == written > 30
 
 
-@pytest.mark.parametrize("cls", CLASSES, ids=lambda cls: cls.__name__)
+FIRST_USE = r"""
+import dataclasses
+from groupd.coordinator.core import events
+cls = events.MemberExpired
+assert cls.__init__.__code__.co_name == "first"  # not made yet: the import compiled nothing
+assert cls.__slots__ == cls.__match_args__ == tuple(f.name for f in dataclasses.fields(cls))
+a = cls("g", "m", None, 3)
+assert cls.__init__.__code__.co_name == "__init__" and cls.__eq__.__code__.co_name == "__eq__"  # the decorator's
+assert not hasattr(a, "__dict__") and a == cls("g", "m", None, 3, "session-timeout") and a.reason == "session-timeout"
+print(repr(a))
+"""
+
+
+def test_an_event_class_gets_the_decorators_methods_at_its_first_use():
+    out = subprocess.run([sys.executable, "-c", FIRST_USE], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "MemberExpired(group_id='g', member_id='m', instance_id=None, generation=3, " \
+                                 "reason='session-timeout')"
+
+
+@pytest.mark.parametrize("cls", CLASSES + EVENTS, ids=lambda cls: f"{cls.__module__.rsplit('.', 1)[1]}.{cls.__name__}")
 def test_a_record_class_behaves_as_its_dataclass(cls):
     ref = reference(cls)
     mine = [(f.name, f.type, f.default, f.default_factory, f.init, f.repr, f.hash, f.compare, f.kw_only)
