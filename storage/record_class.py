@@ -11,6 +11,7 @@ compiled once into the .pyc. `describe` then gives a class the `__dataclass_fiel
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 
@@ -40,10 +41,14 @@ def describe(cls: type, params: object) -> type:
 
 
 def _fields(cls: type, defaults: dict[str, object]) -> dict[str, dataclasses.Field]:
-    """The decorator's description of each annotated field of `cls`, in order."""
+    """The decorator's description of each annotated field of `cls`, in order: a default that is a
+    `dataclasses.field(...)` is that field's description."""
     described = {}
     for name, annotation in cls.__annotations__.items():
-        f = dataclasses.field(default=defaults.get(name, dataclasses.MISSING), kw_only=False)
+        default = defaults.get(name, dataclasses.MISSING)
+        f = copy.copy(default) if isinstance(default, dataclasses.Field) else dataclasses.field(default=default)
+        if f.kw_only is dataclasses.MISSING:
+            f.kw_only = False
         f.name, f.type, f._field_type = name, annotation, _FIELD
         described[name] = f
     return described
@@ -72,17 +77,22 @@ def frozen_setstate(self, state: list) -> None:
         object.__setattr__(self, name, value)
 
 
-# Hand-written classes: the decorator, its methods made at the class's first use
+# Hand-written classes: the decorator, each of its methods made at its first call
 
-
-_MADE_ON_FIRST_USE = ("__init__", "__repr__", "__eq__", "__hash__")
+# the decorator's arguments that make each method (and nothing costlier beside it); __init__ sets the
+# fields past the frozen __setattr__ as the frozen class's own does; __hash__ is made with __eq__
+_MADE_BY = {"__init__": {"frozen": True, "repr": False, "eq": False},
+            "__repr__": {"init": False, "eq": False},
+            "__eq__": {"init": False, "repr": False, "unsafe_hash": True},
+            "__hash__": {"init": False, "repr": False, "unsafe_hash": True}}
 
 
 def frozen_on_first_use(cls: type) -> type:
-    """`@dataclasses.dataclass(frozen=True, slots=True)` for a module of many small classes that a
-    process mostly never instantiates (coordinator/core/events.py: 34 classes, ~20 ms of start-up).
-    The slots class, its fields and frozenness are made now; its `__init__`, `__repr__`, `__eq__`
-    and `__hash__` are the decorator's own, made when one of them is first called (~0.5 ms, once)."""
+    """`@dataclasses.dataclass(frozen=True, slots=True)`, the decorator's `__init__`, `__repr__`,
+    `__eq__` and `__hash__` each made when first called: for classes of which a process builds few
+    or none (coordinator/core/events.py: 34 classes, ~20 ms of start-up) or whose other methods it
+    never calls (Settings: 144 fields, one instance). The slots class, its fields, its frozenness and
+    its dataclass description are made now; a method costs its compile (~0.1-5 ms) once."""
     names = tuple(cls.__annotations__)
     defaults = {name: cls.__dict__[name] for name in names if name in cls.__dict__}
     namespace = {k: v for k, v in cls.__dict__.items() if k not in defaults and k not in ("__dict__", "__weakref__")}
@@ -90,23 +100,26 @@ def frozen_on_first_use(cls: type) -> type:
                      __getstate__=frozen_getstate, __setstate__=frozen_setstate)
     made = type(cls)(cls.__name__, cls.__bases__, namespace)
 
-    def make() -> None:
-        model = dataclasses.dataclass(frozen=True)(type(cls.__name__, (), {
-            "__annotations__": cls.__annotations__, "__module__": cls.__module__,
-            "__qualname__": cls.__qualname__, "__doc__": cls.__doc__, **defaults}))
-        for method in _MADE_ON_FIRST_USE:
-            setattr(made, method, model.__dict__[method])
-        if made.__doc__ is None:
-            made.__doc__ = model.__doc__
+    def make(method: str) -> None:
+        # a model of the same fields (and __post_init__, which __init__ calls): its method is the decorator's
+        model = type(cls.__name__, (), {
+            "__annotations__": cls.__annotations__, "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+            "__doc__": "-",  # else the decorator formats a signature for it
+            **({"__post_init__": cls.__post_init__} if hasattr(cls, "__post_init__") else {}),
+            **{name: copy.copy(value) if isinstance(value, dataclasses.Field) else value  # the decorator names it
+               for name, value in defaults.items()}})
+        model = dataclasses.dataclass(**_MADE_BY[method])(model)
+        for made_too in ("__eq__", "__hash__") if method in ("__eq__", "__hash__") else (method,):
+            setattr(made, made_too, model.__dict__[made_too])
 
     def on_first_use(method: str):
         def first(self, *args, **kwargs):
-            make()
+            make(method)
             return getattr(made, method)(self, *args, **kwargs)
         first.__name__ = first.__qualname__ = method
         return first
 
-    for method in _MADE_ON_FIRST_USE:
+    for method in _MADE_BY:
         setattr(made, method, on_first_use(method))
     made.__dataclass_fields__, made.__dataclass_params__ = _fields(cls, defaults), FROZEN_PARAMS
     return made

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from groupd.coordinator import settings
 from groupd.coordinator.core import events
 from groupd.storage import codegen, generated_records, generated_streams_records
 
@@ -24,8 +25,8 @@ CLASSES = [cls for module in MODULES for cls in vars(module).values()
 
 def reference(cls: type) -> type:
     """The dataclass the decorator makes of `cls`'s fields."""
-    spec = [(f.name, f.type) if f.default is dataclasses.MISSING else (f.name, f.type, dataclasses.field(
-        default=f.default)) for f in dataclasses.fields(cls)]
+    spec = [(f.name, f.type, dataclasses.field(default=f.default, default_factory=f.default_factory, repr=f.repr,
+                                               hash=f.hash, compare=f.compare)) for f in dataclasses.fields(cls)]
     frozen = cls.__name__ not in HASHABLE
     return dataclasses.make_dataclass(cls.__name__, spec, frozen=frozen, unsafe_hash=not frozen, slots=True)
 
@@ -41,13 +42,15 @@ def test_every_class_is_compared():
 
 FIRST_USE = r"""
 import dataclasses
+from groupd.coordinator import settings
 from groupd.coordinator.core import events
 cls = events.MemberExpired
 assert cls.__init__.__code__.co_name == "first"  # not made yet: the import compiled nothing
 assert cls.__slots__ == cls.__match_args__ == tuple(f.name for f in dataclasses.fields(cls))
 a = cls("g", "m", None, 3)
-assert cls.__init__.__code__.co_name == "__init__" and cls.__eq__.__code__.co_name == "__eq__"  # the decorator's
+assert cls.__init__.__code__.co_name == "__init__" and cls.__eq__.__code__.co_name == "first"  # the decorator's init
 assert not hasattr(a, "__dict__") and a == cls("g", "m", None, 3, "session-timeout") and a.reason == "session-timeout"
+assert cls.__eq__.__code__.co_name == "__eq__" and cls.__hash__.__code__.co_name == "__hash__"
 print(repr(a))
 """
 
@@ -59,7 +62,7 @@ def test_an_event_class_gets_the_decorators_methods_at_its_first_use():
                                  "reason='session-timeout')"
 
 
-@pytest.mark.parametrize("cls", CLASSES + EVENTS, ids=lambda cls: f"{cls.__module__.rsplit('.', 1)[1]}.{cls.__name__}")
+@pytest.mark.parametrize("cls", CLASSES + EVENTS + [settings.Key, settings.Settings], ids=lambda cls: f"{cls.__module__.rsplit('.', 1)[1]}.{cls.__name__}")
 def test_a_record_class_behaves_as_its_dataclass(cls):
     ref = reference(cls)
     mine = [(f.name, f.type, f.default, f.default_factory, f.init, f.repr, f.hash, f.compare, f.kw_only)
@@ -85,7 +88,8 @@ def test_a_record_class_behaves_as_its_dataclass(cls):
         other = dataclasses.replace(a, **{first: -1})
         assert other != a and getattr(other, first) == -1 and repr(other) == repr(dataclasses.replace(b, **{first: -1}))
         assert hash(other) == hash(dataclasses.replace(b, **{first: -1}))
-        required = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]
+        required = [f.name for f in dataclasses.fields(cls)
+                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
         if len(required) < len(names):  # the defaults apply as the dataclass's do
             assert repr(cls(**{n: values[n] for n in required})) == repr(ref(**{n: values[n] for n in required}))
     if cls.__name__ in HASHABLE:
