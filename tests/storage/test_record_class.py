@@ -15,7 +15,7 @@ import pytest
 
 from groupd.coordinator import settings
 from groupd.coordinator.core import events
-from groupd.storage import codegen, generated_records, generated_streams_records
+from groupd.storage import codegen, generated_records, generated_streams_records, topic_config
 
 MODULES = (generated_records, generated_streams_records)
 HASHABLE = {name for out in codegen.OUTPUTS for name in out.hashable}
@@ -62,7 +62,8 @@ def test_an_event_class_gets_the_decorators_methods_at_its_first_use():
                                  "reason='session-timeout')"
 
 
-@pytest.mark.parametrize("cls", CLASSES + EVENTS + [settings.Key, settings.Settings], ids=lambda cls: f"{cls.__module__.rsplit('.', 1)[1]}.{cls.__name__}")
+@pytest.mark.parametrize("cls", CLASSES + EVENTS + [settings.Key, settings.Settings, topic_config.Spec,
+                                 topic_config.TopicConfig], ids=lambda cls: f"{cls.__module__.rsplit('.', 1)[1]}.{cls.__name__}")
 def test_a_record_class_behaves_as_its_dataclass(cls):
     ref = reference(cls)
     mine = [(f.name, f.type, f.default, f.default_factory, f.init, f.repr, f.hash, f.compare, f.kw_only)
