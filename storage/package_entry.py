@@ -1,6 +1,7 @@
 """Enter a third-party package without running its `__init__`, when the process needs only some of
 its submodules and the `__init__` imports much more (aiokafka's clients, prometheus_client's HTTP
-servers): storage/aiokafka_record_code.py, coordinator/observability/prometheus.py.
+servers, crc32c's metadata lookup): storage/aiokafka_record_code.py, storage/batch_crc.py,
+coordinator/observability/prometheus.py.
 
 The package is put in `sys.modules` as a module whose `__init__` has not run yet; its submodules
 import as usual. The first attribute asked of the package itself (`from aiokafka import
