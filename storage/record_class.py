@@ -94,6 +94,8 @@ def frozen_on_first_use(cls: type) -> type:
     never calls (Settings: 144 fields, one instance). The slots class, its fields, its frozenness and
     its dataclass description are made now; a method costs its compile (~0.1-5 ms) once."""
     names = tuple(cls.__annotations__)
+    if any(kind in str(annotation) for annotation in cls.__annotations__.values() for kind in ("ClassVar", "InitVar")):
+        raise TypeError(f"{cls.__name__}: a ClassVar or InitVar, which frozen_on_first_use does not take")
     defaults = {name: cls.__dict__[name] for name in names if name in cls.__dict__}
     namespace = {k: v for k, v in cls.__dict__.items() if k not in defaults and k not in ("__dict__", "__weakref__")}
     namespace.update(__slots__=names, __match_args__=names, __setattr__=frozen_setattr, __delattr__=frozen_delattr,
