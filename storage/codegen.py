@@ -5,8 +5,8 @@
 
 Each row of OUTPUTS is one generated module: its records (a `<Name>Key.json` and `<Name>Value.json`
 pair each, from storage/schemas/) become frozen slots classes written out as the dataclasses they
-stand for (storage/record_class.py), a reader and a writer per struct and version, and the tables the hand-written layers dispatch on (storage/records.py,
-storage/consumer_records.py):
+stand for (storage/record_class.py), a reader and a writer per struct and version, and the tables
+the hand-written layers dispatch on (storage/records.py, storage/consumer_records.py):
 
     KEY_TYPES       key class -> the int16 record type it is written with (the highest it has)
     KEY_READERS     record type -> read(reader) -> key                 (past the type; wire.key_reader)

@@ -32,6 +32,7 @@ def test_the_registry_without_the_exposition_then_the_whole_package():
 
 def test_a_process_that_imported_prometheus_client_first_keeps_it():
     code = "import prometheus_client, sys; import groupd.coordinator.observability.metrics; " \
-           "assert sys.modules['prometheus_client'] is prometheus_client and '__getattr__' not in vars(prometheus_client)"
+           "assert sys.modules['prometheus_client'] is prometheus_client; " \
+           "assert '__getattr__' not in vars(prometheus_client)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

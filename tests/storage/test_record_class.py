@@ -62,8 +62,10 @@ def test_an_event_class_gets_the_decorators_methods_at_its_first_use():
                                  "reason='session-timeout')"
 
 
-@pytest.mark.parametrize("cls", CLASSES + EVENTS + [settings.Key, settings.Settings, topic_config.Spec,
-                                 topic_config.TopicConfig], ids=lambda cls: f"{cls.__module__.rsplit('.', 1)[1]}.{cls.__name__}")
+HAND_WRITTEN = EVENTS + [settings.Key, settings.Settings, topic_config.Spec, topic_config.TopicConfig]
+
+
+@pytest.mark.parametrize("cls", CLASSES + HAND_WRITTEN, ids=lambda cls: f"{cls.__module__}.{cls.__name__}")
 def test_a_record_class_behaves_as_its_dataclass(cls):
     ref = reference(cls)
     mine = [(f.name, f.type, f.default, f.default_factory, f.init, f.repr, f.hash, f.compare, f.kw_only)
