@@ -7,7 +7,14 @@ from __future__ import annotations
 
 import struct
 
-from crc32c import crc32c
+from .package_entry import enter_without_init
+
+# the extension alone: the package's __init__ looks its own version up in the installed distributions'
+# metadata (importlib.metadata: a scan of sys.path, zipfile, email, csv; ~15 ms of start-up) and
+# imports its command line
+enter_without_init("crc32c")
+
+from crc32c._crc32c import crc32c  # noqa: E402
 
 CRC_AT, CRC_END = 17, 21
 _CRC = struct.Struct(">I")

@@ -4,9 +4,9 @@
     python -m groupd.storage.codegen --check    # exit 1 and name the modules that differ (tests run this)
 
 Each row of OUTPUTS is one generated module: its records (a `<Name>Key.json` and `<Name>Value.json`
-pair each, from storage/schemas/) become frozen dataclasses, a reader and a writer per struct and
-version, and the tables the hand-written layers dispatch on (storage/records.py,
-storage/consumer_records.py):
+pair each, from storage/schemas/) become frozen slots classes written out as the dataclasses they
+stand for (storage/record_class.py), a reader and a writer per struct and version, and the tables
+the hand-written layers dispatch on (storage/records.py, storage/consumer_records.py):
 
     KEY_TYPES       key class -> the int16 record type it is written with (the highest it has)
     KEY_READERS     record type -> read(reader) -> key                 (past the type; wire.key_reader)
@@ -25,7 +25,7 @@ and end every struct with a tagged-field section; a tagged field is written only
 default; a nullable struct is preceded by an int8 (-1 null, 1 present); a field outside a version
 takes its default when read.
 
-Over 500 lines because it is one translation, schema to Python, whose readers, writers and dataclasses
+Over 500 lines because it is one translation, schema to Python, whose readers, writers and classes
 share the field model; what it writes is checked in and tested for staleness.
 """
 
@@ -51,7 +51,7 @@ class Output:
     # struct type (or "Record.StructType", for one record's struct only) -> class name
     renames: dict[str, str] = dataclasses.field(default_factory=dict)
     classes: dict[str, str] = dataclasses.field(default_factory=dict)  # class -> module that writes it by hand
-    dataclass_args: dict[str, str] = dataclasses.field(default_factory=dict)  # class -> @dataclass(...) arguments
+    hashable: tuple[str, ...] = ()  # classes that are hashable but not frozen (else frozen)
     notes: dict[str, str] = dataclasses.field(default_factory=dict)  # "Class.field" -> a comment on it
 
 
@@ -68,8 +68,8 @@ OUTPUTS = [
         renames={"TopicPartition": "TopicPartitions"},
         # one bytes object per committed offset (memory); built and read here through its fields
         classes={"OffsetCommitValue": ".offset_value"},
-        # not frozen: a frozen dataclass sets each field through object.__setattr__, a fifth of a load
-        dataclass_args={"OffsetCommitKey": "unsafe_hash=True, slots=True"},
+        # not frozen: a frozen class sets each field through object.__setattr__, a fifth of a load
+        hashable=("OffsetCommitKey",),
         notes={
             "GroupMetadataValue.protocol_type": '"" = none',
             "GroupMetadataValue.current_state_timestamp": "-1 = unknown",
@@ -114,11 +114,10 @@ Regenerate with `python -m groupd.storage.codegen`.
 # flake8: noqa
 from __future__ import annotations
 
-import dataclasses
 import struct
 import uuid
 
-from . import wire
+from . import record_class, wire
 from .wire import CorruptRecord, not_null_count
 '''
 
@@ -500,7 +499,10 @@ class Module:
 
     # -- classes ---------------------------------------------------------------------------
 
-    def dataclass(self, s: Struct) -> str:
+    def record_class(self, s: Struct) -> str:
+        """The class `@dataclasses.dataclass(frozen=True, slots=True)` would make (unsafe_hash=True
+        instead of frozen=True for the hashable ones), written out: the same methods, doing the same."""
+        frozen = s.name not in self.out.hashable
         fields, defaults = [], True
         for f in reversed(s.fields):
             nullable = f.nullable.high >= f.nullable.low
@@ -511,11 +513,42 @@ class Module:
             if default == "None" or nullable:
                 annotation += " | None"
             defaults = defaults and default is not None
-            note = self.out.notes.get(f"{s.name}.{f.name}")
-            fields.append(f"    {f.name}: {annotation}" + (f" = {default}" if defaults else "")
-                          + (f"  # {note}" if note else ""))
-        args = self.out.dataclass_args.get(s.name, "frozen=True, slots=True")
-        return "\n".join([f"@dataclasses.dataclass({args})", f"class {s.name}:", *reversed(fields)])
+            fields.append((f.name, annotation, default if defaults else None, self.out.notes.get(f"{s.name}.{f.name}")))
+        fields.reverse()
+        names = [name for name, *_ in fields]
+        comma = "," if len(names) == 1 else ""
+        mine, theirs = (fill([f"{who}.{n}" for n in names], 21) + comma for who in ("self", "other"))
+        params = ["self"] + [f"{n}: {a}" + (f" = {d}" if d is not None else "") for n, a, d, _ in fields]
+        setter = "_set(self, {0!r}, {0})" if frozen else "self.{0} = {0}"
+        shown = [f"{n}={{self.{n}!r}}" for n in names] or [""]
+        shown[0] = "{self.__class__.__qualname__}(" + shown[0]
+        shown[-1] += ")"
+        lines = [f"class {s.name}:",
+                 f"    __slots__ = ({fill([repr(n) for n in names], 17)}{comma})",
+                 "    __match_args__ = __slots__",
+                 *(f"    {n}: {a}" + (f"  # {note}" if note else "") for n, a, _, note in fields),
+                 "",
+                 f"    def __init__({wrap(params, 12, 4)}) -> None:",
+                 *([f"        {setter.format(n)}" for n in names] or ["        pass"]),
+                 "",
+                 "    def __repr__(self) -> str:",
+                 f"        return ({fill(shown, 16, quoted=True)})",
+                 "",
+                 "    def __eq__(self, other: object) -> bool:",
+                 "        if other.__class__ is self.__class__:",
+                 f"            return (({mine}) ==",
+                 f"                    ({theirs}))",
+                 "        return NotImplemented",
+                 "",
+                 "    def __hash__(self) -> int:",
+                 f"        return hash(({mine}))"]
+        if frozen:
+            lines += ["",
+                      "    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr",
+                      "    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate"]
+        params_name = "FROZEN_PARAMS" if frozen else "HASHABLE_PARAMS"
+        lines += ["", "", f"record_class.describe({s.name}, record_class.{params_name})"]
+        return "\n".join(lines)
 
     # -- the module ------------------------------------------------------------------------
 
@@ -558,11 +591,11 @@ class Module:
         out = [HEADER.format(log=self.out.log, names=names)]
         for module in sorted(set(self.out.classes.values())):
             out.append(f"from {module} import {', '.join(c for c, m in self.out.classes.items() if m == module)}")
-        out.append("")
+        out += ["", "_set = object.__setattr__  # how a frozen class's __init__ sets its fields (past its __setattr__)"]
         out += [f"{self.pack(fmt)} = struct.Struct('>{fmt}')" for fmt in sorted(self.packs)]
         for s in self.classes.values():
             if s.name not in self.out.classes:
-                out += ["", "", self.dataclass(s)]
+                out += ["", "", self.record_class(s)]
         for code in self.funcs:
             out += ["", "", code]
         out += ["", "", "KEY_TYPES = {"] + [f"    {k}: {t[-1]}," for k, _, t, *_ in rows] + ["}"]
@@ -575,8 +608,8 @@ class Module:
         return "\n".join(out) + "\n"
 
 
-RESERVED = {"r", "t", "n", "o", "tag", "tags", "out", "version", "flexible", "wire", "struct", "uuid", "dataclasses",
-            "not_null_count", "CorruptRecord"}  # the generated code's own names
+RESERVED = {"r", "t", "n", "o", "tag", "tags", "out", "version", "flexible", "wire", "struct", "uuid", "record_class",
+            "not_null_count", "CorruptRecord", "_set"}  # the generated code's own names
 
 
 def local(f: Field) -> str:
@@ -591,6 +624,22 @@ def wrap(items: list[str], indent: int, close: int, width: int = 100, trailing: 
         return one
     pad = " " * indent
     return "\n" + "".join(f"{pad}{item},\n" for item in items) + " " * close
+
+
+def fill(items: list[str], indent: int, quoted: bool = False, width: int = 100) -> str:
+    """Items joined by ", ", broken onto lines `indent` deep (inside brackets) before `width`; quoted:
+    each line one f-string, the ", " inside the string."""
+    lines, line = [], ""
+    for item in items:
+        if line and indent + len(line) + len(item) + 6 > width:
+            lines.append(line + ",")
+            line = item
+        else:
+            line = f"{line}, {item}" if line else item
+    lines.append(line)
+    if quoted:
+        lines = [f"f'{text[:-1]}, '" for text in lines[:-1]] + [f"f'{lines[-1]}'"]
+    return ("\n" + " " * indent).join(lines)
 
 
 def generate(out: Output) -> str:

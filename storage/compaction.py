@@ -15,7 +15,6 @@ corrupt bytes is left as it is for `groupd log repair`, and the others are compa
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import os
 import signal
@@ -45,6 +44,8 @@ def die_with_parent(sig: int = signal.SIGKILL) -> None:
     `kill -9` of the server never leaves a cleaner at work beside the next server's. Killed
     mid-rewrite it leaves a `.cleaned` file, which the next load deletes. (A worker process asks for
     SIGTERM: it drains as a server does when its supervisor dies.)"""
+    import ctypes  # here: only compaction and worker processes call this (a server's start-up skips ctypes)
+
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, sig)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # not Linux: the process outlives a killed server

@@ -13,15 +13,15 @@ Regenerate with `python -m groupd.storage.codegen`.
 # flake8: noqa
 from __future__ import annotations
 
-import dataclasses
 import struct
 import uuid
 
-from . import wire
+from . import record_class, wire
 from .wire import CorruptRecord, not_null_count
 
 from .offset_value import OffsetCommitValue
 
+_set = object.__setattr__  # how a frozen class's __init__ sets its fields (past its __setattr__)
 _S_i = struct.Struct('>i')
 _S_iib = struct.Struct('>iib')
 _S_iq = struct.Struct('>iq')
@@ -29,20 +29,66 @@ _S_q = struct.Struct('>q')
 _S_qq = struct.Struct('>qq')
 
 
-@dataclasses.dataclass(unsafe_hash=True, slots=True)
 class OffsetCommitKey:
+    __slots__ = ('group', 'topic', 'partition')
+    __match_args__ = __slots__
     group: str
     topic: str
     partition: int
 
+    def __init__(self, group: str, topic: str, partition: int) -> None:
+        self.group = group
+        self.topic = topic
+        self.partition = partition
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(group={self.group!r}, topic={self.topic!r}, '
+                f'partition={self.partition!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.group, self.topic, self.partition) ==
+                    (other.group, other.topic, other.partition))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group, self.topic, self.partition))
+
+
+record_class.describe(OffsetCommitKey, record_class.HASHABLE_PARAMS)
+
+
 class GroupMetadataKey:
+    __slots__ = ('group',)
+    __match_args__ = __slots__
     group: str
 
+    def __init__(self, group: str) -> None:
+        _set(self, 'group', group)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(group={self.group!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.group,) ==
+                    (other.group,))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group,))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(GroupMetadataKey, record_class.FROZEN_PARAMS)
+
+
 class MemberMetadata:
+    __slots__ = ('member_id', 'group_instance_id', 'client_id', 'client_host',
+                 'rebalance_timeout', 'session_timeout', 'subscription', 'assignment')
+    __match_args__ = __slots__
     member_id: str
     group_instance_id: str | None
     client_id: str
@@ -52,222 +98,1183 @@ class MemberMetadata:
     subscription: bytes
     assignment: bytes
 
+    def __init__(
+            self,
+            member_id: str,
+            group_instance_id: str | None,
+            client_id: str,
+            client_host: str,
+            rebalance_timeout: int,
+            session_timeout: int,
+            subscription: bytes,
+            assignment: bytes,
+    ) -> None:
+        _set(self, 'member_id', member_id)
+        _set(self, 'group_instance_id', group_instance_id)
+        _set(self, 'client_id', client_id)
+        _set(self, 'client_host', client_host)
+        _set(self, 'rebalance_timeout', rebalance_timeout)
+        _set(self, 'session_timeout', session_timeout)
+        _set(self, 'subscription', subscription)
+        _set(self, 'assignment', assignment)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(member_id={self.member_id!r}, '
+                f'group_instance_id={self.group_instance_id!r}, client_id={self.client_id!r}, '
+                f'client_host={self.client_host!r}, rebalance_timeout={self.rebalance_timeout!r}, '
+                f'session_timeout={self.session_timeout!r}, subscription={self.subscription!r}, '
+                f'assignment={self.assignment!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.member_id, self.group_instance_id, self.client_id, self.client_host,
+                     self.rebalance_timeout, self.session_timeout, self.subscription,
+                     self.assignment) ==
+                    (other.member_id, other.group_instance_id, other.client_id,
+                     other.client_host, other.rebalance_timeout, other.session_timeout,
+                     other.subscription, other.assignment))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.member_id, self.group_instance_id, self.client_id, self.client_host,
+                     self.rebalance_timeout, self.session_timeout, self.subscription,
+                     self.assignment))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(MemberMetadata, record_class.FROZEN_PARAMS)
+
+
 class GroupMetadataValue:
+    __slots__ = ('protocol_type', 'generation', 'protocol', 'leader', 'current_state_timestamp',
+                 'members')
+    __match_args__ = __slots__
     protocol_type: str  # "" = none
     generation: int
-    protocol: str | None = None
-    leader: str | None = None
-    current_state_timestamp: int = -1  # -1 = unknown
-    members: tuple[MemberMetadata, ...] = ()
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp: int  # -1 = unknown
+    members: tuple[MemberMetadata, ...]
+
+    def __init__(
+            self,
+            protocol_type: str,
+            generation: int,
+            protocol: str | None = None,
+            leader: str | None = None,
+            current_state_timestamp: int = -1,
+            members: tuple[MemberMetadata, ...] = (),
+    ) -> None:
+        _set(self, 'protocol_type', protocol_type)
+        _set(self, 'generation', generation)
+        _set(self, 'protocol', protocol)
+        _set(self, 'leader', leader)
+        _set(self, 'current_state_timestamp', current_state_timestamp)
+        _set(self, 'members', members)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(protocol_type={self.protocol_type!r}, '
+                f'generation={self.generation!r}, protocol={self.protocol!r}, '
+                f'leader={self.leader!r}, current_state_timestamp={self.current_state_timestamp!r}, '
+                f'members={self.members!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.protocol_type, self.generation, self.protocol, self.leader,
+                     self.current_state_timestamp, self.members) ==
+                    (other.protocol_type, other.generation, other.protocol, other.leader,
+                     other.current_state_timestamp, other.members))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.protocol_type, self.generation, self.protocol, self.leader,
+                     self.current_state_timestamp, self.members))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+record_class.describe(GroupMetadataValue, record_class.FROZEN_PARAMS)
+
+
 class ConsumerGroupMetadataKey:
+    __slots__ = ('group_id',)
+    __match_args__ = __slots__
     group_id: str
 
+    def __init__(self, group_id: str) -> None:
+        _set(self, 'group_id', group_id)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(group_id={self.group_id!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.group_id,) ==
+                    (other.group_id,))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id,))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(ConsumerGroupMetadataKey, record_class.FROZEN_PARAMS)
+
+
 class ConsumerGroupMetadataValue:
+    __slots__ = ('epoch', 'metadata_hash')
+    __match_args__ = __slots__
     epoch: int
-    metadata_hash: int = 0  # tagged (Kafka 4.1, KIP-1101); 0 = not written
+    metadata_hash: int  # tagged (Kafka 4.1, KIP-1101); 0 = not written
+
+    def __init__(self, epoch: int, metadata_hash: int = 0) -> None:
+        _set(self, 'epoch', epoch)
+        _set(self, 'metadata_hash', metadata_hash)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(epoch={self.epoch!r}, '
+                f'metadata_hash={self.metadata_hash!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.epoch, self.metadata_hash) ==
+                    (other.epoch, other.metadata_hash))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.epoch, self.metadata_hash))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+record_class.describe(ConsumerGroupMetadataValue, record_class.FROZEN_PARAMS)
+
+
 class ConsumerGroupPartitionMetadataKey:
+    __slots__ = ('group_id',)
+    __match_args__ = __slots__
     group_id: str
 
+    def __init__(self, group_id: str) -> None:
+        _set(self, 'group_id', group_id)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(group_id={self.group_id!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.group_id,) ==
+                    (other.group_id,))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id,))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(ConsumerGroupPartitionMetadataKey, record_class.FROZEN_PARAMS)
+
+
 class PartitionMetadata:
+    __slots__ = ('partition', 'racks')
+    __match_args__ = __slots__
     partition: int
-    racks: tuple[str, ...] = ()
+    racks: tuple[str, ...]
+
+    def __init__(self, partition: int, racks: tuple[str, ...] = ()) -> None:
+        _set(self, 'partition', partition)
+        _set(self, 'racks', racks)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(partition={self.partition!r}, '
+                f'racks={self.racks!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.partition, self.racks) ==
+                    (other.partition, other.racks))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.partition, self.racks))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+record_class.describe(PartitionMetadata, record_class.FROZEN_PARAMS)
+
+
 class TopicMetadata:
+    __slots__ = ('topic_id', 'topic_name', 'num_partitions', 'partition_metadata')
+    __match_args__ = __slots__
     topic_id: uuid.UUID
     topic_name: str
     num_partitions: int
-    partition_metadata: tuple[PartitionMetadata, ...] = ()  # Kafka 4.0 writes it empty
+    partition_metadata: tuple[PartitionMetadata, ...]  # Kafka 4.0 writes it empty
+
+    def __init__(
+            self,
+            topic_id: uuid.UUID,
+            topic_name: str,
+            num_partitions: int,
+            partition_metadata: tuple[PartitionMetadata, ...] = (),
+    ) -> None:
+        _set(self, 'topic_id', topic_id)
+        _set(self, 'topic_name', topic_name)
+        _set(self, 'num_partitions', num_partitions)
+        _set(self, 'partition_metadata', partition_metadata)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(topic_id={self.topic_id!r}, '
+                f'topic_name={self.topic_name!r}, num_partitions={self.num_partitions!r}, '
+                f'partition_metadata={self.partition_metadata!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.topic_id, self.topic_name, self.num_partitions,
+                     self.partition_metadata) ==
+                    (other.topic_id, other.topic_name, other.num_partitions,
+                     other.partition_metadata))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.topic_id, self.topic_name, self.num_partitions,
+                     self.partition_metadata))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+record_class.describe(TopicMetadata, record_class.FROZEN_PARAMS)
+
+
 class ConsumerGroupPartitionMetadataValue:
-    topics: tuple[TopicMetadata, ...] = ()
+    __slots__ = ('topics',)
+    __match_args__ = __slots__
+    topics: tuple[TopicMetadata, ...]
+
+    def __init__(self, topics: tuple[TopicMetadata, ...] = ()) -> None:
+        _set(self, 'topics', topics)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(topics={self.topics!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.topics,) ==
+                    (other.topics,))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.topics,))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+record_class.describe(ConsumerGroupPartitionMetadataValue, record_class.FROZEN_PARAMS)
+
+
 class ConsumerGroupMemberMetadataKey:
+    __slots__ = ('group_id', 'member_id')
+    __match_args__ = __slots__
     group_id: str
     member_id: str
 
+    def __init__(self, group_id: str, member_id: str) -> None:
+        _set(self, 'group_id', group_id)
+        _set(self, 'member_id', member_id)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(group_id={self.group_id!r}, '
+                f'member_id={self.member_id!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.group_id, self.member_id) ==
+                    (other.group_id, other.member_id))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id, self.member_id))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(ConsumerGroupMemberMetadataKey, record_class.FROZEN_PARAMS)
+
+
 class ClassicProtocol:
+    __slots__ = ('name', 'metadata')
+    __match_args__ = __slots__
     name: str
     metadata: bytes
 
+    def __init__(self, name: str, metadata: bytes) -> None:
+        _set(self, 'name', name)
+        _set(self, 'metadata', metadata)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(name={self.name!r}, metadata={self.metadata!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.name, self.metadata) ==
+                    (other.name, other.metadata))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.metadata))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(ClassicProtocol, record_class.FROZEN_PARAMS)
+
+
 class ClassicMemberMetadata:
+    __slots__ = ('session_timeout_ms', 'supported_protocols')
+    __match_args__ = __slots__
     session_timeout_ms: int  # only for classic-protocol members in a consumer group
-    supported_protocols: tuple[ClassicProtocol, ...] = ()
+    supported_protocols: tuple[ClassicProtocol, ...]
+
+    def __init__(self, session_timeout_ms: int, supported_protocols: tuple[ClassicProtocol, ...] = ()) -> None:
+        _set(self, 'session_timeout_ms', session_timeout_ms)
+        _set(self, 'supported_protocols', supported_protocols)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(session_timeout_ms={self.session_timeout_ms!r}, '
+                f'supported_protocols={self.supported_protocols!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.session_timeout_ms, self.supported_protocols) ==
+                    (other.session_timeout_ms, other.supported_protocols))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.session_timeout_ms, self.supported_protocols))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+record_class.describe(ClassicMemberMetadata, record_class.FROZEN_PARAMS)
+
+
 class ConsumerGroupMemberMetadataValue:
+    __slots__ = ('instance_id', 'rack_id', 'client_id', 'client_host', 'subscribed_topic_names',
+                 'subscribed_topic_regex', 'rebalance_timeout_ms', 'server_assignor',
+                 'classic_member_metadata')
+    __match_args__ = __slots__
     instance_id: str | None
     rack_id: str | None
     client_id: str
     client_host: str
-    subscribed_topic_names: tuple[str, ...] = ()
-    subscribed_topic_regex: str | None = None
-    rebalance_timeout_ms: int = -1
-    server_assignor: str | None = None
-    classic_member_metadata: ClassicMemberMetadata | None = None  # tagged field 0
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+    classic_member_metadata: ClassicMemberMetadata | None  # tagged field 0
+
+    def __init__(
+            self,
+            instance_id: str | None,
+            rack_id: str | None,
+            client_id: str,
+            client_host: str,
+            subscribed_topic_names: tuple[str, ...] = (),
+            subscribed_topic_regex: str | None = None,
+            rebalance_timeout_ms: int = -1,
+            server_assignor: str | None = None,
+            classic_member_metadata: ClassicMemberMetadata | None = None,
+    ) -> None:
+        _set(self, 'instance_id', instance_id)
+        _set(self, 'rack_id', rack_id)
+        _set(self, 'client_id', client_id)
+        _set(self, 'client_host', client_host)
+        _set(self, 'subscribed_topic_names', subscribed_topic_names)
+        _set(self, 'subscribed_topic_regex', subscribed_topic_regex)
+        _set(self, 'rebalance_timeout_ms', rebalance_timeout_ms)
+        _set(self, 'server_assignor', server_assignor)
+        _set(self, 'classic_member_metadata', classic_member_metadata)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(instance_id={self.instance_id!r}, '
+                f'rack_id={self.rack_id!r}, client_id={self.client_id!r}, '
+                f'client_host={self.client_host!r}, '
+                f'subscribed_topic_names={self.subscribed_topic_names!r}, '
+                f'subscribed_topic_regex={self.subscribed_topic_regex!r}, '
+                f'rebalance_timeout_ms={self.rebalance_timeout_ms!r}, '
+                f'server_assignor={self.server_assignor!r}, '
+                f'classic_member_metadata={self.classic_member_metadata!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.instance_id, self.rack_id, self.client_id, self.client_host,
+                     self.subscribed_topic_names, self.subscribed_topic_regex,
+                     self.rebalance_timeout_ms, self.server_assignor,
+                     self.classic_member_metadata) ==
+                    (other.instance_id, other.rack_id, other.client_id, other.client_host,
+                     other.subscribed_topic_names, other.subscribed_topic_regex,
+                     other.rebalance_timeout_ms, other.server_assignor,
+                     other.classic_member_metadata))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.instance_id, self.rack_id, self.client_id, self.client_host,
+                     self.subscribed_topic_names, self.subscribed_topic_regex,
+                     self.rebalance_timeout_ms, self.server_assignor,
+                     self.classic_member_metadata))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+record_class.describe(ConsumerGroupMemberMetadataValue, record_class.FROZEN_PARAMS)
+
+
 class ConsumerGroupTargetAssignmentMetadataKey:
+    __slots__ = ('group_id',)
+    __match_args__ = __slots__
     group_id: str
 
+    def __init__(self, group_id: str) -> None:
+        _set(self, 'group_id', group_id)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(group_id={self.group_id!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.group_id,) ==
+                    (other.group_id,))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id,))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(ConsumerGroupTargetAssignmentMetadataKey, record_class.FROZEN_PARAMS)
+
+
 class ConsumerGroupTargetAssignmentMetadataValue:
+    __slots__ = ('assignment_epoch',)
+    __match_args__ = __slots__
     assignment_epoch: int
 
+    def __init__(self, assignment_epoch: int) -> None:
+        _set(self, 'assignment_epoch', assignment_epoch)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(assignment_epoch={self.assignment_epoch!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.assignment_epoch,) ==
+                    (other.assignment_epoch,))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.assignment_epoch,))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(ConsumerGroupTargetAssignmentMetadataValue, record_class.FROZEN_PARAMS)
+
+
 class ConsumerGroupTargetAssignmentMemberKey:
+    __slots__ = ('group_id', 'member_id')
+    __match_args__ = __slots__
     group_id: str
     member_id: str
 
+    def __init__(self, group_id: str, member_id: str) -> None:
+        _set(self, 'group_id', group_id)
+        _set(self, 'member_id', member_id)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(group_id={self.group_id!r}, '
+                f'member_id={self.member_id!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.group_id, self.member_id) ==
+                    (other.group_id, other.member_id))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id, self.member_id))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(ConsumerGroupTargetAssignmentMemberKey, record_class.FROZEN_PARAMS)
+
+
 class TopicPartitions:
+    __slots__ = ('topic_id', 'partitions')
+    __match_args__ = __slots__
     topic_id: uuid.UUID
-    partitions: tuple[int, ...] = ()
+    partitions: tuple[int, ...]
+
+    def __init__(self, topic_id: uuid.UUID, partitions: tuple[int, ...] = ()) -> None:
+        _set(self, 'topic_id', topic_id)
+        _set(self, 'partitions', partitions)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(topic_id={self.topic_id!r}, '
+                f'partitions={self.partitions!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.topic_id, self.partitions) ==
+                    (other.topic_id, other.partitions))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.topic_id, self.partitions))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+record_class.describe(TopicPartitions, record_class.FROZEN_PARAMS)
+
+
 class ConsumerGroupTargetAssignmentMemberValue:
-    topic_partitions: tuple[TopicPartitions, ...] = ()
+    __slots__ = ('topic_partitions',)
+    __match_args__ = __slots__
+    topic_partitions: tuple[TopicPartitions, ...]
+
+    def __init__(self, topic_partitions: tuple[TopicPartitions, ...] = ()) -> None:
+        _set(self, 'topic_partitions', topic_partitions)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(topic_partitions={self.topic_partitions!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.topic_partitions,) ==
+                    (other.topic_partitions,))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.topic_partitions,))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+record_class.describe(ConsumerGroupTargetAssignmentMemberValue, record_class.FROZEN_PARAMS)
+
+
 class ConsumerGroupCurrentMemberAssignmentKey:
+    __slots__ = ('group_id', 'member_id')
+    __match_args__ = __slots__
     group_id: str
     member_id: str
 
+    def __init__(self, group_id: str, member_id: str) -> None:
+        _set(self, 'group_id', group_id)
+        _set(self, 'member_id', member_id)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(group_id={self.group_id!r}, '
+                f'member_id={self.member_id!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.group_id, self.member_id) ==
+                    (other.group_id, other.member_id))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id, self.member_id))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(ConsumerGroupCurrentMemberAssignmentKey, record_class.FROZEN_PARAMS)
+
+
 class ConsumerGroupCurrentMemberAssignmentValue:
+    __slots__ = ('member_epoch', 'previous_member_epoch', 'state', 'assigned_partitions',
+                 'partitions_pending_revocation')
+    __match_args__ = __slots__
     member_epoch: int
     previous_member_epoch: int
     state: int  # MemberState's int8 value (coordinator.consumer)
-    assigned_partitions: tuple[TopicPartitions, ...] = ()
-    partitions_pending_revocation: tuple[TopicPartitions, ...] = ()
+    assigned_partitions: tuple[TopicPartitions, ...]
+    partitions_pending_revocation: tuple[TopicPartitions, ...]
+
+    def __init__(
+            self,
+            member_epoch: int,
+            previous_member_epoch: int,
+            state: int,
+            assigned_partitions: tuple[TopicPartitions, ...] = (),
+            partitions_pending_revocation: tuple[TopicPartitions, ...] = (),
+    ) -> None:
+        _set(self, 'member_epoch', member_epoch)
+        _set(self, 'previous_member_epoch', previous_member_epoch)
+        _set(self, 'state', state)
+        _set(self, 'assigned_partitions', assigned_partitions)
+        _set(self, 'partitions_pending_revocation', partitions_pending_revocation)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(member_epoch={self.member_epoch!r}, '
+                f'previous_member_epoch={self.previous_member_epoch!r}, state={self.state!r}, '
+                f'assigned_partitions={self.assigned_partitions!r}, '
+                f'partitions_pending_revocation={self.partitions_pending_revocation!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.member_epoch, self.previous_member_epoch, self.state,
+                     self.assigned_partitions, self.partitions_pending_revocation) ==
+                    (other.member_epoch, other.previous_member_epoch, other.state,
+                     other.assigned_partitions, other.partitions_pending_revocation))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.member_epoch, self.previous_member_epoch, self.state,
+                     self.assigned_partitions, self.partitions_pending_revocation))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+record_class.describe(ConsumerGroupCurrentMemberAssignmentValue, record_class.FROZEN_PARAMS)
+
+
 class ConsumerGroupRegularExpressionKey:
+    __slots__ = ('group_id', 'regular_expression')
+    __match_args__ = __slots__
     group_id: str
     regular_expression: str
 
+    def __init__(self, group_id: str, regular_expression: str) -> None:
+        _set(self, 'group_id', group_id)
+        _set(self, 'regular_expression', regular_expression)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(group_id={self.group_id!r}, '
+                f'regular_expression={self.regular_expression!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.group_id, self.regular_expression) ==
+                    (other.group_id, other.regular_expression))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id, self.regular_expression))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(ConsumerGroupRegularExpressionKey, record_class.FROZEN_PARAMS)
+
+
 class ConsumerGroupRegularExpressionValue:
+    __slots__ = ('topics', 'version', 'timestamp')
+    __match_args__ = __slots__
     topics: tuple[str, ...]
     version: int  # the metadata version the regex was resolved against
     timestamp: int  # when it was resolved, ms
 
+    def __init__(self, topics: tuple[str, ...], version: int, timestamp: int) -> None:
+        _set(self, 'topics', topics)
+        _set(self, 'version', version)
+        _set(self, 'timestamp', timestamp)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(topics={self.topics!r}, version={self.version!r}, '
+                f'timestamp={self.timestamp!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.topics, self.version, self.timestamp) ==
+                    (other.topics, other.version, other.timestamp))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.topics, self.version, self.timestamp))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(ConsumerGroupRegularExpressionValue, record_class.FROZEN_PARAMS)
+
+
 class ShareGroupMemberMetadataKey:
+    __slots__ = ('group_id', 'member_id')
+    __match_args__ = __slots__
     group_id: str
     member_id: str
 
+    def __init__(self, group_id: str, member_id: str) -> None:
+        _set(self, 'group_id', group_id)
+        _set(self, 'member_id', member_id)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(group_id={self.group_id!r}, '
+                f'member_id={self.member_id!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.group_id, self.member_id) ==
+                    (other.group_id, other.member_id))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id, self.member_id))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(ShareGroupMemberMetadataKey, record_class.FROZEN_PARAMS)
+
+
 class ShareGroupMemberMetadataValue:
+    __slots__ = ('rack_id', 'client_id', 'client_host', 'subscribed_topic_names')
+    __match_args__ = __slots__
     rack_id: str | None
     client_id: str
     client_host: str
-    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_names: tuple[str, ...]
+
+    def __init__(
+            self,
+            rack_id: str | None,
+            client_id: str,
+            client_host: str,
+            subscribed_topic_names: tuple[str, ...] = (),
+    ) -> None:
+        _set(self, 'rack_id', rack_id)
+        _set(self, 'client_id', client_id)
+        _set(self, 'client_host', client_host)
+        _set(self, 'subscribed_topic_names', subscribed_topic_names)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(rack_id={self.rack_id!r}, '
+                f'client_id={self.client_id!r}, client_host={self.client_host!r}, '
+                f'subscribed_topic_names={self.subscribed_topic_names!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names) ==
+                    (other.rack_id, other.client_id, other.client_host,
+                     other.subscribed_topic_names))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+record_class.describe(ShareGroupMemberMetadataValue, record_class.FROZEN_PARAMS)
+
+
 class ShareGroupMetadataKey:
+    __slots__ = ('group_id',)
+    __match_args__ = __slots__
     group_id: str
 
+    def __init__(self, group_id: str) -> None:
+        _set(self, 'group_id', group_id)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(group_id={self.group_id!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.group_id,) ==
+                    (other.group_id,))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id,))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(ShareGroupMetadataKey, record_class.FROZEN_PARAMS)
+
+
 class ShareGroupMetadataValue:
+    __slots__ = ('epoch', 'metadata_hash')
+    __match_args__ = __slots__
     epoch: int
     metadata_hash: int
 
+    def __init__(self, epoch: int, metadata_hash: int) -> None:
+        _set(self, 'epoch', epoch)
+        _set(self, 'metadata_hash', metadata_hash)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(epoch={self.epoch!r}, '
+                f'metadata_hash={self.metadata_hash!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.epoch, self.metadata_hash) ==
+                    (other.epoch, other.metadata_hash))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.epoch, self.metadata_hash))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(ShareGroupMetadataValue, record_class.FROZEN_PARAMS)
+
+
 class ShareGroupTargetAssignmentMetadataKey:
+    __slots__ = ('group_id',)
+    __match_args__ = __slots__
     group_id: str
 
+    def __init__(self, group_id: str) -> None:
+        _set(self, 'group_id', group_id)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(group_id={self.group_id!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.group_id,) ==
+                    (other.group_id,))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id,))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(ShareGroupTargetAssignmentMetadataKey, record_class.FROZEN_PARAMS)
+
+
 class ShareGroupTargetAssignmentMetadataValue:
+    __slots__ = ('assignment_epoch',)
+    __match_args__ = __slots__
     assignment_epoch: int
 
+    def __init__(self, assignment_epoch: int) -> None:
+        _set(self, 'assignment_epoch', assignment_epoch)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(assignment_epoch={self.assignment_epoch!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.assignment_epoch,) ==
+                    (other.assignment_epoch,))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.assignment_epoch,))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(ShareGroupTargetAssignmentMetadataValue, record_class.FROZEN_PARAMS)
+
+
 class ShareGroupTargetAssignmentMemberKey:
+    __slots__ = ('group_id', 'member_id')
+    __match_args__ = __slots__
     group_id: str
     member_id: str
 
+    def __init__(self, group_id: str, member_id: str) -> None:
+        _set(self, 'group_id', group_id)
+        _set(self, 'member_id', member_id)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(group_id={self.group_id!r}, '
+                f'member_id={self.member_id!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.group_id, self.member_id) ==
+                    (other.group_id, other.member_id))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id, self.member_id))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(ShareGroupTargetAssignmentMemberKey, record_class.FROZEN_PARAMS)
+
+
 class ShareGroupTargetAssignmentMemberValue:
-    topic_partitions: tuple[TopicPartitions, ...] = ()
+    __slots__ = ('topic_partitions',)
+    __match_args__ = __slots__
+    topic_partitions: tuple[TopicPartitions, ...]
+
+    def __init__(self, topic_partitions: tuple[TopicPartitions, ...] = ()) -> None:
+        _set(self, 'topic_partitions', topic_partitions)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(topic_partitions={self.topic_partitions!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.topic_partitions,) ==
+                    (other.topic_partitions,))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.topic_partitions,))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+record_class.describe(ShareGroupTargetAssignmentMemberValue, record_class.FROZEN_PARAMS)
+
+
 class ShareGroupCurrentMemberAssignmentKey:
+    __slots__ = ('group_id', 'member_id')
+    __match_args__ = __slots__
     group_id: str
     member_id: str
 
+    def __init__(self, group_id: str, member_id: str) -> None:
+        _set(self, 'group_id', group_id)
+        _set(self, 'member_id', member_id)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(group_id={self.group_id!r}, '
+                f'member_id={self.member_id!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.group_id, self.member_id) ==
+                    (other.group_id, other.member_id))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id, self.member_id))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(ShareGroupCurrentMemberAssignmentKey, record_class.FROZEN_PARAMS)
+
+
 class ShareGroupCurrentMemberAssignmentValue:
+    __slots__ = ('member_epoch', 'previous_member_epoch', 'state', 'assigned_partitions')
+    __match_args__ = __slots__
     member_epoch: int
     previous_member_epoch: int
     state: int
-    assigned_partitions: tuple[TopicPartitions, ...] = ()
+    assigned_partitions: tuple[TopicPartitions, ...]
+
+    def __init__(
+            self,
+            member_epoch: int,
+            previous_member_epoch: int,
+            state: int,
+            assigned_partitions: tuple[TopicPartitions, ...] = (),
+    ) -> None:
+        _set(self, 'member_epoch', member_epoch)
+        _set(self, 'previous_member_epoch', previous_member_epoch)
+        _set(self, 'state', state)
+        _set(self, 'assigned_partitions', assigned_partitions)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(member_epoch={self.member_epoch!r}, '
+                f'previous_member_epoch={self.previous_member_epoch!r}, state={self.state!r}, '
+                f'assigned_partitions={self.assigned_partitions!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.member_epoch, self.previous_member_epoch, self.state,
+                     self.assigned_partitions) ==
+                    (other.member_epoch, other.previous_member_epoch, other.state,
+                     other.assigned_partitions))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.member_epoch, self.previous_member_epoch, self.state,
+                     self.assigned_partitions))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+record_class.describe(ShareGroupCurrentMemberAssignmentValue, record_class.FROZEN_PARAMS)
+
+
 class ShareGroupStatePartitionMetadataKey:
+    __slots__ = ('group_id',)
+    __match_args__ = __slots__
     group_id: str
 
+    def __init__(self, group_id: str) -> None:
+        _set(self, 'group_id', group_id)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(group_id={self.group_id!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.group_id,) ==
+                    (other.group_id,))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id,))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(ShareGroupStatePartitionMetadataKey, record_class.FROZEN_PARAMS)
+
+
 class TopicPartitionsInfo:
+    __slots__ = ('topic_id', 'topic_name', 'partitions', 'create_timestamp')
+    __match_args__ = __slots__
     topic_id: uuid.UUID
     topic_name: str
     partitions: tuple[int, ...]
     create_timestamp: int
 
+    def __init__(
+            self,
+            topic_id: uuid.UUID,
+            topic_name: str,
+            partitions: tuple[int, ...],
+            create_timestamp: int,
+    ) -> None:
+        _set(self, 'topic_id', topic_id)
+        _set(self, 'topic_name', topic_name)
+        _set(self, 'partitions', partitions)
+        _set(self, 'create_timestamp', create_timestamp)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(topic_id={self.topic_id!r}, '
+                f'topic_name={self.topic_name!r}, partitions={self.partitions!r}, '
+                f'create_timestamp={self.create_timestamp!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.topic_id, self.topic_name, self.partitions, self.create_timestamp) ==
+                    (other.topic_id, other.topic_name, other.partitions, other.create_timestamp))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.topic_id, self.topic_name, self.partitions, self.create_timestamp))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(TopicPartitionsInfo, record_class.FROZEN_PARAMS)
+
+
 class TopicInfo:
+    __slots__ = ('topic_id', 'topic_name')
+    __match_args__ = __slots__
     topic_id: uuid.UUID
     topic_name: str
 
+    def __init__(self, topic_id: uuid.UUID, topic_name: str) -> None:
+        _set(self, 'topic_id', topic_id)
+        _set(self, 'topic_name', topic_name)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(topic_id={self.topic_id!r}, '
+                f'topic_name={self.topic_name!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.topic_id, self.topic_name) ==
+                    (other.topic_id, other.topic_name))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.topic_id, self.topic_name))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(TopicInfo, record_class.FROZEN_PARAMS)
+
+
 class ShareGroupStatePartitionMetadataValue:
-    initializing_topics: tuple[TopicPartitionsInfo, ...] = ()
-    initialized_topics: tuple[TopicPartitionsInfo, ...] = ()
-    deleting_topics: tuple[TopicInfo, ...] = ()
+    __slots__ = ('initializing_topics', 'initialized_topics', 'deleting_topics')
+    __match_args__ = __slots__
+    initializing_topics: tuple[TopicPartitionsInfo, ...]
+    initialized_topics: tuple[TopicPartitionsInfo, ...]
+    deleting_topics: tuple[TopicInfo, ...]
+
+    def __init__(
+            self,
+            initializing_topics: tuple[TopicPartitionsInfo, ...] = (),
+            initialized_topics: tuple[TopicPartitionsInfo, ...] = (),
+            deleting_topics: tuple[TopicInfo, ...] = (),
+    ) -> None:
+        _set(self, 'initializing_topics', initializing_topics)
+        _set(self, 'initialized_topics', initialized_topics)
+        _set(self, 'deleting_topics', deleting_topics)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(initializing_topics={self.initializing_topics!r}, '
+                f'initialized_topics={self.initialized_topics!r}, '
+                f'deleting_topics={self.deleting_topics!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.initializing_topics, self.initialized_topics, self.deleting_topics) ==
+                    (other.initializing_topics, other.initialized_topics, other.deleting_topics))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.initializing_topics, self.initialized_topics, self.deleting_topics))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(ShareGroupStatePartitionMetadataValue, record_class.FROZEN_PARAMS)
 
 
 def _r_OffsetCommitValue(r: wire.Reader, version: int) -> OffsetCommitValue:

@@ -10,14 +10,14 @@ Regenerate with `python -m groupd.storage.codegen`.
 # flake8: noqa
 from __future__ import annotations
 
-import dataclasses
 import struct
 import uuid
 
-from . import wire
+from . import record_class, wire
 from .wire import CorruptRecord, not_null_count
 
 
+_set = object.__setattr__  # how a frozen class's __init__ sets its fields (past its __setattr__)
 _S_H = struct.Struct('>H')
 _S_h = struct.Struct('>h')
 _S_i = struct.Struct('>i')
@@ -28,88 +28,427 @@ _S_iq = struct.Struct('>iq')
 _S_q = struct.Struct('>q')
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
 class StreamsGroupMetadataKey:
+    __slots__ = ('group_id',)
+    __match_args__ = __slots__
     group_id: str
 
+    def __init__(self, group_id: str) -> None:
+        _set(self, 'group_id', group_id)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(group_id={self.group_id!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.group_id,) ==
+                    (other.group_id,))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id,))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(StreamsGroupMetadataKey, record_class.FROZEN_PARAMS)
+
+
 class LastAssignmentConfig:
+    __slots__ = ('key', 'value')
+    __match_args__ = __slots__
     key: str
     value: str
 
+    def __init__(self, key: str, value: str) -> None:
+        _set(self, 'key', key)
+        _set(self, 'value', value)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(key={self.key!r}, value={self.value!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.key, self.value) ==
+                    (other.key, other.value))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.key, self.value))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(LastAssignmentConfig, record_class.FROZEN_PARAMS)
+
+
 class StreamsGroupMetadataValue:
+    __slots__ = ('epoch', 'metadata_hash', 'validated_topology_epoch', 'last_assignment_configs')
+    __match_args__ = __slots__
     epoch: int
     metadata_hash: int
-    validated_topology_epoch: int = -1  # tagged; -1 = none validated
-    last_assignment_configs: tuple[LastAssignmentConfig, ...] | None = ()
+    validated_topology_epoch: int  # tagged; -1 = none validated
+    last_assignment_configs: tuple[LastAssignmentConfig, ...] | None
+
+    def __init__(
+            self,
+            epoch: int,
+            metadata_hash: int,
+            validated_topology_epoch: int = -1,
+            last_assignment_configs: tuple[LastAssignmentConfig, ...] | None = (),
+    ) -> None:
+        _set(self, 'epoch', epoch)
+        _set(self, 'metadata_hash', metadata_hash)
+        _set(self, 'validated_topology_epoch', validated_topology_epoch)
+        _set(self, 'last_assignment_configs', last_assignment_configs)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(epoch={self.epoch!r}, '
+                f'metadata_hash={self.metadata_hash!r}, '
+                f'validated_topology_epoch={self.validated_topology_epoch!r}, '
+                f'last_assignment_configs={self.last_assignment_configs!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.epoch, self.metadata_hash, self.validated_topology_epoch,
+                     self.last_assignment_configs) ==
+                    (other.epoch, other.metadata_hash, other.validated_topology_epoch,
+                     other.last_assignment_configs))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.epoch, self.metadata_hash, self.validated_topology_epoch,
+                     self.last_assignment_configs))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+record_class.describe(StreamsGroupMetadataValue, record_class.FROZEN_PARAMS)
+
+
 class StreamsGroupTopologyKey:
+    __slots__ = ('group_id',)
+    __match_args__ = __slots__
     group_id: str
 
+    def __init__(self, group_id: str) -> None:
+        _set(self, 'group_id', group_id)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(group_id={self.group_id!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.group_id,) ==
+                    (other.group_id,))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id,))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(StreamsGroupTopologyKey, record_class.FROZEN_PARAMS)
+
+
 class TopicConfig:
+    __slots__ = ('key', 'value')
+    __match_args__ = __slots__
     key: str
     value: str
 
+    def __init__(self, key: str, value: str) -> None:
+        _set(self, 'key', key)
+        _set(self, 'value', value)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(key={self.key!r}, value={self.value!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.key, self.value) ==
+                    (other.key, other.value))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.key, self.value))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(TopicConfig, record_class.FROZEN_PARAMS)
+
+
 class StreamsTopicInfo:
+    __slots__ = ('name', 'partitions', 'replication_factor', 'topic_configs')
+    __match_args__ = __slots__
     name: str
     partitions: int
     replication_factor: int
-    topic_configs: tuple[TopicConfig, ...] = ()
+    topic_configs: tuple[TopicConfig, ...]
+
+    def __init__(
+            self,
+            name: str,
+            partitions: int,
+            replication_factor: int,
+            topic_configs: tuple[TopicConfig, ...] = (),
+    ) -> None:
+        _set(self, 'name', name)
+        _set(self, 'partitions', partitions)
+        _set(self, 'replication_factor', replication_factor)
+        _set(self, 'topic_configs', topic_configs)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, '
+                f'replication_factor={self.replication_factor!r}, '
+                f'topic_configs={self.topic_configs!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.name, self.partitions, self.replication_factor, self.topic_configs) ==
+                    (other.name, other.partitions, other.replication_factor, other.topic_configs))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.partitions, self.replication_factor, self.topic_configs))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+record_class.describe(StreamsTopicInfo, record_class.FROZEN_PARAMS)
+
+
 class CopartitionGroup:
-    source_topics: tuple[int, ...] = ()
-    source_topic_regex: tuple[int, ...] = ()
-    repartition_source_topics: tuple[int, ...] = ()
+    __slots__ = ('source_topics', 'source_topic_regex', 'repartition_source_topics')
+    __match_args__ = __slots__
+    source_topics: tuple[int, ...]
+    source_topic_regex: tuple[int, ...]
+    repartition_source_topics: tuple[int, ...]
+
+    def __init__(
+            self,
+            source_topics: tuple[int, ...] = (),
+            source_topic_regex: tuple[int, ...] = (),
+            repartition_source_topics: tuple[int, ...] = (),
+    ) -> None:
+        _set(self, 'source_topics', source_topics)
+        _set(self, 'source_topic_regex', source_topic_regex)
+        _set(self, 'repartition_source_topics', repartition_source_topics)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(source_topics={self.source_topics!r}, '
+                f'source_topic_regex={self.source_topic_regex!r}, '
+                f'repartition_source_topics={self.repartition_source_topics!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.source_topics, self.source_topic_regex, self.repartition_source_topics) ==
+                    (other.source_topics, other.source_topic_regex,
+                     other.repartition_source_topics))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.source_topics, self.source_topic_regex, self.repartition_source_topics))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+record_class.describe(CopartitionGroup, record_class.FROZEN_PARAMS)
+
+
 class Subtopology:
+    __slots__ = ('subtopology_id', 'source_topics', 'source_topic_regex',
+                 'state_changelog_topics', 'repartition_sink_topics',
+                 'repartition_source_topics', 'copartition_groups')
+    __match_args__ = __slots__
     subtopology_id: str
-    source_topics: tuple[str, ...] = ()
-    source_topic_regex: tuple[str, ...] = ()
-    state_changelog_topics: tuple[StreamsTopicInfo, ...] = ()
-    repartition_sink_topics: tuple[str, ...] = ()
-    repartition_source_topics: tuple[StreamsTopicInfo, ...] = ()
-    copartition_groups: tuple[CopartitionGroup, ...] = ()
+    source_topics: tuple[str, ...]
+    source_topic_regex: tuple[str, ...]
+    state_changelog_topics: tuple[StreamsTopicInfo, ...]
+    repartition_sink_topics: tuple[str, ...]
+    repartition_source_topics: tuple[StreamsTopicInfo, ...]
+    copartition_groups: tuple[CopartitionGroup, ...]
+
+    def __init__(
+            self,
+            subtopology_id: str,
+            source_topics: tuple[str, ...] = (),
+            source_topic_regex: tuple[str, ...] = (),
+            state_changelog_topics: tuple[StreamsTopicInfo, ...] = (),
+            repartition_sink_topics: tuple[str, ...] = (),
+            repartition_source_topics: tuple[StreamsTopicInfo, ...] = (),
+            copartition_groups: tuple[CopartitionGroup, ...] = (),
+    ) -> None:
+        _set(self, 'subtopology_id', subtopology_id)
+        _set(self, 'source_topics', source_topics)
+        _set(self, 'source_topic_regex', source_topic_regex)
+        _set(self, 'state_changelog_topics', state_changelog_topics)
+        _set(self, 'repartition_sink_topics', repartition_sink_topics)
+        _set(self, 'repartition_source_topics', repartition_source_topics)
+        _set(self, 'copartition_groups', copartition_groups)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(subtopology_id={self.subtopology_id!r}, '
+                f'source_topics={self.source_topics!r}, '
+                f'source_topic_regex={self.source_topic_regex!r}, '
+                f'state_changelog_topics={self.state_changelog_topics!r}, '
+                f'repartition_sink_topics={self.repartition_sink_topics!r}, '
+                f'repartition_source_topics={self.repartition_source_topics!r}, '
+                f'copartition_groups={self.copartition_groups!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.subtopology_id, self.source_topics, self.source_topic_regex,
+                     self.state_changelog_topics, self.repartition_sink_topics,
+                     self.repartition_source_topics, self.copartition_groups) ==
+                    (other.subtopology_id, other.source_topics, other.source_topic_regex,
+                     other.state_changelog_topics, other.repartition_sink_topics,
+                     other.repartition_source_topics, other.copartition_groups))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.subtopology_id, self.source_topics, self.source_topic_regex,
+                     self.state_changelog_topics, self.repartition_sink_topics,
+                     self.repartition_source_topics, self.copartition_groups))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+record_class.describe(Subtopology, record_class.FROZEN_PARAMS)
+
+
 class StreamsGroupTopologyValue:
+    __slots__ = ('epoch', 'subtopologies')
+    __match_args__ = __slots__
     epoch: int
-    subtopologies: tuple[Subtopology, ...] = ()
+    subtopologies: tuple[Subtopology, ...]
+
+    def __init__(self, epoch: int, subtopologies: tuple[Subtopology, ...] = ()) -> None:
+        _set(self, 'epoch', epoch)
+        _set(self, 'subtopologies', subtopologies)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(epoch={self.epoch!r}, '
+                f'subtopologies={self.subtopologies!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.epoch, self.subtopologies) ==
+                    (other.epoch, other.subtopologies))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.epoch, self.subtopologies))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+record_class.describe(StreamsGroupTopologyValue, record_class.FROZEN_PARAMS)
+
+
 class StreamsGroupMemberMetadataKey:
+    __slots__ = ('group_id', 'member_id')
+    __match_args__ = __slots__
     group_id: str
     member_id: str
 
+    def __init__(self, group_id: str, member_id: str) -> None:
+        _set(self, 'group_id', group_id)
+        _set(self, 'member_id', member_id)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(group_id={self.group_id!r}, '
+                f'member_id={self.member_id!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.group_id, self.member_id) ==
+                    (other.group_id, other.member_id))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id, self.member_id))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(StreamsGroupMemberMetadataKey, record_class.FROZEN_PARAMS)
+
+
 class StreamsEndpoint:
+    __slots__ = ('host', 'port')
+    __match_args__ = __slots__
     host: str
     port: int
 
+    def __init__(self, host: str, port: int) -> None:
+        _set(self, 'host', host)
+        _set(self, 'port', port)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(host={self.host!r}, port={self.port!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.host, self.port) ==
+                    (other.host, other.port))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.host, self.port))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(StreamsEndpoint, record_class.FROZEN_PARAMS)
+
+
 class StreamsKeyValue:
+    __slots__ = ('key', 'value')
+    __match_args__ = __slots__
     key: str
     value: str
 
+    def __init__(self, key: str, value: str) -> None:
+        _set(self, 'key', key)
+        _set(self, 'value', value)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(key={self.key!r}, value={self.value!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.key, self.value) ==
+                    (other.key, other.value))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.key, self.value))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(StreamsKeyValue, record_class.FROZEN_PARAMS)
+
+
 class StreamsGroupMemberMetadataValue:
+    __slots__ = ('instance_id', 'rack_id', 'client_id', 'client_host', 'rebalance_timeout_ms',
+                 'topology_epoch', 'process_id', 'user_endpoint', 'client_tags')
+    __match_args__ = __slots__
     instance_id: str | None
     rack_id: str | None
     client_id: str
@@ -117,64 +456,352 @@ class StreamsGroupMemberMetadataValue:
     rebalance_timeout_ms: int
     topology_epoch: int
     process_id: str
-    user_endpoint: StreamsEndpoint | None = None
-    client_tags: tuple[StreamsKeyValue, ...] = ()
+    user_endpoint: StreamsEndpoint | None
+    client_tags: tuple[StreamsKeyValue, ...]
+
+    def __init__(
+            self,
+            instance_id: str | None,
+            rack_id: str | None,
+            client_id: str,
+            client_host: str,
+            rebalance_timeout_ms: int,
+            topology_epoch: int,
+            process_id: str,
+            user_endpoint: StreamsEndpoint | None = None,
+            client_tags: tuple[StreamsKeyValue, ...] = (),
+    ) -> None:
+        _set(self, 'instance_id', instance_id)
+        _set(self, 'rack_id', rack_id)
+        _set(self, 'client_id', client_id)
+        _set(self, 'client_host', client_host)
+        _set(self, 'rebalance_timeout_ms', rebalance_timeout_ms)
+        _set(self, 'topology_epoch', topology_epoch)
+        _set(self, 'process_id', process_id)
+        _set(self, 'user_endpoint', user_endpoint)
+        _set(self, 'client_tags', client_tags)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(instance_id={self.instance_id!r}, '
+                f'rack_id={self.rack_id!r}, client_id={self.client_id!r}, '
+                f'client_host={self.client_host!r}, '
+                f'rebalance_timeout_ms={self.rebalance_timeout_ms!r}, '
+                f'topology_epoch={self.topology_epoch!r}, process_id={self.process_id!r}, '
+                f'user_endpoint={self.user_endpoint!r}, client_tags={self.client_tags!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.instance_id, self.rack_id, self.client_id, self.client_host,
+                     self.rebalance_timeout_ms, self.topology_epoch, self.process_id,
+                     self.user_endpoint, self.client_tags) ==
+                    (other.instance_id, other.rack_id, other.client_id, other.client_host,
+                     other.rebalance_timeout_ms, other.topology_epoch, other.process_id,
+                     other.user_endpoint, other.client_tags))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.instance_id, self.rack_id, self.client_id, self.client_host,
+                     self.rebalance_timeout_ms, self.topology_epoch, self.process_id,
+                     self.user_endpoint, self.client_tags))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+record_class.describe(StreamsGroupMemberMetadataValue, record_class.FROZEN_PARAMS)
+
+
 class StreamsGroupTargetAssignmentMetadataKey:
+    __slots__ = ('group_id',)
+    __match_args__ = __slots__
     group_id: str
 
+    def __init__(self, group_id: str) -> None:
+        _set(self, 'group_id', group_id)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(group_id={self.group_id!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.group_id,) ==
+                    (other.group_id,))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id,))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(StreamsGroupTargetAssignmentMetadataKey, record_class.FROZEN_PARAMS)
+
+
 class StreamsGroupTargetAssignmentMetadataValue:
+    __slots__ = ('assignment_epoch', 'assignment_timestamp')
+    __match_args__ = __slots__
     assignment_epoch: int
-    assignment_timestamp: int = 0
+    assignment_timestamp: int
+
+    def __init__(self, assignment_epoch: int, assignment_timestamp: int = 0) -> None:
+        _set(self, 'assignment_epoch', assignment_epoch)
+        _set(self, 'assignment_timestamp', assignment_timestamp)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(assignment_epoch={self.assignment_epoch!r}, '
+                f'assignment_timestamp={self.assignment_timestamp!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.assignment_epoch, self.assignment_timestamp) ==
+                    (other.assignment_epoch, other.assignment_timestamp))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.assignment_epoch, self.assignment_timestamp))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+record_class.describe(StreamsGroupTargetAssignmentMetadataValue, record_class.FROZEN_PARAMS)
+
+
 class StreamsGroupTargetAssignmentMemberKey:
+    __slots__ = ('group_id', 'member_id')
+    __match_args__ = __slots__
     group_id: str
     member_id: str
 
+    def __init__(self, group_id: str, member_id: str) -> None:
+        _set(self, 'group_id', group_id)
+        _set(self, 'member_id', member_id)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(group_id={self.group_id!r}, '
+                f'member_id={self.member_id!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.group_id, self.member_id) ==
+                    (other.group_id, other.member_id))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id, self.member_id))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(StreamsGroupTargetAssignmentMemberKey, record_class.FROZEN_PARAMS)
+
+
 class TaskIds:
+    __slots__ = ('subtopology_id', 'partitions')
+    __match_args__ = __slots__
     subtopology_id: str
-    partitions: tuple[int, ...] = ()
+    partitions: tuple[int, ...]
+
+    def __init__(self, subtopology_id: str, partitions: tuple[int, ...] = ()) -> None:
+        _set(self, 'subtopology_id', subtopology_id)
+        _set(self, 'partitions', partitions)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(subtopology_id={self.subtopology_id!r}, '
+                f'partitions={self.partitions!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.subtopology_id, self.partitions) ==
+                    (other.subtopology_id, other.partitions))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.subtopology_id, self.partitions))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+record_class.describe(TaskIds, record_class.FROZEN_PARAMS)
+
+
 class StreamsGroupTargetAssignmentMemberValue:
-    active_tasks: tuple[TaskIds, ...] = ()
-    standby_tasks: tuple[TaskIds, ...] = ()
-    warmup_tasks: tuple[TaskIds, ...] = ()
+    __slots__ = ('active_tasks', 'standby_tasks', 'warmup_tasks')
+    __match_args__ = __slots__
+    active_tasks: tuple[TaskIds, ...]
+    standby_tasks: tuple[TaskIds, ...]
+    warmup_tasks: tuple[TaskIds, ...]
+
+    def __init__(
+            self,
+            active_tasks: tuple[TaskIds, ...] = (),
+            standby_tasks: tuple[TaskIds, ...] = (),
+            warmup_tasks: tuple[TaskIds, ...] = (),
+    ) -> None:
+        _set(self, 'active_tasks', active_tasks)
+        _set(self, 'standby_tasks', standby_tasks)
+        _set(self, 'warmup_tasks', warmup_tasks)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(active_tasks={self.active_tasks!r}, '
+                f'standby_tasks={self.standby_tasks!r}, warmup_tasks={self.warmup_tasks!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.active_tasks, self.standby_tasks, self.warmup_tasks) ==
+                    (other.active_tasks, other.standby_tasks, other.warmup_tasks))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.active_tasks, self.standby_tasks, self.warmup_tasks))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+record_class.describe(StreamsGroupTargetAssignmentMemberValue, record_class.FROZEN_PARAMS)
+
+
 class StreamsGroupCurrentMemberAssignmentKey:
+    __slots__ = ('group_id', 'member_id')
+    __match_args__ = __slots__
     group_id: str
     member_id: str
 
+    def __init__(self, group_id: str, member_id: str) -> None:
+        _set(self, 'group_id', group_id)
+        _set(self, 'member_id', member_id)
 
-@dataclasses.dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(group_id={self.group_id!r}, '
+                f'member_id={self.member_id!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.group_id, self.member_id) ==
+                    (other.group_id, other.member_id))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id, self.member_id))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(StreamsGroupCurrentMemberAssignmentKey, record_class.FROZEN_PARAMS)
+
+
 class CurrentTaskIds:
+    __slots__ = ('subtopology_id', 'partitions', 'assignment_epochs')
+    __match_args__ = __slots__
     subtopology_id: str
-    partitions: tuple[int, ...] = ()
-    assignment_epochs: tuple[int, ...] | None = ()  # tagged; only in the current assignment's active tasks
+    partitions: tuple[int, ...]
+    assignment_epochs: tuple[int, ...] | None  # tagged; only in the current assignment's active tasks
+
+    def __init__(
+            self,
+            subtopology_id: str,
+            partitions: tuple[int, ...] = (),
+            assignment_epochs: tuple[int, ...] | None = (),
+    ) -> None:
+        _set(self, 'subtopology_id', subtopology_id)
+        _set(self, 'partitions', partitions)
+        _set(self, 'assignment_epochs', assignment_epochs)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(subtopology_id={self.subtopology_id!r}, '
+                f'partitions={self.partitions!r}, assignment_epochs={self.assignment_epochs!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.subtopology_id, self.partitions, self.assignment_epochs) ==
+                    (other.subtopology_id, other.partitions, other.assignment_epochs))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.subtopology_id, self.partitions, self.assignment_epochs))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+record_class.describe(CurrentTaskIds, record_class.FROZEN_PARAMS)
+
+
 class StreamsGroupCurrentMemberAssignmentValue:
+    __slots__ = ('member_epoch', 'previous_member_epoch', 'state', 'active_tasks',
+                 'standby_tasks', 'warmup_tasks', 'active_tasks_pending_revocation',
+                 'standby_tasks_pending_revocation', 'warmup_tasks_pending_revocation')
+    __match_args__ = __slots__
     member_epoch: int
     previous_member_epoch: int
     state: int  # the member state's int8 (core/streams/group.py)
-    active_tasks: tuple[CurrentTaskIds, ...] = ()
-    standby_tasks: tuple[CurrentTaskIds, ...] = ()
-    warmup_tasks: tuple[CurrentTaskIds, ...] = ()
-    active_tasks_pending_revocation: tuple[CurrentTaskIds, ...] = ()
-    standby_tasks_pending_revocation: tuple[CurrentTaskIds, ...] = ()
-    warmup_tasks_pending_revocation: tuple[CurrentTaskIds, ...] = ()
+    active_tasks: tuple[CurrentTaskIds, ...]
+    standby_tasks: tuple[CurrentTaskIds, ...]
+    warmup_tasks: tuple[CurrentTaskIds, ...]
+    active_tasks_pending_revocation: tuple[CurrentTaskIds, ...]
+    standby_tasks_pending_revocation: tuple[CurrentTaskIds, ...]
+    warmup_tasks_pending_revocation: tuple[CurrentTaskIds, ...]
+
+    def __init__(
+            self,
+            member_epoch: int,
+            previous_member_epoch: int,
+            state: int,
+            active_tasks: tuple[CurrentTaskIds, ...] = (),
+            standby_tasks: tuple[CurrentTaskIds, ...] = (),
+            warmup_tasks: tuple[CurrentTaskIds, ...] = (),
+            active_tasks_pending_revocation: tuple[CurrentTaskIds, ...] = (),
+            standby_tasks_pending_revocation: tuple[CurrentTaskIds, ...] = (),
+            warmup_tasks_pending_revocation: tuple[CurrentTaskIds, ...] = (),
+    ) -> None:
+        _set(self, 'member_epoch', member_epoch)
+        _set(self, 'previous_member_epoch', previous_member_epoch)
+        _set(self, 'state', state)
+        _set(self, 'active_tasks', active_tasks)
+        _set(self, 'standby_tasks', standby_tasks)
+        _set(self, 'warmup_tasks', warmup_tasks)
+        _set(self, 'active_tasks_pending_revocation', active_tasks_pending_revocation)
+        _set(self, 'standby_tasks_pending_revocation', standby_tasks_pending_revocation)
+        _set(self, 'warmup_tasks_pending_revocation', warmup_tasks_pending_revocation)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__qualname__}(member_epoch={self.member_epoch!r}, '
+                f'previous_member_epoch={self.previous_member_epoch!r}, state={self.state!r}, '
+                f'active_tasks={self.active_tasks!r}, standby_tasks={self.standby_tasks!r}, '
+                f'warmup_tasks={self.warmup_tasks!r}, '
+                f'active_tasks_pending_revocation={self.active_tasks_pending_revocation!r}, '
+                f'standby_tasks_pending_revocation={self.standby_tasks_pending_revocation!r}, '
+                f'warmup_tasks_pending_revocation={self.warmup_tasks_pending_revocation!r})')
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return ((self.member_epoch, self.previous_member_epoch, self.state,
+                     self.active_tasks, self.standby_tasks, self.warmup_tasks,
+                     self.active_tasks_pending_revocation, self.standby_tasks_pending_revocation,
+                     self.warmup_tasks_pending_revocation) ==
+                    (other.member_epoch, other.previous_member_epoch, other.state,
+                     other.active_tasks, other.standby_tasks, other.warmup_tasks,
+                     other.active_tasks_pending_revocation,
+                     other.standby_tasks_pending_revocation,
+                     other.warmup_tasks_pending_revocation))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.member_epoch, self.previous_member_epoch, self.state,
+                     self.active_tasks, self.standby_tasks, self.warmup_tasks,
+                     self.active_tasks_pending_revocation, self.standby_tasks_pending_revocation,
+                     self.warmup_tasks_pending_revocation))
+
+    __setattr__, __delattr__ = record_class.frozen_setattr, record_class.frozen_delattr
+    __getstate__, __setstate__ = record_class.frozen_getstate, record_class.frozen_setstate
+
+
+record_class.describe(StreamsGroupCurrentMemberAssignmentValue, record_class.FROZEN_PARAMS)
 
 
 def _r_StreamsGroupMetadataValue(r: wire.Reader, version: int) -> StreamsGroupMetadataValue:

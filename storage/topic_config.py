@@ -14,6 +14,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .record_class import frozen_on_first_use
+
 # DescribeConfigsResponse.ConfigType
 BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST = 1, 2, 3, 4, 5, 6, 7
 _TYPE_NAMES = {BOOLEAN: "BOOLEAN", STRING: "STRING", INT: "INT", LONG: "LONG", DOUBLE: "DOUBLE", LIST: "LIST"}
@@ -30,7 +32,11 @@ class TopicConfigError(ValueError):
     """A config Kafka refuses with INVALID_CONFIG; the message is Kafka's."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+# Spec and TopicConfig: @dataclasses.dataclass(frozen=True, slots=True), each method made at its first
+# call (record_class.py): a server starts with their __init__ only
+
+
+@frozen_on_first_use
 class Spec:
     name: str
     type: int
@@ -205,7 +211,7 @@ def validate(overrides: Mapping[str, str | None], defaults: Mapping[str, Any] = 
     return values
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@frozen_on_first_use
 class TopicConfig:
     """What one topic's log runs with: its overrides over the broker's defaults, typed. The
     records plane reads this (segment rolling, retention, compaction, the largest batch)."""

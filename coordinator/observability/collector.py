@@ -7,14 +7,12 @@ from __future__ import annotations
 import os
 import weakref
 
-from prometheus_client import REGISTRY
-from prometheus_client.core import GaugeMetricFamily
-
 from groupd.coordinator.system_clock import wall_ms
 from groupd.storage.records_plane import plane_for
 
 from .lag import RecordsView, lag_families
 from .metrics import REQUESTS
+from .prometheus import REGISTRY, GaugeMetricFamily
 from .time_lag import TimeLag
 
 

@@ -17,8 +17,7 @@ import dataclasses
 import uuid
 from collections.abc import Callable
 
-from prometheus_client.core import GaugeMetricFamily
-
+from .prometheus import GaugeMetricFamily
 from .time_lag import RecordTime, TimeLag
 
 UNKNOWN = "unknown"

@@ -6,10 +6,9 @@ workers' values (LARGEST). The process's own series
 
 from __future__ import annotations
 
-from prometheus_client import CONTENT_TYPE_LATEST
-from prometheus_client.utils import floatToGoString
+from .prometheus import content_type, floatToGoString
 
-CONTENT_TYPE = CONTENT_TYPE_LATEST
+CONTENT_TYPE = content_type()
 PER_PROCESS = ("process_", "python_")
 # what several workers may report for the same series, where the largest is the answer: a partition's
 # log end (its leader's and the others' copy of it), the largest lag of any group

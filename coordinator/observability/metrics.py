@@ -13,11 +13,18 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
-from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
-from prometheus_client.utils import floatToGoString
-
 from groupd.protocol.apis import ApiKey
+
+from .prometheus import (
+    Counter,
+    CounterMetricFamily,
+    Gauge,
+    GaugeMetricFamily,
+    Histogram,
+    HistogramMetricFamily,
+    disable_created_metrics,
+    floatToGoString,
+)
 
 disable_created_metrics()  # `_created` series double the exposition and no dashboard uses them
 

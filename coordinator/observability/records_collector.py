@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import weakref
 
-from prometheus_client import REGISTRY
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
 from groupd.storage.records_plane import plane_for
+
+from .prometheus import REGISTRY, CounterMetricFamily, GaugeMetricFamily
 
 
 class RecordsCollector:

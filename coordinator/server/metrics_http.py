@@ -7,9 +7,7 @@ import asyncio
 import logging
 from urllib.parse import urlsplit
 
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
-
-from groupd.coordinator.observability import collector, readiness, records_collector
+from groupd.coordinator.observability import collector, prometheus, readiness, records_collector
 
 from .listen import Listener, default_port_taken
 
@@ -67,7 +65,7 @@ async def serve(settings, node) -> str | None:
     if not settings.metrics_listener:
         return None
     url = urlsplit(settings.metrics_url)
-    exposition = lambda: ("200 OK", generate_latest(REGISTRY), CONTENT_TYPE_LATEST)  # noqa: E731
+    exposition = lambda: ("200 OK", *prometheus.exposition())  # noqa: E731
     routes = {url.path or "/metrics": exposition, "/": exposition, "/healthz": readiness.alive,
               "/ready": lambda: readiness.ready(node.coordinator)}
     open_: dict[_Exposition, None] = {}

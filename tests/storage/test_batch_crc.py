@@ -3,6 +3,9 @@ every shape, and a batch whose covered bytes change fails the check until its CR
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
 from hypothesis import given, settings
@@ -33,3 +36,12 @@ def test_a_changed_batch_fails_until_its_crc_is_set_again():
     assert not crc_ok(data) and not DefaultRecordBatch(bytes(data)).validate_crc()
     set_crc(data)
     assert crc_ok(data) and DefaultRecordBatch(bytes(data)).validate_crc()
+
+
+def test_the_server_takes_the_extension_without_the_packages_metadata_lookup_then_the_whole_package():
+    code = ("import sys; import groupd.storage.batch_crc as b; assert 'importlib.metadata' not in sys.modules; "
+            "import crc32c; assert crc32c.__version__ and crc32c.crc32c is b.crc32c; "
+            "assert '__getattr__' not in vars(crc32c); print(b.crc32c(b'123456789'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) == 0xE3069283  # CRC-32C's check value
