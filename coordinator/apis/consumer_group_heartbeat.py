@@ -17,11 +17,12 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import Encoded, build_response
 
-from .request import Request, ms, respond
+from .request import Request, respond
 
 KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
 VERSIONS = (0, 1)
 
+_MS = datetime.timedelta(milliseconds=1)  # kio's timedeltas → Kafka's ms (request.ms, inlined)
 STEADY_ANSWERS = 16_384  # encoded steady answers kept: one per live member (an old epoch's ages out)
 def handle(node, request: Request):
     body, version = request.body, request.version
@@ -35,17 +36,16 @@ def handle(node, request: Request):
             for name in set(body.subscribed_topic_names)):  # existing or not (Kafka 4.0, PR 19042)
         return _response(version, error_reply(ErrorCode.topic_authorization_failed, "Topic authorization failed."))
     owned = body.topic_partitions
-    req = ConsumerHeartbeatRequest(
-        group_id=body.group_id, member_id=body.member_id, member_epoch=body.member_epoch,
-        instance_id=body.instance_id, rack_id=body.rack_id, rebalance_timeout_ms=ms(body.rebalance_timeout),
-        subscribed_topic_names=body.subscribed_topic_names,
-        subscribed_topic_regex=getattr(body, "subscribed_topic_regex", None),
-        server_assignor=body.server_assignor,
-        topic_partitions=None if owned is None else [(t.topic_id, list(t.partitions)) for t in owned],
-        client_id=request.header.client_id or "", client_host=request.client_host, version=version,
-        describable=None if node.access is None else lambda name: authorized(
+    req = ConsumerHeartbeatRequest(  # positional: this runs for every heartbeat
+        body.group_id, body.member_id, body.member_epoch, body.instance_id, body.rack_id,
+        body.rebalance_timeout // _MS, body.subscribed_topic_names, getattr(body, "subscribed_topic_regex", None),
+        body.server_assignor, None if owned is None else [(t.topic_id, list(t.partitions)) for t in owned],
+        request.header.client_id or "", request.client_host, version, None,
+        None if node.access is None else lambda name: authorized(
             node, request, AclOperation.DESCRIBE, ResourceType.TOPIC, name, audit=False))
     result = node.coordinator.consumer_heartbeat(req, node.topics_image())
+    if type(result) is dict:  # answered now (the steady heartbeat, an error): no closure for `respond`
+        return _answer(version, result)
     return respond(result, lambda reply: _answer(version, reply))
 
 

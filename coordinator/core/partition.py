@@ -208,6 +208,11 @@ class GroupShard:
     def consumer_heartbeat(self, req: ConsumerHeartbeatRequest, topics: TopicsImage, now: Now) -> Outcome:
         return self.consumer.heartbeat(req, topics, now)
 
+    def consumer_steady_heartbeat(self, req: ConsumerHeartbeatRequest, topics: TopicsImage, now: Now) -> dict | None:
+        """The steady heartbeat's reply without an outcome (no records, timers or events), or None: then
+        `consumer_heartbeat` serves it."""
+        return self.consumer.steady_heartbeat(req, topics, now)
+
     def consumer_describe(self, group_id: str, topics: TopicsImage) -> dict:
         return self.consumer.describe(group_id, topics)
 

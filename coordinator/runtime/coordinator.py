@@ -234,6 +234,11 @@ class GroupCoordinator(PartitionLifecycle, Housekeeping):
         return self.call(group_id, lambda shard, _, at: shard.delete_group(group_id))
 
     def consumer_heartbeat(self, req: ConsumerHeartbeatRequest, topics: TopicsImage) -> Any:
+        p = self.partition(req.group_id)
+        if self.states[p] is PartitionState.ACTIVE:  # most heartbeats only move a deadline: no outcome, no runner
+            reply = self.shards[p].consumer_steady_heartbeat(req, topics, now())
+            if reply is not None:
+                return reply
         return self.call(req.group_id, lambda shard, _, at: shard.consumer_heartbeat(req, topics, at), error_reply)
 
     def share_heartbeat(self, req: ShareHeartbeatRequest, topics: TopicsImage) -> Any:

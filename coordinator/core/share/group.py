@@ -67,6 +67,12 @@ class ShareGroup(ModernGroup):
     members: dict[str, ShareMember] = dataclasses.field(default_factory=dict)
     targets: dict[str, Partitions] = dataclasses.field(default_factory=dict)
     subscribed_names: Counter = dataclasses.field(default_factory=Counter)  # topic name → subscribers
+    # the inverted target assignment (Kafka's invertedTargetAssignment; share groups share partitions, so
+    # a count): topic id → partition → how many members' targets hold it; kept by the target applier, so
+    # a heartbeat finds initialized partitions no target holds without walking every member's target
+    held: dict[uuid.UUID, dict[int, int]] = dataclasses.field(default_factory=dict)
+    # (the state-partitions record, its initialized partitions decoded): decoded again only when it changes
+    _initialized: tuple = dataclasses.field(default=(None, {}), repr=False)
 
     @property
     def state_name(self) -> str:
@@ -74,9 +80,25 @@ class ShareGroup(ModernGroup):
 
     def initialized(self) -> dict[uuid.UUID, frozenset[int]]:
         """The share-partitions whose state is initialized (topic id → partitions)."""
-        if self.state_partitions is None:
-            return {}
-        return {t.topic_id: frozenset(t.partitions) for t in self.state_partitions.initialized_topics}
+        value, decoded = self._initialized
+        if value is not self.state_partitions:
+            value = self.state_partitions
+            decoded = {} if value is None else {t.topic_id: frozenset(t.partitions) for t in value.initialized_topics}
+            self._initialized = (value, decoded)
+        return dict(decoded)  # the caller's to change
+
+    def hold(self, target: Partitions | None, count: int) -> None:
+        """Count `target`'s partitions in `held` once more (`count` 1) or once less (-1)."""
+        for t, ps in (target or {}).items():
+            holders = self.held.setdefault(t, {})
+            for p in ps:
+                n = holders.get(p, 0) + count
+                if n:
+                    holders[p] = n
+                else:
+                    del holders[p]
+            if not holders:
+                del self.held[t]
 
     # -- the Group interface (coordinator/core/group.py) ---------------------------------------------
 
@@ -149,12 +171,25 @@ class ShareRecords(ModernRecords):
             ShareGroupMetadataKey: self._group_metadata,
             ShareGroupMemberMetadataKey: self._member_metadata,
             ShareGroupTargetAssignmentMetadataKey: self._field("target_epoch"),
-            ShareGroupTargetAssignmentMemberKey: self._targets(
+            ShareGroupTargetAssignmentMemberKey: self._indexed(self._targets(
                 lambda value: assignment_of(value.topic_partitions),
-                lambda old: ShareGroupTargetAssignmentMemberValue(topic_partitions(old))),
+                lambda old: ShareGroupTargetAssignmentMemberValue(topic_partitions(old)))),
             ShareGroupCurrentMemberAssignmentKey: self._current_assignment,
             ShareGroupStatePartitionMetadataKey: self._field("state_partitions"),
         }
+
+    def _indexed(self, apply_target: Callable[[Any, Any], list[Record]]) -> Callable[[Any, Any], list[Record]]:
+        """The target applier, keeping the group's inverted index (`held`) in step."""
+        def apply(key: ShareGroupTargetAssignmentMemberKey, value) -> list[Record]:
+            group = self.groups.get(key.group_id)
+            before = group.targets.get(key.member_id) if isinstance(group, ShareGroup) else None
+            undo = apply_target(key, value)
+            group = self.groups.get(key.group_id)
+            if isinstance(group, ShareGroup):
+                group.hold(before, -1)
+                group.hold(group.targets.get(key.member_id), 1)
+            return undo
+        return apply
 
     def _member_metadata(self, key: ShareGroupMemberMetadataKey, value) -> list[Record]:
         def change(group: ShareGroup, member: ShareMember) -> None:

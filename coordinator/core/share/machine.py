@@ -158,13 +158,19 @@ class ShareMachine:
             return {**{m.member_id: m.subscribed_topic_names for m in group.members.values()},
                     member.member_id: metadata.subscribed_topic_names}
 
+        # the topic names any member subscribes to, this one's as updated: from the group's counts, not
+        # a walk over every member (this runs on every heartbeat)
+        own = old.subscribed_topic_names if old is not None else ()
+        subscribed = {n for n, count in group.subscribed_names.items() if count > (n in own)}
+        subscribed.update(metadata.subscribed_topic_names)
+
         subscription_changed = old is None or set(old.subscribed_topic_names) != set(metadata.subscribed_topic_names)
         group_epoch = group.group_epoch
         # the subscribed topics' metadata is hashed again only when it may have changed: a new
         # subscription or a new topics image (memory: after a restart the first heartbeat re-checks)
         if subscription_changed or self.metadata_version.get(g) != topics.version:
             self.metadata_version[g] = topics.version
-            metadata_hash = _metadata_hash(subscriptions(), topics)
+            metadata_hash = _metadata_hash(subscribed, topics)
             if subscription_changed or metadata_hash != group.metadata_hash:
                 self.metadata_version.pop(g)  # checked again next time, in case this write fails
                 group_epoch += 1
@@ -174,7 +180,7 @@ class ShareMachine:
                     g, group_epoch, "subscription-changed" if subscription_changed else "metadata-changed"))
         # share state newly initialized and a current target without it: a new epoch assigns it
         if group_epoch == group.group_epoch <= group.assignment_epoch \
-                and _initialized_unassigned(group, subscriptions(), topics):
+                and _initialized_unassigned(group, subscribed, topics):
             group_epoch += 1
             out.records.append(Record(ShareGroupMetadataKey(g),
                                       ShareGroupMetadataValue(group_epoch, group.metadata_hash)))
@@ -202,7 +208,7 @@ class ShareMachine:
         else:
             member_epoch = member.member_epoch
 
-        self._maybe_initialize(out, group, subscriptions(), topics, now)
+        self._maybe_initialize(out, group, subscribed, topics, now)
         if joined:
             self.events.append(ev.ShareMemberJoined(g, member.member_id, group_epoch))
         self.arm_session(out, g, member.member_id, now)
@@ -234,8 +240,8 @@ class ShareMachine:
         out.records.append(Record(ShareGroupTargetAssignmentMetadataKey(g), ShareGroupTargetAssignmentMetadataValue(epoch)))
         return targets
 
-    def _maybe_initialize(self, out: Outcome, group: ShareGroup, subscriptions: Mapping[str, tuple[str, ...]],
-                          topics: TopicsImage, now: Now) -> None:
+    def _maybe_initialize(self, out: Outcome, group: ShareGroup, subscribed: Iterable[str], topics: TopicsImage,
+                          now: Now) -> None:
         """Kafka's maybeCreateInitializeShareGroupStateRequest: the subscribed partitions neither
         initialized nor initializing (an initialization older than the retry interval counts as
         lost) become initializing, and their initialization starts once that record is durable."""
@@ -246,7 +252,7 @@ class ShareMachine:
             if now.wall - info.create_timestamp < INITIALIZE_RETRY_INTERVAL_MS:
                 have.setdefault(t, set()).update(info.partitions)
         wanted: dict[uuid.UUID, frozenset[int]] = {}
-        for name in sorted({n for ns in subscriptions.values() for n in ns if n in topics.by_name}):
+        for name in sorted(n for n in subscribed if n in topics.by_name):
             topic = topics.by_name[name]
             missing = frozenset(range(topic.num_partitions)) - have.get(topic.topic_id, set())
             if missing:
@@ -372,7 +378,7 @@ class ShareMachine:
         for member in members:
             out.records += member_tombstones(group.group_id, member.member_id)
             self.session.pop((group.group_id, member.member_id), None)
-        staying = {m.member_id: m.subscribed_topic_names for m in group.members.values() if m.member_id not in gone}
+        staying = {n for m in group.members.values() if m.member_id not in gone for n in m.subscribed_topic_names}
         metadata_hash = _metadata_hash(staying, topics) if topics is not None else group.metadata_hash
         self.bump_epoch(out, group, metadata_hash, reason)
 
@@ -473,23 +479,18 @@ def _initialize_at_leaders() -> None:
     coordinator initializes it with; the completion still comes back on a later turn, as Kafka's."""
 
 
-def _initialized_unassigned(group: ShareGroup, subscriptions: Mapping[str, tuple[str, ...]],
-                            topics: TopicsImage) -> bool:
+def _initialized_unassigned(group: ShareGroup, subscribed: Iterable[str], topics: TopicsImage) -> bool:
     """Kafka's initializedAssignmentPending: an initialized partition of a subscribed topic that no
-    member's target holds."""
-    if not subscriptions:
-        return False
+    member's target holds (the group's inverted index says which are held)."""
     initialized = group.initialized()
     if not initialized:
         return False
-    held: dict[uuid.UUID, set[int]] = {}
-    for target in group.targets.values():
-        for t, ps in target.items():
-            held.setdefault(t, set()).update(ps)
-    for name in {n for ns in subscriptions.values() for n in ns if n in topics.by_name}:
-        topic = topics.by_name[name]
-        if initialized.get(topic.topic_id, frozenset()) & frozenset(range(topic.num_partitions)) \
-                - held.get(topic.topic_id, set()):
+    for name in subscribed:
+        topic = topics.by_name.get(name)
+        if topic is None:
+            continue
+        unheld = initialized.get(topic.topic_id, frozenset()) - group.held.get(topic.topic_id, {}).keys()
+        if any(p < topic.num_partitions for p in unheld):
             return True
     return False
 
@@ -540,11 +541,11 @@ def _updated_metadata(old: ShareGroupMemberMetadataValue | None,
     return old if value == old else value
 
 
-def _metadata_hash(subscriptions: Mapping[str, tuple[str, ...]], topics: TopicsImage) -> int:
+def _metadata_hash(subscribed: Iterable[str], topics: TopicsImage) -> int:
     """A hash of the subscribed topics that exist (name, id, partition count); 0 for none. It
     changes when one is created, deleted or grows: the group epoch follows (Kafka hashes the
     same facts, and racks, with its own function)."""
-    names = sorted({n for ns in subscriptions.values() for n in ns if n in topics.by_name})
+    names = sorted({n for n in subscribed if n in topics.by_name})
     if not names:
         return 0
     h = hashlib.blake2b(digest_size=8)
