@@ -2,7 +2,10 @@
 its reference: the same reply bytes, the same closes, the same state change (session deadlines,
 client id, request metrics) for the golden corpus's heartbeats and for fuzzed frames and group
 states. Both paths run through a real `Connection` (a recording transport), each on its own copy
-of the same coordinator state: one with `native.heartbeat.enable=true`, one with it false."""
+of the same coordinator state: one with `native.heartbeat.enable=true`, one with it false. Then a
+real server under each setting, over TCP, with its metrics. (The other wire tests of heartbeats run
+on the native path, the default; `GROUPD_NATIVE_HEARTBEAT_ENABLE=false` in pytest's environment runs
+them on the Python path: GroupdProcess servers inherit it.)"""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import asyncio
 import json
 import struct
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -31,9 +35,11 @@ from groupd.coordinator.runtime.partitions import PartitionState
 from groupd.coordinator.server import _native, fast_heartbeat
 from groupd.coordinator.server.connection import Connection, RequestMemory
 from groupd.coordinator.settings import Settings
+from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import RequestHeader, build_request, encode_request
 from groupd.protocol.framing import FrameReader
+from tests.support.process import GroupdProcess, WireClient, free_port, join_and_sync
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "requests.json"
 PARTITIONS = 3
@@ -283,3 +289,35 @@ def test_fuzzed_frames_and_states_same_as_python(nodes, layout, data):
 async def _both_async(nodes, layout, chunks):
     result = both(nodes, layout, chunks)
     event("closed" if result["closed"] else "answered, deadline moved" if result["moved"] else "answered")
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
+def test_wire_heartbeats_and_their_metrics(tmp_path, native):
+    """A real server: a member's heartbeats of every version answered alike by both paths, counted
+    in groupd_requests_total and the latency histogram; the wrong generation and an unknown member
+    (the general path, behind the native one) as before."""
+    metrics_port = free_port()
+    server = GroupdProcess(str(tmp_path), "topics=t:1", "group.initial.rebalance.delay.ms=0",
+                           f"native.heartbeat.enable={str(native).lower()}",
+                           f"metrics.listener=http://127.0.0.1:{metrics_port}/metrics").start()
+    try:
+        with WireClient(server.bootstrap) as c:
+            member, generation = join_and_sync(c, "wired")
+            for version in range(5):
+                body = {"group_id": "wired", "generation_id": generation, "member_id": member}
+                if version >= 3:
+                    body["group_instance_id"] = None
+                assert c.request(ApiKey.HEARTBEAT, version, body).error_code is ErrorCode.none
+            assert c.request(ApiKey.HEARTBEAT, 4, {"group_id": "wired", "generation_id": generation + 1,
+                                                   "member_id": member, "group_instance_id": None}
+                             ).error_code is ErrorCode.illegal_generation
+            assert c.request(ApiKey.HEARTBEAT, 4, {"group_id": "wired", "generation_id": generation,
+                                                   "member_id": "nobody", "group_instance_id": None}
+                             ).error_code is ErrorCode.unknown_member_id
+        text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+        samples = dict(line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
+        assert float(samples['groupd_requests_total{api="heartbeat",error="none"}']) == 5
+        assert float(samples['groupd_requests_total{api="heartbeat",error="illegal_generation"}']) == 1
+        assert float(samples['groupd_request_duration_seconds_count{api="heartbeat"}']) == 7
+    finally:
+        assert server.stop() == 0, server.log()[-3000:]
