@@ -5,6 +5,7 @@ moves with the load of other processes (the syscalls and the client are not in i
 
     python bench/request_cost.py                       # heartbeats (classic, consumer), commits (interval, fsync)
     python bench/request_cost.py --only heartbeat -n 200000
+    python bench/request_cost.py --only heartbeat --set native.heartbeat.enable=false   # the Python path
     valgrind --tool=callgrind python bench/request_cost.py --only heartbeat -n 20000   # instruction counts
 
 heartbeat: 100 members of one group (joined and synced through the same connection path), each
@@ -99,10 +100,11 @@ async def until(predicate, timeout: float = 30.0) -> None:
 
 
 class Harness:
-    def __init__(self, data_dir: str, flush_ms: int) -> None:
+    def __init__(self, data_dir: str, flush_ms: int, extra: list[str]) -> None:
         self.settings = Settings.load(env={}, overrides=[
             "listeners=PLAINTEXT://127.0.0.1:9", f"data.dir={data_dir}", "metrics.listener=",
-            "group.initial.rebalance.delay.ms=0", "topics=t:8", f"log.flush.interval.ms={flush_ms}", "log.level=warning"])
+            "group.initial.rebalance.delay.ms=0", "topics=t:8", f"log.flush.interval.ms={flush_ms}", "log.level=warning",
+            *extra])
         self.node = Node(self.settings)
         self.transport = CountingTransport()
         self.conn = Connection(self.node, set(), RequestMemory(self.settings.queued_max_request_bytes),
@@ -234,10 +236,10 @@ async def commit_cost(h: Harness, n: int, groups: int = 100) -> float:
     return used / sent * 1e6
 
 
-async def one(kind: str, n: int) -> float:
+async def one(kind: str, n: int, extra: list[str]) -> float:
     data_dir = tempfile.mkdtemp(prefix="request-cost-")
     try:
-        h = Harness(data_dir, 0 if kind == "commit-fsync" else 1000)
+        h = Harness(data_dir, 0 if kind == "commit-fsync" else 1000, extra)
         await h.start()
         try:
             cost = {"heartbeat": heartbeat_cost, "consumer-heartbeat": consumer_heartbeat_cost}.get(kind, commit_cost)
@@ -256,6 +258,8 @@ def main() -> int:
     ap.add_argument("--only", choices=KINDS, action="append")
     ap.add_argument("-n", type=int, default=50_000, help="requests per run (commit-fsync: a tenth)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a setting of the server under test, e.g. native.heartbeat.enable=false (the Python path)")
     args = ap.parse_args()
     try:
         import uvloop
@@ -264,7 +268,7 @@ def main() -> int:
         run = asyncio.run
     for kind in args.only or KINDS:
         n = args.n // 10 if kind == "commit-fsync" else args.n
-        runs = sorted(run(one(kind, n)) for _ in range(args.repeat))
+        runs = sorted(run(one(kind, n, args.set)) for _ in range(args.repeat))
         print(f"{kind:13} {statistics.median(runs):6.1f} CPU µs/request (runs: {', '.join(f'{r:.1f}' for r in runs)}; "
               f"{n:,} requests each)", flush=True)
     return 0
