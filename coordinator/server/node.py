@@ -16,9 +16,9 @@ from groupd.coordinator.runtime import offsets_topic
 from groupd.coordinator.runtime.coordinator import GroupCoordinator
 from groupd.coordinator.runtime.records_disk import DiskPlane
 from groupd.coordinator.security.authorizer import Access
-from groupd.coordinator.server import fast_heartbeat
 from groupd.coordinator.security.sasl import Users
 from groupd.coordinator.security.scram_users import ScramUsers
+from groupd.coordinator.server import fast_heartbeat
 from groupd.coordinator.settings import Settings
 from groupd.storage import records_plane
 from groupd.storage.acls import AclFile
