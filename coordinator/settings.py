@@ -351,6 +351,9 @@ KEYS: tuple[Key, ...] = (
     Key("socket.request.arrival.timeout.ms", 60000, _int(1),
         "a request frame must arrive whole within this long of its first byte, else its connection "
         "is closed (a client trickling bytes would otherwise hold it forever; no Kafka equivalent)"),
+    Key("native.heartbeat.enable", True, _bool,
+        "answer the steady classic Heartbeat in C (coordinator/server/_native.c); false: the pure-Python "
+        "path only, the reference (no Kafka equivalent)"),
     Key("connections.max.queued.response.bytes", 16777216, _int(1024),
         "per connection: reading stops while more response bytes than this wait to be sent "
         "(behind a parked reply, or a client that does not read); it resumes once they drain"),
@@ -587,6 +590,7 @@ class Settings:
     socket_request_max_bytes: int
     connections_max_idle_ms: int
     socket_request_arrival_timeout_ms: int
+    native_heartbeat_enable: bool
     connections_max_queued_response_bytes: int
     queued_max_request_bytes: int
     group_min_session_timeout_ms: int

@@ -57,7 +57,7 @@ def authentication(listener: str, mechanism: str, result: str) -> None:
 
 
 # -- requests ------------------------------------------------------------------------------------
-_LATENCY_BUCKETS = (.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300)
+LATENCY_BUCKETS = (.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300)
 _API_NAMES = {int(k): k.name.lower() for k in ApiKey}
 
 
@@ -70,14 +70,14 @@ class RequestStats:
         self.in_flight = 0  # requests whose reply is parked
         self.answered: dict[tuple[int, Any], int] = {}  # (api key, top-level error code or None) → requests
         # per API: a count per bucket (the last one: over the largest bound), and the sum of seconds
-        self.buckets = {k: [0] * (len(_LATENCY_BUCKETS) + 1) for k in _API_NAMES}
+        self.buckets = {k: [0] * (len(LATENCY_BUCKETS) + 1) for k in _API_NAMES}
         self.seconds = dict.fromkeys(_API_NAMES, 0.0)
 
     def done(self, api_key: int, response, seconds: float) -> None:
         key = (api_key, getattr(response, "error_code", None))  # named at scrape time: Enum.name is slow
         answered = self.answered
         answered[key] = answered.get(key, 0) + 1
-        self.buckets[api_key][bisect.bisect_left(_LATENCY_BUCKETS, seconds)] += 1
+        self.buckets[api_key][bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
         self.seconds[api_key] += seconds
 
     def collect(self):
@@ -97,7 +97,7 @@ class RequestStats:
         for api_key, name in _API_NAMES.items():
             counts, total, cumulative = list(self.buckets[api_key]), self.seconds[api_key], 0
             bounds = []
-            for bound, n in zip((*map(floatToGoString, _LATENCY_BUCKETS), "+Inf"), counts):
+            for bound, n in zip((*map(floatToGoString, LATENCY_BUCKETS), "+Inf"), counts):
                 cumulative += n
                 bounds.append((bound, cumulative))
             latency.add_metric([name], bounds, total)

@@ -82,6 +82,10 @@ class Connection(asyncio.Protocol):
         self._held = 0  # this connection's share of memory.held
         settings = node.settings
         self._frames = FrameReader(settings.socket_request_max_bytes)
+        self._frame_limit = settings.socket_request_max_bytes
+        # the steady classic Heartbeat answered in C (fast_heartbeat.py); None: the Python path only.
+        # Not on SASL listeners: there every frame may have to go through the exchange first.
+        self._heartbeat = node.fast_heartbeat if not endpoint.sasl else None
         if endpoint.sasl:
             self._auth = Authenticator(settings.sasl_enabled_mechanisms, endpoint.users,
                                        settings.connections_max_reauth_ms, endpoint.oauth,
@@ -235,7 +239,20 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self._last_active = self._loop_time()
         frames = self._frames
-        if not frames.pending and not self._reading_paused and frames.whole(data):
+        if frames.pending or self._reading_paused:
+            frames.append(data)
+            self._process()
+            return
+        if self._heartbeat is not None and self.node.intercept is None:
+            answered = self._heartbeat.answer(data, self.client_id, self._frame_limit)
+            if answered is not None:  # it did what _dispatch would have, but the write
+                reply, self.client_id = answered
+                if self._replies:
+                    self._queue(reply)
+                else:
+                    self._transport.write(reply)  # type: ignore[union-attr]
+                return
+        if frames.whole(data):
             # The common case, one request in one read: no buffering, no turn accounting.
             try:
                 self._dispatch(data[4:])
@@ -313,6 +330,11 @@ class Connection(asyncio.Protocol):
         if auth is not None and (auth.state is not State.COMPLETE or auth.expires_at is not None) \
                 and self._authenticate(auth, frame):
             return
+        if self._heartbeat is not None and self.node.intercept is None:
+            answered = self._heartbeat.answer_frame(frame, self.client_id)
+            if answered is not None:
+                reply, self.client_id = answered
+                return self._queue(reply)
         api_key, version, correlation_id = codec.peek_header(frame)
         route = _ROUTES.get((api_key, version))
         if route is None:

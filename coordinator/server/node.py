@@ -18,6 +18,7 @@ from groupd.coordinator.runtime.records_disk import DiskPlane
 from groupd.coordinator.security.authorizer import Access
 from groupd.coordinator.security.sasl import Users
 from groupd.coordinator.security.scram_users import ScramUsers
+from groupd.coordinator.server import fast_heartbeat
 from groupd.coordinator.settings import Settings
 from groupd.storage import records_plane
 from groupd.storage.acls import AclFile
@@ -77,6 +78,7 @@ class Node:
         self.api_versions = VERSION_TABLE  # what ApiVersions advertises (the authenticator is handed it too)
         # while a fault is armed (coordinator/chaos/faults.py): intercept(handler, api_key, request)
         self.intercept: Any = None
+        self.fast_heartbeat = fast_heartbeat.build(self)  # the steady classic Heartbeat in C, or None
         self._topics_image: tuple[Any, TopicsImage] | None = None  # (catalog, its image at its version)
         self.producer_id_block = (0, 1)  # InitProducerId's first id and step (workers: each its own)
         # log-end offsets of the data partitions other workers lead, for the lag metrics
