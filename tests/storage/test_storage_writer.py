@@ -26,10 +26,10 @@ def rec(n: int) -> Record:
     return Record(OffsetCommitKey("g", "t", n), OffsetCommitValue(n, -1, "", 1))
 
 
-def batches_on_disk(data_dir: str) -> list[list[int]]:
-    """The offsets of every batch of partition 0, per batch."""
+def batches_on_disk(data_dir: str, p: int = 0) -> list[list[int]]:
+    """The offsets of every batch of partition `p`, per batch."""
     out = []
-    for _, path in list_segments(partition_dir(data_dir, 0)):
+    for _, path in list_segments(partition_dir(data_dir, p)):
         with open(path, "rb") as f:
             found = scan(f.read())
         assert found.tail is None and not found.damage

@@ -18,36 +18,10 @@ from groupd.coordinator.runtime.log_writer import LogWriter
 from groupd.coordinator.runtime.sync_rounds import SyncRounds
 from groupd.protocol import ErrorCode
 from groupd.storage import syncfs
-from groupd.storage.log import PartitionLog, list_segments, partition_dir
-from groupd.storage.records import OffsetCommitKey, OffsetCommitValue, Record
-from groupd.storage.scanner import scan
+from groupd.storage.log import PartitionLog
+from tests.storage.test_storage_writer import append, batches_on_disk, rec
 
 PARTITIONS = 4
-
-
-def rec(n: int) -> Record:
-    return Record(OffsetCommitKey("g", "t", n), OffsetCommitValue(n, -1, "", 1))
-
-
-def batches_on_disk(data_dir: str, p: int) -> list[list[int]]:
-    out = []
-    for _, path in list_segments(partition_dir(data_dir, p)):
-        with open(path, "rb") as f:
-            found = scan(f.read())
-        assert found.tail is None and not found.damage
-        out += [[r.offset for r in b.batch] for b in found.batches]
-    return out
-
-
-def append(writer: LogWriter, records: list[Record]) -> asyncio.Future:
-    fut = asyncio.get_running_loop().create_future()
-
-    def answer(error):
-        if not fut.done():
-            fut.set_result(error)
-
-    writer.append(records, answer, lambda: answer(ErrorCode.coordinator_not_available))
-    return fut
 
 
 class Calls:
