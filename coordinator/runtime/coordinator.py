@@ -11,8 +11,8 @@ import logging
 import os
 import time
 import uuid
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
 
 from groupd.coordinator.core.classic.replies import join_reply, sync_reply
 from groupd.coordinator.core.classic.requests import HeartbeatRequest, JoinRequest, LeaveRequest, SyncRequest
@@ -40,6 +40,9 @@ from .log_workers import LogWorkers
 from .log_writer import LogWriter
 from .sync_rounds import SyncRounds
 from .partitions import Claim, PartitionLifecycle, PartitionState, resolve
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 log = logging.getLogger("groupd")
 

@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import multiprocessing
 import time
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from groupd.coordinator.observability import metrics
@@ -19,6 +16,7 @@ from groupd.storage.files import remove_files
 from groupd.storage.owned_compaction import closed_counted_bytes, compact_owned
 from groupd.storage.owned_log import unlisted_segments
 
+from .cleaner_process import died, spawn_pool
 from .log_writer import LogWriter
 from .partitions import Claim, PartitionState
 
@@ -71,8 +69,7 @@ class Housekeeping:
             if closed and (closed - self._clean_bytes[p]) / closed >= self.settings.min_cleanable_dirty_ratio:
                 started = time.perf_counter()
                 if self._compactor is None:
-                    self._compactor = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                                                          initializer=die_with_parent)
+                    self._compactor = spawn_pool(die_with_parent)
                 if writer.plog.stamp:
                     job = asyncio.ensure_future(self._compact_owned(p, writer, self._claims[p]))
                 else:
@@ -118,7 +115,7 @@ class Housekeeping:
         backoff = self.settings.log_cleaner_backoff_ms / 1000
         try:
             self._clean_bytes[p] = self._closed_bytes(p, writer)  # a failure is not retried at once
-            if isinstance(f.exception(), BrokenProcessPool):  # the process died: the next compaction starts one
+            if died(f.exception()):  # the process died: the next compaction starts one
                 self._compactor = None
             if f.exception() is not None:
                 raise f.exception()

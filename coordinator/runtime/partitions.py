@@ -224,7 +224,8 @@ class PartitionLifecycle:
         if self._gc_was_enabled:
             gc.enable()
         settle_gc()
-        heap.trim()  # about 8 bytes per loaded offset of RSS that held only the load's garbage
+        if self._loaded_bytes:  # an empty log left no garbage, and trim() would import ctypes for nothing
+            heap.trim()  # about 8 bytes per loaded offset of RSS that held only the load's garbage
         progress = self._tasks.pop("load-progress", None)
         if progress is not None:
             progress.cancel()

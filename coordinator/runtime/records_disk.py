@@ -22,14 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import multiprocessing
 import os
 import re
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from groupd.coordinator.core.partitioning import data_home
 from groupd.coordinator.core.topic_configs import broker_defaults
@@ -47,9 +44,13 @@ from groupd.storage.records_plane.transactions import COMMIT, marker_batch
 from groupd.storage.records_plane.watchers import Watchers
 from groupd.storage.topic_config import TopicConfig, effective
 
+from .cleaner_process import died, spawn_pool
 from .data_writer import DataWriter
 from .log_start import LogStartWriter
 from .log_workers import LogWorkers
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 log = logging.getLogger("groupd")
 
@@ -533,8 +534,7 @@ class DiskPlane(Watchers):
         key, part, paths, end, older_kept = due
         config = self._config(part.dlog.topic)
         if self._cleaner is None:
-            self._cleaner = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                                                initializer=die_with_parent)
+            self._cleaner = spawn_pool(die_with_parent)
         self._cleaning = key
         started = time.perf_counter()
         job = asyncio.get_running_loop().run_in_executor(self._cleaner, compact_segments, part.dlog.directory, paths,
@@ -601,7 +601,7 @@ class DiskPlane(Watchers):
         cleaned = False
         self._cleaned_to[key] = end  # a failure is not retried before new data or the backoff
         try:
-            if isinstance(f.exception(), BrokenProcessPool):  # the process died: the next clean starts one
+            if died(f.exception()):  # the process died: the next clean starts one
                 self._cleaner = None
             result = f.result()
         except Exception as e:  # noqa: BLE001
