@@ -303,8 +303,10 @@ def run_targets(args, targets, hb_extra, tls) -> None:
         runs = []
         for _ in range(args.repeat):
             runs.append(form_run(name, size, tls))
-            print(f"  {name} form {size}: {runs[-1].get('form_ms', runs[-1].get('failed'))} ms", file=sys.stderr,
-                  flush=True)
+            run = runs[-1]  # each run's generation and CPU too: the median row hides a run's second generation
+            print(f"  {name} form {size}: {run.get('form_ms', run.get('failed'))} ms, generation "
+                  f"{run.get('generation')}, {run.get('joins')} joins, server/client CPU "
+                  f"{run.get('server_cpu_ms')}/{run.get('client_cpu_ms')} ms", file=sys.stderr, flush=True)
         r = median(runs, "form_ms")
         form_rows.append((name, size, r.get("form_ms"), r.get("range"), r.get("server_cpu_ms"), r.get("client_cpu_ms"),
                           r.get("generation"), r.get("joins"), r.get("failed", "")))

@@ -77,11 +77,34 @@ def test_failed_write_of_a_new_group_answers_the_parked_join_and_drops_the_group
     assert "g" not in d.shard.groups
 
 
-def test_join_reply_of_a_new_group_waits_for_its_record(d):
+def test_member_id_required_of_a_new_group_does_not_wait_for_its_record(d):
+    """Kafka's classicGroupJoinToClassicGroup completes the answer inside the write operation and
+    only then appends the new group's record: the reply leaves before that record is durable."""
     d.hold_writes()
-    assert d.join("g", ticket="j", client_id="a") is None
+    reply = d.join("g", ticket="j", client_id="a")
+    assert reply is not None and reply["error_code"] == E.member_id_required
+    assert d.writes_in_flight == 1
+    d.join("g", reply["member_id"], ticket="again", client_id="a")  # the re-join needs no fsync either
+    assert d.group().state is PREPARING_REBALANCE
     d.finish_writes()
-    assert d.replies["j"]["error_code"] == E.member_id_required
+    assert d.answers_to("j") == [reply]
+
+
+def test_failed_record_of_a_new_group_drops_it_after_member_id_required_was_answered(d):
+    d.hold_writes()
+    reply = d.join("g", ticket="j", client_id="a")
+    assert reply["error_code"] == E.member_id_required
+    d.finish_writes(E.coordinator_not_available)
+    assert "g" not in d.shard.groups
+    assert d.answers_to("j") == [reply]  # answered once: Kafka's later error finds the answer sent
+    again = d.join("g", reply["member_id"], ticket="again", client_id="a")
+    assert (again["error_code"], again["member_id"]) == (E.unknown_member_id, reply["member_id"])
+
+
+def test_new_group_with_an_unsupported_protocol_answers_at_once(d):
+    d.hold_writes()
+    reply = d.join("g", ticket="j", client_id="a", protocol_type="")
+    assert reply["error_code"] == E.inconsistent_group_protocol
 
 
 # -- §3.4 group.max.size -----------------------------------------------------------------------------

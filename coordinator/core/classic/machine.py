@@ -108,6 +108,11 @@ class ClassicMachine:
             out.records.append(Record(GroupMetadataKey(group.group_id), GroupMetadataValue(
                 "", 0, None, None, group.state_timestamp if group.state_timestamp is not None else -1, ())))
             # a failed write reverts the creation: the group goes, its parked joins get the error
+            if out.reply is not None and ticket is not None:
+                # Kafka completes this join's answer (MEMBER_ID_REQUIRED, an error) inside the write
+                # operation, not when the record commits: the re-join need not wait for an fsync
+                out.released.append((ticket, out.reply))
+                out.reply = None
         return out
 
     def _accepts_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
