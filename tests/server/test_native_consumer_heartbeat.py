@@ -4,8 +4,9 @@ false, each with the same consumer group formed through the Python path; then th
 steady ones, ones a field away from steady, bytes flipped or cut -- fed to both, which must answer
 the same bytes, close alike, and leave the same state (session deadlines moved, member epochs,
 client id, request counters). The fuzzing is seeded (one formed group serves every frame), so a
-failure replays. The wire tests of the consumer protocol run on either path with
-`GROUPD_NATIVE_HEARTBEAT_ENABLE`, as the classic ones do (tests/server/test_native_heartbeat.py)."""
+failure replays. Then a real server under each setting, over TCP, with its metrics. The wire
+tests of the consumer protocol run on either path with `GROUPD_NATIVE_HEARTBEAT_ENABLE`, as the
+classic ones do (tests/server/test_native_heartbeat.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ import datetime
 import random
 import struct
 import time
+import urllib.request
 import uuid
+
+import pytest
 
 from groupd.coordinator.core.group_config import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS
 from groupd.coordinator.observability import metrics
@@ -22,9 +26,11 @@ from groupd.coordinator.security.listeners import endpoints
 from groupd.coordinator.server.connection import Connection, RequestMemory
 from groupd.coordinator.server.node import Node
 from groupd.coordinator.settings import Settings
+from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import RequestHeader, build_request, decode_response, encode_request
 from groupd.protocol.framing import FrameReader
+from tests.support.process import GroupdProcess, WireClient, free_port
 
 GROUP = "native-cg"
 MEMBERS = [str(uuid.UUID(int=i + 1)) for i in range(4)]
@@ -230,3 +236,37 @@ async def test_native_path_answers_without_the_python_handler(tmp_path):
     finally:
         await side.node.coordinator.close()
         side.node.close()
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
+def test_wire_steady_heartbeats_and_their_metrics(tmp_path, native):
+    """A real server over TCP: a member joins and acknowledges its assignment, then its steady
+    heartbeats (v0 and v1) are answered alike by both paths and counted in groupd_requests_total;
+    a wrong epoch (the general path, behind the native one) is fenced as before."""
+    metrics_port = free_port()
+    server = GroupdProcess(str(tmp_path), "topics=t:2", f"native.heartbeat.enable={str(native).lower()}",
+                           f"metrics.listener=http://127.0.0.1:{metrics_port}/metrics").start()
+    try:
+        with WireClient(server.bootstrap) as c:
+            r = c.request(KEY, 1, values("m-1", 0, subscribed_topic_names=["t"], topic_partitions=[],
+                                         rebalance_timeout=datetime.timedelta(seconds=30)))
+            owned = [{"topic_id": tp.topic_id, "partitions": tp.partitions} for tp in r.assignment.topic_partitions]
+            r = c.request(KEY, 1, values("m-1", r.member_epoch, topic_partitions=owned))
+            assert r.error_code == 0 and r.assignment is None
+            epoch, sent = r.member_epoch, 2
+            for version in (0, 1, 0, 1):
+                body = values("m-1", epoch)
+                if version == 0:
+                    del body["subscribed_topic_regex"]
+                r = c.request(KEY, version, body)
+                sent += 1
+                assert (r.error_code, r.member_id, r.member_epoch, r.assignment) == (0, "m-1", epoch, None)
+                assert r.heartbeat_interval == datetime.timedelta(milliseconds=5000)
+            assert c.request(KEY, 1, values("m-1", epoch + 1)).error_code is ErrorCode.fenced_member_epoch
+        text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+        samples = dict(line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
+        assert float(samples['groupd_requests_total{api="consumer_group_heartbeat",error="none"}']) == sent
+        assert float(samples['groupd_requests_total{api="consumer_group_heartbeat",error="fenced_member_epoch"}']) == 1
+        assert float(samples['groupd_request_duration_seconds_count{api="consumer_group_heartbeat"}']) == sent + 1
+    finally:
+        assert server.stop() == 0, server.log()[-3000:]
