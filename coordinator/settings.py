@@ -352,8 +352,8 @@ KEYS: tuple[Key, ...] = (
         "a request frame must arrive whole within this long of its first byte, else its connection "
         "is closed (a client trickling bytes would otherwise hold it forever; no Kafka equivalent)"),
     Key("native.heartbeat.enable", True, _bool,
-        "answer the steady classic Heartbeat in C (coordinator/server/_native.c); false: the pure-Python "
-        "path only, the reference (no Kafka equivalent)"),
+        "answer the steady classic Heartbeat and the steady ConsumerGroupHeartbeat in C "
+        "(coordinator/server/_native.c); false: the pure-Python path only, the reference (no Kafka equivalent)"),
     Key("connections.max.queued.response.bytes", 16777216, _int(1024),
         "per connection: reading stops while more response bytes than this wait to be sent "
         "(behind a parked reply, or a client that does not read); it resumes once they drain"),

@@ -83,7 +83,7 @@ class Connection(asyncio.Protocol):
         settings = node.settings
         self._frames = FrameReader(settings.socket_request_max_bytes)
         self._frame_limit = settings.socket_request_max_bytes
-        # the steady classic Heartbeat answered in C (fast_heartbeat.py); None: the Python path only.
+        # the steady classic and consumer heartbeats answered in C (fast_heartbeat.py); None: the Python path only.
         # Not on SASL listeners: there every frame may have to go through the exchange first.
         self._heartbeat = node.fast_heartbeat if not endpoint.sasl else None
         if endpoint.sasl:
@@ -244,7 +244,7 @@ class Connection(asyncio.Protocol):
             self._process()
             return
         if self._heartbeat is not None and self.node.intercept is None:
-            answered = self._heartbeat.answer(data, self.client_id, self._frame_limit)
+            answered = self._heartbeat.answer(data, self.client_id, self._frame_limit, self.client_host)
             if answered is not None:  # it did what _dispatch would have, but the write
                 reply, self.client_id = answered
                 if self._replies:
@@ -331,7 +331,7 @@ class Connection(asyncio.Protocol):
                 and self._authenticate(auth, frame):
             return
         if self._heartbeat is not None and self.node.intercept is None:
-            answered = self._heartbeat.answer_frame(frame, self.client_id)
+            answered = self._heartbeat.answer_frame(frame, self.client_id, self.client_host)
             if answered is not None:
                 reply, self.client_id = answered
                 return self._queue(reply)
