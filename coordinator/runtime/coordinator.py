@@ -38,8 +38,8 @@ from groupd.protocol import ErrorCode
 from .housekeeping import Housekeeping
 from .log_workers import LogWorkers
 from .log_writer import LogWriter
-from .sync_rounds import SyncRounds
 from .partitions import Claim, PartitionLifecycle, PartitionState, resolve
+from .sync_rounds import SyncRounds
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
