@@ -10,6 +10,31 @@
 # `groupd serve` stops at start-up with a message saying so. Any setting is a GROUPD_<KEY>
 # variable (docs/configuration.md); arguments after the image name go to `groupd serve`
 # (e.g. --set topics=orders:6). Data (offsets log, topic catalog) lives in the volume.
+# Two stages: the build stage has gcc, which compiles groupd's C extension
+# (coordinator/server/_native.c; the image has Python's headers already); the image copies the
+# built install and has no compiler.
+FROM python:3.11-slim-bookworm AS build
+
+ENV PYTHONDONTWRITEBYTECODE=1
+# The compiler of whatever bookworm ships: a build-only tool, pinned by the base image's release.
+# hadolint ignore=DL3008
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc libc6-dev \
+ && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /opt/groupd
+# Dependencies first, in their own layer: it is rebuilt only when pyproject.toml (or the script)
+# changes, never for a change to groupd's source.
+COPY pyproject.toml ./
+COPY .ci/install-python .ci/
+RUN PIP_NO_CACHE_DIR=1 PYTHON=python3.11 VENV=/opt/groupd/.venv .ci/install-python deps
+COPY . .
+# Extras of pyproject.toml to add, e.g. `--build-arg GROUPD_EXTRAS=cluster` for cluster mode's etcd
+# client (examples/cluster/docker-compose.yml); the install script reads the variable.
+ARG GROUPD_EXTRAS=""
+# The same install as `make serve` / `make test` (one shared script), into /opt/groupd/.venv.
+RUN PIP_NO_CACHE_DIR=1 PYTHON=python3.11 VENV=/opt/groupd/.venv .ci/install-python
+
 FROM python:3.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -23,23 +48,8 @@ RUN groupadd --system --gid 10001 groupd \
  && chown groupd:groupd /var/lib/groupd
 
 WORKDIR /opt/groupd
-# Dependencies first, in their own layer: it is rebuilt only when pyproject.toml (or the script)
-# changes, never for a change to groupd's source.
-COPY pyproject.toml ./
-COPY .ci/install-python .ci/
-RUN PIP_NO_CACHE_DIR=1 PYTHON=python3.11 VENV=/opt/groupd/.venv .ci/install-python deps
-COPY . .
-# Extras of pyproject.toml to add, e.g. `--build-arg GROUPD_EXTRAS=cluster` for cluster mode's etcd
-# client (examples/cluster/docker-compose.yml); the install script reads the variable.
-ARG GROUPD_EXTRAS=""
-# The same install as `make serve` / `make test` (one shared script), into /opt/groupd/.venv. It
-# compiles groupd's C extension (coordinator/server/_native.c): gcc is installed for that step only
-# and removed in the same layer (the image has Python's headers already).
-RUN apt-get update \
- && apt-get install -y --no-install-recommends gcc libc6-dev \
- && PIP_NO_CACHE_DIR=1 PYTHON=python3.11 VENV=/opt/groupd/.venv .ci/install-python \
- && apt-get purge -y --auto-remove gcc libc6-dev \
- && rm -rf /var/lib/apt/lists/*
+# the checkout with its venv (an editable install: the venv points at this tree, the .so in it)
+COPY --from=build /opt/groupd /opt/groupd
 
 ENV GROUPD_DATA_DIR=/var/lib/groupd \
     GROUPD_LISTENERS=PLAINTEXT://0.0.0.0:9092 \
