@@ -30,35 +30,12 @@ from groupd.protocol import ErrorCode
 from groupd.protocol.apis import ApiKey
 from groupd.protocol.codec import RequestHeader, build_request, decode_response, encode_request
 from groupd.protocol.framing import FrameReader
+from tests.server.test_native_heartbeat import Transport
 from tests.support.process import GroupdProcess, WireClient, free_port
 
 GROUP = "native-cg"
 MEMBERS = [str(uuid.UUID(int=i + 1)) for i in range(4)]
 KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
-
-
-class Transport:
-    def __init__(self) -> None:
-        self.out = bytearray()
-        self.closed = False
-
-    def write(self, data: bytes) -> None:
-        self.out += data
-
-    def close(self) -> None:
-        self.closed = True
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def get_extra_info(self, name: str, default=None):
-        return ("127.0.0.1", 50000) if name == "peername" else default
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
 
 
 def values(member_id: str, epoch: int, **changed) -> dict:
